@@ -1,0 +1,238 @@
+"""Run bundles: a directory of raw samples written append-only, and a strict reader.
+
+Layout (format v1, documented in docs/bundle.md):
+    manifest.json      provenance and status; rewritten atomically, never partially
+    points.jsonl       one line per point event (start, measure, end)
+    requests.jsonl     one line per finished request, raw timestamps only
+    metrics.jsonl      one line per /metrics scrape (or a gap with its error)
+    gpu.jsonl          one line per GPU per telemetry sample
+    client.jsonl       the client's own lag samples (event-loop delay)
+    server.log         the engine's log, when the tool launched the engine
+
+Invariants: every `t` is seconds since the bundle's t0 on the monotonic clock; a sample
+line is flushed as soon as it is written, so a crash loses at most the last line; nothing
+derived (no mean, no percentile) is ever written here.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+SCHEMA_VERSION = 1
+KIND = "serving-ledger/bundle"
+SAMPLE_FILES = ("points", "requests", "metrics", "gpu", "client")
+
+# Every manifest key of the current version; the reader refuses any other.
+MANIFEST_KEYS = {
+    "schema_version", "kind", "origin", "created_utc", "status", "status_reason",
+    "clock", "tool", "host", "gpus", "gpu_absent_reason", "engine", "model",
+    "plan", "files",
+}
+REQUIRED_KEYS = {"schema_version", "kind", "origin", "status", "clock", "tool", "engine", "plan"}
+STATUSES = {"running", "complete", "interrupted", "failed"}
+ORIGINS = {"recorded", "hand-built-fixture"}
+
+
+class BundleError(Exception):
+    """A bundle that cannot be read; the message names the file and the fix."""
+
+
+class BundleWriter:
+    """Appends raw samples to a bundle directory; refuses to overwrite an existing bundle."""
+
+    def __init__(self, path: str | os.PathLike, manifest: dict[str, Any], resume: bool = False):
+        self.path = Path(path)
+        if (self.path / "manifest.json").exists() and not resume:
+            raise BundleError(f"{self.path}/manifest.json: a bundle already exists here; "
+                              "choose another --out or remove it (bundles are never overwritten)")
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.t0 = time.monotonic()
+        if resume:
+            old = json.loads((self.path / "manifest.json").read_text())
+            # Keep the original clock: new samples continue on the same time axis.
+            self.t0 = time.monotonic() - (time.time() - old["clock"]["t0_wall_unix"])
+            manifest = {**old, **{k: v for k, v in manifest.items() if k not in ("clock", "created_utc")}}
+        else:
+            manifest = {
+                "schema_version": SCHEMA_VERSION,
+                "kind": KIND,
+                "origin": "recorded",
+                "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "status": "running",
+                "status_reason": None,
+                "clock": {"t0_wall_unix": time.time(), "source": "time.monotonic",
+                          "unit": "s since t0"},
+                **manifest,
+            }
+        self.manifest = manifest
+        self._files: dict[str, io.TextIOWrapper] = {}
+        self.write_manifest()
+
+    def now(self) -> float:
+        """Seconds since t0 on the bundle's clock."""
+        return time.monotonic() - self.t0
+
+    def append(self, stream: str, record: dict[str, Any]) -> None:
+        """Append one JSON line to STREAM.jsonl and flush it to the OS at once."""
+        if stream not in SAMPLE_FILES:
+            raise ValueError(f"unknown sample stream {stream!r}")
+        f = self._files.get(stream)
+        if f is None:
+            f = open(self.path / f"{stream}.jsonl", "a", encoding="utf-8")
+            self._files[stream] = f
+        f.write(json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n")
+        f.flush()
+
+    def update(self, **fields: Any) -> None:
+        """Change manifest fields and rewrite it atomically."""
+        self.manifest.update(fields)
+        self.write_manifest()
+
+    def write_manifest(self) -> None:
+        unknown = set(self.manifest) - MANIFEST_KEYS
+        if unknown:
+            raise BundleError(f"manifest fields not in format v{SCHEMA_VERSION}: {sorted(unknown)}")
+        tmp = self.path / "manifest.json.tmp"
+        tmp.write_text(json.dumps(self.manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
+        os.replace(tmp, self.path / "manifest.json")
+
+    def close(self, status: str, reason: str | None = None, compress_over: int = 1 << 20) -> None:
+        """Close streams, compress large ones (>compress_over bytes) and record the final status."""
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+        files = {}
+        for stream in SAMPLE_FILES:
+            p = self.path / f"{stream}.jsonl"
+            if p.exists() and p.stat().st_size > compress_over:
+                gz = p.with_suffix(".jsonl.gz")
+                with open(p, "rb") as src, gzip.GzipFile(gz, "wb", mtime=0) as dst:
+                    dst.write(src.read())
+                p.unlink()
+            for cand in (p, p.with_suffix(".jsonl.gz")):
+                if cand.exists():
+                    files[stream] = cand.name
+        if (self.path / "server.log").exists():
+            files["server_log"] = "server.log"
+        self.update(status=status, status_reason=reason, files=files)
+
+
+@dataclass
+class Bundle:
+    """A bundle read back: manifest plus raw sample lists, with any read warnings."""
+
+    path: Path
+    manifest: dict[str, Any]
+    points: list[dict] = field(default_factory=list)
+    requests: list[dict] = field(default_factory=list)
+    metrics: list[dict] = field(default_factory=list)
+    gpu: list[dict] = field(default_factory=list)
+    client: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.path.name if self.path.name != "bundle" else self.path.parent.name
+
+    def server_log(self) -> str | None:
+        p = self.path / "server.log"
+        return p.read_text(errors="replace") if p.exists() else None
+
+    def file_for(self, stream: str) -> str:
+        """The file name a stream was read from, for provenance."""
+        return (self.manifest.get("files") or {}).get(stream, f"{stream}.jsonl")
+
+
+def upgrade_manifest(manifest: dict[str, Any], path: Path) -> dict[str, Any]:
+    """Bring an older manifest up to SCHEMA_VERSION through the chained upgrade_to_N steps."""
+    version = manifest.get("schema_version")
+    if version is None:
+        raise BundleError(f"{path}: no schema_version; this is not a serving-ledger bundle "
+                          "(re-record it with `make run`)")
+    if not isinstance(version, int):
+        raise BundleError(f"{path}: schema_version {version!r} is not an integer")
+    if version > SCHEMA_VERSION:
+        raise BundleError(f"{path}: schema_version {version} is newer than this tool reads "
+                          f"({SCHEMA_VERSION}); upgrade serving-ledger")
+    while version < SCHEMA_VERSION:
+        step = UPGRADES.get(version + 1)
+        if step is None:
+            raise BundleError(f"{path}: schema_version {version} is older than any this tool "
+                              f"can upgrade (oldest {min(UPGRADES, default=SCHEMA_VERSION)}); "
+                              "re-record the round")
+        manifest = step(manifest)
+        version = manifest["schema_version"]
+    return manifest
+
+
+# upgrade_to_N(manifest_of_version_N_minus_1) -> manifest_of_version_N. Version 1 is the first.
+UPGRADES: dict[int, Any] = {}
+
+
+def iter_jsonl(path: Path, warnings: list[str]) -> Iterator[dict]:
+    """Yield records of a .jsonl or .jsonl.gz file; a truncated last line is reported and skipped."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            lines = f.readlines()
+    except (EOFError, gzip.BadGzipFile) as e:
+        raise BundleError(f"{path}: corrupt compressed file ({e}); restore it from git") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            if n == len(lines) and not line.endswith("\n"):
+                warnings.append(f"{path.name} line {n}: truncated last line skipped")
+                continue
+            raise BundleError(f"{path} line {n}: not valid JSON ({e.msg})") from None
+        if not isinstance(rec, dict):
+            raise BundleError(f"{path} line {n}: expected a JSON object")
+        yield rec
+
+
+def read_bundle(path: str | os.PathLike) -> Bundle:
+    """Read and validate a bundle directory; raise BundleError naming the file on bad input."""
+    path = Path(path)
+    mpath = path / "manifest.json"
+    if not mpath.exists():
+        raise BundleError(f"{mpath}: missing; not a bundle directory")
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise BundleError(f"{mpath} line {e.lineno}: not valid JSON ({e.msg})") from None
+    if not isinstance(manifest, dict):
+        raise BundleError(f"{mpath}: expected a JSON object")
+    manifest = upgrade_manifest(manifest, mpath)
+    unknown = set(manifest) - MANIFEST_KEYS
+    if unknown:
+        raise BundleError(f"{mpath}: unknown fields {sorted(unknown)} for format "
+                          f"v{SCHEMA_VERSION}; the bundle was written by another tool version")
+    missing = REQUIRED_KEYS - set(manifest)
+    if missing:
+        raise BundleError(f"{mpath}: missing fields {sorted(missing)}")
+    if manifest["kind"] != KIND:
+        raise BundleError(f"{mpath}: kind {manifest['kind']!r} is not {KIND!r}")
+    if manifest["status"] not in STATUSES:
+        raise BundleError(f"{mpath}: status {manifest['status']!r} not one of {sorted(STATUSES)}")
+    if manifest["origin"] not in ORIGINS:
+        raise BundleError(f"{mpath}: origin {manifest['origin']!r} not one of {sorted(ORIGINS)}")
+    b = Bundle(path=path, manifest=manifest)
+    for stream in SAMPLE_FILES:
+        for cand in (path / f"{stream}.jsonl", path / f"{stream}.jsonl.gz"):
+            if cand.exists():
+                getattr(b, stream).extend(iter_jsonl(cand, b.warnings))
+    return b
+
+
+def find_bundles(root: str | os.PathLike) -> list[Path]:
+    """Every bundle directory (one holding manifest.json) below ROOT, in sorted order."""
+    return sorted(p.parent for p in Path(root).rglob("manifest.json"))

@@ -1,0 +1,1 @@
+"""Report builder: recompute every number from run bundles and render HTML and PDF."""
