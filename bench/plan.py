@@ -1,0 +1,195 @@
+"""Round plans: what a round runs, read strictly from TOML (or built from ad-hoc flags).
+
+A plan names the engine, the workload and the sweep. Points are the cross product of the
+server-flag sets, input lengths, and concurrencies (or request rates), in that nesting
+order, so that the server restarts only when its flags change.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tomllib
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+
+class PlanError(Exception):
+    """A plan that cannot be used; the message names the file and the key."""
+
+
+@dataclass
+class EngineSpec:
+    mode: str = "embedded"                 # embedded | launch | endpoint
+    endpoint: str = ""                     # for launch and endpoint modes
+    command: str = ""                      # for launch mode: the server command line
+    flags: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    startup_timeout_s: float = 300.0
+    restart_on_failure: bool = True        # launch/embedded: restart after the server dies
+    model_config: str = ""                 # config.json of the served model (launch/endpoint)
+    port: int = 0                          # embedded: 0 picks a free port once per round
+
+
+@dataclass
+class WorkloadSpec:
+    kind: str = "random"                   # random | shared-prefix | jsonl
+    api: str = "completions"               # completions | chat
+    input_len: int = 128
+    output_len: int = 32
+    ignore_eos: bool = True
+    prefix_len: int = 0                    # shared-prefix: tokens shared by requests of a group
+    num_prefixes: int = 1                  # shared-prefix: distinct prefixes
+    jsonl: str = ""                        # jsonl: path of {"prompt": ..., "max_tokens": ...} lines
+    token_id_low: int = 16                 # random token ids are drawn from [low, high)
+    token_id_high: int = 4000
+    per_request_metrics: bool = True       # ask for the server's own timings in the usage chunk
+    chunk_token_counts: str = "usage"      # usage (continuous_usage_stats) | token_ids | none
+
+
+@dataclass
+class SweepSpec:
+    concurrency: list[int] = field(default_factory=lambda: [1])
+    input_len: list[int] = field(default_factory=list)     # empty: the workload's input_len
+    request_rate: list[float] = field(default_factory=list)  # open loop (req/s); empty: closed
+    arrival: str = "closed"                # closed | poisson | gamma
+    burstiness: float = 1.0                # gamma shape; 1.0 is Poisson
+    requests_per_point: int = 16
+    duration_s: float = 0.0                # >0: a point runs for this long instead of a count
+    warmup_requests: int = -1              # -1: one per concurrency slot
+    server_flags: list[list[str]] = field(default_factory=lambda: [[]])
+    cooldown_s: float = 1.0                # idle gap between points, so windows never overlap
+
+
+@dataclass
+class SamplerSpec:
+    metrics_interval_s: float = 1.0
+    gpu_interval_s: float = 1.0
+    metrics: bool = True
+    gpu: bool = True
+
+
+@dataclass
+class Plan:
+    id: str = "adhoc"
+    title: str = ""
+    seed: int = 0
+    engine: EngineSpec = field(default_factory=EngineSpec)
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    sweep: SweepSpec = field(default_factory=SweepSpec)
+    sampler: SamplerSpec = field(default_factory=SamplerSpec)
+    source: str = ""
+
+    def points(self) -> list[dict[str, Any]]:
+        """Every point's settings, in run order."""
+        lens = self.sweep.input_len or [self.workload.input_len]
+        open_loop = bool(self.sweep.request_rate)
+        loads = self.sweep.request_rate if open_loop else self.sweep.concurrency
+        out = []
+        for s, flags in enumerate(self.sweep.server_flags or [[]]):
+            for L, load in itertools.product(lens, loads):
+                p = {"server_flags": list(flags), "server_set": s, "input_len": L,
+                     "output_len": self.workload.output_len, "arrival": self.sweep.arrival}
+                if open_loop:
+                    p["request_rate"] = load
+                    p["concurrency"] = max(self.sweep.concurrency) if self.sweep.concurrency else None
+                else:
+                    p["concurrency"] = load
+                    p["arrival"] = "closed"
+                tag = f"r{load:g}" if open_loop else f"c{load}"
+                p["id"] = (f"s{s}-" if len(self.sweep.server_flags) > 1 else "") + f"L{L}-{tag}"
+                out.append(p)
+        ids = [p["id"] for p in out]
+        if len(set(ids)) != len(ids):
+            raise PlanError(f"{self.source or 'plan'}: two points share an id; remove duplicates")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+SECTIONS = {"engine": EngineSpec, "workload": WorkloadSpec, "sweep": SweepSpec,
+            "sampler": SamplerSpec}
+TOP_KEYS = {"id", "title", "seed"}
+
+
+def _build(cls, data: dict[str, Any], where: str):
+    names = {f.name: f for f in fields(cls)}
+    unknown = set(data) - set(names)
+    if unknown:
+        raise PlanError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(names)}")
+    obj = cls()
+    for k, v in data.items():
+        default = getattr(obj, k)
+        if isinstance(default, bool) and not isinstance(v, bool):
+            raise PlanError(f"{where}.{k}: expected true/false, got {v!r}")
+        if isinstance(default, (int, float)) and not isinstance(default, bool):
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise PlanError(f"{where}.{k}: expected a number, got {v!r}")
+        if isinstance(default, list) and not isinstance(v, list):
+            raise PlanError(f"{where}.{k}: expected a list, got {v!r}")
+        setattr(obj, k, v)
+    return obj
+
+
+def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
+    """Validate a parsed plan strictly: a typo'd key is an error naming the file and key."""
+    unknown = set(data) - TOP_KEYS - set(SECTIONS)
+    if unknown:
+        raise PlanError(f"{source}: unknown key(s) {sorted(unknown)}; known: "
+                        f"{sorted(TOP_KEYS | set(SECTIONS))}")
+    plan = Plan(source=source)
+    for k in TOP_KEYS & set(data):
+        setattr(plan, k, data[k])
+    for name, cls in SECTIONS.items():
+        if name in data:
+            if not isinstance(data[name], dict):
+                raise PlanError(f"{source}: [{name}] must be a table")
+            setattr(plan, name, _build(cls, data[name], f"{source} [{name}]"))
+    check_plan(plan)
+    return plan
+
+
+def check_plan(plan: Plan) -> None:
+    """Refuse settings no run could honour, naming the key."""
+    src = plan.source or "plan"
+    e, w, s = plan.engine, plan.workload, plan.sweep
+    if e.mode not in ("embedded", "launch", "endpoint"):
+        raise PlanError(f"{src} [engine].mode: {e.mode!r} is not embedded, launch or endpoint")
+    if e.mode in ("launch", "endpoint") and not e.endpoint:
+        raise PlanError(f"{src} [engine].endpoint: required in {e.mode} mode")
+    if e.mode == "launch" and not e.command:
+        raise PlanError(f"{src} [engine].command: required in launch mode")
+    if w.kind not in ("random", "shared-prefix", "jsonl"):
+        raise PlanError(f"{src} [workload].kind: {w.kind!r} is not random, shared-prefix or jsonl")
+    if w.api not in ("completions", "chat"):
+        raise PlanError(f"{src} [workload].api: {w.api!r} is not completions or chat")
+    if w.kind == "jsonl" and not w.jsonl:
+        raise PlanError(f"{src} [workload].jsonl: required for kind = \"jsonl\"")
+    if w.chunk_token_counts not in ("usage", "token_ids", "none"):
+        raise PlanError(f"{src} [workload].chunk_token_counts: usage, token_ids or none")
+    if s.arrival not in ("closed", "poisson", "gamma"):
+        raise PlanError(f"{src} [sweep].arrival: {s.arrival!r} is not closed, poisson or gamma")
+    if s.arrival != "closed" and not s.request_rate:
+        raise PlanError(f"{src} [sweep].request_rate: required for open-loop arrival")
+    if any((not isinstance(c, int)) or c < 1 for c in s.concurrency):
+        raise PlanError(f"{src} [sweep].concurrency: positive integers only")
+    if s.requests_per_point < 1 and s.duration_s <= 0:
+        raise PlanError(f"{src} [sweep]: requests_per_point or duration_s must be positive")
+    if w.input_len < 1 or w.output_len < 1 or any(L < 1 for L in s.input_len):
+        raise PlanError(f"{src}: lengths must be positive")
+    if not s.server_flags or not all(isinstance(f, list) for f in s.server_flags):
+        raise PlanError(f"{src} [sweep].server_flags: a list of flag lists, e.g. [[], [\"--x\"]]")
+    plan.points()
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Read a plan.toml; raise PlanError naming the file (and line) on any problem."""
+    path = Path(path)
+    if not path.exists():
+        raise PlanError(f"{path}: no such plan file")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise PlanError(f"{path}: {e}") from None
+    return plan_from_dict(data, source=str(path))

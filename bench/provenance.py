@@ -1,0 +1,65 @@
+"""Provenance collected by small functions: tool, Python, host, git revision, model config."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from bench import __version__
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def collect_git_revision() -> str | None:
+    """The git revision of the tool's checkout, with `-dirty` when it has local changes."""
+    try:
+        rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--",
+                                "bench", "report"], capture_output=True, text=True, timeout=5).stdout
+        return (rev + ("-dirty" if dirty.strip() else "")) if rev else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def collect_tool_metadata() -> dict:
+    """Tool name and version, git revision, Python and platform."""
+    return {"name": "serving-ledger", "version": __version__, "git_revision": collect_git_revision(),
+            "python": sys.version.split()[0], "platform": platform.platform()}
+
+
+def collect_host_metadata() -> dict:
+    """Host name, CPU model, logical cores and memory of the machine running the client."""
+    cpu = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = None
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        pass
+    return {"hostname": socket.gethostname(), "cpu_model": cpu or platform.processor() or None,
+            "cpu_count": os.cpu_count(), "memory_bytes": mem, "machine": platform.machine()}
+
+
+def collect_model_config(path: str | Path | None) -> tuple[dict | None, str | None]:
+    """The served model's config.json and where it was read, or (None, None) if unavailable."""
+    if not path:
+        return None, None
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        return json.loads(p.read_text(encoding="utf-8")), str(p)
+    except (OSError, json.JSONDecodeError):
+        return None, None

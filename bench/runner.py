@@ -1,0 +1,352 @@
+"""A round: start the engine, run every point of the plan, sample everything, write the bundle.
+
+Invariants:
+- the bundle stays readable at every instant: samples are appended line by line and the
+  manifest is replaced atomically; an interrupted or failed round still says so in it;
+- a server this round started is stopped before `run_round` returns, whatever happened;
+- a server that dies mid-point ends that point (marked failed with the reason), never the
+  round's earlier data; the round restarts the server (embedded/launch) or stops cleanly
+  (endpoint mode);
+- the client never stores a derived number; the progress line is for people only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bench.bundle import BundleWriter, read_bundle
+from bench.client import READ_BUFSIZE, completion_payload, stream_request
+from bench.engine import TINY_MODEL_DIR, Engine, EngineError, free_port
+from bench.exposition import parse_exposition
+from bench.plan import Plan
+from bench.provenance import collect_host_metadata, collect_model_config, collect_tool_metadata
+from bench.workload import arrival_offsets, make_prompts, point_seed
+
+
+class RoundFailed(Exception):
+    """The round could not continue; earlier points are kept in the bundle."""
+
+
+class ServerDied(Exception):
+    """The server stopped answering during a point."""
+
+
+def make_engine(plan: Plan, port: int, flags: list[str]) -> Engine:
+    """The engine of a plan for one server-flag set."""
+    e = plan.engine
+    if e.mode == "endpoint":
+        return Engine.external(e.endpoint)
+    if e.mode == "launch":
+        return Engine.launch(e.command, e.endpoint, flags=e.flags + flags, env=e.env)
+    return Engine.embedded(flags=e.flags + flags, env=e.env, port=port)
+
+
+class MetricsSampler:
+    """Scrapes /metrics on a fixed grid (t0 + k·interval) and appends raw samples or gaps."""
+
+    def __init__(self, writer: BundleWriter, get_endpoint, interval_s: float):
+        self.writer, self.get_endpoint, self.interval_s = writer, get_endpoint, interval_s
+
+    async def run(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
+        w = self.writer
+        next_t = w.now()
+        while not stop.is_set():
+            t = w.now()
+            rec: dict[str, Any] = {"t": t}
+            try:
+                async with session.get(self.get_endpoint() + "/metrics",
+                                       timeout=aiohttp.ClientTimeout(total=max(2.0, self.interval_s * 2))) as r:
+                    text = await r.text()
+                    if r.status != 200:
+                        raise ValueError(f"HTTP {r.status}")
+                rec["dt"] = w.now() - t
+                rec["ok"] = True
+                rec["samples"] = parse_exposition(text)
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as e:
+                rec.update(dt=w.now() - t, ok=False, error=f"{type(e).__name__}: {e}"[:300])
+            w.append("metrics", rec)
+            next_t += self.interval_s
+            now = w.now()
+            if next_t < now:  # fell behind: skip missed ticks rather than burst
+                next_t = now + self.interval_s - ((now - next_t) % self.interval_s)
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=next_t - now)
+            except asyncio.TimeoutError:
+                pass
+
+
+async def lag_monitor(writer: BundleWriter, stop: asyncio.Event, interval_s: float = 0.5) -> None:
+    """Record the event loop's own delay: how late a timer fires (the client's lag)."""
+    while not stop.is_set():
+        t = writer.now()
+        await asyncio.sleep(interval_s)
+        writer.append("client", {"t": t, "loop_lag_s": writer.now() - t - interval_s,
+                                 "tasks": len(asyncio.all_tasks())})
+
+
+class Progress:
+    """Prints point progress: requests done, output tok/s, errors, ETA (plain lines)."""
+
+    def __init__(self, total_points: int, stream=sys.stderr):
+        self.total_points, self.stream = total_points, stream
+        self.tty = stream.isatty()
+        self.last = 0.0
+
+    def update(self, idx: int, pid: str, done: int, total: int, tokens: int, errors: int,
+               elapsed: float, final: bool = False) -> None:
+        now = time.monotonic()
+        if not final and now - self.last < (0.5 if self.tty else 5.0):
+            return
+        self.last = now
+        rate = tokens / elapsed if elapsed > 0 else 0.0
+        eta = (elapsed / done * (total - done)) if done else float("nan")
+        line = (f"[{idx + 1}/{self.total_points}] {pid}: {done}/{total} requests, "
+                f"{rate:,.0f} output tok/s, {errors} errors, ETA {eta:,.0f} s")
+        if self.tty:
+            self.stream.write("\r" + line.ljust(100) + ("\n" if final else ""))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, point: dict,
+                    index: int, writer: BundleWriter, progress: Progress, model: str,
+                    headers: dict | None) -> str:
+    """Run one point; return "ok" or raise ServerDied."""
+    w, wl, sw = writer, plan.workload, plan.sweep
+    C = point.get("concurrency") or 1
+    warmup = sw.warmup_requests if sw.warmup_requests >= 0 else C
+    n_measured = sw.requests_per_point
+    by_duration = sw.duration_s > 0
+    total = warmup + (n_measured if not by_duration else 10**9)
+    seed = point_seed(plan.seed, index)
+    pool = make_prompts(wl, point["input_len"], point["output_len"],
+                        min(total, warmup + max(n_measured, 1) if not by_duration else 4096), seed)
+    url = engine.endpoint + ("/v1/chat/completions" if wl.api == "chat" else "/v1/completions")
+    w.append("points", {"point": point["id"], "event": "start", "t": w.now(), "settings": point,
+                        "seed": seed})
+    state = {"issued": 0, "done": 0, "tokens": 0, "errors": 0, "measure_sent": False,
+             "died": None}
+    t_start = w.now()
+    deadline = None
+
+    def next_index() -> int | None:
+        i = state["issued"]
+        if by_duration:
+            if deadline is not None and w.now() >= deadline:
+                return None
+        elif i >= total:
+            return None
+        state["issued"] += 1
+        return i
+
+    async def one(i: int, t_slot: float, t_sched: float | None) -> None:
+        nonlocal deadline
+        p = pool[i % len(pool)]
+        is_warm = i < warmup
+        if not is_warm and not state["measure_sent"]:
+            state["measure_sent"] = True
+            w.append("points", {"point": point["id"], "event": "measure", "t": w.now()})
+            if by_duration:
+                deadline = w.now() + sw.duration_s
+        body = completion_payload(model, p.prompt, p.max_tokens, api=wl.api,
+                                  ignore_eos=wl.ignore_eos, chunk_token_counts=wl.chunk_token_counts)
+        rec: dict[str, Any] = {"point": point["id"], "i": i, "warmup": is_warm, "t_slot": t_slot,
+                               "t_sched": t_sched, "input_len": p.input_len,
+                               "max_tokens": p.max_tokens, "group": p.group}
+        await stream_request(session, url, body, rec, w.now, api=wl.api,
+                             chunk_token_counts=wl.chunk_token_counts, headers=headers)
+        w.append("requests", rec)
+        state["done"] += 1
+        if rec["status"] == "ok":
+            state["tokens"] += sum(n or 0 for _, n in rec["chunks"])
+        else:
+            state["errors"] += 1
+            if rec["http_status"] is None and not engine.alive():
+                state["died"] = rec["error"]
+        progress.update(index, point["id"], state["done"], total if not by_duration else state["issued"],
+                        state["tokens"], state["errors"], w.now() - t_start)
+
+    if point.get("request_rate"):
+        # Open loop: arrivals on a seeded schedule; a concurrency cap (if any) makes late
+        # requests wait for a slot, and that wait is recorded apart (t_sched vs t_send).
+        n = total if not by_duration else int(point["request_rate"] * sw.duration_s) + warmup
+        offs = arrival_offsets(n, point["request_rate"], sw.burstiness if sw.arrival == "gamma" else 1.0,
+                               seed)
+        cap = asyncio.Semaphore(point["concurrency"] or 10**9)
+        base = w.now()
+        tasks = []
+
+        async def gated(i: int, t_sched: float) -> None:
+            async with cap:
+                await one(i, t_sched, t_sched)
+
+        for i, off in enumerate(offs):
+            if state["died"]:
+                break
+            delay = base + off - w.now()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            state["issued"] += 1
+            tasks.append(asyncio.create_task(gated(i, base + off)))
+        await asyncio.gather(*tasks)
+    else:
+        async def worker() -> None:
+            while not state["died"]:
+                i = next_index()
+                if i is None:
+                    return
+                await one(i, w.now(), None)
+
+        await asyncio.gather(*(worker() for _ in range(C)))
+    progress.update(index, point["id"], state["done"], state["done"], state["tokens"],
+                    state["errors"], w.now() - t_start, final=True)
+    if state["died"]:
+        w.append("points", {"point": point["id"], "event": "end", "t": w.now(), "status": "failed",
+                            "reason": f"server stopped answering: {state['died']}"})
+        raise ServerDied(state["died"])
+    w.append("points", {"point": point["id"], "event": "end", "t": w.now(), "status": "ok",
+                        "reason": None})
+    return "ok"
+
+
+def completed_points(out: Path) -> set[str]:
+    """Points whose end event says ok in an existing bundle (for resume)."""
+    b = read_bundle(out)
+    return {e["point"] for e in b.points if e.get("event") == "end" and e.get("status") == "ok"}
+
+
+async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | None) -> None:
+    w = writer
+    points = plan.points()
+    port = plan.engine.port or free_port()
+    engine: Engine | None = None
+    current_set: int | None = None
+    stop = asyncio.Event()
+    progress = Progress(len(points))
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60)
+    session = aiohttp.ClientSession(connector=connector, read_bufsize=READ_BUFSIZE,
+                                    headers=headers)
+    side: list[asyncio.Task] = []
+    model = None
+
+    def endpoint() -> str:
+        return engine.endpoint if engine else plan.engine.endpoint
+
+    async def start_engine(flags: list[str], sset: int) -> Engine:
+        eng = make_engine(plan, port, flags)
+        w.append("points", {"point": None, "event": "server_start", "t": w.now(),
+                            "server_set": sset, "mode": eng.mode, "command": eng.command or None})
+        await asyncio.to_thread(eng.start, w.path / "server.log", plan.engine.startup_timeout_s)
+        w.append("points", {"point": None, "event": "server_ready", "t": w.now(), "server_set": sset})
+        return eng
+
+    async def stop_engine() -> None:
+        nonlocal engine
+        if engine is not None and engine.owned:
+            status = await asyncio.to_thread(engine.stop)
+            w.append("points", {"point": None, "event": "server_stop", "t": w.now(),
+                                "exit_status": status})
+        engine = None
+
+    try:
+        if plan.sampler.metrics:
+            side.append(asyncio.create_task(
+                MetricsSampler(w, endpoint, plan.sampler.metrics_interval_s).run(session, stop)))
+        if plan.sampler.gpu and w.manifest.get("gpus"):
+            from bench.gpu import GpuSampler
+            side.append(asyncio.create_task(GpuSampler().run(w, plan.sampler.gpu_interval_s, stop)))
+        side.append(asyncio.create_task(lag_monitor(w, stop)))
+        for idx, point in enumerate(points):
+            if point["id"] in skip:
+                continue
+            if engine is None or current_set != point["server_set"]:
+                await stop_engine()
+                engine = await start_engine(point["server_flags"], point["server_set"])
+                current_set = point["server_set"]
+                # Describe every (re)started server: its flags may differ.
+                info = await asyncio.to_thread(engine.describe)
+                models = info.get("models") or []
+                model = models[0]["id"] if models else "default"
+                eng_info = dict(w.manifest.get("engine") or {})
+                eng_info.update(info)
+                eng_info.setdefault("server_sets", {})[str(current_set)] = engine.command or None
+                w.update(engine=eng_info)
+                m = dict(w.manifest.get("model") or {})
+                m["served_name"] = model
+                w.update(model=m)
+            try:
+                await run_point(session, engine, plan, point, idx, w, progress, model, headers)
+            except ServerDied as e:
+                if engine.owned and plan.engine.restart_on_failure:
+                    print(f"point {point['id']}: server died ({e}); restarting it", file=sys.stderr)
+                    await stop_engine()
+                    continue
+                raise RoundFailed(f"point {point['id']}: the server stopped answering ({e}); "
+                                  "earlier points are kept") from None
+            if plan.sweep.cooldown_s > 0:
+                await asyncio.sleep(plan.sweep.cooldown_s)
+    finally:
+        stop.set()
+        for t in side:
+            try:
+                await asyncio.wait_for(t, timeout=5)
+            except (asyncio.TimeoutError, asyncio.CancelledError, Exception):  # noqa: BLE001
+                t.cancel()
+        await session.close()
+        await stop_engine()
+
+
+def initial_manifest(plan: Plan, endpoint_override: str | None) -> dict[str, Any]:
+    """Provenance known before the engine starts."""
+    from bench.gpu import describe_gpus
+    gpus, absent = describe_gpus()
+    cfg_path = plan.engine.model_config or (TINY_MODEL_DIR if plan.engine.mode == "embedded" else None)
+    config, cfg_src = collect_model_config(cfg_path)
+    return {
+        "tool": collect_tool_metadata(), "host": collect_host_metadata(),
+        "gpus": gpus, "gpu_absent_reason": absent,
+        "engine": {"mode": plan.engine.mode, "endpoint_override": endpoint_override},
+        "model": {"config": config, "config_source": cfg_src,
+                  "name": "tiny-qwen2 (embedded, random weights via --load-format dummy)"
+                  if plan.engine.mode == "embedded" else None},
+        "plan": plan.to_dict(),
+    }
+
+
+def run_round(plan: Plan, out: Path, endpoint_override: str | None = None,
+              resume: bool = False, api_key: str | None = None) -> str:
+    """Run PLAN into the bundle OUT; return the final status."""
+    if endpoint_override:
+        plan.engine.mode, plan.engine.endpoint = "endpoint", endpoint_override
+    resuming = resume and (out / "manifest.json").exists()
+    skip = completed_points(out) if resuming else set()
+    writer = BundleWriter(out, initial_manifest(plan, endpoint_override), resume=resuming)
+    if resuming:
+        writer.update(status="running", status_reason=None)
+    status, reason = "failed", None
+    try:
+        asyncio.run(_run(plan, writer, skip, api_key))
+        status = "complete"
+    except KeyboardInterrupt:
+        status, reason = "interrupted", "interrupted by the user (Ctrl-C or SIGTERM)"
+        raise
+    except RoundFailed as e:
+        status, reason = "failed", str(e)
+        raise
+    except EngineError as e:
+        status, reason = "failed", f"engine: {e}".splitlines()[0]
+        raise
+    except BaseException as e:
+        status, reason = "failed", f"{type(e).__name__}: {e}"
+        raise
+    finally:
+        writer.close(status, reason)
+    return status

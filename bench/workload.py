@@ -1,0 +1,87 @@
+"""Prompts for a point: exact-length token-id prompts, shared-prefix groups, or a JSONL file.
+
+Everything random comes from one `random.Random(seed)` per point, so a round is repeatable.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.plan import PlanError, WorkloadSpec
+
+
+@dataclass(frozen=True)
+class Prompt:
+    prompt: Any          # list[int] token ids, a string, or chat messages
+    input_len: int | None  # exact length when known (token-id prompts), else None
+    max_tokens: int
+    group: int | None = None  # shared-prefix group
+
+
+def random_ids(rng: random.Random, n: int, low: int, high: int) -> list[int]:
+    """N token ids drawn uniformly from [low, high)."""
+    return [rng.randrange(low, high) for _ in range(n)]
+
+
+def point_seed(plan_seed: int, point_index: int) -> int:
+    """The seed of one point, derived from the plan's seed and the point's position."""
+    return plan_seed * 1_000_003 + point_index
+
+
+def make_prompts(w: WorkloadSpec, input_len: int, output_len: int, count: int,
+                 seed: int) -> list[Prompt]:
+    """COUNT prompts of the workload's kind at INPUT_LEN tokens."""
+    rng = random.Random(seed)
+    if w.kind == "random":
+        return [Prompt(random_ids(rng, input_len, w.token_id_low, w.token_id_high), input_len,
+                       output_len) for _ in range(count)]
+    if w.kind == "shared-prefix":
+        if not 0 < w.prefix_len < input_len:
+            raise PlanError(f"[workload].prefix_len must be between 1 and input_len-1 "
+                            f"(got {w.prefix_len} for input_len {input_len})")
+        prefixes = [random_ids(rng, w.prefix_len, w.token_id_low, w.token_id_high)
+                    for _ in range(max(1, w.num_prefixes))]
+        out = []
+        for i in range(count):
+            g = i % len(prefixes)
+            suffix = random_ids(rng, input_len - w.prefix_len, w.token_id_low, w.token_id_high)
+            out.append(Prompt(prefixes[g] + suffix, input_len, output_len, group=g))
+        return out
+    path = Path(w.jsonl)
+    if not path.exists():
+        raise PlanError(f"[workload].jsonl: {path} does not exist")
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            prompt = row["prompt"] if "prompt" in row else row["messages"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise PlanError(f"{path} line {n}: expected an object with \"prompt\" or "
+                            "\"messages\"") from None
+        n_in = len(prompt) if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt) else None
+        rows.append(Prompt(prompt, n_in, int(row.get("max_tokens", output_len))))
+    if not rows:
+        raise PlanError(f"{path}: no prompts")
+    rng.shuffle(rows)
+    return [rows[i % len(rows)] for i in range(count)]
+
+
+def arrival_offsets(n: int, rate: float, burstiness: float, seed: int) -> list[float]:
+    """Send times (s from the point's start) of N open-loop arrivals at RATE req/s.
+
+    Gaps are gamma-distributed with shape BURSTINESS and mean 1/RATE (shape 1 = Poisson).
+    Unlike `vllm bench serve`, the schedule is not rescaled to end at N/rate: the gaps are
+    kept as drawn so that they follow the stated distribution.
+    """
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    for _ in range(n):
+        out.append(t)
+        t += rng.gammavariate(burstiness, 1.0 / (rate * burstiness))
+    return out
