@@ -1,0 +1,334 @@
+"""GPU telemetry through NVML: a description of each GPU and raw per-second samples.
+
+Invariants: a sample holds only what NVML reported at that instant (no averages); a field
+NVML refuses is null and named in the sample's `unsupported` list, never 0; power is in W,
+clocks in MHz, memory in bytes and energy as NVML's raw counter in mJ (it counts from driver
+load, so only differences mean anything). No GPU, no driver or no NVML library is not an
+error: describe_gpus says why in words and the sampler records nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any, Callable
+
+try:  # the package is a dependency, but a missing one must read as "no NVML", not a crash
+    import pynvml
+except ImportError:  # pragma: no cover - exercised by monkeypatching _nvml in tests
+    pynvml = None
+
+# Clock event ("throttle") reason bits, named as the report shows them. The bit values come
+# from pynvml's nvmlClocksEventReason*/nvmlClocksThrottleReason* constants where the
+# installed package has them; the numbers here are nvml.h's, used only when it does not.
+_REASON_BITS: tuple[tuple[str, str, int], ...] = (
+    ("GpuIdle", "gpu_idle", 0x1),
+    ("ApplicationsClocksSetting", "applications_clocks_setting", 0x2),
+    ("SwPowerCap", "sw_power_cap", 0x4),
+    ("HwSlowdown", "hw_slowdown", 0x8),
+    ("SyncBoost", "sync_boost", 0x10),
+    ("SwThermalSlowdown", "sw_thermal_slowdown", 0x20),
+    ("HwThermalSlowdown", "hw_thermal_slowdown", 0x40),
+    ("HwPowerBrakeSlowdown", "hw_power_brake_slowdown", 0x80),
+    ("DisplayClockSetting", "display_clock_setting", 0x100),
+    ("BoardLimit", "board_limit", 0x200),
+    ("Reliability", "reliability", 0x400),
+)
+
+# English words for each reason name, for captions and the report's glossary.
+REASON_TEXT = {
+    "gpu_idle": "GPU idle",
+    "applications_clocks_setting": "applications clocks setting",
+    "sw_power_cap": "SW power cap",
+    "hw_slowdown": "HW slowdown",
+    "sync_boost": "sync boost",
+    "sw_thermal_slowdown": "SW thermal slowdown",
+    "hw_thermal_slowdown": "HW thermal slowdown",
+    "hw_power_brake_slowdown": "HW power brake slowdown",
+    "display_clock_setting": "display clock setting",
+    "board_limit": "board limit",
+    "reliability": "reliability",
+}
+
+# The sample fields, in the order they are written.
+SAMPLE_FIELDS = (
+    "power_w", "power_limit_w", "temperature_c", "sm_clock_mhz", "mem_clock_mhz",
+    "gpu_util_pct", "mem_util_pct", "mem_used_bytes", "energy_mj", "throttle_reasons", "pstate",
+)
+
+
+def _nvml():
+    """The pynvml module, or None when it is not installed (a seam for tests)."""
+    return pynvml
+
+
+def reason_bits() -> list[tuple[int, str]]:
+    """(bit, name) for every known clock event reason, taken from pynvml where it has them."""
+    nv = _nvml()
+    out = []
+    for suffix, name, fallback in _REASON_BITS:
+        bit = None
+        if nv is not None:
+            for prefix in ("nvmlClocksEventReason", "nvmlClocksThrottleReason"):
+                bit = getattr(nv, prefix + suffix, None)
+                if bit is not None:
+                    break
+        out.append((int(bit if bit is not None else fallback), name))
+    return out
+
+
+def decode_throttle_reasons(mask: int) -> list[str]:
+    """The names of the clock event reasons set in MASK; an unknown bit reads 'unknown_0x…'."""
+    if mask is None:
+        return []
+    mask = int(mask)
+    names, known = [], 0
+    for bit, name in reason_bits():
+        known |= bit
+        if mask & bit:
+            names.append(name)
+    rest = mask & ~known
+    b = 1
+    while rest:
+        if rest & b:
+            names.append(f"unknown_{b:#x}")
+            rest &= ~b
+        b <<= 1
+    return names
+
+
+def _text(v: Any) -> Any:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _open() -> tuple[list[Any], str | None]:
+    """Initialise NVML and return one handle per GPU, or ([], reason); never raises."""
+    nv = _nvml()
+    if nv is None:
+        return [], "the NVML Python bindings (nvidia-ml-py) are not installed"
+    try:
+        nv.nvmlInit()
+    except nv.NVMLError as e:
+        if isinstance(e, getattr(nv, "NVMLError_LibraryNotFound", ())):
+            return [], f"no NVML library (libnvidia-ml.so): no NVIDIA driver on this machine ({e})"
+        if isinstance(e, getattr(nv, "NVMLError_DriverNotLoaded", ())):
+            return [], f"the NVIDIA driver is not loaded ({e})"
+        return [], f"NVML failed to initialise: {e}"
+    except OSError as e:
+        return [], f"NVML could not be loaded: {e}"
+    try:
+        n = nv.nvmlDeviceGetCount()
+        if n == 0:
+            nv.nvmlShutdown()
+            return [], "NVML found no GPU on this machine"
+        return [nv.nvmlDeviceGetHandleByIndex(i) for i in range(n)], None
+    except nv.NVMLError as e:
+        _close()
+        return [], f"NVML could not list the GPUs: {e}"
+
+
+def _close() -> None:
+    nv = _nvml()
+    try:
+        nv.nvmlShutdown()
+    except Exception:  # shutting down is best effort; a failure here changes no sample
+        pass
+
+
+def _read(fields: dict, unsupported: list, errors: dict, name: str, fn: Callable[[], Any]):
+    """Store fn() under NAME, or null plus NAME in unsupported when NVML refuses it."""
+    nv = _nvml()
+    try:
+        fields[name] = fn()
+    except nv.NVMLError as e:
+        fields[name] = None
+        unsupported.append(name)
+        if not isinstance(e, nv.NVMLError_NotSupported):
+            errors[name] = str(e)
+
+
+def read_gpu_sample(handle: Any, index: int) -> dict[str, Any]:
+    """One raw NVML sample of one GPU: the SAMPLE_FIELDS plus `gpu` and `unsupported`."""
+    nv = _nvml()
+    f: dict[str, Any] = {"gpu": index}
+    unsupported: list[str] = []
+    errors: dict[str, str] = {}
+
+    def read(name, fn):
+        _read(f, unsupported, errors, name, fn)
+
+    read("power_w", lambda: nv.nvmlDeviceGetPowerUsage(handle) / 1000.0)
+    read("power_limit_w", lambda: nv.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0)
+    read("temperature_c", lambda: nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU))
+    read("sm_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM))
+    read("mem_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_MEM))
+    try:
+        util = nv.nvmlDeviceGetUtilizationRates(handle)
+        f["gpu_util_pct"], f["mem_util_pct"] = util.gpu, util.memory
+    except nv.NVMLError as e:
+        for name in ("gpu_util_pct", "mem_util_pct"):
+            f[name] = None
+            unsupported.append(name)
+            if not isinstance(e, nv.NVMLError_NotSupported):
+                errors[name] = str(e)
+    read("mem_used_bytes", lambda: nv.nvmlDeviceGetMemoryInfo(handle).used)
+    read("energy_mj", lambda: nv.nvmlDeviceGetTotalEnergyConsumption(handle))
+    read("throttle_reasons", lambda: _clock_event_reasons(nv, handle))
+    read("pstate", lambda: nv.nvmlDeviceGetPerformanceState(handle))
+    f["unsupported"] = unsupported
+    if errors:
+        f["errors"] = errors
+    return f
+
+
+def _clock_event_reasons(nv, handle) -> int:
+    """The raw clock event reason mask; the older 'throttle reasons' call where the new is absent."""
+    fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+    if fn is not None:
+        try:
+            return int(fn(handle))
+        except nv.NVMLError_FunctionNotFound:
+            pass
+    return int(nv.nvmlDeviceGetCurrentClocksThrottleReasons(handle))
+
+
+def describe_gpus() -> tuple[list[dict[str, Any]], str | None]:
+    """Per GPU: index, name, uuid, driver and NVML versions, memory, power limits, max clocks.
+
+    Returns ([], reason in words) when there is no NVML library, no driver or no GPU.
+    """
+    handles, reason = _open()
+    if not handles:
+        return [], reason
+    nv = _nvml()
+    try:
+        common: dict[str, Any] = {}
+        unsupported: list[str] = []
+        errors: dict[str, str] = {}
+        _read(common, unsupported, errors, "driver_version",
+              lambda: _text(nv.nvmlSystemGetDriverVersion()))
+        _read(common, unsupported, errors, "nvml_version",
+              lambda: _text(nv.nvmlSystemGetNVMLVersion()))
+        _read(common, unsupported, errors, "cuda_driver_version",
+              lambda: _cuda_version(nv.nvmlSystemGetCudaDriverVersion()))
+        gpus = []
+        for i, h in enumerate(handles):
+            g: dict[str, Any] = {"index": i}
+            u: list[str] = list(unsupported)
+            err: dict[str, str] = dict(errors)
+
+            def read(name, fn, g=g, u=u, err=err):
+                _read(g, u, err, name, fn)
+
+            read("name", lambda h=h: _text(nv.nvmlDeviceGetName(h)))
+            read("uuid", lambda h=h: _text(nv.nvmlDeviceGetUUID(h)))
+            read("pci_bus_id", lambda h=h: _text(nv.nvmlDeviceGetPciInfo(h).busId))
+            g.update(common)
+            read("memory_total_bytes", lambda h=h: nv.nvmlDeviceGetMemoryInfo(h).total)
+            read("power_limit_w", lambda h=h: nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0)
+            read("power_limit_default_w",
+                 lambda h=h: nv.nvmlDeviceGetPowerManagementDefaultLimit(h) / 1000.0)
+            read("power_limit_range_w", lambda h=h: [
+                x / 1000.0 for x in nv.nvmlDeviceGetPowerManagementLimitConstraints(h)])
+            read("max_sm_clock_mhz", lambda h=h: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM))
+            read("max_mem_clock_mhz",
+                 lambda h=h: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM))
+            read("compute_capability",
+                 lambda h=h: ".".join(map(str, nv.nvmlDeviceGetCudaComputeCapability(h))))
+            read("supported_throttle_reasons", lambda h=h: _supported_reasons(nv, h))
+            g["unsupported"] = u
+            if err:
+                g["errors"] = err
+            gpus.append(g)
+        return gpus, None
+    except Exception as e:  # describe_gpus must never raise: the run goes on without GPU data
+        return [], f"NVML failed while describing the GPUs: {type(e).__name__}: {e}"
+    finally:
+        _close()
+
+
+def _cuda_version(v: int) -> str:
+    return f"{v // 1000}.{v % 1000 // 10}"
+
+
+def _supported_reasons(nv, handle) -> int:
+    fn = getattr(nv, "nvmlDeviceGetSupportedClocksEventReasons", None)
+    if fn is not None:
+        try:
+            return int(fn(handle))
+        except nv.NVMLError_FunctionNotFound:
+            pass
+    return int(nv.nvmlDeviceGetSupportedClocksThrottleReasons(handle))
+
+
+class GpuSampler:
+    """Samples every GPU through NVML at a fixed interval into a bundle's `gpu` stream.
+
+    After a run, `absent_reason` says in words why nothing was sampled (None when it was).
+    """
+
+    def __init__(self) -> None:
+        self.absent_reason: str | None = None
+        self.samples = 0
+
+    def _sample_all(self, handles: list[Any], writer) -> list[dict[str, Any]]:
+        out = []
+        for i, h in enumerate(handles):
+            t = writer.now()  # the instant the reads of this GPU begin
+            out.append({"t": round(t, 6), **read_gpu_sample(h, i)})
+        return out
+
+    async def run(self, writer, interval_s: float = 1.0,
+                  stop: asyncio.Event | None = None) -> None:
+        """Sample until STOP is set (or the task is cancelled); NVML calls run in a thread."""
+        handles, reason = await asyncio.to_thread(_open)
+        if not handles:
+            self.absent_reason = reason
+            return
+        stop = stop or asyncio.Event()
+        try:
+            next_t = time.monotonic()
+            while not stop.is_set():
+                for rec in await asyncio.to_thread(self._sample_all, handles, writer):
+                    writer.append("gpu", rec)
+                    self.samples += 1
+                next_t = _next_tick(next_t, interval_s)
+                try:
+                    await asyncio.wait_for(stop.wait(), max(0.0, next_t - time.monotonic()))
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            _close()
+
+    def sample_for(self, seconds: float, interval_s: float, writer,
+                   stop: threading.Event | None = None) -> int:
+        """Sample synchronously for SECONDS (or until STOP is set); returns the samples written."""
+        handles, reason = _open()
+        if not handles:
+            self.absent_reason = reason
+            return 0
+        stop = stop or threading.Event()
+        n = 0
+        try:
+            end = time.monotonic() + seconds
+            next_t = time.monotonic()
+            while not stop.is_set() and time.monotonic() < end:
+                for rec in self._sample_all(handles, writer):
+                    writer.append("gpu", rec)
+                    n += 1
+                next_t = _next_tick(next_t, interval_s)
+                stop.wait(max(0.0, min(next_t, end) - time.monotonic()))
+        finally:
+            _close()
+        self.samples += n
+        return n
+
+
+def _next_tick(prev: float, interval_s: float) -> float:
+    """The next tick on a fixed grid; ticks missed while a read was slow are skipped, not bunched."""
+    nxt = prev + interval_s
+    now = time.monotonic()
+    if nxt < now:
+        nxt += ((now - nxt) // interval_s + 1) * interval_s
+    return nxt

@@ -1,0 +1,266 @@
+"""bench/gpu.py: NVML description and sampling, with no GPU here and against a fake NVML."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import types
+
+import pynvml
+import pytest
+
+from bench import gpu
+from bench.bundle import BundleWriter, read_bundle
+
+
+def writer_at(tmp_path):
+    return BundleWriter(tmp_path / "b", {"tool": {"name": "test"}, "engine": None, "plan": {}})
+
+
+# --- this machine: no NVML library, no GPU ------------------------------------------------
+
+def test_describe_gpus_without_gpu_returns_empty_and_reason():
+    gpus, reason = gpu.describe_gpus()
+    assert gpus == []
+    assert isinstance(reason, str) and reason
+    assert "NVML" in reason or "driver" in reason
+
+
+def test_describe_gpus_without_python_bindings(monkeypatch):
+    monkeypatch.setattr(gpu, "pynvml", None)
+    gpus, reason = gpu.describe_gpus()
+    assert gpus == [] and "nvidia-ml-py" in reason
+
+
+def test_sampler_without_library_does_not_raise(tmp_path):
+    w = writer_at(tmp_path)
+    s = gpu.GpuSampler()
+    asyncio.run(asyncio.wait_for(s.run(w, 0.01, asyncio.Event()), 5))
+    assert s.absent_reason and s.samples == 0
+    assert s.sample_for(0.05, 0.01, w) == 0
+    w.close("complete")
+    assert not (tmp_path / "b" / "gpu.jsonl").exists()
+
+
+def test_sampler_without_python_bindings(monkeypatch, tmp_path):
+    monkeypatch.setattr(gpu, "pynvml", None)
+    w = writer_at(tmp_path)
+    s = gpu.GpuSampler()
+    asyncio.run(s.run(w, 0.01, asyncio.Event()))
+    assert "nvidia-ml-py" in s.absent_reason
+
+
+# --- decoding ------------------------------------------------------------------------------
+
+def test_decode_throttle_reasons_bits():
+    assert gpu.decode_throttle_reasons(0) == []
+    assert gpu.decode_throttle_reasons(None) == []
+    assert gpu.decode_throttle_reasons(0x4) == ["sw_power_cap"]
+    assert gpu.decode_throttle_reasons(0x1) == ["gpu_idle"]
+    assert gpu.decode_throttle_reasons(0x1FF) == [
+        "gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
+        "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
+        "display_clock_setting"]
+    assert gpu.decode_throttle_reasons(0x4 | 0x40 | 0x10000) == [
+        "sw_power_cap", "hw_thermal_slowdown", "unknown_0x10000"]
+
+
+def test_decode_uses_pynvml_constants():
+    bits = dict((name, bit) for bit, name in gpu.reason_bits())
+    assert bits["sw_power_cap"] == pynvml.nvmlClocksEventReasonSwPowerCap
+    assert bits["gpu_idle"] == pynvml.nvmlClocksEventReasonGpuIdle
+    assert bits["hw_power_brake_slowdown"] == pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown
+    assert bits["display_clock_setting"] == pynvml.nvmlClocksEventReasonDisplayClockSetting
+    assert set(gpu.REASON_TEXT) == set(bits)
+
+
+# --- a fake NVML with one GPU ------------------------------------------------------------
+
+class FakeNvml(types.SimpleNamespace):
+    """Enough of pynvml for bench/gpu.py: one H200-like GPU, temperature not supported."""
+
+    def __init__(self, gpus=1, temperature_supported=False, new_reasons_api=True):
+        super().__init__()
+        self.NVMLError = pynvml.NVMLError
+        self.NVMLError_NotSupported = pynvml.NVMLError_NotSupported
+        self.NVMLError_FunctionNotFound = pynvml.NVMLError_FunctionNotFound
+        self.NVMLError_LibraryNotFound = pynvml.NVMLError_LibraryNotFound
+        self.NVMLError_DriverNotLoaded = pynvml.NVMLError_DriverNotLoaded
+        self.NVML_TEMPERATURE_GPU = 0
+        self.NVML_CLOCK_SM, self.NVML_CLOCK_MEM = 1, 2
+        self.gpus, self.inits, self.energy = gpus, 0, 1_000_000
+        self.temperature_supported = temperature_supported
+        if new_reasons_api:
+            self.nvmlDeviceGetCurrentClocksEventReasons = lambda h: 0x4
+
+    def nvmlInit(self):
+        self.inits += 1
+
+    def nvmlShutdown(self):
+        self.inits -= 1
+
+    def nvmlDeviceGetCount(self):
+        return self.gpus
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return f"h{i}"
+
+    def nvmlSystemGetDriverVersion(self):
+        return "580.159.04"
+
+    def nvmlSystemGetNVMLVersion(self):
+        return b"13.580.159.04"
+
+    def nvmlSystemGetCudaDriverVersion(self):
+        return 13000
+
+    def nvmlDeviceGetName(self, h):
+        return "NVIDIA H200"
+
+    def nvmlDeviceGetUUID(self, h):
+        return "GPU-" + h
+
+    def nvmlDeviceGetPciInfo(self, h):
+        return types.SimpleNamespace(busId="00000000:00:05.0")
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return types.SimpleNamespace(total=150_754_820_096, used=1_000_000)
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h):
+        return 700_000
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, h):
+        return 700_000
+
+    def nvmlDeviceGetPowerManagementLimitConstraints(self, h):
+        raise pynvml.NVMLError_NoPermission()
+
+    def nvmlDeviceGetMaxClockInfo(self, h, c):
+        return 1980 if c == 1 else 3201
+
+    def nvmlDeviceGetCudaComputeCapability(self, h):
+        return (9, 0)
+
+    def nvmlDeviceGetSupportedClocksThrottleReasons(self, h):
+        return 0x1FF
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return 690_500
+
+    def nvmlDeviceGetTemperature(self, h, sensor):
+        if not self.temperature_supported:
+            raise pynvml.NVMLError_NotSupported()
+        return 55
+
+    def nvmlDeviceGetClockInfo(self, h, c):
+        return 1500 if c == 1 else 3201
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        return types.SimpleNamespace(gpu=100, memory=40)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        self.energy += 690_500
+        return self.energy
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):
+        return 0x1
+
+    def nvmlDeviceGetPerformanceState(self, h):
+        return 0
+
+
+def test_read_gpu_sample_marks_refused_fields_null(monkeypatch):
+    fake = FakeNvml()
+    monkeypatch.setattr(gpu, "pynvml", fake)
+    s = gpu.read_gpu_sample("h0", 0)
+    assert s["gpu"] == 0
+    assert set(gpu.SAMPLE_FIELDS) <= set(s)
+    assert s["power_w"] == 690.5 and s["power_limit_w"] == 700.0
+    assert s["temperature_c"] is None and s["unsupported"] == ["temperature_c"]
+    assert "errors" not in s  # NotSupported is expected, not an error
+    assert s["throttle_reasons"] == 0x4 and s["pstate"] == 0
+    assert s["sm_clock_mhz"] == 1500 and s["mem_clock_mhz"] == 3201
+    assert s["gpu_util_pct"] == 100 and s["mem_used_bytes"] == 1_000_000
+
+
+def test_read_gpu_sample_falls_back_to_throttle_reasons(monkeypatch):
+    monkeypatch.setattr(gpu, "pynvml", FakeNvml(new_reasons_api=False))
+    assert gpu.read_gpu_sample("h0", 0)["throttle_reasons"] == 0x1
+
+
+def test_read_gpu_sample_other_error_is_kept_in_words(monkeypatch):
+    fake = FakeNvml(temperature_supported=True)
+
+    def lost(h):
+        raise pynvml.NVMLError_GpuIsLost()
+
+    fake.nvmlDeviceGetPowerUsage = lost
+    monkeypatch.setattr(gpu, "pynvml", fake)
+    s = gpu.read_gpu_sample("h0", 0)
+    assert s["power_w"] is None and s["unsupported"] == ["power_w"]
+    assert "power_w" in s["errors"]
+
+
+def test_describe_gpus_with_fake(monkeypatch):
+    fake = FakeNvml(gpus=2)
+    monkeypatch.setattr(gpu, "pynvml", fake)
+    gpus, reason = gpu.describe_gpus()
+    assert reason is None and [g["index"] for g in gpus] == [0, 1]
+    g = gpus[0]
+    assert g["name"] == "NVIDIA H200" and g["uuid"] == "GPU-h0"
+    assert g["driver_version"] == "580.159.04" and g["nvml_version"] == "13.580.159.04"
+    assert g["cuda_driver_version"] == "13.0"
+    assert g["power_limit_w"] == 700.0 and g["power_limit_default_w"] == 700.0
+    assert g["max_sm_clock_mhz"] == 1980 and g["compute_capability"] == "9.0"
+    assert g["power_limit_range_w"] is None and "power_limit_range_w" in g["unsupported"]
+    assert fake.inits == 0  # NVML shut down again
+    json.dumps(gpus)
+
+
+def test_describe_gpus_no_devices(monkeypatch):
+    monkeypatch.setattr(gpu, "pynvml", FakeNvml(gpus=0))
+    assert gpu.describe_gpus() == ([], "NVML found no GPU on this machine")
+
+
+def test_async_sampler_writes_gpu_stream(monkeypatch, tmp_path):
+    fake = FakeNvml(gpus=2)
+    monkeypatch.setattr(gpu, "pynvml", fake)
+    w = writer_at(tmp_path)
+    s = gpu.GpuSampler()
+
+    async def go():
+        stop = asyncio.Event()
+        task = asyncio.create_task(s.run(w, 0.02, stop))
+        ticks = 0
+        while s.samples < 6:  # the loop stays free while the sampler runs
+            ticks += 1
+            await asyncio.sleep(0.005)
+        stop.set()
+        await asyncio.wait_for(task, 2)
+        return ticks
+
+    assert asyncio.run(go()) > 1
+    w.close("complete")
+    b = read_bundle(tmp_path / "b")
+    assert len(b.gpu) == s.samples >= 6
+    assert {r["gpu"] for r in b.gpu} == {0, 1}
+    ts = [r["t"] for r in b.gpu]
+    assert ts == sorted(ts) and all(t >= 0 for t in ts)
+    assert fake.inits == 0
+
+
+def test_sample_for(monkeypatch, tmp_path):
+    monkeypatch.setattr(gpu, "pynvml", FakeNvml())
+    w = writer_at(tmp_path)
+    n = gpu.GpuSampler().sample_for(0.1, 0.02, w)
+    w.close("complete")
+    assert 3 <= n <= 7
+    assert len(read_bundle(tmp_path / "b").gpu) == n
+
+
+@pytest.mark.parametrize("interval", [0.01])
+def test_next_tick_skips_missed_ticks(interval):
+    import time
+    prev = time.monotonic() - 10 * interval
+    nxt = gpu._next_tick(prev, interval)
+    assert nxt > time.monotonic() - 1e-9
