@@ -1,0 +1,506 @@
+"""Pure functions over the raw /metrics scrape list of a bundle (the records of metrics.jsonl).
+
+A scrape is `{"t", "dt", "ok": true, "samples": {sample key: value}}` or a gap
+`{"t", "dt", "ok": false, "error"}`; `t` is the scrape start in seconds since the bundle's
+t0. A scrape belongs to a window [t_start, t_end] when its `t` does (both ends included).
+Gaps never contribute values; they are listed by `scrape_gaps` so the report can say so.
+
+Conventions:
+- NAME is a sample name (`vllm:num_requests_waiting`, `vllm:prompt_tokens_total`) or, for
+  histograms, the family name (`vllm:request_queue_time_seconds`). A renamed metric is also
+  found under its legacy name (LEGACY_NAMES); in one scrape the current name wins.
+- WHERE is a mapping of labels that must match exactly (`{"model_name": "tiny"}`); every
+  other label is aggregated over (summed for counters and histograms, `agg` for gauges).
+- Counters are differenced per series (one label set), the way Prometheus `increase()`
+  treats resets: a drop means the counter restarted from 0, so the post-reset value is
+  added. Unlike Prometheus there is no extrapolation to the window edges: the increase is
+  between the first and last successful scrape in the window.
+- A function that cannot give a value raises `report.ledger.Absent` with the reason in
+  words; it never returns 0 for missing input.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import pairwise
+from typing import Mapping, Sequence
+
+from bench.exposition import split_key
+from report.ledger import Absent
+
+Scrape = Mapping
+Where = Mapping[str, str] | None
+
+# Current name -> names older vLLM versions exported for the same quantity
+# (vllm-observability.md §1.4: PR #18354 renamed the cache metrics; ITL replaced TPOT).
+LEGACY_NAMES: dict[str, tuple[str, ...]] = {
+    "vllm:kv_cache_usage_perc": ("vllm:gpu_cache_usage_perc",),
+    "vllm:prefix_cache_queries_total": ("vllm:gpu_prefix_cache_queries_total",),
+    "vllm:prefix_cache_hits_total": ("vllm:gpu_prefix_cache_hits_total",),
+    "vllm:inter_token_latency_seconds": ("vllm:time_per_output_token_seconds",),
+}
+_HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+GAUGE_AGGREGATES = ("sum", "mean", "max", "min")
+
+
+# ---------------------------------------------------------------- selection within one scrape
+
+def names_for(name: str) -> tuple[str, ...]:
+    """NAME followed by the legacy names under which older vLLM versions exported it."""
+    if name in LEGACY_NAMES:
+        return (name, *LEGACY_NAMES[name])
+    for suffix in _HISTOGRAM_SUFFIXES:
+        base = name[: -len(suffix)]
+        if name.endswith(suffix) and base in LEGACY_NAMES:
+            return (name, *(old + suffix for old in LEGACY_NAMES[base]))
+    return (name,)
+
+
+@lru_cache(maxsize=1 << 16)
+def _labels(key: str) -> dict[str, str]:
+    # Shared cached dict: read it, never mutate it.
+    return split_key(key)[1]
+
+
+def _matches(key: str, where: Where) -> bool:
+    if not where:
+        return True
+    labels = _labels(key)
+    return all(labels.get(k) == v for k, v in where.items())
+
+
+def _describe(name: str, where: Where) -> str:
+    if not where:
+        return name
+    return name + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(where.items())) + "}"
+
+
+def matching_samples(samples: Mapping[str, float], name: str, where: Where = None) -> dict[str, float]:
+    """The samples of one scrape named NAME (or a legacy name) whose labels match WHERE, by key."""
+    for cand in names_for(name):
+        brace = cand + "{"
+        found = {k: v for k, v in samples.items()
+                 if (k == cand or k.startswith(brace)) and _matches(k, where)}
+        if found:
+            return found
+    return {}
+
+
+def _selector(name: str, where: Where):
+    """A function giving the matching keys of a scrape, computed once per distinct key layout."""
+    # Scrapes of one server share their key layout, so the scan over every key runs once per
+    # layout instead of once per scrape (a 1 h run at 1 s has 3,600 scrapes of ~330 keys).
+    cache: dict[tuple[str, ...], list[str]] = {}
+
+    def select(samples: Mapping[str, float]) -> list[str]:
+        layout = tuple(samples)
+        keys = cache.get(layout)
+        if keys is None:
+            keys = cache[layout] = list(matching_samples(samples, name, where))
+        return keys
+    return select
+
+
+def _combine(values: Sequence[float], agg: str) -> float:
+    if agg == "sum":
+        return math.fsum(values)
+    if agg == "mean":
+        return math.fsum(values) / len(values)
+    return max(values) if agg == "max" else min(values)
+
+
+def _check_agg(agg: str) -> None:
+    if agg not in GAUGE_AGGREGATES:
+        raise ValueError(f"agg must be one of {GAUGE_AGGREGATES}, not {agg!r}")
+
+
+def scrape_value(samples: Mapping[str, float], name: str, where: Where = None,
+                 agg: str = "sum") -> float:
+    """One scrape's value of NAME: the matching samples combined by AGG (sum, mean, max or min)."""
+    _check_agg(agg)
+    found = matching_samples(samples, name, where)
+    if not found:
+        raise Absent(f"no sample {_describe(name, where)} in this scrape")
+    return _combine(list(found.values()), agg)
+
+
+# ---------------------------------------------------------------- windows
+
+def _in_window(rec: Scrape, t_start: float | None, t_end: float | None) -> bool:
+    t = rec["t"]
+    return (t_start is None or t >= t_start) and (t_end is None or t <= t_end)
+
+
+def _check_window(t_start: float | None, t_end: float | None) -> None:
+    if t_start is not None and t_end is not None and not t_end > t_start:
+        raise ValueError(f"window end {t_end} is not after its start {t_start}")
+
+
+def _window_text(t_start: float | None, t_end: float | None) -> str:
+    if t_start is None and t_end is None:
+        return "the whole run"
+    lo = "start" if t_start is None else f"{t_start:.3f} s"
+    hi = "end" if t_end is None else f"{t_end:.3f} s"
+    return f"[{lo}, {hi}]"
+
+
+def scrapes_in_window(scrapes: Sequence[Scrape], t_start: float | None = None,
+                      t_end: float | None = None) -> list[Scrape]:
+    """The successful scrapes whose start time lies in [t_start, t_end], in time order."""
+    _check_window(t_start, t_end)
+    ok = [s for s in scrapes if s.get("ok") and "samples" in s and _in_window(s, t_start, t_end)]
+    return sorted(ok, key=lambda s: s["t"])
+
+
+def scrape_gaps(scrapes: Sequence[Scrape], t_start: float | None = None,
+                t_end: float | None = None) -> list[tuple[float, str]]:
+    """The failed scrapes (gaps) in [t_start, t_end] as (t, error text), in time order."""
+    _check_window(t_start, t_end)
+    gaps = [(s["t"], str(s.get("error", "no error text recorded")))
+            for s in scrapes if not s.get("ok") and _in_window(s, t_start, t_end)]
+    return sorted(gaps, key=lambda g: g[0])
+
+
+def steady_window(t_start: float, t_end: float, middle_fraction: float = 0.6) -> tuple[float, float]:
+    """The steady-state part of a window: its middle MIDDLE_FRACTION, trimming both ends equally."""
+    _check_window(t_start, t_end)
+    if not 0 < middle_fraction <= 1:
+        raise ValueError(f"middle_fraction must be in (0, 1], not {middle_fraction}")
+    trim = (t_end - t_start) * (1 - middle_fraction) / 2
+    return (t_start + trim, t_end - trim)
+
+
+# ---------------------------------------------------------------- counters
+
+def _series(ok: Sequence[Scrape], name: str, where: Where) -> dict[str, list[tuple[float, float]]]:
+    """Per label set (the key without its name), the (t, value) observations of NAME."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    select = _selector(name, where)
+    for s in ok:
+        samples = s["samples"]
+        for key in select(samples):
+            brace = key.find("{")
+            ident = key[brace:] if brace >= 0 else ""
+            out.setdefault(ident, []).append((s["t"], samples[key]))
+    return out
+
+
+def _increase(values: Sequence[float]) -> float:
+    # Prometheus increase() without extrapolation: a drop is a restart from 0.
+    total = 0.0
+    for prev, cur in pairwise(values):
+        total += cur - prev if cur >= prev else cur
+    return total
+
+
+@dataclass(frozen=True)
+class _CounterWindow:
+    increase: float
+    by_series: dict[str, float]
+    t_first: float
+    t_last: float
+    resets: tuple[float, ...]
+
+
+def _counter_window(scrapes: Sequence[Scrape], t_start: float | None, t_end: float | None,
+                    name: str, where: Where) -> _CounterWindow:
+    ok = scrapes_in_window(scrapes, t_start, t_end)
+    where_text = f"{_describe(name, where)} over {_window_text(t_start, t_end)}"
+    if len(ok) < 2:
+        n_gaps = len(scrape_gaps(scrapes, t_start, t_end))
+        raise Absent(f"increase of {where_text} needs 2 successful scrapes; the window has "
+                     f"{len(ok)}" + (f" and {n_gaps} failed" if n_gaps else ""))
+    series = _series(ok, name, where)
+    if not series:
+        raise Absent(f"no sample {_describe(name, where)} in any scrape of "
+                     f"{_window_text(t_start, t_end)}")
+    usable = {k: obs for k, obs in series.items() if len(obs) >= 2}
+    if not usable:
+        raise Absent(f"{where_text}: each series was seen in only one scrape")
+    by_series = {k: _increase([v for _, v in obs]) for k, obs in usable.items()}
+    resets = sorted({t for obs in usable.values()
+                     for (_, prev), (t, cur) in pairwise(obs) if cur < prev})
+    times = [t for obs in usable.values() for t, _ in obs]
+    return _CounterWindow(math.fsum(by_series.values()), by_series, min(times), max(times),
+                          tuple(resets))
+
+
+def counter_increase(scrapes: Sequence[Scrape], t_start: float | None, t_end: float | None,
+                     name: str, where: Where = None) -> float:
+    """Increase of counter NAME between the first and last successful scrape in the window, resets included."""
+    return _counter_window(scrapes, t_start, t_end, name, where).increase
+
+
+def counter_rate(scrapes: Sequence[Scrape], t_start: float | None, t_end: float | None,
+                 name: str, where: Where = None) -> float:
+    """Per-second rate of counter NAME: its window increase over the time between the scrapes used."""
+    w = _counter_window(scrapes, t_start, t_end, name, where)
+    if w.t_last <= w.t_first:
+        raise Absent(f"rate of {_describe(name, where)}: the scrapes used span no time")
+    return w.increase / (w.t_last - w.t_first)
+
+
+def counter_resets(scrapes: Sequence[Scrape], t_start: float | None, t_end: float | None,
+                   name: str, where: Where = None) -> list[float]:
+    """Scrape times in the window at which a series of counter NAME dropped (the server restarted)."""
+    return list(_counter_window(scrapes, t_start, t_end, name, where).resets)
+
+
+def counter_moved(scrapes: Sequence[Scrape], t_start: float | None, t_end: float | None,
+                  name: str, where: Where = None) -> bool:
+    """Whether counter NAME increased at all in the window (False over a run with traffic: not enabled)."""
+    return _counter_window(scrapes, t_start, t_end, name, where).increase > 0
+
+
+def counter_stayed_zero(scrapes: Sequence[Scrape], t_start: float | None, t_end: float | None,
+                        name: str, where: Where = None) -> bool:
+    """Whether every observed value of counter NAME in the window is 0 (e.g. MFU counters left off)."""
+    ok = scrapes_in_window(scrapes, t_start, t_end)
+    series = _series(ok, name, where)
+    if not series:
+        raise Absent(f"no sample {_describe(name, where)} in any scrape of "
+                     f"{_window_text(t_start, t_end)}")
+    return all(v == 0 for obs in series.values() for _, v in obs)
+
+
+# ---------------------------------------------------------------- histograms
+
+@dataclass(frozen=True)
+class HistogramDelta:
+    """Increase of one histogram family over a window: Δsum, Δcount and cumulative Δbuckets by upper bound."""
+
+    name: str
+    sum: float
+    count: float
+    buckets: tuple[tuple[float, float], ...]  # (le, cumulative Δcount), ascending, +Inf last
+    t_first: float
+    t_last: float
+
+
+def histogram_increase(scrapes: Sequence[Scrape], t_start: float | None, t_end: float | None,
+                       name: str, where: Where = None) -> HistogramDelta:
+    """Δsum, Δcount and Δbucket counts of histogram family NAME over the window, resets included."""
+    s = _counter_window(scrapes, t_start, t_end, name + "_sum", where)
+    c = _counter_window(scrapes, t_start, t_end, name + "_count", where)
+    buckets: dict[float, float] = {}
+    try:
+        b = _counter_window(scrapes, t_start, t_end, name + "_bucket", where)
+    except Absent:
+        b = None
+    if b is not None:
+        for ident, inc in b.by_series.items():
+            le = _labels(name + ident).get("le")  # ident is the label part "{...}"
+            if le is None:
+                continue
+            bound = float(le)
+            buckets[bound] = buckets.get(bound, 0.0) + inc
+    return HistogramDelta(name=name, sum=s.increase, count=c.increase,
+                          buckets=tuple(sorted(buckets.items())),
+                          t_first=min(s.t_first, c.t_first), t_last=max(s.t_last, c.t_last))
+
+
+def histogram_mean(delta: HistogramDelta) -> float:
+    """Mean observation over a window: Δsum / Δcount of the histogram."""
+    if delta.count <= 0:
+        raise Absent(f"no observations of {delta.name} in the window (Δcount = 0), so no mean")
+    return delta.sum / delta.count
+
+
+def histogram_window_mean(scrapes: Sequence[Scrape], t_start: float | None, t_end: float | None,
+                          name: str, where: Where = None) -> float:
+    """Mean observation of histogram family NAME over the window: Δsum / Δcount."""
+    return histogram_mean(histogram_increase(scrapes, t_start, t_end, name, where))
+
+
+def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float:
+    """The Q quantile from cumulative (le, count) buckets, interpolated linearly as Prometheus does."""
+    if not 0 < q <= 1:
+        raise ValueError(f"quantile must be in (0, 1], not {q}")
+    bs = sorted(buckets)
+    if len(bs) < 2 or not math.isinf(bs[-1][0]):
+        raise Absent("histogram buckets need at least one finite bound and the +Inf bucket")
+    # Float noise can make cumulative counts dip; Prometheus forces them monotonic.
+    counts, running = [], 0.0
+    for _, n in bs:
+        running = max(running, n)
+        counts.append(running)
+    total = counts[-1]
+    if total <= 0:
+        raise Absent("no observations in the histogram window (Δcount = 0), so no quantile")
+    rank = q * total
+    b = next(i for i, n in enumerate(counts) if n >= rank)
+    if b == len(bs) - 1:
+        raise Absent(f"the {q:g} quantile lies above the highest finite bucket bound "
+                     f"{bs[-2][0]:g}; only that lower bound is known")
+    upper = bs[b][0]
+    if b == 0 and upper <= 0:
+        return upper
+    lower, below = (bs[b - 1][0], counts[b - 1]) if b > 0 else (0.0, 0.0)
+    in_bucket = counts[b] - below
+    return lower + (upper - lower) * ((rank - below) / in_bucket)
+
+
+def histogram_window_quantile(q: float, scrapes: Sequence[Scrape], t_start: float | None,
+                              t_end: float | None, name: str, where: Where = None) -> float:
+    """The Q quantile of histogram family NAME over the window, from its bucket increases."""
+    delta = histogram_increase(scrapes, t_start, t_end, name, where)
+    if not delta.buckets:
+        raise Absent(f"no {name}_bucket samples in the window")
+    return histogram_quantile(q, delta.buckets)
+
+
+# ---------------------------------------------------------------- gauges
+
+def gauge_series(scrapes: Sequence[Scrape], t_start: float | None, t_end: float | None,
+                 name: str, where: Where = None, agg: str = "sum") -> list[tuple[float, float]]:
+    """(t, value) of gauge NAME for each successful scrape in the window, series combined by AGG."""
+    _check_agg(agg)
+    out = []
+    select = _selector(name, where)
+    for s in scrapes_in_window(scrapes, t_start, t_end):
+        keys = select(s["samples"])
+        if keys:
+            out.append((s["t"], _combine([s["samples"][k] for k in keys], agg)))
+    if not out:
+        raise Absent(f"no sample {_describe(name, where)} in any successful scrape of "
+                     f"{_window_text(t_start, t_end)}")
+    return out
+
+
+def gauge_values(scrapes: Sequence[Scrape], t_start: float | None, t_end: float | None,
+                 name: str, where: Where = None, agg: str = "sum") -> list[float]:
+    """The values of gauge NAME over the window, one per successful scrape, series combined by AGG."""
+    return [v for _, v in gauge_series(scrapes, t_start, t_end, name, where, agg)]
+
+
+def _need(values: Sequence[float], what: str) -> None:
+    if not values:
+        raise Absent(f"no gauge samples, so no {what}")
+
+
+def median_value(values: Sequence[float]) -> float:
+    """Median of the gauge samples."""
+    _need(values, "median")
+    return float(statistics.median(values))
+
+
+def peak_value(values: Sequence[float]) -> float:
+    """Largest gauge sample."""
+    _need(values, "peak")
+    return float(max(values))
+
+
+def share_positive(values: Sequence[float]) -> float:
+    """Share (0-1) of gauge samples above 0, e.g. queue incidence from num_requests_waiting."""
+    _need(values, "share above zero")
+    return sum(1 for v in values if v > 0) / len(values)
+
+
+# ---------------------------------------------------------------- sampler quality
+
+def _attempts(scrapes: Sequence[Scrape], t_start: float | None, t_end: float | None) -> list[Scrape]:
+    _check_window(t_start, t_end)
+    return sorted((s for s in scrapes if _in_window(s, t_start, t_end)), key=lambda s: s["t"])
+
+
+def scrape_count(scrapes: Sequence[Scrape], t_start: float | None = None,
+                 t_end: float | None = None) -> int:
+    """Number of scrape attempts (successful and failed) in the window."""
+    return len(_attempts(scrapes, t_start, t_end))
+
+
+def failed_scrape_count(scrapes: Sequence[Scrape], t_start: float | None = None,
+                        t_end: float | None = None) -> int:
+    """Number of failed scrapes (gaps) in the window."""
+    return len(scrape_gaps(scrapes, t_start, t_end))
+
+
+def scrape_interval_p50(scrapes: Sequence[Scrape], t_start: float | None = None,
+                        t_end: float | None = None) -> float:
+    """Median time between consecutive scrape starts (attempts, gaps included) in the window."""
+    ts = [s["t"] for s in _attempts(scrapes, t_start, t_end)]
+    if len(ts) < 2:
+        raise Absent(f"{len(ts)} scrape(s) in {_window_text(t_start, t_end)}; an interval needs 2")
+    return float(statistics.median(b - a for a, b in pairwise(ts)))
+
+
+def _latencies(scrapes: Sequence[Scrape], t_start: float | None, t_end: float | None) -> list[float]:
+    lat = [s["dt"] for s in scrapes_in_window(scrapes, t_start, t_end) if s.get("dt") is not None]
+    if not lat:
+        raise Absent(f"no successful scrape in {_window_text(t_start, t_end)}, so no latency")
+    return lat
+
+
+def scrape_latency_p50(scrapes: Sequence[Scrape], t_start: float | None = None,
+                       t_end: float | None = None) -> float:
+    """Median duration of a successful /metrics scrape in the window."""
+    return float(statistics.median(_latencies(scrapes, t_start, t_end)))
+
+
+def scrape_latency_max(scrapes: Sequence[Scrape], t_start: float | None = None,
+                       t_end: float | None = None) -> float:
+    """Longest duration of a successful /metrics scrape in the window."""
+    return float(max(_latencies(scrapes, t_start, t_end)))
+
+
+# ---------------------------------------------------------------- cache_config_info
+
+CACHE_CONFIG_INFO = "vllm:cache_config_info"
+
+
+def cache_config_info(scrapes: Sequence[Scrape], t_start: float | None = None,
+                      t_end: float | None = None, engine: str | None = None) -> dict[str, str]:
+    """The labels of vllm:cache_config_info in the window (one engine's; all must agree)."""
+    where = {"engine": engine} if engine is not None else None
+    seen: dict[tuple[tuple[str, str], ...], None] = {}
+    select = _selector(CACHE_CONFIG_INFO, where)
+    for s in scrapes_in_window(scrapes, t_start, t_end):
+        for key in select(s["samples"]):
+            seen[tuple(sorted(_labels(key).items()))] = None
+    if not seen:
+        raise Absent(f"no {CACHE_CONFIG_INFO} sample in {_window_text(t_start, t_end)}"
+                     + (f" for engine {engine}" if engine is not None else ""))
+    sets = [dict(items) for items in seen]
+    if len(sets) > 1:
+        engines = sorted({d.get("engine", "?") for d in sets})
+        if engine is None and len(engines) > 1:
+            raise Absent(f"{CACHE_CONFIG_INFO} has engines {', '.join(engines)}; name one")
+        changed = sorted(k for k in set().union(*sets) if len({d.get(k) for d in sets}) > 1)
+        raise Absent(f"{CACHE_CONFIG_INFO} changed within {_window_text(t_start, t_end)} "
+                     f"(labels {', '.join(changed)}); the server was restarted with other settings")
+    return sets[0]
+
+
+def _int_label(labels: Mapping[str, str], name: str) -> int | None:
+    raw = labels.get(name)
+    if raw is None or raw in ("None", ""):
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        f = float(raw)
+        if not f.is_integer():
+            raise ValueError(f"cache_config_info {name}={raw!r} is not a whole number") from None
+        return int(f)
+
+
+@dataclass(frozen=True)
+class KVPoolTokens:
+    """KV pool size in tokens, two ways from cache_config_info (None where a label is unset)."""
+
+    blocks_times_block_size: int | None  # num_gpu_blocks × block_size (summed over DP engines)
+    kv_cache_size_tokens: int | None     # the engine's own figure, per engine, as in the log line
+
+
+def kv_pool_tokens_from_cache_config(labels: Mapping[str, str]) -> KVPoolTokens:
+    """KV pool tokens from cache_config_info labels: num_gpu_blocks × block_size and kv_cache_size_tokens."""
+    blocks, block_size = _int_label(labels, "num_gpu_blocks"), _int_label(labels, "block_size")
+    product = blocks * block_size if blocks is not None and block_size is not None else None
+    logged = _int_label(labels, "kv_cache_size_tokens")
+    if product is None and logged is None:
+        raise Absent("cache_config_info has neither num_gpu_blocks with block_size nor "
+                     "kv_cache_size_tokens")
+    return KVPoolTokens(blocks_times_block_size=product, kv_cache_size_tokens=logged)
