@@ -35,8 +35,8 @@ setup-model: .engine/tiny-qwen2/config.json
 
 demo: setup
 	rm -rf site/demo-bundle
-	$(TOOL_PY) -m bench run --concurrency 1,4,8 --input-len 128 --output-len 32 \
-	  --requests-per-point 16 --out site/demo-bundle
+	$(TOOL_PY) -m bench run --concurrency 1,2,4,8 --input-len 128 --output-len 64 \
+	  --requests-per-point 24 --out site/demo-bundle
 	$(TOOL_PY) -m report build --bundle site/demo-bundle --round demo --out site
 	@echo "report: $(CURDIR)/site/index.html"
 

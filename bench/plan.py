@@ -58,7 +58,7 @@ class SweepSpec:
     duration_s: float = 0.0                # >0: a point runs for this long instead of a count
     warmup_requests: int = -1              # -1: one per concurrency slot
     server_flags: list[list[str]] = field(default_factory=lambda: [[]])
-    cooldown_s: float = 1.0                # idle gap between points, so windows never overlap
+    cooldown_s: float = 2.0                # idle gap between points: a scrape falls between them
 
 
 @dataclass

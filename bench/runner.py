@@ -242,6 +242,7 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
     session = aiohttp.ClientSession(connector=connector, read_bufsize=READ_BUFSIZE,
                                     headers=headers)
     side: list[asyncio.Task] = []
+    sampling = False
     model = None
 
     def endpoint() -> str:
@@ -264,9 +265,6 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
         engine = None
 
     try:
-        if plan.sampler.metrics:
-            side.append(asyncio.create_task(
-                MetricsSampler(w, endpoint, plan.sampler.metrics_interval_s).run(session, stop)))
         if plan.sampler.gpu and w.manifest.get("gpus"):
             from bench.gpu import GpuSampler
             side.append(asyncio.create_task(GpuSampler().run(w, plan.sampler.gpu_interval_s, stop)))
@@ -278,6 +276,11 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
                 await stop_engine()
                 engine = await start_engine(point["server_flags"], point["server_set"])
                 current_set = point["server_set"]
+                if plan.sampler.metrics and not sampling:
+                    # From the first healthy server on; later restarts show up as gaps.
+                    sampling = True
+                    side.append(asyncio.create_task(
+                        MetricsSampler(w, endpoint, plan.sampler.metrics_interval_s).run(session, stop)))
                 # Describe every (re)started server: its flags may differ.
                 info = await asyncio.to_thread(engine.describe)
                 models = info.get("models") or []

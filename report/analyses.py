@@ -1,0 +1,234 @@
+"""Derived quantities that combine other ledger values (ANALYSES.md items 1-21).
+
+Each is a pure function named for what it returns, with a one-line docstring that the
+report shows as its description. Missing or degenerate inputs raise Absent with a reason.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from report import series
+from report.ledger import Absent
+
+# -------------------------------------------------------------- server-side means (ms)
+
+QUEUE = "vllm:request_queue_time_seconds"
+PREFILL = "vllm:request_prefill_time_seconds"
+DECODE = "vllm:request_decode_time_seconds"
+SERVER_TTFT = "vllm:time_to_first_token_seconds"
+ITERATION_TOKENS = "vllm:iteration_tokens_total"
+
+
+def mean_queue_ms(scrapes: list, t_start: float, t_end: float) -> float:
+    """Mean time a request waited in the scheduler queue: Δsum/Δcount of request_queue_time_seconds, ms."""
+    return 1e3 * series.histogram_window_mean(scrapes, t_start, t_end, QUEUE)
+
+
+def mean_prefill_ms(scrapes: list, t_start: float, t_end: float) -> float:
+    """Mean prefill time (scheduled to first token): Δsum/Δcount of request_prefill_time_seconds, ms."""
+    return 1e3 * series.histogram_window_mean(scrapes, t_start, t_end, PREFILL)
+
+
+def mean_server_ttft_ms(scrapes: list, t_start: float, t_end: float) -> float:
+    """Mean TTFT as the server's frontend measures it (arrival to first output), ms."""
+    return 1e3 * series.histogram_window_mean(scrapes, t_start, t_end, SERVER_TTFT)
+
+
+def mean_iteration_tokens(scrapes: list, t_start: float, t_end: float) -> float:
+    """Mean tokens per engine step: Δsum/Δcount of iteration_tokens_total."""
+    return series.histogram_window_mean(scrapes, t_start, t_end, ITERATION_TOKENS)
+
+
+def frontend_ms(ttft_ms_mean: float, queue_ms_mean: float, prefill_ms_mean: float) -> float:
+    """Client TTFT not explained by server queue and prefill: API server, IPC and network."""
+    return ttft_ms_mean - queue_ms_mean - prefill_ms_mean
+
+
+def share(part: float, whole: float) -> float:
+    """A part as a fraction of its whole."""
+    if whole == 0:
+        raise Absent("the whole is zero")
+    return part / whole
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    """One quantity divided by another."""
+    if denominator == 0:
+        raise Absent("the denominator is zero")
+    return numerator / denominator
+
+
+def difference(a: float, b: float) -> float:
+    """a minus b."""
+    return a - b
+
+
+def relative_difference(new: float, old: float) -> float:
+    """Relative change from OLD to NEW, as a fraction of OLD."""
+    if old == 0:
+        raise Absent("the reference value is zero")
+    return (new - old) / old
+
+
+def percentage_point_error(measured: float, expected: float) -> float:
+    """Measured minus expected, both fractions, in percentage points."""
+    return 100.0 * (measured - expected)
+
+
+def prefill_part_of_iteration(mean_iteration_tokens: float, decode_tokens: float) -> float:
+    """Tokens per engine step that are not decode: mean step tokens minus running requests."""
+    return mean_iteration_tokens - decode_tokens
+
+
+def per_request_server_ms(requests: list, field: str) -> float:
+    """Mean of one per-request server timing (from the usage chunk's metrics), ms."""
+    vals = [r["server_metrics"][field] for r in requests
+            if isinstance(r.get("server_metrics"), dict) and field in r["server_metrics"]]
+    if not vals:
+        raise Absent(f"no request carried the server's {field} (needs --enable-per-request-metrics)")
+    return sum(vals) / len(vals)
+
+
+# -------------------------------------------------------------- growth and crossover
+
+def loglog_slope(x1: float, y1: float, x2: float, y2: float) -> float:
+    """Slope of log y against log x between two points (the local power-law exponent)."""
+    if min(x1, y1, x2, y2) <= 0:
+        raise Absent("a value is zero or negative, so no logarithm")
+    if x1 == x2:
+        raise Absent("the two points share x")
+    return math.log(y2 / y1) / math.log(x2 / x1)
+
+
+def crossover_concurrency(c_last: float, prefill_last: float, queue_last: float,
+                          slope_queue: float, slope_prefill: float) -> float:
+    """Concurrency where the queue and prefill power laws meet: C·exp(ln(P/Q)/(s_q − s_p))."""
+    if slope_queue <= slope_prefill:
+        raise Absent("the queue does not grow faster than prefill, so the lines do not meet")
+    if queue_last <= 0 or prefill_last <= 0:
+        raise Absent("queue or prefill is zero at the last point")
+    return c_last * math.exp(math.log(prefill_last / queue_last) / (slope_queue - slope_prefill))
+
+
+def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, float]:
+    if len(xs) != len(ys) or len(xs) < 2:
+        raise Absent("a fit needs at least two points")
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        raise Absent("all x values are equal")
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    slope = sxy / sxx
+    intercept = my - slope * mx
+    ss_tot = sum((y - my) ** 2 for y in ys)
+    ss_res = sum((y - (intercept + slope * x)) ** 2 for x, y in zip(xs, ys))
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    return slope, intercept, r2
+
+
+def fit_slope(xs: list, ys: list) -> float:
+    """Least-squares slope of y on x."""
+    return _fit(xs, ys)[0]
+
+
+def fit_intercept(xs: list, ys: list) -> float:
+    """Least-squares intercept of y on x."""
+    return _fit(xs, ys)[1]
+
+
+def fit_r_squared(xs: list, ys: list) -> float:
+    """Coefficient of determination R² of the least-squares line of y on x."""
+    if len(xs) < 3:
+        raise Absent("R² of a line through two points is 1 by construction; needs three or more")
+    return _fit(xs, ys)[2]
+
+
+# -------------------------------------------------------------- KV
+
+def kv_tokens_in_use(usage_fraction: float, pool_tokens: float) -> float:
+    """Tokens held in the KV cache: usage fraction times the pool in tokens."""
+    return usage_fraction * pool_tokens
+
+
+def kv_occupancy(concurrency: float, input_len: float, output_len: float, pool_tokens: float) -> float:
+    """Theoretical KV occupancy C·(L+out)/pool (blocks not rounded)."""
+    return concurrency * (input_len + output_len) / pool_tokens
+
+
+def per_second_rate(increase: float, seconds: float) -> float:
+    """An increase per second."""
+    if seconds <= 0:
+        raise Absent("the window has no duration")
+    return increase / seconds
+
+
+def tera(value: float) -> float:
+    """A value in units of 10^12."""
+    return value / 1e12
+
+
+def giga(value: float) -> float:
+    """A value in units of 10^9."""
+    return value / 1e9
+
+
+def pool_tokens_agreement(log_tokens: float, metric_tokens: float) -> float:
+    """Relative difference between the pool size from the log and from cache_config_info."""
+    return (metric_tokens - log_tokens) / log_tokens
+
+
+def span(values: list) -> float:
+    """Largest minus smallest of a list of values."""
+    if not values:
+        raise Absent("no values")
+    return max(values) - min(values)
+
+
+def minimum(values: list) -> float:
+    """The smallest of a list of values."""
+    if not values:
+        raise Absent("no values")
+    return min(values)
+
+
+def maximum(values: list) -> float:
+    """The largest of a list of values."""
+    if not values:
+        raise Absent("no values")
+    return max(values)
+
+
+def count(values: list) -> int:
+    """How many values."""
+    return len(values)
+
+
+def percentile_of(values: list, q: float) -> float:
+    """The q-th percentile (0-100), linear interpolation."""
+    from report.stats import percentile
+    return percentile(values, q)
+
+
+def loop_lag_p99_ms(client_samples: list, t_start: float, t_end: float) -> float:
+    """p99 of the client's own event-loop delay inside the window, ms (the client's lag)."""
+    from report.stats import percentile
+    vals = [s["loop_lag_s"] * 1e3 for s in client_samples if t_start <= s["t"] <= t_end]
+    if not vals:
+        raise Absent("no client lag samples in the window")
+    return percentile(vals, 99)
+
+
+def bracketing_window(scrapes: list, t_start: float, t_end: float) -> tuple[float, float]:
+    """The window widened to the last successful scrape at or before its start and the first at or after its end.
+
+    Counters and histograms are differenced between these two scrapes, so a point shorter
+    than the scrape interval still gets its increase; points are separated by an idle
+    cool-down, so the widening adds idle time only.
+    """
+    ok = [s["t"] for s in scrapes if s.get("ok")]
+    before = [t for t in ok if t <= t_start]
+    after = [t for t in ok if t >= t_end]
+    return (before[-1] if before else t_start, after[0] if after else t_end)

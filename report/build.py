@@ -1,0 +1,350 @@
+"""Compose a round's ledger from its bundle: every number the report prints is derived here.
+
+Keys: `p.<point>.<quantity>` per point, `r.<quantity>` per round, `x.<quantity>` for
+comparisons with other rounds. Values come only from `Ledger.derive` (a pure function over
+raw samples or other values) or `Ledger.record` (a setting or count read from a bundle).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.bundle import Bundle
+from report import analyses as A
+from report import series as S
+from report import stats as ST
+from report import theory as T
+from report.ledger import Absent, Ledger, Value
+from report.serverlog import ServerLogFacts, server_log_facts
+
+# The steady part of a point's window used for gauge statistics (KV usage, running, waiting):
+# its middle fraction, leaving out the ramp-up after the first measured request and the
+# ramp-down while the last requests drain.
+STEADY_FRACTION = 0.6
+
+
+@dataclass
+class PointData:
+    """One point's raw inputs, as read from the bundle."""
+
+    window: ST.Window
+    requests: list[dict]        # every request of the point (warm-up and failed included)
+    measured: list[dict]        # non-warm-up, ok
+    failed: list[dict]          # non-warm-up, error
+    steady: tuple[float, float]
+
+    @property
+    def pid(self) -> str:
+        return self.window.point
+
+    @property
+    def settings(self) -> dict:
+        return self.window.settings
+
+
+@dataclass
+class RoundData:
+    """A bundle read for the report: points in run order, the log's facts, the model config."""
+
+    bundle: Bundle
+    points: list[PointData]
+    log: ServerLogFacts | None
+    config: dict | None
+    axis: str                   # "concurrency", "input_len", "server" or "single"
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.bundle.name
+
+
+def sweep_axis(points: list[PointData]) -> str:
+    """Which setting varies across the points."""
+    def varies(k: str) -> bool:
+        return len({str(p.settings.get(k)) for p in points}) > 1
+    if varies("server_set"):
+        return "server"
+    if varies("input_len") and not varies("concurrency"):
+        return "input_len"
+    if varies("concurrency") or varies("request_rate"):
+        return "concurrency"
+    return "single"
+
+
+def read_round(bundle: Bundle) -> RoundData:
+    """Split a bundle into points with their windows and requests."""
+    wins = ST.point_windows(bundle.points)
+    pts = []
+    for w in wins.values():
+        reqs = ST.requests_of_point(bundle.requests, w)
+        pts.append(PointData(window=w, requests=reqs, measured=ST.measured(reqs),
+                             failed=ST.failed(reqs),
+                             steady=S.steady_window(w.t_measure, w.t_end, STEADY_FRACTION)
+                             if w.t_end > w.t_measure else (w.t_measure, w.t_end)))
+    log_text = bundle.server_log()
+    log = server_log_facts(log_text) if log_text else None
+    config = (bundle.manifest.get("model") or {}).get("config")
+    return RoundData(bundle=bundle, points=pts, log=log, config=config, axis=sweep_axis(pts))
+
+
+def _src_requests(rd: RoundData, p: PointData) -> tuple[str, ...]:
+    return (f"{rd.name}/{rd.bundle.file_for('requests')}: {len(p.requests)} records of point "
+            f"{p.pid} ({len(p.measured)} measured, warm-up excluded)",)
+
+
+def _src_metrics(rd: RoundData, a: float, b: float, what: str = "") -> tuple[str, ...]:
+    n = sum(1 for s in rd.bundle.metrics if a <= s["t"] <= b)
+    return (f"{rd.name}/{rd.bundle.file_for('metrics')}: {n} scrapes, t ∈ [{a:.1f}, {b:.1f}] s"
+            + (f" ({what})" if what else ""),)
+
+
+def _src_window(rd: RoundData, p: PointData) -> tuple[str, ...]:
+    return (f"{rd.name}/{rd.bundle.file_for('points')}: point {p.pid} window "
+            f"[{p.window.t_measure:.2f}, {p.window.t_end:.2f}] s",)
+
+
+def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
+    """Client statistics and server-side decompositions for one point."""
+    k = f"p.{p.pid}."
+    src, win = _src_requests(rd, p), _src_window(rd, p)
+    s = p.settings
+    led.record(k + "concurrency", s.get("concurrency"), doc="Concurrency (requests in flight) set for the point", sources=win)
+    led.record(k + "input_len", s.get("input_len"), unit="tok", doc="Prompt length set for the point", sources=win)
+    led.record(k + "output_len", s.get("output_len"), unit="tok", doc="Output length set for the point", sources=win)
+    if s.get("request_rate"):
+        led.record(k + "request_rate", s["request_rate"], unit="req/s", doc="Open-loop arrival rate set for the point", sources=win)
+    led.derive(k + "window_s", A.difference, unit="s", sources=win,
+               a=p.window.t_end, b=p.window.t_measure)
+    led.derive(k + "requests", A.count, unit="req", sources=src, values=p.measured)
+    led.derive(k + "failed", A.count, unit="req", sources=src, values=p.failed)
+    ttft = ST.ttfts_ms(p.measured)
+    itl = ST.itl_gaps_ms(p.measured)
+    e2e = ST.e2es_ms(p.measured)
+    tpot = ST.tpots_ms(p.measured)
+    led.derive(k + "ttft_ms_mean", ST.mean, unit="ms", sources=src, values=ttft)
+    for q in (50, 90, 99):
+        led.derive(k + f"ttft_ms_p{q}", ST.percentile, unit="ms", sources=src, values=ttft, q=q)
+        led.derive(k + f"itl_ms_p{q}", ST.percentile, unit="ms", sources=src, values=itl, q=q)
+    led.derive(k + "tpot_ms_mean", ST.mean, unit="ms", sources=src, values=tpot)
+    led.derive(k + "e2e_ms_p50", ST.percentile, unit="ms", sources=src, values=e2e, q=50)
+    led.derive(k + "e2e_ms_p99", ST.percentile, unit="ms", sources=src, values=e2e, q=99)
+    led.derive(k + "output_tok_s", ST.output_tokens_per_s, unit="tok/s", sources=src + win,
+               all_requests=p.requests, t_measure=p.window.t_measure, t_end=p.window.t_end)
+    led.derive(k + "total_tok_s", ST.total_tokens_per_s, unit="tok/s", sources=src + win,
+               all_requests=p.requests, t_measure=p.window.t_measure, t_end=p.window.t_end)
+    led.derive(k + "req_s", ST.requests_per_s, unit="req/s", sources=src + win,
+               requests=p.measured, t_measure=p.window.t_measure, t_end=p.window.t_end)
+    led.derive(k + "multi_token_chunks", ST.multi_token_chunks, unit="", sources=src, requests=p.measured)
+    led.derive(k + "slot_wait_ms_p99", ST.percentile, unit="ms", sources=src,
+               values=ST.slot_waits_ms(p.measured), q=99)
+    led.derive(k + "client_lag_ms_p99", A.loop_lag_p99_ms, unit="ms",
+               sources=(f"{rd.name}/{rd.bundle.file_for('client')}",),
+               client_samples=rd.bundle.client, t_start=p.window.t_measure, t_end=p.window.t_end)
+
+    led.derive(k + "client_lag_share_of_itl", A.ratio, unit="fraction",
+               numerator=led[k + "client_lag_ms_p99"], denominator=led[k + "itl_ms_p50"])
+
+    # Server side over the same window (histogram differencing, resets handled).
+    sc = rd.bundle.metrics
+    # Counters and histograms: differenced between the scrapes that bracket the window.
+    a, b = A.bracketing_window(sc, p.window.t_measure, p.window.t_end)
+    ms = _src_metrics(rd, a, b, f"point {p.pid}, bracketing scrapes")
+    q = led.derive(k + "queue_ms_mean", A.mean_queue_ms, unit="ms", sources=ms, scrapes=sc, t_start=a, t_end=b)
+    pf = led.derive(k + "prefill_ms_mean", A.mean_prefill_ms, unit="ms", sources=ms, scrapes=sc, t_start=a, t_end=b)
+    led.derive(k + "frontend_ms_mean", A.frontend_ms, unit="ms", ttft_ms_mean=led[k + "ttft_ms_mean"],
+               queue_ms_mean=q, prefill_ms_mean=pf)
+    led.derive(k + "queue_share", A.share, unit="fraction", part=q, whole=led[k + "ttft_ms_mean"])
+    led.derive(k + "queue_over_prefill", A.ratio, unit="fraction", numerator=q, denominator=pf)
+    led.derive(k + "server_queue_ms_mean", A.per_request_server_ms, unit="ms", sources=src,
+               requests=p.measured, field="queue_time_ms")
+    led.derive(k + "server_prefill_ms_mean", A.per_request_server_ms, unit="ms", sources=src,
+               requests=p.measured, field="time_to_first_token_ms")
+    it = led.derive(k + "iteration_tokens_mean", A.mean_iteration_tokens, unit="tok", sources=ms,
+                    scrapes=sc, t_start=a, t_end=b)
+    sa, sb = p.steady
+    ss = _src_metrics(rd, sa, sb, f"steady middle {STEADY_FRACTION:.0%} of point {p.pid}")
+
+    def gauge(name: str) -> list[float]:
+        try:
+            return S.gauge_values(sc, sa, sb, name)
+        except Absent:
+            return []
+
+    running, waiting, kv = (gauge("vllm:num_requests_running"), gauge("vllm:num_requests_waiting"),
+                            gauge("vllm:kv_cache_usage_perc"))
+    run_med = led.derive(k + "running_median", S.median_value, unit="req", sources=ss, values=running)
+    led.derive(k + "waiting_peak", S.peak_value, unit="req", sources=ss, values=waiting)
+    led.derive(k + "waiting_share", S.share_positive, unit="fraction", sources=ss, values=waiting)
+    led.derive(k + "prefill_tokens_per_iteration", A.prefill_part_of_iteration, unit="tok",
+               mean_iteration_tokens=it, decode_tokens=run_med)
+    led.derive(k + "kv_usage_p50", S.median_value, unit="fraction", sources=ss, values=kv)
+    led.derive(k + "kv_usage_peak", A.maximum, unit="fraction",
+               sources=_src_metrics(rd, p.window.t_measure, p.window.t_end, f"point {p.pid}"),
+               values=_gauge_window(sc, p.window.t_measure, p.window.t_end, "vllm:kv_cache_usage_perc"))
+    led.derive(k + "preemptions", S.counter_increase, unit="", sources=ms, scrapes=sc, t_start=a,
+               t_end=b, name="vllm:num_preemptions_total")
+    led.derive(k + "prefix_cache_hits", S.counter_increase, unit="tok", sources=ms, scrapes=sc,
+               t_start=a, t_end=b, name="vllm:prefix_cache_hits_total")
+    led.derive(k + "prompt_tokens_server", S.counter_increase, unit="tok", sources=ms, scrapes=sc,
+               t_start=a, t_end=b, name="vllm:prompt_tokens_total")
+    led.derive(k + "generation_tokens_server", S.counter_increase, unit="tok", sources=ms,
+               scrapes=sc, t_start=a, t_end=b, name="vllm:generation_tokens_total")
+    mfu_ok = _counter_moved(sc, a, b, "vllm:estimated_flops_per_gpu_total")
+    if mfu_ok:
+        led.derive(k + "tflops_s", _rate_tera, unit="TFLOP/s", sources=ms, scrapes=sc, t_start=a,
+                   t_end=b, name="vllm:estimated_flops_per_gpu_total")
+        led.derive(k + "read_gb_s", _rate_giga, unit="GB/s", sources=ms, scrapes=sc, t_start=a,
+                   t_end=b, name="vllm:estimated_read_bytes_per_gpu_total")
+    else:
+        reason = ("vllm:estimated_* counters did not move in this window: the server ran "
+                  "without --enable-mfu-metrics")
+        led.record(k + "tflops_s", None, unit="TFLOP/s", doc="Estimated FLOP rate from vLLM's MFU counters", missing=reason)
+        led.record(k + "read_gb_s", None, unit="GB/s", doc="Estimated read-byte rate from vLLM's MFU counters", missing=reason)
+
+
+def _gauge_window(scrapes, a, b, name) -> list[float]:
+    try:
+        return S.gauge_values(scrapes, a, b, name)
+    except Absent:
+        return []
+
+
+def _counter_moved(scrapes, a, b, name) -> bool:
+    try:
+        return S.counter_moved(scrapes, a, b, name)
+    except Absent:
+        return False
+
+
+def _rate_tera(scrapes: list, t_start: float, t_end: float, name: str) -> float:
+    """Window rate of an estimated_* counter, in units of 10^12 per second."""
+    return S.counter_rate(scrapes, t_start, t_end, name) / 1e12
+
+
+def _rate_giga(scrapes: list, t_start: float, t_end: float, name: str) -> float:
+    """Window rate of an estimated_* counter, in units of 10^9 per second."""
+    return S.counter_rate(scrapes, t_start, t_end, name) / 1e9
+
+
+def pool_ledger(led: Ledger, rd: RoundData) -> None:
+    """The KV pool: from the log line and from cache_config_info; the architecture's bytes/token."""
+    log = rd.log
+    log_src = (f"{rd.name}/server.log",)
+    if log is None:
+        led.record("r.pool_tokens_log", None, unit="tok", doc="KV pool size in tokens, as the server log states it",
+                   missing="the server log is not in the bundle (the engine was not started by this tool)")
+    else:
+        led.record("r.pool_tokens_log", log.kv_cache_size_tokens, unit="tok", sources=log_src,
+                   doc="KV pool size in tokens, as the server log states it",
+                   missing="the log has no KV cache size line")
+    try:
+        labels = S.cache_config_info(rd.bundle.metrics)
+        pool = S.kv_pool_tokens_from_cache_config(labels)
+        block = S._int_label(labels, "block_size")
+        rd.extras["cache_config"] = labels
+    except Absent as e:
+        pool, block = None, None
+        rd.extras["cache_config_missing"] = str(e)
+    msrc = _src_metrics(rd, float("-inf"), float("inf"), "vllm:cache_config_info labels")
+    led.record("r.pool_tokens_metrics", pool.blocks_times_block_size if pool else None, unit="tok",
+               sources=msrc, doc="KV pool size in tokens: num_gpu_blocks × block_size from cache_config_info",
+               missing=rd.extras.get("cache_config_missing", "cache_config_info lacks num_gpu_blocks"))
+    led.record("r.block_size", block, unit="tok", sources=msrc, doc="KV cache block size in tokens (cache_config_info)",
+               missing="cache_config_info has no block_size")
+    led.derive("r.pool_agreement", A.pool_tokens_agreement, unit="fraction",
+               log_tokens=led["r.pool_tokens_log"], metric_tokens=led["r.pool_tokens_metrics"])
+    pool_v = led["r.pool_tokens_metrics"] if led["r.pool_tokens_metrics"].present else led["r.pool_tokens_log"]
+    led.derive("r.pool_tokens", _identity, unit="tok", value=pool_v)
+    cfg = rd.config
+    csrc = (f"{rd.name}/manifest.json: model.config",)
+    if cfg is None:
+        led.record("r.kv_bytes_per_token", None, unit="B", doc="KV bytes per token from the architecture",
+                   missing="the bundle has no model config.json")
+    else:
+        led.derive("r.kv_bytes_per_token", T.model_kv_bytes_per_token, unit="B", sources=csrc, config=cfg)
+        led.derive("r.kv_bytes_per_token_mha", T.model_mha_kv_bytes_per_token, unit="B", sources=csrc, config=cfg)
+        led.derive("r.params_non_embedding", T.model_params_non_embedding, unit="", sources=csrc, config=cfg)
+
+
+def _identity(value: Any) -> Any:
+    """The same value under another name."""
+    return value
+
+
+def sampler_ledger(led: Ledger, rd: RoundData) -> None:
+    """Sampler quality over the whole round (ANALYSES.md item 10)."""
+    sc = rd.bundle.metrics
+    src = _src_metrics(rd, float("-inf"), float("inf"), "whole round")
+    led.derive("r.scrapes", S.scrape_count, unit="", sources=src, scrapes=sc)
+    led.derive("r.scrape_gaps", S.failed_scrape_count, unit="", sources=src, scrapes=sc)
+    led.derive("r.scrape_interval_p50", S.scrape_interval_p50, unit="s", sources=src, scrapes=sc)
+    led.derive("r.scrape_latency_p50", S.scrape_latency_p50, unit="s", sources=src, scrapes=sc)
+    all_measured = [r for p in rd.points for r in p.measured]
+    all_failed = [r for p in rd.points for r in p.failed]
+    rsrc = (f"{rd.name}/{rd.bundle.file_for('requests')}: {len(rd.bundle.requests)} records",)
+    led.derive("r.requests", A.count, unit="req", sources=rsrc, values=all_measured + all_failed)
+    led.derive("r.failed", A.count, unit="req", sources=rsrc, values=all_failed)
+    if sc:
+        t0, t1 = sc[0]["t"], sc[-1]["t"]
+        led.derive("r.duration_s", A.difference, unit="s", sources=src, a=t1, b=t0)
+        led.derive("r.preemptions", S.counter_increase, unit="", sources=src, scrapes=sc, t_start=t0,
+                   t_end=t1, name="vllm:num_preemptions_total")
+
+
+def build_ledger(rd: RoundData) -> Ledger:
+    """Every number of one round."""
+    led = Ledger()
+    pool_ledger(led, rd)
+    sampler_ledger(led, rd)
+    for p in rd.points:
+        point_ledger(led, rd, p)
+    cross_point_ledger(led, rd)
+    return led
+
+
+def ok_points(rd: RoundData) -> list[PointData]:
+    return [p for p in rd.points if p.window.status == "ok"]
+
+
+def cross_point_ledger(led: Ledger, rd: RoundData) -> None:
+    """Quantities across the points of one round: scaling, growth, crossover (items 2, 3)."""
+    pts = ok_points(rd)
+    if not pts:
+        return
+    first, last = pts[0], pts[-1]
+    if rd.axis == "concurrency":
+        ref = next((p for p in pts if p.settings.get("concurrency") == 1), None)
+        for p in pts:
+            k = f"p.{p.pid}."
+            if ref is None:
+                led.record(k + "scaling_eff", None, unit="fraction", doc="Scaling efficiency tput(C)/(C·tput(1))",
+                           missing="no C=1 point in this round")
+                continue
+            led.derive(k + "scaling_eff", ST.scaling_efficiency, unit="fraction",
+                       throughput=led[k + "output_tok_s"], concurrency=p.settings.get("concurrency"),
+                       throughput_at_1=led[f"p.{ref.pid}.output_tok_s"])
+        if len(pts) >= 2:
+            a, b = pts[-2], pts[-1]
+            ca, cb = a.settings["concurrency"], b.settings["concurrency"]
+            sq = led.derive("r.queue_loglog_slope", A.loglog_slope, x1=ca, y1=led[f"p.{a.pid}.queue_ms_mean"],
+                            x2=cb, y2=led[f"p.{b.pid}.queue_ms_mean"])
+            sp = led.derive("r.prefill_loglog_slope", A.loglog_slope, x1=ca, y1=led[f"p.{a.pid}.prefill_ms_mean"],
+                            x2=cb, y2=led[f"p.{b.pid}.prefill_ms_mean"])
+            led.derive("r.crossover_concurrency", A.crossover_concurrency, c_last=cb,
+                       prefill_last=led[f"p.{b.pid}.prefill_ms_mean"],
+                       queue_last=led[f"p.{b.pid}.queue_ms_mean"], slope_queue=sq, slope_prefill=sp)
+            led.derive("r.prefill_growth", A.ratio, unit="×", numerator=led[f"p.{b.pid}.prefill_ms_mean"],
+                       denominator=led[f"p.{first.pid}.prefill_ms_mean"])
+            led.derive("r.output_tok_s_growth", A.ratio, unit="×", numerator=led[f"p.{b.pid}.output_tok_s"],
+                       denominator=led[f"p.{first.pid}.output_tok_s"])
+            led.derive("r.ttft_p99_growth", A.ratio, unit="×", numerator=led[f"p.{b.pid}.ttft_ms_p99"],
+                       denominator=led[f"p.{first.pid}.ttft_ms_p99"])
+    host = rd.bundle.manifest.get("host") or {}
+    led.record("r.cpu_count", host.get("cpu_count"), doc="Logical CPU cores of the client host",
+               sources=(f"{rd.name}/manifest.json: host",), missing="not recorded")
+    led.record("r.points", len(pts), doc="Points measured to the end", sources=(f"{rd.name}/points.jsonl",))
+
+
+def value_or_none(v: Value | None) -> Any:
+    return v.value if v is not None and v.present else None

@@ -1,0 +1,115 @@
+"""`python -m report`: build the site, print a round's summary, or explain a model's capacity."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from bench.bundle import BundleError, find_bundles
+
+SUMMARY_KEYS = [
+    ("requests", "requests", 0), ("failed", "failed", 0),
+    ("output_tokens_per_s", "output_tok_s", 1), ("total_tokens_per_s", "total_tok_s", 1),
+    ("ttft_ms_p50", "ttft_ms_p50", 1), ("ttft_ms_p90", "ttft_ms_p90", 1), ("ttft_ms_p99", "ttft_ms_p99", 1),
+    ("itl_ms_p50", "itl_ms_p50", 2), ("itl_ms_p90", "itl_ms_p90", 2), ("itl_ms_p99", "itl_ms_p99", 2),
+    ("tpot_ms_mean", "tpot_ms_mean", 2), ("e2e_ms_p50", "e2e_ms_p50", 1), ("e2e_ms_p99", "e2e_ms_p99", 1),
+]
+
+
+def round_id_for(bundle: Path) -> str:
+    """`runs/round-2/bundle` -> `round-2`; any other bundle directory -> its own name."""
+    return bundle.parent.name if bundle.name == "bundle" else bundle.name
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from report.compose import compose_round
+    from report.site import build_site
+    if args.bundle:
+        pairs = [(Path(args.bundle), args.round or round_id_for(Path(args.bundle)))]
+    else:
+        pairs = [(b, round_id_for(b)) for b in find_bundles(args.runs)]
+        if args.round:
+            pairs = [(b, r) for b, r in pairs if r == args.round]
+            if not pairs:
+                print(f"error: no bundle for {args.round} under {args.runs}", file=sys.stderr)
+                return 2
+    if not pairs:
+        print(f"error: no bundles under {args.runs} (record one with `make run ROUND=N`)",
+              file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    reports = [compose_round(b, r) for b, r in pairs]
+    t1 = time.perf_counter()
+    formats = tuple(args.formats.split(","))
+    built = build_site(reports, Path(args.out), formats=formats)
+    t2 = time.perf_counter()
+    for p in built:
+        print(p)
+    print(f"ledger {t1 - t0:.2f} s, render {t2 - t1:.2f} s", file=sys.stderr)
+    return 0
+
+
+def point_summaries(bundle_dir: Path) -> list[dict]:
+    """Per point, the client statistics from the ledger (None where absent)."""
+    from bench.bundle import read_bundle
+    from report.build import build_ledger, read_round
+    rd = read_round(read_bundle(bundle_dir))
+    led = build_ledger(rd)
+    out = []
+    for p in rd.points:
+        row = {"point": p.pid, "status": p.window.status, "concurrency": p.settings.get("concurrency"),
+               "input_len": p.settings.get("input_len"), "output_len": p.settings.get("output_len"),
+               "request_rate": p.settings.get("request_rate")}
+        for name, key, _ in SUMMARY_KEYS:
+            v = led.get(f"p.{p.pid}.{key}")
+            row[name] = v.value if v is not None and v.present else None
+        out.append(row)
+    return out
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    d = Path(args.run_dir)
+    if (d / "bundle" / "manifest.json").exists():
+        d = d / "bundle"
+    rows = point_summaries(d)
+    if args.json:
+        print(json.dumps({"bundle": str(d), "points": rows}, indent=2))
+        return 0
+    cols = [("point", "point", None), ("C", "concurrency", 0), ("in", "input_len", 0),
+            ("out", "output_len", 0)] + [(n, n, dg) for n, _, dg in SUMMARY_KEYS]
+    table = [[c[0] for c in cols]]
+    for r in rows:
+        table.append(["—" if r[k] is None else (f"{r[k]:,.{dg}f}" if isinstance(r[k], float) else str(r[k]))
+                      if dg is not None else str(r[k]) for _, k, dg in cols])
+    widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
+    for row in table:
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["explain"]:
+        from report.explain import main as explain_main
+        return explain_main(argv[1:])
+    ap = argparse.ArgumentParser(prog="python -m report", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="recompute every round's ledger and render site/")
+    b.add_argument("--runs", default="runs", help="where bundles live (default runs/)")
+    b.add_argument("--bundle", help="build this one bundle instead")
+    b.add_argument("--round", help="only this round (e.g. round-2), or the id for --bundle")
+    b.add_argument("--out", default="site")
+    b.add_argument("--formats", default="html,pdf")
+    s = sub.add_parser("summary", help="per-point client statistics of one bundle")
+    s.add_argument("run_dir")
+    s.add_argument("--json", action="store_true")
+    sub.add_parser("explain", help="capacity planner from a model config (see explain --help)")
+    args = ap.parse_args(argv)
+    try:
+        return {"build": cmd_build, "summary": cmd_summary}[args.cmd](args)
+    except BundleError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2

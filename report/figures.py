@@ -1,0 +1,285 @@
+"""Altair figures of a round, one Vega-Lite spec per language, plotting ledger values or raw samples.
+
+A figure plots either ledger values (each key listed in `Figure.keys`, so its provenance is
+the ledger's) or raw gauge samples straight from the bundle (the timeline). Nothing here
+computes a number of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import altair as alt
+import pandas as pd
+
+from report import series as S
+from report.ledger import Absent, Ledger
+from report.model import LANGS, Figure
+
+WIDTH, HEIGHT = 560, 240
+
+TEXT: dict[str, dict[str, str]] = {
+    "zh": {
+        "concurrency": "并发数 C", "input_len": "输入长度 L (token)", "server": "服务端参数组",
+        "tok_s": "吞吐 (token/s)", "output": "输出 token", "total": "总 token (输入+输出)",
+        "ms": "毫秒", "queue": "排队", "prefill": "prefill", "frontend": "前端 + IPC",
+        "ttft_p50": "TTFT p50", "ttft_p99": "TTFT p99", "itl_p50": "ITL p50", "itl_p99": "ITL p99",
+        "t": "时间 (s, 自轮次开始)", "running": "running", "waiting": "waiting",
+        "kv": "KV 占用 %", "requests": "请求数", "part": "分量", "metric": "指标",
+        "series": "曲线", "point": "测量点",
+        "throughput_title": "吞吐随 {axis} 的变化", "ttft_title": "TTFT 三段分解(均值,堆叠)",
+        "latency_title": "延迟分位数", "timeline_title": "运行数 / 等待数 / KV 占用",
+        "kv_title": "KV 占用:实测与理论", "measured_p50": "实测 p50 (稳态)", "measured_peak": "实测峰值",
+        "expected_peak": "理论峰值", "expected_mean": "理论均值", "fraction": "占 KV 池比例 %",
+        "qvp_title": "排队 vs prefill(对数纵轴)", "ttft_mean": "客户端 TTFT 均值",
+        "iter_title": "每次迭代的 token 构成", "decode": "decode(≈ running 中位数)",
+        "prefill_chunk": "混入的 prefill 块", "tokens": "token 数",
+        "mfu_title": "MFU / MBU 随 {axis} 的变化", "pct": "%", "mfu": "MFU", "mbu": "MBU",
+        "itl_fit_title": "ITL p50 随输入长度的变化", "kvlin_title": "KV 峰值 token 与输入长度",
+        "kv_tokens": "KV 峰值 token", "fit": "最小二乘拟合", "theory": "理论",
+    },
+    "en": {
+        "concurrency": "Concurrency C", "input_len": "Input length L (tokens)", "server": "Server flag set",
+        "tok_s": "Throughput (tokens/s)", "output": "Output tokens", "total": "All tokens (in + out)",
+        "ms": "ms", "queue": "Queue", "prefill": "Prefill", "frontend": "Frontend + IPC",
+        "ttft_p50": "TTFT p50", "ttft_p99": "TTFT p99", "itl_p50": "ITL p50", "itl_p99": "ITL p99",
+        "t": "Time (s since the round started)", "running": "running", "waiting": "waiting",
+        "kv": "KV usage %", "requests": "Requests", "part": "Part", "metric": "Metric",
+        "series": "Series", "point": "Point",
+        "throughput_title": "Throughput against {axis}", "ttft_title": "TTFT in three parts (means, stacked)",
+        "latency_title": "Latency percentiles", "timeline_title": "Running / waiting / KV usage",
+        "kv_title": "KV usage: measured and expected", "measured_p50": "Measured p50 (steady)",
+        "measured_peak": "Measured peak", "expected_peak": "Expected peak",
+        "expected_mean": "Expected mean", "fraction": "Share of the KV pool %",
+        "qvp_title": "Queue vs prefill (log y)", "ttft_mean": "Client TTFT mean",
+        "iter_title": "Tokens per engine step", "decode": "Decode (≈ median running)",
+        "prefill_chunk": "Prefill chunks mixed in", "tokens": "Tokens",
+        "mfu_title": "MFU / MBU against {axis}", "pct": "%", "mfu": "MFU", "mbu": "MBU",
+        "itl_fit_title": "ITL p50 against input length", "kvlin_title": "Peak KV tokens against input length",
+        "kv_tokens": "Peak KV tokens", "fit": "Least-squares fit", "theory": "Theory",
+    },
+}
+
+PALETTE = ["#2f6db5", "#e07b39", "#5aa469", "#b5443c", "#8a6bbf", "#7f7f7f"]
+
+
+def _val(led: Ledger, key: str) -> float | None:
+    v = led.get(key)
+    return v.value if v is not None and v.present else None
+
+
+def _rows(led: Ledger, pids: list[str], axis_key: str, series: dict[str, str],
+          scale: float = 1.0) -> tuple[list[dict[str, Any]], list[str]]:
+    rows, keys = [], []
+    for pid in pids:
+        x = _val(led, f"p.{pid}.{axis_key}")
+        for label, q in series.items():
+            key = f"p.{pid}.{q}"
+            y = _val(led, key)
+            if x is not None and y is not None:
+                rows.append({"x": x, "y": y * scale, "series": label, "point": pid})
+                keys.append(key)
+    return rows, keys
+
+
+def _line(rows, t: dict, axis: str, y_title: str, title: str, log_y: bool = False,
+          log_x: bool = True) -> dict:
+    df = pd.DataFrame(rows)
+    xs = alt.Scale(type="log", base=2) if log_x else alt.Scale(zero=False)
+    ys = alt.Scale(type="log") if log_y else alt.Scale(zero=True)
+    ch = alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X("x:Q", title=t[axis], scale=xs),
+        y=alt.Y("y:Q", title=y_title, scale=ys),
+        color=alt.Color("series:N", title=t["series"], scale=alt.Scale(range=PALETTE),
+                        legend=alt.Legend(orient="bottom")),
+        tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("series:N", title=t["series"]),
+                 alt.Tooltip("y:Q", title=y_title, format=",.2f")],
+    ).properties(width=WIDTH, height=HEIGHT, title=title)
+    return ch.to_dict()
+
+
+def per_lang(make: Callable[[dict], dict]) -> dict[str, dict]:
+    return {lang: make(TEXT[lang]) for lang in LANGS}
+
+
+def fig_throughput(led: Ledger, pids: list[str], axis: str) -> Figure | None:
+    """Output and total token throughput against the sweep axis (ANALYSES.md item 19)."""
+    rows_any, keys = _rows(led, pids, axis, {"o": "output_tok_s", "t": "total_tok_s"})
+    if not rows_any:
+        return None
+
+    def make(t):
+        rows, _ = _rows(led, pids, axis, {t["output"]: "output_tok_s", t["total"]: "total_tok_s"})
+        return _line(rows, t, axis, t["tok_s"], t["throughput_title"].format(axis=t[axis]))
+    return Figure("throughput", per_lang(make),
+                  {lang: TEXT[lang]["throughput_title"].format(axis=TEXT[lang][axis]) for lang in LANGS},
+                  keys=tuple(keys))
+
+
+def fig_latency(led: Ledger, pids: list[str], axis: str) -> Figure | None:
+    """TTFT and ITL percentiles against the sweep axis (log y)."""
+    qs = {"ttft_p50": "ttft_ms_p50", "ttft_p99": "ttft_ms_p99", "itl_p50": "itl_ms_p50", "itl_p99": "itl_ms_p99"}
+    rows_any, keys = _rows(led, pids, axis, qs)
+    if not rows_any:
+        return None
+
+    def make(t):
+        rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in qs.items()})
+        return _line(rows, t, axis, t["ms"], t["latency_title"], log_y=True)
+    return Figure("latency", per_lang(make), {lang: TEXT[lang]["latency_title"] for lang in LANGS},
+                  keys=tuple(keys))
+
+
+def fig_ttft_breakdown(led: Ledger, pids: list[str], axis: str) -> Figure | None:
+    """Stacked mean queue, prefill and frontend per point (ANALYSES.md item 1)."""
+    parts = {"queue": "queue_ms_mean", "prefill": "prefill_ms_mean", "frontend": "frontend_ms_mean"}
+    rows_any, keys = _rows(led, pids, axis, parts)
+    if len(rows_any) < 3:
+        return None
+
+    def make(t):
+        rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()})
+        order = [t["queue"], t["prefill"], t["frontend"]]
+        for r in rows:
+            r["order"] = order.index(r["series"])
+        df = pd.DataFrame(rows)
+        ch = alt.Chart(df).mark_bar().encode(
+            x=alt.X("x:O", title=t[axis]),
+            y=alt.Y("y:Q", title=t["ms"], stack="zero"),
+            color=alt.Color("series:N", title=t["part"], sort=order,
+                            scale=alt.Scale(domain=order, range=PALETTE[:3]),
+                            legend=alt.Legend(orient="bottom")),
+            order=alt.Order("order:Q"),
+            tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("series:N", title=t["part"]),
+                     alt.Tooltip("y:Q", title=t["ms"], format=",.1f")],
+        ).properties(width=WIDTH, height=HEIGHT, title=t["ttft_title"])
+        return ch.to_dict()
+    return Figure("ttft_breakdown", per_lang(make), {lang: TEXT[lang]["ttft_title"] for lang in LANGS},
+                  keys=tuple(keys))
+
+
+def fig_queue_vs_prefill(led: Ledger, pids: list[str], axis: str) -> Figure | None:
+    """Queue and prefill means against concurrency on a log scale (ANALYSES.md item 2)."""
+    parts = {"queue": "queue_ms_mean", "prefill": "prefill_ms_mean", "ttft_mean": "ttft_ms_mean"}
+    rows_any, keys = _rows(led, pids, axis, parts)
+    rows_any = [r for r in rows_any if r["y"] > 0]
+    if len(rows_any) < 3:
+        return None
+
+    def make(t):
+        rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()})
+        rows = [r for r in rows if r["y"] > 0]  # a log axis cannot show zero
+        return _line(rows, t, axis, t["ms"], t["qvp_title"], log_y=True)
+    return Figure("queue_vs_prefill", per_lang(make), {lang: TEXT[lang]["qvp_title"] for lang in LANGS},
+                  keys=tuple(keys))
+
+
+def fig_iteration(led: Ledger, pids: list[str], axis: str) -> Figure | None:
+    """Decode and prefill tokens per engine step (ANALYSES.md item 4)."""
+    parts = {"decode": "running_median", "prefill_chunk": "prefill_tokens_per_iteration"}
+    rows_any, keys = _rows(led, pids, axis, parts)
+    if len(rows_any) < 2:
+        return None
+
+    def make(t):
+        rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()})
+        order = [t["decode"], t["prefill_chunk"]]
+        df = pd.DataFrame(rows)
+        ch = alt.Chart(df).mark_bar().encode(
+            x=alt.X("x:O", title=t[axis]), y=alt.Y("y:Q", title=t["tokens"], stack="zero"),
+            color=alt.Color("series:N", title=t["part"], sort=order,
+                            scale=alt.Scale(domain=order, range=PALETTE[:2]),
+                            legend=alt.Legend(orient="bottom")),
+            tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("y:Q", format=",.1f")],
+        ).properties(width=WIDTH, height=HEIGHT, title=t["iter_title"])
+        return ch.to_dict()
+    return Figure("iteration", per_lang(make), {lang: TEXT[lang]["iter_title"] for lang in LANGS},
+                  keys=tuple(keys))
+
+
+def fig_kv(led: Ledger, pids: list[str], axis: str) -> Figure | None:
+    """Measured KV usage against the block-rounded expectation (ANALYSES.md item 7)."""
+    parts = {"measured_p50": "kv_usage_p50", "measured_peak": "kv_usage_peak",
+             "expected_peak": "kv_expected_peak", "expected_mean": "kv_expected_mean"}
+    rows_any, keys = _rows(led, pids, axis, parts, scale=100)
+    if len(rows_any) < 2:
+        return None
+
+    def make(t):
+        rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()}, scale=100)
+        return _line(rows, t, axis, t["fraction"], t["kv_title"])
+    return Figure("kv", per_lang(make), {lang: TEXT[lang]["kv_title"] for lang in LANGS}, keys=tuple(keys))
+
+
+def fig_mfu(led: Ledger, pids: list[str], axis: str) -> Figure | None:
+    """MFU and MBU against the sweep axis (ANALYSES.md item 15)."""
+    parts = {"mfu": "mfu", "mbu": "mbu"}
+    rows_any, keys = _rows(led, pids, axis, parts, scale=100)
+    if len(rows_any) < 2:
+        return None
+
+    def make(t):
+        rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()}, scale=100)
+        return _line(rows, t, axis, t["pct"], t["mfu_title"].format(axis=t[axis]))
+    return Figure("mfu", per_lang(make),
+                  {lang: TEXT[lang]["mfu_title"].format(axis=TEXT[lang][axis]) for lang in LANGS},
+                  keys=tuple(keys))
+
+
+def fig_itl_vs_len(led: Ledger, pids: list[str]) -> Figure | None:
+    """ITL p50 against input length (ANALYSES.md item 18)."""
+    rows_any, keys = _rows(led, pids, "input_len", {"p": "itl_ms_p50"})
+    if len(rows_any) < 2:
+        return None
+
+    def make(t):
+        rows, _ = _rows(led, pids, "input_len", {t["itl_p50"]: "itl_ms_p50"})
+        return _line(rows, t, "input_len", t["ms"], t["itl_fit_title"], log_x=False)
+    return Figure("itl_vs_len", per_lang(make), {lang: TEXT[lang]["itl_fit_title"] for lang in LANGS},
+                  keys=tuple(keys))
+
+
+def fig_kv_linearity(led: Ledger, pids: list[str]) -> Figure | None:
+    """Peak KV tokens against input length, with the theory line (ANALYSES.md item 12)."""
+    rows_any, keys = _rows(led, pids, "input_len", {"m": "kv_tokens_peak", "t": "kv_tokens_theory"})
+    if len(rows_any) < 2:
+        return None
+
+    def make(t):
+        rows, _ = _rows(led, pids, "input_len", {t["measured_peak"]: "kv_tokens_peak",
+                                                  t["theory"]: "kv_tokens_theory"})
+        return _line(rows, t, "input_len", t["kv_tokens"], t["kvlin_title"], log_x=False)
+    return Figure("kv_linearity", per_lang(make), {lang: TEXT[lang]["kvlin_title"] for lang in LANGS},
+                  keys=tuple(keys))
+
+
+def fig_timeline(scrapes: list, windows: list[tuple[str, float, float]]) -> Figure | None:
+    """Running, waiting and KV usage over the whole round, point windows shaded (raw gauges)."""
+    def series(name: str) -> list[tuple[float, float]]:
+        try:
+            return S.gauge_series(scrapes, None, None, name)
+        except Absent:
+            return []
+    run, wait, kv = (series("vllm:num_requests_running"), series("vllm:num_requests_waiting"),
+                     series("vllm:kv_cache_usage_perc"))
+    if not run:
+        return None
+
+    def make(t):
+        req = pd.DataFrame([{"t": a, "y": v, "series": t["running"]} for a, v in run]
+                           + [{"t": a, "y": v, "series": t["waiting"]} for a, v in wait])
+        kvd = pd.DataFrame([{"t": a, "y": v * 100, "series": t["kv"]} for a, v in kv])
+        shade = pd.DataFrame([{"a": a, "b": b, "point": pid} for pid, a, b in windows])
+        base_x = alt.X("t:Q", title=t["t"])
+        bands = alt.Chart(shade).mark_rect(opacity=0.12, color="#888").encode(
+            x="a:Q", x2="b:Q", tooltip=[alt.Tooltip("point:N", title=t["point"])])
+        reqs = alt.Chart(req).mark_line(interpolate="step-after", strokeWidth=1.2).encode(
+            x=base_x, y=alt.Y("y:Q", title=t["requests"]),
+            color=alt.Color("series:N", title=t["series"], scale=alt.Scale(range=PALETTE[:2]),
+                            legend=alt.Legend(orient="bottom")))
+        kvl = alt.Chart(kvd).mark_line(strokeWidth=1.2, color=PALETTE[2]).encode(
+            x=base_x, y=alt.Y("y:Q", title=t["kv"], scale=alt.Scale(domain=[0, 100])))
+        ch = alt.layer(bands, reqs, kvl).resolve_scale(y="independent").properties(
+            width=WIDTH, height=HEIGHT, title=t["timeline_title"])
+        return ch.to_dict()
+    return Figure("timeline", per_lang(make), {lang: TEXT[lang]["timeline_title"] for lang in LANGS})
