@@ -312,7 +312,7 @@ def cross_point_ledger(led: Ledger, rd: RoundData) -> None:
     pts = ok_points(rd)
     if not pts:
         return
-    first, last = pts[0], pts[-1]
+    first = pts[0]
     if rd.axis == "concurrency":
         ref = next((p for p in pts if p.settings.get("concurrency") == 1), None)
         for p in pts:
