@@ -84,11 +84,14 @@ def _rows(led: Ledger, pids: list[str], axis_key: str, series: dict[str, str],
 
 def _line(rows, t: dict, axis: str, y_title: str, title: str, log_y: bool = False,
           log_x: bool = True) -> dict:
+    if log_y:
+        rows = [r for r in rows if r["y"] > 0]  # a log axis cannot show zero
     df = pd.DataFrame(rows)
     xs = alt.Scale(type="log", base=2) if log_x else alt.Scale(zero=False)
     ys = alt.Scale(type="log") if log_y else alt.Scale(zero=True)
+    ticks = sorted({r["x"] for r in rows})
     ch = alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X("x:Q", title=t[axis], scale=xs),
+        x=alt.X("x:Q", title=t[axis], scale=xs, axis=alt.Axis(values=ticks, format="~s")),
         y=alt.Y("y:Q", title=y_title, scale=ys),
         color=alt.Color("series:N", title=t["series"], scale=alt.Scale(range=PALETTE),
                         legend=alt.Legend(orient="bottom")),
