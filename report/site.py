@@ -1,0 +1,125 @@
+"""Build the static site: every round's pages in both languages plus an index of rounds.
+
+    site/index.html
+    site/<round>/index.zh.html  index.en.html  report.zh.pdf  report.en.pdf  round.json
+
+`round.json` lets the index list rounds built earlier without rebuilding them. Only the
+directories of the rounds being built are replaced (staged, then swapped in), so a
+failing build leaves the previous pages of that round in place.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import time
+from pathlib import Path
+
+import jinja2
+from markupsafe import Markup
+
+from report.model import LANGS, RoundReport
+from report.render import TEMPLATES_DIR, Timing, _sha256, _static, page_name, render_round
+
+log = logging.getLogger(__name__)
+
+ROUND_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+FILE_LABEL = {("zh", "html"): "中文网页", ("en", "html"): "English page",
+              ("zh", "pdf"): "中文 PDF", ("en", "pdf"): "English PDF"}
+
+
+class Built(list):
+    """The paths written (a list), with per-stage timings attached."""
+
+    def __init__(self, paths=(), timings=()):
+        super().__init__(paths)
+        self.timings: list[Timing] = list(timings)
+
+    def stage_totals(self) -> dict[str, float]:
+        """Seconds per stage, summed over rounds and languages."""
+        out: dict[str, float] = {}
+        for t in self.timings:
+            out[t.stage] = out.get(t.stage, 0.0) + t.seconds
+        return out
+
+    def summary(self) -> str:
+        """One line per round, language and stage, for a benchmark script to print."""
+        return "\n".join(f"{t.round_id:<24} {t.lang:<3} {t.stage:<9} {t.seconds * 1000:9.1f} ms"
+                         for t in self.timings)
+
+
+def _natural(s: str) -> list:
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", s)]
+
+
+def _manifest(report: RoundReport, formats: tuple[str, ...]) -> dict:
+    return {
+        "round_id": report.round_id,
+        "title": {lang: report.title.get(lang, report.round_id) for lang in LANGS},
+        "files": [{"lang": lang, "format": fmt, "name": page_name(lang, fmt)}
+                  for fmt in formats for lang in LANGS],
+    }
+
+
+def build_index(out_dir: Path, templates_dir: Path = TEMPLATES_DIR) -> Path:
+    """Write site/index.html from every round.json under OUT_DIR."""
+    rounds = []
+    for m in sorted(out_dir.glob("*/round.json"), key=lambda p: _natural(p.parent.name)):
+        data = json.loads(m.read_text(encoding="utf-8"))
+        files = [dict(f, label=FILE_LABEL.get((f["lang"], f["format"]), f["name"]))
+                 for f in data["files"] if (m.parent / f["name"]).exists()]
+        rounds.append(dict(data, files=files))
+    css = _static(templates_dir, "report.css")
+    csp = "; ".join(["default-src 'none'", "style-src " + _sha256(css), "base-uri 'none'",
+                     "form-action 'none'"])
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir)), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True)
+    html = env.get_template("index.html.j2").render(rounds=rounds, css=Markup(css), csp=csp)
+    path = out_dir / "index.html"
+    path.write_text(html, encoding="utf-8")
+    return path
+
+
+def build_site(reports: list[RoundReport], out_dir: Path, formats=("html", "pdf"),
+               templates_dir: Path = TEMPLATES_DIR) -> Built:
+    """Render every report into OUT_DIR/<round>/ and rewrite OUT_DIR/index.html."""
+    out_dir = Path(out_dir)
+    formats = tuple(formats)
+    ids = [r.round_id for r in reports]
+    for rid in ids:
+        if not ROUND_ID.match(rid):
+            raise ValueError(f"round id {rid!r} is not a safe directory name")
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"duplicate round ids: {ids}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    built = Built()
+    for report in reports:
+        final = out_dir / report.round_id
+        stage = out_dir / f".{report.round_id}.building"
+        if stage.exists():
+            shutil.rmtree(stage)
+        stage.mkdir()
+        try:
+            out = render_round(report, stage, formats, templates_dir=templates_dir)
+            manifest = _manifest(report, formats)
+            (stage / "round.json").write_text(
+                json.dumps(manifest, ensure_ascii=False, indent=2, sort_keys=True) + "\n",
+                encoding="utf-8")
+        except BaseException:
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
+        if final.exists():
+            shutil.rmtree(final)
+        stage.rename(final)
+        built.extend(final / p.name for p in out.paths)
+        built.append(final / "round.json")
+        built.timings.extend(out.timings)
+    t0 = time.perf_counter()
+    built.append(build_index(out_dir, templates_dir))
+    built.timings.append(Timing("*", "*", "index", time.perf_counter() - t0))
+    for t in built.timings:
+        log.info("render %s %s %s %.3f s", t.round_id, t.lang, t.stage, t.seconds)
+    return built
