@@ -53,11 +53,35 @@ def share(part: float, whole: float) -> float:
     return part / whole
 
 
-def ratio(numerator: float, denominator: float) -> float:
-    """One quantity divided by another."""
+def ratio(numerator: float, denominator: float, scale: float = 1.0) -> float:
+    """One quantity divided by another (times a unit scale)."""
     if denominator == 0:
         raise Absent("the denominator is zero")
-    return numerator / denominator
+    return numerator / denominator * scale
+
+
+def scaled_ratio(numerator: float, denominator: float, scale: float) -> float:
+    """A rate in scaled units (e.g. TFLOP/s) divided by a peak in base units: numerator × scale ÷ denominator."""
+    if denominator == 0:
+        raise Absent("the peak is zero")
+    return numerator * scale / denominator
+
+
+def product(a: float, b: float) -> float:
+    """a times b."""
+    return a * b
+
+
+def effective_concurrency(concurrency: float, running_median: float) -> float:
+    """Requests actually holding KV: the median of running requests when the pool caps it below C, else C."""
+    return min(concurrency, running_median)
+
+
+def usable_pool_tokens(pool_tokens: int, block_size: int) -> int:
+    """Pool tokens vLLM's usage gauge is a fraction of: one block (the null block) fewer."""
+    if pool_tokens <= block_size:
+        raise Absent("the pool holds no more than one block")
+    return pool_tokens - block_size
 
 
 def difference(a: float, b: float) -> float:
@@ -232,3 +256,18 @@ def bracketing_window(scrapes: list, t_start: float, t_end: float) -> tuple[floa
     before = [t for t in ok if t <= t_start]
     after = [t for t in ok if t >= t_end]
     return (before[-1] if before else t_start, after[0] if after else t_end)
+
+
+def identity_of(value: float) -> float:
+    """The same value, carried over from another round's ledger."""
+    return value
+
+
+def interpolate(x: float, xs: list, ys: list) -> float:
+    """Linear interpolation of y at x between measured (xs, ys) points, xs ascending."""
+    if len(xs) < 2 or not xs[0] <= x <= xs[-1]:
+        raise Absent("x lies outside the measured range; no extrapolation")
+    for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
+        if x0 <= x <= x1:
+            return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    raise Absent("x lies outside the measured range")

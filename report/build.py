@@ -256,6 +256,9 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
                log_tokens=led["r.pool_tokens_log"], metric_tokens=led["r.pool_tokens_metrics"])
     pool_v = led["r.pool_tokens_metrics"] if led["r.pool_tokens_metrics"].present else led["r.pool_tokens_log"]
     led.derive("r.pool_tokens", _identity, unit="tok", value=pool_v)
+    # vLLM's usage gauge excludes the null block: 1 - free/(num_gpu_blocks - 1).
+    led.derive("r.pool_tokens_usable", A.usable_pool_tokens, unit="tok",
+               pool_tokens=led["r.pool_tokens"], block_size=led["r.block_size"])
     cfg = rd.config
     csrc = (f"{rd.name}/manifest.json: model.config",)
     if cfg is None:
@@ -265,6 +268,25 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
         led.derive("r.kv_bytes_per_token", T.model_kv_bytes_per_token, unit="B", sources=csrc, config=cfg)
         led.derive("r.kv_bytes_per_token_mha", T.model_mha_kv_bytes_per_token, unit="B", sources=csrc, config=cfg)
         led.derive("r.params_non_embedding", T.model_params_non_embedding, unit="", sources=csrc, config=cfg)
+    # The pool from memory: the KV memory the log states, divided by bytes per token (whole blocks).
+    kv_gib = None
+    if log is not None:
+        kv_gib = log.available_kv_cache_gib if log.available_kv_cache_gib is not None else log.cpu_kv_cache_gib
+    led.record("r.kv_memory_gib", kv_gib, unit="GiB", sources=log_src,
+               doc="KV cache memory the server log states (Available KV cache memory / CPU KV cache GiB)",
+               missing="the log states no KV cache memory")
+    led.derive("r.pool_tokens_from_memory", T.kv_pool_tokens_from_gib, unit="tok",
+               kv_memory_gib=led["r.kv_memory_gib"], kv_bytes_per_token=led["r.kv_bytes_per_token"],
+               block_size=led["r.block_size"])
+    blocks_profiled = log.num_gpu_blocks_profiled if log is not None else None
+    led.record("r.blocks_before_override", blocks_profiled, unit="blocks", sources=log_src,
+               doc="Blocks vLLM sized from memory before --num-gpu-blocks-override replaced them",
+               missing="no --num-gpu-blocks-override line in the log")
+    sized = (led.derive("r.pool_tokens_sized", A.product, unit="tok", a=led["r.blocks_before_override"],
+                        b=led["r.block_size"]) if blocks_profiled is not None
+             else led.derive("r.pool_tokens_sized", _identity, unit="tok", value=led["r.pool_tokens_log"]))
+    led.derive("r.pool_memory_agreement", A.relative_difference, unit="fraction",
+               new=led["r.pool_tokens_from_memory"], old=sized)
 
 
 def _identity(value: Any) -> Any:
@@ -296,11 +318,133 @@ def build_ledger(rd: RoundData) -> Ledger:
     """Every number of one round."""
     led = Ledger()
     pool_ledger(led, rd)
+    peak_ledger(led, rd)
     sampler_ledger(led, rd)
     for p in rd.points:
         point_ledger(led, rd, p)
+        kv_point_ledger(led, rd, p)
+        mfu_point_ledger(led, rd, p)
     cross_point_ledger(led, rd)
+    if rd.axis == "input_len":
+        length_axis_ledger(led, rd)
     return led
+
+
+def peak_ledger(led: Ledger, rd: RoundData) -> None:
+    """The hardware peaks MFU/MBU are measured against, or why there are none."""
+    from report.gpus import lookup_gpu
+    gpus = rd.bundle.manifest.get("gpus") or []
+    src = (f"{rd.name}/manifest.json: gpus; report/data/gpus.toml",)
+    doc_f = "Dense bf16 tensor peak of the GPU, from the spec table"
+    doc_b = "Peak memory bandwidth of the GPU, from the spec table"
+    if not gpus:
+        reason = ("no GPU: the engine ran on the CPU, and no peak FLOP/s or memory bandwidth is "
+                  "known for this CPU, so MFU and MBU are not computed")
+        rd.extras["peak_missing"] = reason
+        led.record("r.peak_flops", None, unit="FLOP/s", doc=doc_f, missing=reason)
+        led.record("r.peak_bandwidth", None, unit="B/s", doc=doc_b, missing=reason)
+        return
+    spec = lookup_gpu(gpus[0].get("name", ""))
+    if spec is None:
+        reason = f"the GPU {gpus[0].get('name')!r} is not in the spec table, so its peaks are unknown"
+        led.record("r.peak_flops", None, unit="FLOP/s", doc=doc_f, missing=reason)
+        led.record("r.peak_bandwidth", None, unit="B/s", doc=doc_b, missing=reason)
+        return
+    rd.extras["peak_label"] = spec.peak_label("bf16")
+    rd.extras["gpu_spec"] = spec.name
+    led.record("r.peak_flops", spec.peak_flops("bf16"), unit="FLOP/s", doc=doc_f, sources=src)
+    led.record("r.peak_bandwidth", spec.memory_bandwidth, unit="B/s", doc=doc_b, sources=src)
+    led.derive("r.ridge", T.ridge_flops_per_byte, unit="FLOP/B", peak_flops=led["r.peak_flops"],
+               peak_bandwidth=led["r.peak_bandwidth"])
+
+
+def kv_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
+    """KV reconciliation for one point (ANALYSES.md items 7, 8, 12)."""
+    k = f"p.{p.pid}."
+    L, out, C = p.settings.get("input_len"), p.settings.get("output_len"), p.settings.get("concurrency")
+    blk = led["r.block_size"]
+    peak = led.derive(k + "request_peak_tokens", T.request_peak_tokens, unit="tok",
+                      input_len=L, output_len=out, block_size=blk)
+    mean = led.derive(k + "request_mean_tokens", T.request_mean_tokens, unit="tok",
+                      input_len=L, output_len=out, block_size=blk)
+    pool = led["r.pool_tokens_usable"]
+    led.derive(k + "kv_expected_peak", T.expected_kv_peak_fraction, unit="fraction",
+               concurrency=C, peak_tokens=peak, pool_tokens=pool)
+    exp_mean = led.derive(k + "kv_expected_mean", T.expected_kv_mean_fraction, unit="fraction",
+                          concurrency=C, mean_tokens=mean, pool_tokens=pool)
+    # When the pool caps how many requests run, the median running count is the occupancy.
+    eff = led.derive(k + "effective_concurrency", A.effective_concurrency, unit="req",
+                     concurrency=C, running_median=led[k + "running_median"])
+    exp_eff = led.derive(k + "kv_expected_mean_effective", T.expected_kv_mean_fraction, unit="fraction",
+                         concurrency=eff, mean_tokens=mean, pool_tokens=pool)
+    led.derive(k + "kv_error_pp", A.percentage_point_error, unit="pp",
+               measured=led[k + "kv_usage_p50"], expected=exp_eff)
+    led.derive(k + "kv_error_pp_nominal", A.percentage_point_error, unit="pp",
+               measured=led[k + "kv_usage_p50"], expected=exp_mean)
+    led.derive(k + "block_waste_tokens", T.block_alignment_waste_tokens, unit="tok",
+               input_len=L, output_len=out, block_size=blk, concurrency=C)
+    led.derive(k + "kv_tokens_peak", A.kv_tokens_in_use, unit="tok",
+               usage_fraction=led[k + "kv_usage_peak"], pool_tokens=pool)
+    led.derive(k + "kv_tokens_theory", A.product, unit="tok", a=C, b=peak)
+    led.derive(k + "kv_occupancy", A.kv_occupancy, unit="fraction", concurrency=C, input_len=L,
+               output_len=out, pool_tokens=pool)
+
+
+def mfu_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
+    """MFU, MBU and measured arithmetic intensity for one point (items 15, 17)."""
+    k = f"p.{p.pid}."
+    led.derive(k + "intensity", A.ratio, unit="FLOP/B", numerator=led[k + "tflops_s"],
+               denominator=led[k + "read_gb_s"], scale=1e3)
+    led.derive(k + "mfu", A.scaled_ratio, unit="fraction", numerator=led[k + "tflops_s"],
+               denominator=led["r.peak_flops"], scale=1e12)
+    led.derive(k + "mbu", A.scaled_ratio, unit="fraction", numerator=led[k + "read_gb_s"],
+               denominator=led["r.peak_bandwidth"], scale=1e9)
+
+
+def length_axis_ledger(led: Ledger, rd: RoundData) -> None:
+    """Length-sweep fits: KV linearity, ITL slope, throughput divergence (items 12, 18, 19)."""
+    pts = ok_points(rd)
+    if len(pts) < 2:
+        return
+    C = pts[-1].settings.get("concurrency")
+    xs = [p.settings["input_len"] for p in pts]
+    kv = [led[f"p.{p.pid}.kv_tokens_peak"] for p in pts]
+    src = tuple(f"p.{p.pid}.kv_tokens_peak" for p in pts)
+    if all(v.present for v in kv):
+        ys = [v.value for v in kv]
+        fsrc = (f"{rd.name}: ledger keys " + ", ".join(src),)
+        slope = led.derive("r.kv_lin_slope", A.fit_slope, unit="tok/tok", sources=fsrc, xs=xs, ys=ys)
+        led.derive("r.kv_lin_intercept", A.fit_intercept, unit="tok", sources=fsrc, xs=xs, ys=ys)
+        led.derive("r.kv_lin_r2", A.fit_r_squared, unit="", sources=fsrc, xs=xs, ys=ys)
+        led.derive("r.kv_lin_slope_vs_theory", A.relative_difference, unit="fraction", new=slope, old=C)
+    else:
+        reason = next(v.missing for v in kv if not v.present)
+        for key, doc in (("r.kv_lin_slope", "Least-squares slope of peak KV tokens on input length"),
+                         ("r.kv_lin_intercept", "Least-squares intercept of peak KV tokens on input length"),
+                         ("r.kv_lin_r2", "R² of peak KV tokens on input length"),
+                         ("r.kv_lin_slope_vs_theory", "Fitted KV slope relative to the concurrency")):
+            led.record(key, None, doc=doc, missing=reason)
+    itl = [led[f"p.{p.pid}.itl_ms_p50"] for p in pts]
+    if all(v.present for v in itl):
+        ys = [v.value for v in itl]
+        fsrc = (f"{rd.name}: ledger keys " + ", ".join(f"p.{p.pid}.itl_ms_p50" for p in pts),)
+        led.derive("r.itl_slope", A.fit_slope, unit="ms/tok", sources=fsrc, xs=xs, ys=ys)
+        led.derive("r.itl_intercept", A.fit_intercept, unit="ms", sources=fsrc, xs=xs, ys=ys)
+        led.derive("r.itl_r2", A.fit_r_squared, unit="", sources=fsrc, xs=xs, ys=ys)
+    led.derive("r.itl_slope_theory", T.itl_kv_slope_ms_per_token, unit="ms/tok", concurrency=C,
+               kv_bytes_per_token=led["r.kv_bytes_per_token"], peak_bandwidth=led["r.peak_bandwidth"])
+    first, last = pts[0], pts[-1]
+    led.derive("r.output_tok_s_change", A.relative_difference, unit="fraction",
+               new=led[f"p.{last.pid}.output_tok_s"], old=led[f"p.{first.pid}.output_tok_s"])
+    led.derive("r.total_tok_s_change", A.relative_difference, unit="fraction",
+               new=led[f"p.{last.pid}.total_tok_s"], old=led[f"p.{first.pid}.total_tok_s"])
+    led.derive("r.pool_tokens_mha", T.pool_tokens_at_kv_bytes, unit="tok",
+               pool_tokens=led["r.pool_tokens"], kv_bytes_per_token=led["r.kv_bytes_per_token"],
+               other_kv_bytes_per_token=led["r.kv_bytes_per_token_mha"])
+    led.derive("r.max_input_len_mha", T.max_input_len_at_concurrency, unit="tok",
+               pool_tokens=led["r.pool_tokens_mha"], concurrency=C, output_len=last.settings["output_len"])
+    led.derive("r.max_input_len", T.max_input_len_at_concurrency, unit="tok",
+               pool_tokens=led["r.pool_tokens"], concurrency=C, output_len=last.settings["output_len"])
 
 
 def ok_points(rd: RoundData) -> list[PointData]:

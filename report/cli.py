@@ -25,7 +25,7 @@ def round_id_for(bundle: Path) -> str:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from report.compose import compose_round
+    from report.compose import compose_rounds
     from report.site import build_site
     if args.bundle:
         pairs = [(Path(args.bundle), args.round or round_id_for(Path(args.bundle)))]
@@ -41,7 +41,14 @@ def cmd_build(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    reports = [compose_round(b, r) for b, r in pairs]
+    if args.round and not args.bundle:
+        # One round is compared with the round before it, so read that one too.
+        from report.compose import previous_round_id
+        prev = previous_round_id(args.round)
+        extra = [(b, r) for b, r in ((b, round_id_for(b)) for b in find_bundles(args.runs)) if r == prev]
+        reports = [r for r in compose_rounds(extra + pairs) if r.round_id == args.round]
+    else:
+        reports = compose_rounds(pairs)
     t1 = time.perf_counter()
     formats = tuple(args.formats.split(","))
     built = build_site(reports, Path(args.out), formats=formats)

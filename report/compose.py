@@ -7,6 +7,7 @@ from pathlib import Path
 from bench.bundle import read_bundle
 from report import figures as F
 from report.build import RoundData, build_ledger, read_round
+from report.compare import cross_round_ledger, findings, next_steps
 from report.ledger import Ledger
 from report.model import LANGS, Column, RoundReport, Table
 
@@ -16,6 +17,19 @@ AXIS_WORD = {"zh": {"concurrency": "并发扫描", "input_len": "长度扫描", 
                     "server": "Server-flag sweep", "single": "Single point"}}
 
 CLIENT_LAG_SHARE_LIMIT = 0.1
+# The KV account "balances" when measured and expected usage differ by at most this many points.
+KV_CLOSE_PP = 1.0
+
+KV_COLUMNS = [
+    ("concurrency", {"zh": "C", "en": "C"}, "", 0),
+    ("input_len", {"zh": "输入", "en": "In"}, "tok", 0),
+    ("effective_concurrency", {"zh": "实际并发", "en": "Running"}, "", 1),
+    ("kv_expected_mean_effective", {"zh": "理论均值", "en": "Expected mean"}, "%", 1),
+    ("kv_usage_p50", {"zh": "实测 p50", "en": "Measured p50"}, "%", 1),
+    ("kv_error_pp", {"zh": "误差 pp", "en": "Error pp"}, "pp", 2),
+    ("kv_expected_peak", {"zh": "理论峰值", "en": "Expected peak"}, "%", 1),
+    ("kv_usage_peak", {"zh": "实测峰值", "en": "Measured peak"}, "%", 1),
+]
 
 RESULT_COLUMNS = [
     ("concurrency", {"zh": "C", "en": "C"}, "", 0),
@@ -30,16 +44,22 @@ RESULT_COLUMNS = [
     ("itl_ms_p99", {"zh": "ITL p99", "en": "ITL p99"}, "ms", 2),
     ("queue_ms_mean", {"zh": "排队", "en": "Queue"}, "ms", 1),
     ("prefill_ms_mean", {"zh": "prefill", "en": "Prefill"}, "ms", 1),
-    ("kv_usage_p50", {"zh": "KV p50", "en": "KV p50"}, "fraction", 1),
+    ("kv_usage_p50", {"zh": "KV p50", "en": "KV p50"}, "%", 1),
 ]
 
 
-def results_table(led: Ledger, pids: list[str]) -> Table:
-    """Every point's main figures; each cell a ledger key."""
-    cols = [Column(id=c, header=h, unit=u, digits=d) for c, h, u, d in RESULT_COLUMNS]
+def point_table(led: Ledger, pids: list[str], table_id: str, title: dict[str, str],
+                columns: list) -> Table:
+    """A table with one row per point; each cell a ledger key."""
+    cols = [Column(id=c, header=h, unit=u, digits=d) for c, h, u, d in columns]
     rows = [[f"p.{pid}.{c.id}" if f"p.{pid}.{c.id}" in led else None for c in cols] for pid in pids]
-    return Table(id="results", title={"zh": "全部结果", "en": "Full results"}, columns=cols, rows=rows,
+    return Table(id=table_id, title=title, columns=cols, rows=rows,
                  row_labels=[{lang: pid for lang in LANGS} for pid in pids])
+
+
+def results_table(led: Ledger, pids: list[str]) -> Table:
+    """Every point's main figures."""
+    return point_table(led, pids, "results", {"zh": "全部结果", "en": "Full results"}, RESULT_COLUMNS)
 
 
 def facts_of(rd: RoundData) -> dict:
@@ -74,27 +94,69 @@ def facts_of(rd: RoundData) -> dict:
     }
 
 
-def compose_round(bundle_path: str | Path, round_id: str, title: dict[str, str] | None = None) -> RoundReport:
-    """Read one bundle and compose its report object."""
-    bundle = read_bundle(bundle_path)
-    rd = read_round(bundle)
-    led = build_ledger(rd)
+def compose_rounds(pairs: list[tuple[str | Path, str]]) -> list[RoundReport]:
+    """Compose every round; each is compared with the round before it (by round id order)."""
+    rounds = []
+    for path, rid in pairs:
+        rd = read_round(read_bundle(path))
+        rd.extras["round_id"] = rid
+        rounds.append((path, rid, rd, build_ledger(rd)))
+    by_id = {rid: (rd, led) for _, rid, rd, led in rounds}
+    out = []
+    for path, rid, rd, led in rounds:
+        prev = by_id.get(previous_round_id(rid))
+        out.append(compose_from(path, rid, rd, led, prev))
+    return out
+
+
+def previous_round_id(rid: str) -> str | None:
+    """`round-3` -> `round-2`; other ids have no previous round."""
+    head, _, num = rid.rpartition("-")
+    return f"{head}-{int(num) - 1}" if head and num.isdigit() and int(num) > 1 else None
+
+
+def compose_round(bundle_path: str | Path, round_id: str) -> RoundReport:
+    """Read one bundle and compose its report object, with no previous round."""
+    return compose_rounds([(bundle_path, round_id)])[0]
+
+
+def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
+                 prev: tuple[RoundData, Ledger] | None) -> RoundReport:
+    """The report object of one round, given its ledger and (optionally) the previous round's."""
+    bundle = rd.bundle
     pids = [p.pid for p in rd.points if p.window.status == "ok"]
     axis = rd.axis if rd.axis in ("concurrency", "input_len") else "concurrency"
+    facts = facts_of(rd)
+    facts["ok_points"] = pids
+    # The client's lag counts as distortion above this share of the ITL median (a policy).
+    facts["lag_share_limit"] = CLIENT_LAG_SHARE_LIMIT
+    facts["kv_close_pp"] = KV_CLOSE_PP
+    facts["peak_label"] = rd.extras.get("peak_label")
+    facts["peak_missing"] = rd.extras.get("peak_missing")
+    prev_led, prev_pids = None, []
+    if prev is not None:
+        prev_rd, prev_led = prev
+        prev_pids = [p.pid for p in prev_rd.points if p.window.status == "ok"]
+        cross_round_ledger(led, rd, prev_led, prev_rd, facts)
+    facts["has_prev"] = prev is not None
+    facts["findings"] = findings(led, pids, prev_led if facts.get("comparable") else None, prev_pids)
+    facts["next_steps"] = next_steps(led, rd, facts)
     figs = {}
-    for make in (F.fig_throughput, F.fig_latency, F.fig_ttft_breakdown, F.fig_queue_vs_prefill,
-                 F.fig_iteration):
+    makers = [F.fig_throughput, F.fig_latency, F.fig_ttft_breakdown, F.fig_queue_vs_prefill,
+              F.fig_iteration, F.fig_kv, F.fig_mfu]
+    for make in makers:
         fig = make(led, pids, axis)
         if fig is not None:
             figs[fig.id] = fig
+    if rd.axis == "input_len":
+        for make in (F.fig_kv_linearity, F.fig_itl_vs_len):
+            fig = make(led, pids)
+            if fig is not None:
+                figs[fig.id] = fig
     tl = F.fig_timeline(bundle.metrics, [(p.pid, p.window.t_measure, p.window.t_end) for p in rd.points])
     if tl is not None:
         figs[tl.id] = tl
-    facts = facts_of(rd)
-    facts["ok_points"] = pids
     facts["figures"] = sorted(figs)
-    # The client's lag counts as distortion above this share of the ITL median (a policy).
-    facts["lag_share_limit"] = CLIENT_LAG_SHARE_LIMIT
     notices = []
     if facts["status"] != "complete":
         notices.append({"zh": f"本轮未完整结束(状态:{facts['status']})。{facts['status_reason'] or ''}",
@@ -107,8 +169,16 @@ def compose_round(bundle_path: str | Path, round_id: str, title: dict[str, str] 
     if facts["origin"] != "recorded":
         notices.append({"zh": "此数据为手工构造的测试夹具,不是实测。",
                         "en": "This data is a hand-built test fixture, not a measurement."})
-    title = title or {lang: f"{AXIS_WORD[lang][rd.axis]} · {round_id}" for lang in LANGS}
-    sections = ["summary", "client", "decomposition", "timeline", "results", "method"]
+    title = round_title(bundle.manifest, rd.axis, round_id)
+    sections = ["summary", "client", "decomposition", "kv", "mfu", "timeline", "compare",
+                "results", "next", "method"]
     return RoundReport(round_id=round_id, title=title, ledger=led, sections=sections, figures=figs,
-                       tables={"results": results_table(led, pids)}, facts=facts, notices=notices,
+                       tables={"results": results_table(led, pids),
+                               "kv_table": point_table(led, pids, "kv_table", {"zh": "KV 对账", "en": "KV reconciliation"},
+                                                 KV_COLUMNS)}, facts=facts, notices=notices,
                        bundles=[str(bundle_path)])
+
+
+def round_title(manifest: dict, axis: str, round_id: str) -> dict[str, str]:
+    """The round's title in each language, from the sweep axis and the round id."""
+    return {lang: f"{AXIS_WORD[lang][axis]} · {round_id}" for lang in LANGS}
