@@ -22,6 +22,7 @@ import hashlib
 import json
 import numbers
 import re
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,14 +195,15 @@ class Page:
     uses: list[_NumUse] = field(default_factory=list)
     keyrefs: list[tuple[str, ...]] = field(default_factory=list)
     blocks: list[_Block] = field(default_factory=list)
-    refs: list[str] = field(default_factory=list)
+    refs: list[tuple[str, str]] = field(default_factory=list)   # (kind, id)
     sections: list[RenderedSection] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.lang not in WORDS:
             raise RenderError(f"unknown language {self.lang!r}")
         self.words = WORDS[self.lang]
-        self._placed: dict[str, int] = {}
+        self._placed: dict[tuple[str, str], int] = {}  # (kind, id); figures and tables
+        # are separate namespaces, so a figure and a table may share an id
         self._md = MarkdownIt("commonmark", {"html": True, "typographer": False})
         self._md.enable(["table", "strikethrough"])
         self.env = self._section_env()
@@ -228,12 +230,18 @@ class Page:
             autoescape=True, undefined=jinja2.StrictUndefined, finalize=self._finalize,
             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
         )
+        env.filters["code"] = self._code
         env.globals.update(
             n=self.n, v=self.v, fig=self.fig, table=self.table, ref=self.ref,
             card=self.card, cards=self.cards,
             facts=self.report.facts, notices=self.report.notices, lang=self.lang,
         )
         return env
+
+    def _code(self, value: Any) -> Markup:
+        """`{{ x|code }}`: a fact as inline code (escaped, never read as markdown)."""
+        self.texts.append(str(value))
+        return Markup("<code>") + _ph("t", len(self.texts) - 1) + Markup("</code>")
 
     def value(self, key: str) -> Value:
         try:
@@ -265,9 +273,9 @@ class Page:
         return _ph("b", len(self.blocks) - 1)
 
     def _place(self, kind: str, ref: str) -> None:
-        if ref in self._placed:
+        if (kind, ref) in self._placed:
             raise RenderError(f"{kind} {ref!r} placed twice on one page")
-        self._placed[ref] = len(self.blocks)
+        self._placed[(kind, ref)] = len(self.blocks)
 
     def fig(self, fig_id: str) -> Markup:
         """Place a figure: interactive chart (HTML) or static SVG (PDF), with caption."""
@@ -316,11 +324,18 @@ class Page:
             rows.append((label, cells))
         return self._block(_Block("table", table_id, {"rows": rows}))
 
-    def ref(self, target_id: str) -> Markup:
-        """"图 2" / "Figure 2" (or a table), a link; forward references work."""
-        if target_id not in self.report.figures and target_id not in self.report.tables:
-            raise RenderError(f"ref({target_id!r}): no such figure or table")
-        self.refs.append(target_id)
+    def ref(self, target_id: str, kind: str | None = None) -> Markup:
+        """"图 2" / "Figure 2" (or "表 1"), a link; forward references work.
+
+        KIND ("figure" or "table") is needed only when a figure and a table share the id."""
+        kinds = [k for k, d in (("figure", self.report.figures), ("table", self.report.tables))
+                 if target_id in d and kind in (None, k)]
+        if not kinds:
+            raise RenderError(f"ref({target_id!r}): no such {kind or 'figure or table'}")
+        if len(kinds) > 1:
+            raise RenderError(f"ref({target_id!r}): both a figure and a table have this id; "
+                              "say ref(id, \"figure\") or ref(id, \"table\")")
+        self.refs.append((kinds[0], target_id))
         return _ph("r", len(self.refs) - 1)
 
     def card(self, key: str, label: str, note: str = "", digits: int | None = None,
@@ -340,10 +355,12 @@ class Page:
             src = self.env.get_template(path).render()
         except jinja2.TemplateNotFound:
             raise RenderError(f"section {name!r}: no template {path}") from None
-        except jinja2.UndefinedError as e:
-            raise RenderError(f"{path}: {e}") from e
-        except RenderError as e:
-            raise RenderError(f"{path}: {e}") from e
+        except (jinja2.UndefinedError, RenderError) as e:
+            # jinja rewrites tracebacks so template frames carry the template's own lines
+            lines = [f.lineno for f in traceback.extract_tb(e.__traceback__)
+                     if f.filename.replace("\\", "/").endswith(path)]
+            where = f"{path}:{lines[-1]}" if lines else path
+            raise RenderError(f"{where}: {e}") from e
         return RenderedSection(name, Markup(self._md.render(src)))
 
     # -- assembly ----------------------------------------------------------------------
@@ -444,9 +461,10 @@ class _Assembly:
         )
         self.macros = self.env.get_template("macros.j2").make_module(
             {"w": self.words, "mode": mode, "lang": self.lang})
-        self.numbers: dict[str, int] = {}     # figure/table id -> its number on the page
+        self.numbers: dict[tuple[str, str], int] = {}  # (kind, id) -> its number on the page
         self.ids: dict[str, str] = {}         # ledger key -> "N3"
         self.shown: set[str] = set()          # keys shown on the page (not only inputs)
+        self.first_fmt: dict[str, Format] = {}  # how each key was first printed
         self._pop_cache: dict[str, Markup] = {}
 
     def run(self) -> str:
@@ -500,7 +518,7 @@ class _Assembly:
             b = self.page.blocks[i]
             if b.kind in counters:
                 counters[b.kind] += 1
-                self.numbers[b.ref] = counters[b.kind]
+                self.numbers[(b.kind, b.ref)] = counters[b.kind]
             rendered[i] = str(self.render_block(b))
         doc = _BLOCK_P.sub(lambda m: rendered[int(m.group(1)[2:-1])], doc)
         return _PH.sub(lambda m: rendered[int(m.group(2))] if m.group(1) == "b" else m.group(0),
@@ -510,7 +528,7 @@ class _Assembly:
         m = self.macros
         if b.kind == "figure":
             f = self.report.figures[b.ref]
-            label = self.words["fig_label"].format(n=self.numbers[b.ref])
+            label = self.words["fig_label"].format(n=self.numbers[("figure", b.ref)])
             if self.mode == "html":
                 body = Markup('<div class="chart" id="chart-{0}" role="img" aria-label="{1}"></div>'
                               '<script type="application/json" class="vl-spec" data-target="chart-{0}">'
@@ -528,7 +546,7 @@ class _Assembly:
                             caption=b.payload["caption"], keys=b.payload["keys"])
         if b.kind == "table":
             t = self.report.tables[b.ref]
-            label = self.words["table_label"].format(n=self.numbers[b.ref])
+            label = self.words["table_label"].format(n=self.numbers[("table", b.ref)])
             headers = [(c.header.get(self.lang, c.id), c.unit) for c in t.columns]
             return m.table(id=b.ref, label=label, title=t.title.get(self.lang, ""),
                            headers=headers, rows=b.payload["rows"],
@@ -544,19 +562,21 @@ class _Assembly:
     def _ref_sub(self, m: re.Match) -> str:
         if m.group(1) != "r":
             return m.group(0)
-        target = self.page.refs[int(m.group(2))]
-        if target not in self.numbers:
-            raise RenderError(f"ref({target!r}) but that figure/table is not placed on the page")
-        kind = "fig_label" if target in self.report.figures else "table_label"
-        text = self.words[kind].format(n=self.numbers[target])
-        anchor = ("fig-" if target in self.report.figures else "tab-") + target
+        kind, target = self.page.refs[int(m.group(2))]
+        if (kind, target) not in self.numbers:
+            raise RenderError(f"ref({target!r}) but that {kind} is not placed on the page")
+        label = "fig_label" if kind == "figure" else "table_label"
+        text = self.words[label].format(n=self.numbers[(kind, target)])
+        anchor = ("fig-" if kind == "figure" else "tab-") + target
         return str(Markup('<a class="xref" href="#{0}">{1}</a>').format(anchor, text))
 
     def assign_ids(self, doc: str) -> None:
         for m in _PH.finditer(doc):
             kind = m.group(1)
             if kind == "n":
-                key = self.page.uses[int(m.group(2))].key
+                use = self.page.uses[int(m.group(2))]
+                key = use.key
+                self.first_fmt.setdefault(key, use.fmt)
             elif kind == "k":
                 for key in self.page.keyrefs[int(m.group(2))]:
                     self.shown.add(key)
@@ -590,15 +610,16 @@ class _Assembly:
     def entry(self, key: str) -> dict[str, Any]:
         value = self.report.ledger[key]
         observed = value.func == "observed"
-        text, _ = format_parts(value, self.lang, short_missing=True)
+        fmt = self.first_fmt.get(key, Format())  # as the reader first saw it
+        text, _ = format_parts(value, self.lang, fmt, short_missing=True)
         raw = raw_text(value)
         try:
-            raw_differs = float(text.replace(",", "")) != float(raw)
+            raw_differs = float(text.replace(",", "").lstrip("+")) != float(raw)
         except ValueError:
             raw_differs = False
         return {
-            "id": self.ids[key], "key": key, "text": format_value(value, self.lang),
-            "short": format_value(value, self.lang, short_missing=True),
+            "id": self.ids[key], "key": key, "text": format_value(value, self.lang, fmt),
+            "short": format_value(value, self.lang, fmt, short_missing=True),
             "raw": raw, "raw_differs": raw_differs, "unit": value.unit, "doc": value.doc,
             "func": value.func, "observed": observed,
             "inputs": self._inputs(value), "sources": value.sources, "flags": value.flags,

@@ -238,7 +238,8 @@ def test_pdf_ids_match_html_ids():
 def _templates_with(tmp_path: Path, name: str, source: str) -> Path:
     tdir = tmp_path / "templates"
     shutil.copytree(TEMPLATES_DIR, tdir)
-    (tdir / "zh" / f"{name}.md.j2").write_text(source, encoding="utf-8")
+    for lang in LANGS:
+        (tdir / lang / f"{name}.md.j2").write_text(source, encoding="utf-8")
     return tdir
 
 
@@ -264,6 +265,11 @@ def test_template_errors_fail_the_build(tmp_path, source, needle):
     with pytest.raises(RenderError) as e:
         _render_section(tmp_path, source)
     assert needle in str(e.value)
+
+
+def test_template_error_names_the_line(tmp_path):
+    with pytest.raises(RenderError, match=r"zh/_t.md.j2:3: no ledger key 'nope'"):
+        _render_section(tmp_path, "# Title\n\ntext {{ n('nope') }}\n")
 
 
 def test_missing_section_template_fails(tmp_path):
@@ -294,6 +300,26 @@ def test_hostile_facts_are_text(tmp_path, site):
     assert "<b>b</b>" not in body
     assert "*m* [x](javascript:alert(1)) ![i](https://evil.example/x.png) &lt;b&gt;b&lt;/b&gt;" in body
     assert "<code>`g` &amp; | # _u_</code>" in body  # a fact inside a code span stays literal
+
+
+def test_code_filter_keeps_a_fact_literal(tmp_path):
+    text = _render_section(tmp_path, "run with {{ facts.flag|code }}",
+                           facts={"flag": "--max-num-batched-tokens <n> *x*"})
+    assert "<code>--max-num-batched-tokens &lt;n&gt; *x*</code>" in text
+
+
+def test_figure_and_table_may_share_an_id(tmp_path):
+    report = hand_built_report()
+    report.tables["ttft_breakdown"] = report.tables["points"]
+    src = ('{{ fig("ttft_breakdown") }}\n\n{{ table("ttft_breakdown") }}\n\n'
+           'see {{ ref("ttft_breakdown", "table") }} and {{ ref("ttft_breakdown", "figure") }}')
+    tdir = _templates_with(tmp_path, "_t", src)
+    text = Page(replace(report, sections=["_t"]), "en", tdir).assemble("html")
+    assert '<a class="xref" href="#tab-ttft_breakdown">Table 1</a>' in text
+    assert '<a class="xref" href="#fig-ttft_breakdown">Figure 1</a>' in text
+    tdir = _templates_with(tmp_path / "b", "_t", '{{ ref("ttft_breakdown") }}')
+    with pytest.raises(RenderError, match="both a figure and a table"):
+        Page(replace(report, sections=["_t"]), "en", tdir)
 
 
 def test_template_html_and_markdown_pass(tmp_path):
