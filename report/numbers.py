@@ -84,9 +84,29 @@ def missing_text(value: Value, lang: str, short: bool = False) -> str:
     return w["missing"].format(reason=value.missing or w["no_reason"])
 
 
+def absent(value: Value) -> bool:
+    """True when VALUE has no number to print (None, or a NaN/inf that slipped in)."""
+    x = value.value
+    if x is None:
+        return True
+    return (isinstance(x, numbers.Real) and not isinstance(x, numbers.Integral)
+            and not math.isfinite(x))
+
+
+def missing_reason(value: Value) -> str:
+    """Why VALUE has no number ("" when it has one)."""
+    if not absent(value):
+        return ""
+    if value.value is not None:
+        return f"the stored value is {value.value!r}, not a number"
+    return value.missing or ""
+
+
 def format_parts(value: Value, lang: str, fmt: Format = Format(),
                  short_missing: bool = False) -> tuple[str, str]:
     """The number and the unit of VALUE as printed (unit "" when hidden or absent)."""
+    if value.value is not None and absent(value):
+        value = Value(value.key, None, missing=missing_reason(value))
     if value.value is None:
         return missing_text(value, lang, short=short_missing), ""
     x = value.value

@@ -33,7 +33,14 @@ from markupsafe import Markup, escape
 
 from report.ledger import Value
 from report.model import RoundReport
-from report.numbers import Format, format_parts, format_value, raw_text
+from report.numbers import (
+    Format,
+    absent,
+    format_parts,
+    format_value,
+    missing_reason,
+    raw_text,
+)
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 FONT_STACK = "Noto Sans CJK SC, WenQuanYi Micro Hei, sans-serif"
@@ -553,8 +560,8 @@ class _Assembly:
                            has_labels=any(lbl for lbl, _ in b.payload["rows"]))
         for c in b.payload:
             value = self.report.ledger[c.key]
-            if value.value is None:
-                c.missing = value.missing or ""
+            if absent(value):
+                c.missing = missing_reason(value)
         return m.cards(items=b.payload)
 
     # -- references and ids --
@@ -623,7 +630,7 @@ class _Assembly:
             "raw": raw, "raw_differs": raw_differs, "unit": value.unit, "doc": value.doc,
             "func": value.func, "observed": observed,
             "inputs": self._inputs(value), "sources": value.sources, "flags": value.flags,
-            "missing": (value.missing or "") if value.value is None else "",
+            "missing": missing_reason(value),
             "input_only": key not in self.shown,
         }
 
@@ -656,7 +663,7 @@ class _Assembly:
             main, unit = format_parts(value, self.lang, use.fmt, short_missing=use.where != "prose")
             return str(self.macros.num(
                 key=use.key, nid=self.ids[use.key], main=main, unit=unit, where=use.where,
-                missing=value.value is None, flags=value.flags,
+                missing=absent(value), flags=value.flags,
                 popup=self.popup(use.key) if self.mode == "html" else "",
             ))
         raise RenderError(f"placeholder of kind {kind!r} left after its pass")

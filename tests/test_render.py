@@ -369,6 +369,8 @@ def test_format_refuses_nonsense():
     with pytest.raises(ValueError):
         format_value(Value("k", 12.0, unit="ms"), "en", Format(pct=True))
     assert format_number(1234567) == "1,234,567"
+    assert format_value(Value("k", float("nan"), unit="ms"), "en") == (
+        "not measured: the stored value is nan, not a number")
 
 
 # -- PDF -----------------------------------------------------------------------------------
