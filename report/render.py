@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import functools
 import hashlib
 import json
@@ -617,7 +618,9 @@ class _Assembly:
     def entry(self, key: str) -> dict[str, Any]:
         value = self.report.ledger[key]
         observed = value.func == "observed"
-        fmt = self.first_fmt.get(key, Format())  # as the reader first saw it
+        # as the reader first saw it, but always with its unit (table cells print theirs
+        # in the column header)
+        fmt = dataclasses.replace(self.first_fmt.get(key, Format()), unit=True)
         text, _ = format_parts(value, self.lang, fmt, short_missing=True)
         raw = raw_text(value)
         try:

@@ -180,6 +180,10 @@ def test_appendix_lists_every_number_and_its_inputs(site, lang):
         for _, desc in ledger[key].inputs:
             if desc in ledger:
                 assert desc in listed
+    # values carry their unit even when first shown in a table cell (unit in the header)
+    entry = re.search(r'<div class="prov-head">(?:(?!</div>).)*>point\.c4\.kv</code>', appendix,
+                      re.S).group(0)
+    assert '<span class="prov-value">5.9%</span>' in entry
     # figure data keys are listed too, and linked from the caption
     assert "point.c1.queue_ms" in listed
     assert 'class="fig-data"' in text
