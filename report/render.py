@@ -501,7 +501,6 @@ class _Assembly:
                 "default-src 'none'",
                 "script-src " + " ".join(_sha256(s) for s in scripts),
                 "style-src " + _sha256(css),
-                "img-src data:",
                 "base-uri 'none'",
                 "form-action 'none'",
             ])
