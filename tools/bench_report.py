@@ -1,0 +1,125 @@
+"""Benchmark the report build: seconds per stage for the committed rounds, and the ledger at scale.
+
+    .venv/bin/python tools/bench_report.py                 # stages for runs/*, full make report
+    .venv/bin/python tools/bench_report.py --scale 1000,10000,100000,1000000
+
+Stages: ledger (read bundles, derive every value), figures (Altair specs, then SVG for the
+PDF), sections/html/pdf (rendering). Baseline: the target of a full `make report` under 60 s
+on a 2-core machine, and the ledger over a 1M-request bundle under 30 s and 4 GB.
+
+The scale test writes a bundle of N requests by repeating the request records of a real
+recorded bundle inside its own points; it is written to a temporary directory, labelled as a
+hand-built fixture and never published.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.bundle import SAMPLE_FILES, find_bundles, read_bundle  # noqa: E402
+from report.build import build_ledger, read_round  # noqa: E402
+
+TARGET_REPORT_S = 60.0
+TARGET_LEDGER_S = 30.0
+TARGET_LEDGER_GB = 4.0
+
+
+def peak_rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024
+
+
+def stages(runs: Path, out: Path) -> float:
+    from report.cli import round_id_for
+    from report.compose import compose_rounds
+    from report.site import build_site
+    pairs = [(b, round_id_for(b)) for b in find_bundles(runs)]
+    if not pairs:
+        print(f"no bundles under {runs}")
+        return 0.0
+    t0 = time.perf_counter()
+    reports = compose_rounds(pairs)
+    t_ledger = time.perf_counter() - t0
+    built = build_site(reports, out)
+    total = time.perf_counter() - t0
+    per = built.stage_totals()
+    print(f"report build over {len(pairs)} rounds ({', '.join(r for _, r in pairs)}):")
+    print(f"  {'ledger + figure specs':<24} {t_ledger:8.2f} s")
+    for stage, secs in per.items():
+        print(f"  {stage:<24} {secs:8.2f} s")
+    print(f"  {'total':<24} {total:8.2f} s   (target < {TARGET_REPORT_S:.0f} s: "
+          f"{total / TARGET_REPORT_S:.2f} of the budget)")
+    print()
+    print(built.summary())
+    return total
+
+
+def synth_bundle(src: Path, n: int, dst: Path) -> None:
+    """A bundle of N requests: SRC's points and scrapes, each request record repeated (hand-built, for timing)."""
+    b = read_bundle(src)
+    manifest = dict(b.manifest)
+    manifest["origin"] = "hand-built-fixture"
+    dst.mkdir(parents=True)
+    reqs = b.requests
+    with open(dst / "requests.jsonl", "w") as f:
+        for i in range(n):
+            f.write(json.dumps(reqs[i % len(reqs)], separators=(",", ":")) + "\n")
+    for stream in ("points", "metrics", "client"):
+        with open(dst / f"{stream}.jsonl", "w") as f:
+            for rec in getattr(b, stream):
+                f.write(json.dumps(rec, separators=(",", ":")) + "\n")
+    manifest["files"] = {s: f"{s}.jsonl" for s in SAMPLE_FILES if (dst / f"{s}.jsonl").exists()}
+    (dst / "manifest.json").write_text(json.dumps(manifest))
+
+
+def scale(src: Path, sizes: list[int]) -> None:
+    print(f"ledger at scale (source bundle {src}, requests replicated; hand-built, not published):")
+    print(f"  {'requests':>10} {'read s':>8} {'ledger s':>9} {'peak RSS GB':>12}")
+    for n in sizes:
+        d = Path(tempfile.mkdtemp()) / "b"
+        try:
+            synth_bundle(src, n, d)
+            gc.collect()
+            t0 = time.perf_counter()
+            b = read_bundle(d)
+            t1 = time.perf_counter()
+            build_ledger(read_round(b))
+            t2 = time.perf_counter()
+            print(f"  {n:>10,} {t1 - t0:8.2f} {t2 - t1:9.2f} {peak_rss_gb():12.2f}")
+            del b
+        finally:
+            shutil.rmtree(d.parent, ignore_errors=True)
+    print(f"  targets: 1M requests under {TARGET_LEDGER_S:.0f} s and {TARGET_LEDGER_GB:.0f} GB")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", default=str(ROOT / "runs"))
+    ap.add_argument("--out", default=None, help="site directory (default: a temporary one)")
+    ap.add_argument("--scale", default="", help="comma list of request counts for the ledger test")
+    ap.add_argument("--source", default=None, help="bundle to replicate for --scale")
+    args = ap.parse_args()
+    if args.scale:
+        src = Path(args.source) if args.source else next(iter(find_bundles(args.runs)), None)
+        if src is None:
+            print("no bundle to replicate")
+            return 2
+        scale(src, [int(x) for x in args.scale.split(",")])
+        return 0
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp()) / "site"
+    stages(Path(args.runs), out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
