@@ -271,3 +271,28 @@ def interpolate(x: float, xs: list, ys: list) -> float:
         if x0 <= x <= x1:
             return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
     raise Absent("x lies outside the measured range")
+
+
+def doc_of(func) -> str:
+    """The one-line docstring of a quantity function (for values recorded as absent)."""
+    from report.ledger import doc_line
+    return doc_line(func)
+
+
+def counter_rate_series(scrapes: list, name: str) -> list[tuple[float, float]]:
+    """(t, per-second rate) of counter NAME between consecutive successful scrapes; a drop (restart) is skipped."""
+    pts = []
+    for s in scrapes:
+        if not s.get("ok"):
+            continue
+        try:
+            pts.append((s["t"], series.scrape_value(s["samples"], name)))
+        except Absent:
+            continue
+    out = []
+    for (t0, v0), (t1, v1) in zip(pts, pts[1:]):
+        if t1 > t0 and v1 >= v0:
+            out.append(((t0 + t1) / 2, (v1 - v0) / (t1 - t0)))
+    if not out:
+        raise Absent(f"fewer than two successful scrapes carry {name}")
+    return out

@@ -324,6 +324,7 @@ def build_ledger(rd: RoundData) -> Ledger:
         point_ledger(led, rd, p)
         kv_point_ledger(led, rd, p)
         mfu_point_ledger(led, rd, p)
+        power_point_ledger(led, rd, p)
     cross_point_ledger(led, rd)
     if rd.axis == "input_len":
         length_axis_ledger(led, rd)
@@ -399,6 +400,34 @@ def mfu_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
                denominator=led["r.peak_flops"], scale=1e12)
     led.derive(k + "mbu", A.scaled_ratio, unit="fraction", numerator=led[k + "read_gb_s"],
                denominator=led["r.peak_bandwidth"], scale=1e9)
+
+
+def power_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
+    """GPU power, temperature, throttling and energy over one point's window (item 6)."""
+    from report import power as PW
+    k = f"p.{p.pid}."
+    a, b = p.window.t_measure, p.window.t_end
+    n = sum(1 for s in rd.bundle.gpu if a <= s["t"] <= b)
+    src = (f"{rd.name}/{rd.bundle.file_for('gpu')}: {n} NVML samples of point {p.pid}",)
+    gpu = rd.bundle.gpu if rd.bundle.gpu else None
+    absent = rd.bundle.manifest.get("gpu_absent_reason") or "no GPU telemetry in this bundle"
+    specs = [("power_median_w", PW.median_power_w, "W"), ("power_peak_w", PW.peak_power_w, "W"),
+             ("power_limit_w", PW.power_limit_w, "W"), ("temp_max_c", PW.max_temperature_c, "°C"),
+             ("power_cap_share", PW.power_cap_share, "fraction"),
+             ("sm_clock_load_mhz", PW.median_sm_clock_under_load_mhz, "MHz")]
+    for name, fn, unit in specs:
+        if gpu is None:
+            led.record(k + name, None, unit=unit, doc=A.doc_of(fn), missing=absent)
+        else:
+            led.derive(k + name, fn, unit=unit, sources=src, samples=gpu, t_start=a, t_end=b)
+    if gpu is None:
+        led.record(k + "energy_j", None, unit="J", doc=A.doc_of(PW.energy_j), missing=absent)
+    else:
+        led.derive(k + "energy_j", PW.energy_j, unit="J", sources=src, samples=gpu, t_start=a, t_end=b)
+    out_tok = led.derive(k + "output_tokens_in_window", ST.output_tokens_in_window, unit="tok",
+                         sources=_src_requests(rd, p), all_requests=p.requests, t_measure=a, t_end=b)
+    led.derive(k + "joules_per_token", PW.joules_per_output_token, unit="J/tok",
+               energy_j=led[k + "energy_j"], output_tokens=out_tok)
 
 
 def length_axis_ledger(led: Ledger, rd: RoundData) -> None:

@@ -153,9 +153,13 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
             fig = make(led, pids)
             if fig is not None:
                 figs[fig.id] = fig
-    tl = F.fig_timeline(bundle.metrics, [(p.pid, p.window.t_measure, p.window.t_end) for p in rd.points])
-    if tl is not None:
-        figs[tl.id] = tl
+    windows = [(p.pid, p.window.t_measure, p.window.t_end) for p in rd.points]
+    for fig in (F.fig_timeline(bundle.metrics, windows), F.fig_power(bundle.gpu, windows),
+                F.fig_tflops_timeline(bundle.metrics, windows), F.fig_roofline(led, pids),
+                F.fig_repro(led, pids, axis),
+                F.fig_occupancy(led, pids, prev_led if facts.get("comparable") else None, prev_pids)):
+        if fig is not None:
+            figs[fig.id] = fig
     facts["figures"] = sorted(figs)
     notices = []
     if facts["status"] != "complete":
@@ -170,7 +174,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
         notices.append({"zh": "此数据为手工构造的测试夹具,不是实测。",
                         "en": "This data is a hand-built test fixture, not a measurement."})
     title = round_title(bundle.manifest, rd.axis, round_id)
-    sections = ["summary", "client", "decomposition", "kv", "mfu", "timeline", "compare",
+    sections = ["summary", "client", "decomposition", "kv", "mfu", "timeline", "power", "compare",
                 "results", "next", "method"]
     return RoundReport(round_id=round_id, title=title, ledger=led, sections=sections, figures=figs,
                        tables={"results": results_table(led, pids),

@@ -82,7 +82,7 @@ def _rows(led: Ledger, pids: list[str], axis_key: str, series: dict[str, str],
     return rows, keys
 
 
-def _line(rows, t: dict, axis: str, y_title: str, title: str, log_y: bool = False,
+def _line(rows, t: dict, axis: str, y_title: str, title: str = "", log_y: bool = False,
           log_x: bool = True) -> dict:
     if log_y:
         rows = [r for r in rows if r["y"] > 0]  # a log axis cannot show zero
@@ -97,7 +97,7 @@ def _line(rows, t: dict, axis: str, y_title: str, title: str, log_y: bool = Fals
                         legend=alt.Legend(orient="bottom")),
         tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("series:N", title=t["series"]),
                  alt.Tooltip("y:Q", title=y_title, format=",.2f")],
-    ).properties(width=WIDTH, height=HEIGHT, title=title)
+    ).properties(width=WIDTH, height=HEIGHT)
     return ch.to_dict()
 
 
@@ -155,7 +155,7 @@ def fig_ttft_breakdown(led: Ledger, pids: list[str], axis: str) -> Figure | None
             order=alt.Order("order:Q"),
             tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("series:N", title=t["part"]),
                      alt.Tooltip("y:Q", title=t["ms"], format=",.1f")],
-        ).properties(width=WIDTH, height=HEIGHT, title=t["ttft_title"])
+        ).properties(width=WIDTH, height=HEIGHT)
         return ch.to_dict()
     return Figure("ttft_breakdown", per_lang(make), {lang: TEXT[lang]["ttft_title"] for lang in LANGS},
                   keys=tuple(keys))
@@ -194,7 +194,7 @@ def fig_iteration(led: Ledger, pids: list[str], axis: str) -> Figure | None:
                             scale=alt.Scale(domain=order, range=PALETTE[:2]),
                             legend=alt.Legend(orient="bottom")),
             tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("y:Q", format=",.1f")],
-        ).properties(width=WIDTH, height=HEIGHT, title=t["iter_title"])
+        ).properties(width=WIDTH, height=HEIGHT)
         return ch.to_dict()
     return Figure("iteration", per_lang(make), {lang: TEXT[lang]["iter_title"] for lang in LANGS},
                   keys=tuple(keys))
@@ -282,7 +282,147 @@ def fig_timeline(scrapes: list, windows: list[tuple[str, float, float]]) -> Figu
                             legend=alt.Legend(orient="bottom")))
         kvl = alt.Chart(kvd).mark_line(strokeWidth=1.2, color=PALETTE[2]).encode(
             x=base_x, y=alt.Y("y:Q", title=t["kv"], scale=alt.Scale(domain=[0, 100])))
-        ch = alt.layer(bands, reqs, kvl).resolve_scale(y="independent").properties(
-            width=WIDTH, height=HEIGHT, title=t["timeline_title"])
+        ch = alt.layer(bands, reqs, kvl).resolve_scale(y="independent").properties(width=WIDTH, height=HEIGHT)
         return ch.to_dict()
     return Figure("timeline", per_lang(make), {lang: TEXT[lang]["timeline_title"] for lang in LANGS})
+
+
+EXTRA_TEXT = {
+    "zh": {"power_title": "功耗与温度", "power": "功耗 W", "limit": "功耗墙", "temp": "温度 °C",
+           "tflops_title": "每秒 TF/s(vLLM 估算计数器)", "tflops": "TFLOP/s",
+           "roof_title": "Roofline:算术强度与实际算力", "intensity": "算术强度 (FLOP/字节)",
+           "roof": "屋顶", "repro_title": "两轮复现性:输出吞吐之差", "diff": "相差 %",
+           "occ_title": "相同 KV 占用下的输出吞吐", "occupancy": "KV 占用(理论)%",
+           "this_round": "本轮", "prev_round": "上一轮"},
+    "en": {"power_title": "Power and temperature", "power": "Power W", "limit": "Power limit",
+           "temp": "Temperature °C", "tflops_title": "TF/s per second (vLLM's estimated counters)",
+           "tflops": "TFLOP/s", "roof_title": "Roofline: arithmetic intensity and achieved compute",
+           "intensity": "Arithmetic intensity (FLOP/byte)", "roof": "Roof",
+           "repro_title": "Reproducibility: output throughput difference",
+           "diff": "Difference %", "occ_title": "Output throughput at the same KV occupancy",
+           "occupancy": "KV occupancy (theory) %", "this_round": "This round",
+           "prev_round": "Previous round"},
+}
+for _lang in LANGS:
+    TEXT[_lang].update(EXTRA_TEXT[_lang])
+
+
+def fig_power(gpu_samples: list, windows: list[tuple[str, float, float]]) -> Figure | None:
+    """Power (with the limit) and temperature of GPU 0 over the round, point windows shaded (raw NVML)."""
+    s0 = [s for s in gpu_samples if s.get("gpu", 0) == 0 and s.get("power_w") is not None]
+    if not s0:
+        return None
+
+    def make(t):
+        pw = pd.DataFrame([{"t": s["t"], "y": s["power_w"], "series": t["power"]} for s in s0]
+                          + [{"t": s["t"], "y": s["power_limit_w"], "series": t["limit"]}
+                             for s in s0 if s.get("power_limit_w") is not None])
+        tp = pd.DataFrame([{"t": s["t"], "y": s["temperature_c"]} for s in s0
+                           if s.get("temperature_c") is not None])
+        shade = pd.DataFrame([{"a": a, "b": b, "point": pid} for pid, a, b in windows])
+        bands = alt.Chart(shade).mark_rect(opacity=0.12, color="#888").encode(x="a:Q", x2="b:Q")
+        p = alt.Chart(pw).mark_line(strokeWidth=1.2).encode(
+            x=alt.X("t:Q", title=t["t"]), y=alt.Y("y:Q", title=t["power"]),
+            color=alt.Color("series:N", title=t["series"], scale=alt.Scale(range=[PALETTE[0], PALETTE[3]]),
+                            legend=alt.Legend(orient="bottom")),
+            strokeDash=alt.StrokeDash("series:N", legend=None))
+        layers = [bands, p] if windows else [p]
+        if len(tp):
+            layers.append(alt.Chart(tp).mark_line(strokeWidth=1, color=PALETTE[1]).encode(
+                x="t:Q", y=alt.Y("y:Q", title=t["temp"])))
+        return alt.layer(*layers).resolve_scale(y="independent").properties(width=WIDTH, height=HEIGHT).to_dict()
+    return Figure("power", per_lang(make), {lang: TEXT[lang]["power_title"] for lang in LANGS})
+
+
+def fig_tflops_timeline(scrapes: list, windows: list[tuple[str, float, float]]) -> Figure | None:
+    """Per-interval TF/s from vLLM's estimated FLOPs counter over the round (item 15)."""
+    from report import analyses as A
+    try:
+        rates = A.counter_rate_series(scrapes, "vllm:estimated_flops_per_gpu_total")
+    except Absent:
+        return None
+    if not any(r > 0 for _, r in rates):
+        return None
+
+    def make(t):
+        df = pd.DataFrame([{"t": a, "y": r / 1e12} for a, r in rates])
+        shade = pd.DataFrame([{"a": a, "b": b, "point": pid} for pid, a, b in windows])
+        bands = alt.Chart(shade).mark_rect(opacity=0.12, color="#888").encode(
+            x="a:Q", x2="b:Q", tooltip=[alt.Tooltip("point:N", title=t["point"])])
+        line = alt.Chart(df).mark_line(strokeWidth=1.2, color=PALETTE[0]).encode(
+            x=alt.X("t:Q", title=t["t"]), y=alt.Y("y:Q", title=t["tflops"]))
+        return alt.layer(bands, line).properties(width=WIDTH, height=HEIGHT).to_dict()
+    return Figure("tflops_timeline", per_lang(make), {lang: TEXT[lang]["tflops_title"] for lang in LANGS})
+
+
+def fig_roofline(led: Ledger, pids: list[str]) -> Figure | None:
+    """Each point at its measured arithmetic intensity and FLOP rate, under the roof when peaks are known (item 17)."""
+    pts = [(pid, _val(led, f"p.{pid}.intensity"), _val(led, f"p.{pid}.tflops_s")) for pid in pids]
+    pts = [(pid, x, y) for pid, x, y in pts if x and y]
+    if len(pts) < 2:
+        return None
+    peak, bw = _val(led, "r.peak_flops"), _val(led, "r.peak_bandwidth")
+    keys = tuple(f"p.{pid}.{q}" for pid, _, _ in pts for q in ("intensity", "tflops_s"))
+
+    def make(t):
+        df = pd.DataFrame([{"x": x, "y": y, "point": pid} for pid, x, y in pts])
+        scale_x, scale_y = alt.Scale(type="log"), alt.Scale(type="log")
+        dots = alt.Chart(df).mark_point(filled=True, size=60, color=PALETTE[0]).encode(
+            x=alt.X("x:Q", title=t["intensity"], scale=scale_x),
+            y=alt.Y("y:Q", title=t["tflops"], scale=scale_y),
+            tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("x:Q", format=",.1f"),
+                     alt.Tooltip("y:Q", format=",.4f")])
+        labels = dots.mark_text(align="left", dx=6, fontSize=9).encode(text="point:N")
+        layers = [dots, labels]
+        if peak and bw:
+            lo = min(x for _, x, _ in pts) / 4
+            hi = max(max(x for _, x, _ in pts) * 4, peak / bw * 4)
+            xs = [lo * (hi / lo) ** (i / 40) for i in range(41)]
+            roof = pd.DataFrame([{"x": x, "y": min(peak, x * bw) / 1e12} for x in xs])
+            layers.insert(0, alt.Chart(roof).mark_line(color=PALETTE[3], strokeDash=[4, 3]).encode(
+                x="x:Q", y="y:Q"))
+        return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT).to_dict()
+    return Figure("roofline", per_lang(make), {lang: TEXT[lang]["roof_title"] for lang in LANGS}, keys=keys)
+
+
+def fig_repro(led: Ledger, pids: list[str], axis: str) -> Figure | None:
+    """Output throughput difference against the previous round at each common point (item 9)."""
+    keys = tuple(f"x.{pid}.output_tok_s_diff" for pid in pids if f"x.{pid}.output_tok_s_diff" in led
+                 and led[f"x.{pid}.output_tok_s_diff"].present)
+    pts = [(pid, _val(led, f"p.{pid}.{axis}"), _val(led, f"x.{pid}.output_tok_s_diff")) for pid in pids]
+    pts = [(pid, x, d) for pid, x, d in pts if x is not None and d is not None]
+    if len(pts) < 2:
+        return None
+
+    def make(t):
+        df = pd.DataFrame([{"x": x, "y": d * 100, "point": pid} for pid, x, d in pts])
+        bars = alt.Chart(df).mark_bar(color=PALETTE[0]).encode(
+            x=alt.X("x:O", title=t[axis]), y=alt.Y("y:Q", title=t["diff"]),
+            tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("y:Q", format="+.2f")])
+        zero = alt.Chart(pd.DataFrame([{"y": 0}])).mark_rule(color="#444").encode(y="y:Q")
+        return alt.layer(bars, zero).properties(width=WIDTH, height=HEIGHT * 0.7).to_dict()
+    return Figure("repro", per_lang(make), {lang: TEXT[lang]["repro_title"] for lang in LANGS}, keys=keys)
+
+
+def fig_occupancy(led: Ledger, pids: list[str], prev_led: Ledger | None, prev_pids: list[str]) -> Figure | None:
+    """Output throughput against theoretical KV occupancy, this round and the previous one (item 20)."""
+    if prev_led is None:
+        return None
+    mine = [(_val(led, f"p.{p}.kv_occupancy"), _val(led, f"p.{p}.output_tok_s")) for p in pids]
+    theirs = [(_val(prev_led, f"p.{p}.kv_occupancy"), _val(prev_led, f"p.{p}.output_tok_s")) for p in prev_pids]
+    mine = [(x, y) for x, y in mine if x is not None and y is not None]
+    theirs = [(x, y) for x, y in theirs if x is not None and y is not None]
+    if len(mine) < 2 or len(theirs) < 2:
+        return None
+    keys = tuple(f"p.{p}.{q}" for p in pids for q in ("kv_occupancy", "output_tok_s") if f"p.{p}.{q}" in led)
+
+    def make(t):
+        df = pd.DataFrame([{"x": x * 100, "y": y, "series": t["this_round"]} for x, y in mine]
+                          + [{"x": x * 100, "y": y, "series": t["prev_round"]} for x, y in theirs])
+        return alt.Chart(df).mark_line(point=True).encode(
+            x=alt.X("x:Q", title=t["occupancy"], scale=alt.Scale(type="log")),
+            y=alt.Y("y:Q", title=t["tok_s"]),
+            color=alt.Color("series:N", title=t["series"], scale=alt.Scale(range=PALETTE[:2]),
+                            legend=alt.Legend(orient="bottom")),
+        ).properties(width=WIDTH, height=HEIGHT).to_dict()
+    return Figure("occupancy", per_lang(make), {lang: TEXT[lang]["occ_title"] for lang in LANGS}, keys=keys)

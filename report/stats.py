@@ -155,6 +155,12 @@ def output_tokens_per_s(all_requests: list[dict], t_measure: float, t_end: float
     return tokens / (t_end - t_measure)
 
 
+def output_tokens_in_window(all_requests: list[dict], t_measure: float, t_end: float) -> int:
+    """Output tokens whose chunks arrived inside the window (all requests, warm-up included)."""
+    return sum((n or 1) for r in all_requests if r.get("status") == "ok"
+               for t, n in r.get("chunks") or [] if t_measure <= t <= t_end)
+
+
 def total_tokens_per_s(all_requests: list[dict], t_measure: float, t_end: float) -> float:
     """Prompt tokens (credited at first token) plus output tokens inside the window, per second."""
     if t_end <= t_measure:
