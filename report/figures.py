@@ -90,10 +90,13 @@ def _line(rows, t: dict, axis: str, y_title: str, title: str = "", log_y: bool =
     xs = alt.Scale(type="log", base=2) if log_x else alt.Scale(zero=False)
     ys = alt.Scale(type="log") if log_y else alt.Scale(zero=True)
     ticks = sorted({r["x"] for r in rows})
+    # Series keep the order they were given in, so a quantity has one colour in every chart.
+    domain = list(dict.fromkeys(r["series"] for r in rows))
     ch = alt.Chart(df).mark_line(point=True).encode(
         x=alt.X("x:Q", title=t[axis], scale=xs, axis=alt.Axis(values=ticks, format="~s")),
         y=alt.Y("y:Q", title=y_title, scale=ys),
-        color=alt.Color("series:N", title=t["series"], scale=alt.Scale(range=PALETTE),
+        color=alt.Color("series:N", title=t["series"], sort=domain,
+                        scale=alt.Scale(domain=domain, range=PALETTE[:len(domain)]),
                         legend=alt.Legend(orient="bottom")),
         tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("series:N", title=t["series"]),
                  alt.Tooltip("y:Q", title=y_title, format=",.2f")],
