@@ -296,3 +296,8 @@ def counter_rate_series(scrapes: list, name: str) -> list[tuple[float, float]]:
     if not out:
         raise Absent(f"fewer than two successful scrapes carry {name}")
     return out
+
+
+def gauge_peak(scrapes: list, t_start: float, t_end: float, name: str) -> float:
+    """Largest sample of gauge NAME in the window."""
+    return series.peak_value(series.gauge_values(scrapes, t_start, t_end, name))

@@ -14,6 +14,7 @@ from bench.bundle import Bundle
 from report import analyses as A
 from report import series as S
 from report import stats as ST
+from report import reconcile as R
 from report import theory as T
 from report.ledger import Absent, Ledger, Value
 from report.serverlog import ServerLogFacts, server_log_facts
@@ -179,9 +180,10 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     led.derive(k + "prefill_tokens_per_iteration", A.prefill_part_of_iteration, unit="tok",
                mean_iteration_tokens=it, decode_tokens=run_med)
     led.derive(k + "kv_usage_p50", S.median_value, unit="fraction", sources=ss, values=kv)
-    led.derive(k + "kv_usage_peak", A.maximum, unit="fraction",
+    led.derive(k + "kv_usage_peak", A.gauge_peak, unit="fraction",
                sources=_src_metrics(rd, p.window.t_measure, p.window.t_end, f"point {p.pid}"),
-               values=_gauge_window(sc, p.window.t_measure, p.window.t_end, "vllm:kv_cache_usage_perc"))
+               scrapes=sc, t_start=p.window.t_measure, t_end=p.window.t_end,
+               name="vllm:kv_cache_usage_perc")
     led.derive(k + "preemptions", S.counter_increase, unit="", sources=ms, scrapes=sc, t_start=a,
                t_end=b, name="vllm:num_preemptions_total")
     led.derive(k + "prefix_cache_hits", S.counter_increase, unit="tok", sources=ms, scrapes=sc,
@@ -197,17 +199,15 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
         led.derive(k + "read_gb_s", _rate_giga, unit="GB/s", sources=ms, scrapes=sc, t_start=a,
                    t_end=b, name="vllm:estimated_read_bytes_per_gpu_total")
     else:
-        reason = ("vllm:estimated_* counters did not move in this window: the server ran "
-                  "without --enable-mfu-metrics")
-        led.record(k + "tflops_s", None, unit="TFLOP/s", doc="Estimated FLOP rate from vLLM's MFU counters", missing=reason)
-        led.record(k + "read_gb_s", None, unit="GB/s", doc="Estimated read-byte rate from vLLM's MFU counters", missing=reason)
-
-
-def _gauge_window(scrapes, a, b, name) -> list[float]:
-    try:
-        return S.gauge_values(scrapes, a, b, name)
-    except Absent:
-        return []
+        if len(S.scrapes_in_window(sc, a, b)) < 2:
+            reason = "fewer than two successful /metrics scrapes cover this window"
+        else:
+            reason = ("vllm:estimated_* counters did not move in this window: the server ran "
+                      "without --enable-mfu-metrics")
+        led.record(k + "tflops_s", None, unit="TFLOP/s", doc="Estimated FLOP rate from vLLM's MFU counters",
+                   sources=ms, missing=reason)
+        led.record(k + "read_gb_s", None, unit="GB/s", doc="Estimated read-byte rate from vLLM's MFU counters",
+                   sources=ms, missing=reason)
 
 
 def _counter_moved(scrapes, a, b, name) -> bool:
@@ -233,6 +233,7 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
     log_src = (f"{rd.name}/server.log",)
     if log is None:
         led.record("r.pool_tokens_log", None, unit="tok", doc="KV pool size in tokens, as the server log states it",
+                   sources=(f"{rd.name}/manifest.json: files",),
                    missing="the server log is not in the bundle (the engine was not started by this tool)")
     else:
         led.record("r.pool_tokens_log", log.kv_cache_size_tokens, unit="tok", sources=log_src,
@@ -342,14 +343,14 @@ def peak_ledger(led: Ledger, rd: RoundData) -> None:
         reason = ("no GPU: the engine ran on the CPU, and no peak FLOP/s or memory bandwidth is "
                   "known for this CPU, so MFU and MBU are not computed")
         rd.extras["peak_missing"] = reason
-        led.record("r.peak_flops", None, unit="FLOP/s", doc=doc_f, missing=reason)
-        led.record("r.peak_bandwidth", None, unit="B/s", doc=doc_b, missing=reason)
+        led.record("r.peak_flops", None, unit="FLOP/s", doc=doc_f, sources=src, missing=reason)
+        led.record("r.peak_bandwidth", None, unit="B/s", doc=doc_b, sources=src, missing=reason)
         return
     spec = lookup_gpu(gpus[0].get("name", ""))
     if spec is None:
         reason = f"the GPU {gpus[0].get('name')!r} is not in the spec table, so its peaks are unknown"
-        led.record("r.peak_flops", None, unit="FLOP/s", doc=doc_f, missing=reason)
-        led.record("r.peak_bandwidth", None, unit="B/s", doc=doc_b, missing=reason)
+        led.record("r.peak_flops", None, unit="FLOP/s", doc=doc_f, sources=src, missing=reason)
+        led.record("r.peak_bandwidth", None, unit="B/s", doc=doc_b, sources=src, missing=reason)
         return
     rd.extras["peak_label"] = spec.peak_label("bf16")
     rd.extras["gpu_spec"] = spec.name
@@ -378,7 +379,13 @@ def kv_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
                      concurrency=C, running_median=led[k + "running_median"])
     exp_eff = led.derive(k + "kv_expected_mean_effective", T.expected_kv_mean_fraction, unit="fraction",
                          concurrency=eff, mean_tokens=mean, pool_tokens=pool)
+    # The median of blocks held by C requests at uniform decode progress (reconcile.py).
+    exp_med = led.derive(k + "kv_expected_median", R.expected_kv_usage_median_fraction_effective,
+                         unit="fraction", concurrency=C, running_median=led[k + "running_median"],
+                         input_len=L, output_len=out, block_size=blk, usable_pool_tokens=pool)
     led.derive(k + "kv_error_pp", A.percentage_point_error, unit="pp",
+               measured=led[k + "kv_usage_p50"], expected=exp_med)
+    led.derive(k + "kv_error_pp_mean_model", A.percentage_point_error, unit="pp",
                measured=led[k + "kv_usage_p50"], expected=exp_eff)
     led.derive(k + "kv_error_pp_nominal", A.percentage_point_error, unit="pp",
                measured=led[k + "kv_usage_p50"], expected=exp_mean)
@@ -394,6 +401,24 @@ def kv_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
 def mfu_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     """MFU, MBU and measured arithmetic intensity for one point (items 15, 17)."""
     k = f"p.{p.pid}."
+    if led[k + "tflops_s"].present and rd.config is not None:
+        # vLLM's FLOPs counter against its own formulas applied to the requests' lifecycles.
+        sc = rd.bundle.metrics
+        ms = _src_metrics(rd, p.window.t_start, p.window.t_end, f"point {p.pid}, quiet bracketing scrapes")
+        src = ms + _src_requests(rd, p)
+        led.derive(k + "flops_measured", flops_measured, unit="FLOP", sources=ms, scrapes=sc,
+                   t_start=p.window.t_start, t_end=p.window.t_end)
+        led.derive(k + "flops_predicted", flops_predicted, unit="FLOP", sources=src + (f"{rd.name}/manifest.json: model.config",),
+                   config=rd.config, scrapes=sc, requests=p.requests, t_start=p.window.t_start,
+                   t_end=p.window.t_end)
+        led.derive(k + "flops_ratio", R.estimator_ratio, unit="×", measured=led[k + "flops_measured"],
+                   predicted=led[k + "flops_predicted"])
+        try:
+            rec = R.flops_reconciliation(rd.config, sc, p.requests, *R.quiet_bracketing_window(
+                sc, p.window.t_start, p.window.t_end), concurrency=p.settings.get("concurrency"))
+            rd.extras.setdefault("flops_explanations", {})[p.pid] = rec.explanation
+        except Absent as e:
+            rd.extras.setdefault("flops_explanations", {})[p.pid] = {"window": str(e)}
     led.derive(k + "intensity", A.ratio, unit="FLOP/B", numerator=led[k + "tflops_s"],
                denominator=led[k + "read_gb_s"], scale=1e3)
     led.derive(k + "mfu", A.scaled_ratio, unit="fraction", numerator=led[k + "tflops_s"],
@@ -402,14 +427,30 @@ def mfu_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
                denominator=led["r.peak_bandwidth"], scale=1e9)
 
 
+def flops_measured(scrapes: list, t_start: float, t_end: float) -> float:
+    """Increase of vLLM's estimated FLOPs counter between the quiet scrapes that bracket the point."""
+    a, b = R.quiet_bracketing_window(scrapes, t_start, t_end)
+    return R.estimated_counter_increase(scrapes, a, b, R.FLOPS)
+
+
+def flops_predicted(config: dict, scrapes: list, requests: list, t_start: float, t_end: float) -> float:
+    """vLLM's FLOPs formulas summed over the lifecycles of the requests that ran wholly between those scrapes."""
+    a, b = R.quiet_bracketing_window(scrapes, t_start, t_end)
+    inside = R.requests_inside_window(requests, *R.lifecycle_window(scrapes, a, b))
+    if not inside:
+        raise Absent("no request ran wholly inside the counter window")
+    return R.predicted_flops(config, inside)
+
+
 def power_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     """GPU power, temperature, throttling and energy over one point's window (item 6)."""
     from report import power as PW
     k = f"p.{p.pid}."
     a, b = p.window.t_measure, p.window.t_end
     n = sum(1 for s in rd.bundle.gpu if a <= s["t"] <= b)
-    src = (f"{rd.name}/{rd.bundle.file_for('gpu')}: {n} NVML samples of point {p.pid}",)
     gpu = rd.bundle.gpu if rd.bundle.gpu else None
+    src = ((f"{rd.name}/{rd.bundle.file_for('gpu')}: {n} NVML samples of point {p.pid}",) if gpu
+           else (f"{rd.name}/manifest.json: gpu_absent_reason",))
     absent = rd.bundle.manifest.get("gpu_absent_reason") or "no GPU telemetry in this bundle"
     specs = [("power_median_w", PW.median_power_w, "W"), ("power_peak_w", PW.peak_power_w, "W"),
              ("power_limit_w", PW.power_limit_w, "W"), ("temp_max_c", PW.max_temperature_c, "°C"),
@@ -417,11 +458,11 @@ def power_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
              ("sm_clock_load_mhz", PW.median_sm_clock_under_load_mhz, "MHz")]
     for name, fn, unit in specs:
         if gpu is None:
-            led.record(k + name, None, unit=unit, doc=A.doc_of(fn), missing=absent)
+            led.record(k + name, None, unit=unit, doc=A.doc_of(fn), sources=src, missing=absent)
         else:
             led.derive(k + name, fn, unit=unit, sources=src, samples=gpu, t_start=a, t_end=b)
     if gpu is None:
-        led.record(k + "energy_j", None, unit="J", doc=A.doc_of(PW.energy_j), missing=absent)
+        led.record(k + "energy_j", None, unit="J", doc=A.doc_of(PW.energy_j), sources=src, missing=absent)
     else:
         led.derive(k + "energy_j", PW.energy_j, unit="J", sources=src, samples=gpu, t_start=a, t_end=b)
     out_tok = led.derive(k + "output_tokens_in_window", ST.output_tokens_in_window, unit="tok",
