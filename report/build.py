@@ -12,9 +12,9 @@ from typing import Any
 
 from bench.bundle import Bundle
 from report import analyses as A
+from report import reconcile as R
 from report import series as S
 from report import stats as ST
-from report import reconcile as R
 from report import theory as T
 from report.ledger import Absent, Ledger, Value
 from report.serverlog import ServerLogFacts, server_log_facts
