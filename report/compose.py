@@ -17,6 +17,8 @@ AXIS_WORD = {"zh": {"concurrency": "并发扫描", "input_len": "长度扫描", 
                     "server": "Server-flag sweep", "single": "Single point"}}
 
 CLIENT_LAG_SHARE_LIMIT = 0.1
+# vLLM's FLOPs counter "closes" against its own formulas within this relative difference.
+FLOPS_CLOSE = 0.01
 # The KV account "balances" when measured and expected usage differ by at most this many points.
 KV_CLOSE_PP = 1.0
 
@@ -128,9 +130,13 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     axis = rd.axis if rd.axis in ("concurrency", "input_len") else "concurrency"
     facts = facts_of(rd)
     facts["ok_points"] = pids
+    if len(pids) < 2:
+        # A round cut short with one point measured to the end has no sweep to narrate.
+        facts["axis"] = "single"
     # The client's lag counts as distortion above this share of the ITL median (a policy).
     facts["lag_share_limit"] = CLIENT_LAG_SHARE_LIMIT
     facts["kv_close_pp"] = KV_CLOSE_PP
+    facts["flops_close"] = FLOPS_CLOSE
     facts["peak_label"] = rd.extras.get("peak_label")
     facts["peak_missing"] = rd.extras.get("peak_missing")
     prev_led, prev_pids = None, []
@@ -176,6 +182,9 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     title = round_title(bundle.manifest, rd.axis, round_id)
     sections = ["summary", "client", "decomposition", "kv", "mfu", "timeline", "power", "compare",
                 "results", "next", "method"]
+    if not pids:
+        # No point was measured to the end: the notices say why; only the method section applies.
+        sections = ["method"]
     return RoundReport(round_id=round_id, title=title, ledger=led, sections=sections, figures=figs,
                        tables={"results": results_table(led, pids),
                                "kv_table": point_table(led, pids, "kv_table", {"zh": "KV 对账", "en": "KV reconciliation"},
