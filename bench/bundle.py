@@ -37,6 +37,15 @@ MANIFEST_KEYS = {
 }
 REQUIRED_KEYS = {"schema_version", "kind", "origin", "status", "clock", "tool", "engine", "plan"}
 STATUSES = {"running", "complete", "interrupted", "failed"}
+REDACTED = "[redacted]"
+SECRET_MIN_LEN = 8
+# Manifest keys that hold a JSON object (or null) and a list (or null).
+OBJECT_KEYS = ("clock", "tool", "host", "engine", "model", "plan", "files")
+LIST_KEYS = ("gpus",)
+# Fields every record of a stream must carry (the report reads them unguarded); "t" a number.
+RECORD_FIELDS = {"points": ("event", "t"), "requests": ("point",), "metrics": ("t", "ok"),
+                 "gpu": ("t",), "client": ("t",)}
+
 ORIGINS = {"recorded", "hand-built-fixture"}
 
 
@@ -45,10 +54,22 @@ class BundleError(Exception):
 
 
 class BundleWriter:
-    """Appends raw samples to a bundle directory; refuses to overwrite an existing bundle."""
+    """Appends raw samples to a bundle directory; refuses to overwrite an existing bundle.
 
-    def __init__(self, path: str | os.PathLike, manifest: dict[str, Any], resume: bool = False):
+    SECRETS (an API key, a token from the server's command line) are replaced by
+    `[redacted]` in everything this writer puts in the bundle, and in server.log on close.
+    Strings shorter than SECRET_MIN_LEN are not treated as secrets: redacting "test" or
+    "1024" everywhere would corrupt the samples.
+    """
+
+    def __init__(self, path: str | os.PathLike, manifest: dict[str, Any], resume: bool = False,
+                 secrets: tuple[str, ...] | list[str] = ()):
         self.path = Path(path)
+        forms = set()
+        for secret in secrets:
+            if secret and len(secret) >= SECRET_MIN_LEN:
+                forms.update((secret, json.dumps(secret, ensure_ascii=False)[1:-1]))
+        self.secrets = tuple(sorted(forms, key=len, reverse=True))
         if (self.path / "manifest.json").exists() and not resume:
             raise BundleError(f"{self.path}/manifest.json: a bundle already exists here; "
                               "choose another --out or remove it (bundles are never overwritten)")
@@ -59,6 +80,7 @@ class BundleWriter:
             # Keep the original clock: new samples continue on the same time axis.
             self.t0 = time.monotonic() - (time.time() - old["clock"]["t0_wall_unix"])
             manifest = {**old, **{k: v for k, v in manifest.items() if k not in ("clock", "created_utc")}}
+            self._reopen_streams()
         else:
             manifest = {
                 "schema_version": SCHEMA_VERSION,
@@ -75,6 +97,31 @@ class BundleWriter:
         self._files: dict[str, io.TextIOWrapper] = {}
         self.write_manifest()
 
+    def _reopen_streams(self) -> None:
+        """Make a resumed bundle's streams appendable: a stream close() compressed goes back
+        to plain .jsonl (close() compresses the whole of it again), and a truncated last line
+        (a crash mid-write; the reader skips it) is cut, so new lines do not join it."""
+        for stream in SAMPLE_FILES:
+            p = self.path / f"{stream}.jsonl"
+            gz = p.with_suffix(".jsonl.gz")
+            if gz.exists():
+                try:
+                    with gzip.open(gz, "rb") as src:
+                        data = src.read()
+                except (OSError, EOFError) as e:
+                    raise BundleError(f"{gz}: corrupt compressed file ({e}); cannot resume") from None
+                if p.exists():
+                    data += p.read_bytes()
+                tmp = p.with_name(p.name + ".tmp")
+                tmp.write_bytes(data)
+                os.replace(tmp, p)
+                gz.unlink()
+            if p.exists() and p.stat().st_size:
+                data = p.read_bytes()
+                if not data.endswith(b"\n"):
+                    with open(p, "rb+") as f:
+                        f.truncate(data.rfind(b"\n") + 1)
+
     def now(self) -> float:
         """Seconds since t0 on the bundle's clock."""
         return time.monotonic() - self.t0
@@ -87,8 +134,28 @@ class BundleWriter:
         if f is None:
             f = open(self.path / f"{stream}.jsonl", "a", encoding="utf-8")
             self._files[stream] = f
-        f.write(json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n")
+        line = json.dumps(record, separators=(",", ":"), ensure_ascii=False)
+        f.write((self.scrub(line) if self.secrets else line) + "\n")
         f.flush()
+
+    def scrub(self, text: str) -> str:
+        """TEXT with every secret replaced by `[redacted]`."""
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, REDACTED)
+        return text
+
+    def scrub_server_log(self) -> None:
+        """Redact secrets a server printed (vLLM logs its --api-key among non-default args)."""
+        log = self.path / "server.log"
+        if not self.secrets or not log.exists():
+            return
+        text = log.read_bytes().decode("utf-8", "surrogateescape")
+        clean = self.scrub(text)
+        if clean != text:
+            tmp = log.with_name("server.log.tmp")
+            tmp.write_bytes(clean.encode("utf-8", "surrogateescape"))
+            os.replace(tmp, log)
 
     def update(self, **fields: Any) -> None:
         """Change manifest fields and rewrite it atomically."""
@@ -100,7 +167,8 @@ class BundleWriter:
         if unknown:
             raise BundleError(f"manifest fields not in format v{SCHEMA_VERSION}: {sorted(unknown)}")
         tmp = self.path / "manifest.json.tmp"
-        tmp.write_text(json.dumps(self.manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
+        text = json.dumps(self.manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
+        tmp.write_text(self.scrub(text) if self.secrets else text)
         os.replace(tmp, self.path / "manifest.json")
 
     def close(self, status: str, reason: str | None = None, compress_over: int = 1 << 20) -> None:
@@ -108,6 +176,7 @@ class BundleWriter:
         for f in self._files.values():
             f.close()
         self._files.clear()
+        self.scrub_server_log()
         files = {}
         for stream in SAMPLE_FILES:
             p = self.path / f"{stream}.jsonl"
@@ -176,8 +245,11 @@ def upgrade_manifest(manifest: dict[str, Any], path: Path) -> dict[str, Any]:
 UPGRADES: dict[int, Any] = {}
 
 
-def iter_jsonl(path: Path, warnings: list[str]) -> Iterator[dict]:
-    """Yield records of a .jsonl or .jsonl.gz file; a truncated last line is reported and skipped."""
+def iter_jsonl(path: Path, warnings: list[str], fields: tuple[str, ...] = ()) -> Iterator[dict]:
+    """Yield records of a .jsonl or .jsonl.gz file; a truncated last line is reported and skipped.
+
+    Every record must hold FIELDS (a `t` must be a number), or BundleError names the line.
+    """
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rt", encoding="utf-8") as f:
@@ -196,6 +268,11 @@ def iter_jsonl(path: Path, warnings: list[str]) -> Iterator[dict]:
             raise BundleError(f"{path} line {n}: not valid JSON ({e.msg})") from None
         if not isinstance(rec, dict):
             raise BundleError(f"{path} line {n}: expected a JSON object")
+        for name in fields:
+            if name not in rec:
+                raise BundleError(f"{path} line {n}: the record has no {name!r} field")
+        if "t" in fields and (not isinstance(rec["t"], (int, float)) or isinstance(rec["t"], bool)):
+            raise BundleError(f"{path} line {n}: 't' is {rec['t']!r}, not a number")
         yield rec
 
 
@@ -225,11 +302,18 @@ def read_bundle(path: str | os.PathLike) -> Bundle:
         raise BundleError(f"{mpath}: status {manifest['status']!r} not one of {sorted(STATUSES)}")
     if manifest["origin"] not in ORIGINS:
         raise BundleError(f"{mpath}: origin {manifest['origin']!r} not one of {sorted(ORIGINS)}")
+    for key, kind, what in ([(k, dict, "a JSON object") for k in OBJECT_KEYS]
+                            + [(k, list, "a JSON list") for k in LIST_KEYS]):
+        if manifest.get(key) is not None and not isinstance(manifest[key], kind):
+            raise BundleError(f"{mpath}: {key} must be {what}, not {manifest[key]!r:.60}")
+    t0 = (manifest["clock"] or {}).get("t0_wall_unix")
+    if not isinstance(t0, (int, float)) or isinstance(t0, bool):
+        raise BundleError(f"{mpath}: clock.t0_wall_unix must be a number, not {t0!r:.60}")
     b = Bundle(path=path, manifest=manifest)
     for stream in SAMPLE_FILES:
         for cand in (path / f"{stream}.jsonl", path / f"{stream}.jsonl.gz"):
             if cand.exists():
-                getattr(b, stream).extend(iter_jsonl(cand, b.warnings))
+                getattr(b, stream).extend(iter_jsonl(cand, b.warnings, RECORD_FIELDS[stream]))
     return b
 
 

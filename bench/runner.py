@@ -13,6 +13,8 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import re
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -24,7 +26,7 @@ from bench.bundle import BundleWriter, read_bundle
 from bench.client import READ_BUFSIZE, completion_payload, stream_request
 from bench.engine import TINY_MODEL_DIR, Engine, EngineError, free_port
 from bench.exposition import parse_exposition
-from bench.plan import Plan
+from bench.plan import Plan, PlanError
 from bench.provenance import collect_host_metadata, collect_model_config, collect_tool_metadata
 from bench.workload import arrival_offsets, make_prompts, point_seed
 
@@ -58,16 +60,19 @@ class MetricsSampler:
         w = self.writer
         t = w.now()
         rec: dict[str, Any] = {"t": t}
+        limit = max(2.0, self.interval_s * 2)
         try:
-            timeout = aiohttp.ClientTimeout(total=max(2.0, self.interval_s * 2))
+            timeout = aiohttp.ClientTimeout(total=limit)
             async with session.get(self.get_endpoint() + "/metrics", timeout=timeout) as r:
                 text = await r.text()
                 if r.status != 200:
                     raise ValueError(f"HTTP {r.status}")
-            rec["dt"] = w.now() - t
-            rec["ok"] = True
-            rec["samples"] = parse_exposition(text)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as e:
+            dt = w.now() - t
+            samples = parse_exposition(text)
+            rec.update(dt=dt, ok=True, samples=samples)
+        except asyncio.TimeoutError:
+            rec.update(dt=w.now() - t, ok=False, error=f"TimeoutError: no answer within {limit:g} s")
+        except Exception as e:  # noqa: BLE001 - any failed scrape is a gap; the round goes on
             rec.update(dt=w.now() - t, ok=False, error=f"{type(e).__name__}: {e}"[:300])
         w.append("metrics", rec)
 
@@ -139,7 +144,7 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
     w.append("points", {"point": point["id"], "event": "start", "t": w.now(), "settings": point,
                         "seed": seed})
     state = {"issued": 0, "done": 0, "tokens": 0, "errors": 0, "measure_sent": False,
-             "died": None}
+             "died": None, "transport_error": None}
     t_start = w.now()
     deadline = None
 
@@ -175,8 +180,12 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
             state["tokens"] += sum(n or 0 for _, n in rec["chunks"])
         else:
             state["errors"] += 1
-            if rec["http_status"] is None and not engine.alive():
-                state["died"] = rec["error"]
+            if transport_error(rec):
+                # The connection failed (refused, reset, cut mid-stream): ask whether the
+                # server still answers, off the event loop so other streams keep their clock.
+                state["transport_error"] = rec["error"]
+                if not state["died"] and not await asyncio.to_thread(engine.alive):
+                    state["died"] = rec["error"]
         progress.update(index, point["id"], state["done"], total if not by_duration else state["issued"],
                         state["tokens"], state["errors"], w.now() - t_start)
 
@@ -214,6 +223,9 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
         await asyncio.gather(*(worker() for _ in range(C)))
     progress.update(index, point["id"], state["done"], state["done"], state["tokens"],
                     state["errors"], w.now() - t_start, final=True)
+    if not state["died"] and state["transport_error"] and not await asyncio.to_thread(engine.alive):
+        # The last requests were cut and none came after them to find the server gone.
+        state["died"] = state["transport_error"]
     if state["died"]:
         w.append("points", {"point": point["id"], "event": "end", "t": w.now(), "status": "failed",
                             "reason": f"server stopped answering: {state['died']}"})
@@ -221,6 +233,27 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
     w.append("points", {"point": point["id"], "event": "end", "t": w.now(), "status": "ok",
                         "reason": None})
     return "ok"
+
+
+async def models_with_key(session: aiohttp.ClientSession, endpoint: str) -> list | None:
+    """The `data` of /v1/models asked through SESSION (which carries the bearer token)."""
+    try:
+        async with session.get(endpoint + "/v1/models", timeout=aiohttp.ClientTimeout(total=10)) as r:
+            if r.status != 200:
+                return None
+            body = await r.json(content_type=None)
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
+        return None
+    return body.get("data") if isinstance(body, dict) else None
+
+
+def transport_error(rec: dict) -> bool:
+    """Whether a failed request failed at the connection (no HTTP answer, or a 200 stream cut)."""
+    if rec["http_status"] is None:
+        return not (rec["error"] or "").startswith("cancelled")
+    return rec["http_status"] == 200 and (rec["error"] or "").startswith(
+        ("ClientPayloadError", "ServerDisconnectedError", "ClientOSError",
+         "ClientConnectionError", "ClientConnectorError", "stream ended without [DONE]"))
 
 
 def completed_points(out: Path) -> set[str]:
@@ -245,14 +278,19 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
     sampling = False
     model = None
 
+    last_endpoint = plan.engine.endpoint
+
     def endpoint() -> str:
-        return engine.endpoint if engine else plan.engine.endpoint
+        # While a dead server is being replaced, scrapes go to where it was (and are gaps).
+        return engine.endpoint if engine else last_endpoint
 
     async def start_engine(flags: list[str], sset: int) -> Engine:
         eng = make_engine(plan, port, flags)
         w.append("points", {"point": None, "event": "server_start", "t": w.now(),
                             "server_set": sset, "mode": eng.mode, "command": eng.command or None})
         await asyncio.to_thread(eng.start, w.path / "server.log", plan.engine.startup_timeout_s)
+        nonlocal last_endpoint
+        last_endpoint = eng.endpoint
         w.append("points", {"point": None, "event": "server_ready", "t": w.now(), "server_set": sset})
         return eng
 
@@ -283,6 +321,10 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
                         MetricsSampler(w, endpoint, plan.sampler.metrics_interval_s).run(session, stop)))
                 # Describe every (re)started server: its flags may differ.
                 info = await asyncio.to_thread(engine.describe)
+                if info.get("models") is None and headers:
+                    # A server started with --api-key refuses /v1/models without the token
+                    # (describe() never holds it); ask again with the session's header.
+                    info["models"] = await models_with_key(session, engine.endpoint)
                 models = info.get("models") or []
                 model = models[0]["id"] if models else "default"
                 eng_info = dict(w.manifest.get("engine") or {})
@@ -320,6 +362,9 @@ def initial_manifest(plan: Plan, endpoint_override: str | None) -> dict[str, Any
     gpus, absent = describe_gpus()
     cfg_path = plan.engine.model_config or (TINY_MODEL_DIR if plan.engine.mode == "embedded" else None)
     config, cfg_src = collect_model_config(cfg_path)
+    if plan.engine.model_config and config is None:
+        raise PlanError(f"{plan.source or 'plan'} [engine].model_config: cannot read a JSON "
+                        f"config.json at {plan.engine.model_config}")
     return {
         "tool": collect_tool_metadata(), "host": collect_host_metadata(),
         "gpus": gpus, "gpu_absent_reason": absent,
@@ -331,6 +376,29 @@ def initial_manifest(plan: Plan, endpoint_override: str | None) -> dict[str, Any
     }
 
 
+# Server flags whose value is a credential; environment names that hold one.
+SECRET_FLAGS = ("--api-key", "--hf-token", "--ssl-keyfile-password")
+SECRET_ENV = re.compile(r"(?:^|_)(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)(?:$|_)", re.I)
+
+
+def secrets_of(plan: Plan, api_key: str | None) -> list[str]:
+    """Every credential the round knows of, to be kept out of the bundle."""
+    out = [api_key] if api_key else []
+    e = plan.engine
+    try:
+        argv = shlex.split(e.command) if isinstance(e.command, str) else list(e.command or [])
+    except ValueError:
+        argv = []
+    argv += [str(f) for f in e.flags] + [str(f) for fl in plan.sweep.server_flags for f in fl]
+    for i, a in enumerate(argv):
+        if a in SECRET_FLAGS and i + 1 < len(argv):
+            out.append(argv[i + 1])
+        elif a.startswith(tuple(f + "=" for f in SECRET_FLAGS)):
+            out.append(a.split("=", 1)[1])
+    out += [str(v) for k, v in (e.env or {}).items() if SECRET_ENV.search(k)]
+    return out
+
+
 def run_round(plan: Plan, out: Path, endpoint_override: str | None = None,
               resume: bool = False, api_key: str | None = None) -> str:
     """Run PLAN into the bundle OUT; return the final status."""
@@ -338,7 +406,8 @@ def run_round(plan: Plan, out: Path, endpoint_override: str | None = None,
         plan.engine.mode, plan.engine.endpoint = "endpoint", endpoint_override
     resuming = resume and (out / "manifest.json").exists()
     skip = completed_points(out) if resuming else set()
-    writer = BundleWriter(out, initial_manifest(plan, endpoint_override), resume=resuming)
+    writer = BundleWriter(out, initial_manifest(plan, endpoint_override), resume=resuming,
+                          secrets=secrets_of(plan, api_key))
     if resuming:
         writer.update(status="running", status_reason=None)
     status, reason = "failed", None

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from bench.bundle import BundleError, find_bundles
 
+FORMATS = ("html", "pdf")
+
 SUMMARY_KEYS = [
     ("requests", "requests", 0), ("failed", "failed", 0),
     ("output_tokens_per_s", "output_tok_s", 1), ("total_tokens_per_s", "total_tok_s", 1),
@@ -26,7 +28,7 @@ def round_id_for(bundle: Path) -> str:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from report.compose import compose_rounds
-    from report.site import build_site
+    from report.site import ROUND_ID, build_site
     if args.bundle:
         pairs = [(Path(args.bundle), args.round or round_id_for(Path(args.bundle)))]
     else:
@@ -40,6 +42,17 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"error: no bundles under {args.runs} (record one with `make run ROUND=N`)",
               file=sys.stderr)
         return 2
+    formats = tuple(args.formats.split(","))
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        print(f"error: --formats: unknown format {unknown[0]!r}; choose from {', '.join(FORMATS)}",
+              file=sys.stderr)
+        return 2
+    bad = next((r for _, r in pairs if not ROUND_ID.match(r)), None)
+    if bad is not None:
+        print(f"error: round id {bad!r} is not a safe directory name (letters, digits, '.', '_', "
+              "'-'); give one with --round", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
     if args.round and not args.bundle:
         # One round is compared with the round before it, so read that one too.
@@ -50,7 +63,6 @@ def cmd_build(args: argparse.Namespace) -> int:
     else:
         reports = compose_rounds(pairs)
     t1 = time.perf_counter()
-    formats = tuple(args.formats.split(","))
     built = build_site(reports, Path(args.out), formats=formats)
     t2 = time.perf_counter()
     for p in built:
@@ -59,11 +71,15 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def point_summaries(bundle_dir: Path) -> list[dict]:
-    """Per point, the client statistics from the ledger (None where absent)."""
+def point_summaries(bundle_dir: Path, warnings: list[str] | None = None) -> list[dict]:
+    """Per point, the client statistics from the ledger (None where absent); the bundle's
+    read warnings (a truncated last line) are appended to WARNINGS."""
     from bench.bundle import read_bundle
     from report.build import build_ledger, read_round
-    rd = read_round(read_bundle(bundle_dir))
+    bundle = read_bundle(bundle_dir)
+    if warnings is not None:
+        warnings.extend(bundle.warnings)
+    rd = read_round(bundle)
     led = build_ledger(rd)
     out = []
     for p in rd.points:
@@ -81,7 +97,10 @@ def cmd_summary(args: argparse.Namespace) -> int:
     d = Path(args.run_dir)
     if (d / "bundle" / "manifest.json").exists():
         d = d / "bundle"
-    rows = point_summaries(d)
+    warnings: list[str] = []
+    rows = point_summaries(d, warnings)
+    for w in warnings:
+        print(f"warning: {d}/{w}", file=sys.stderr)
     if args.json:
         print(json.dumps({"bundle": str(d), "points": rows}, indent=2))
         return 0
@@ -119,4 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         return {"build": cmd_build, "summary": cmd_summary}[args.cmd](args)
     except BundleError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # an unwritable --out, a file where a directory should be
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
