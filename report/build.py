@@ -263,8 +263,11 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
     cfg = rd.config
     csrc = (f"{rd.name}/manifest.json: model.config",)
     if cfg is None:
-        led.record("r.kv_bytes_per_token", None, unit="B", doc="KV bytes per token from the architecture",
-                   missing="the bundle has no model config.json")
+        why = "the bundle has no model config.json (give [engine].model_config for an external server)"
+        for key, unit, doc in (("r.kv_bytes_per_token", "B", "KV bytes per token from the architecture"),
+                               ("r.kv_bytes_per_token_mha", "B", "KV bytes per token if every head had its own KV head"),
+                               ("r.params_non_embedding", "", "Parameters outside the embeddings")):
+            led.record(key, None, unit=unit, doc=doc, sources=csrc, missing=why)
     else:
         led.derive("r.kv_bytes_per_token", T.model_kv_bytes_per_token, unit="B", sources=csrc, config=cfg)
         led.derive("r.kv_bytes_per_token_mha", T.model_mha_kv_bytes_per_token, unit="B", sources=csrc, config=cfg)

@@ -62,11 +62,13 @@ def test_server_flag_sweep_restarts_the_server(tmp_path):
 mode = "embedded"
 [workload]
 input_len = 16
-output_len = 16
+output_len = 64
 [sweep]
 concurrency = [4]
 requests_per_point = 8
 server_flags = [[], ["--max-num-seqs", "2"]]
+[sampler]
+metrics_interval_s = 0.25
 """)
     out = tmp_path / "b"
     run_bench("run", "--plan", str(plan), "--out", str(out), timeout=900)
