@@ -316,6 +316,18 @@ def sampler_ledger(led: Ledger, rd: RoundData) -> None:
         led.derive("r.duration_s", A.difference, unit="s", sources=src, a=t1, b=t0)
         led.derive("r.preemptions", S.counter_increase, unit="", sources=src, scrapes=sc, t_start=t0,
                    t_end=t1, name="vllm:num_preemptions_total")
+    else:
+        why = ("the round ran without the /metrics sampler" if not _plan_metrics(rd)
+               else "no /metrics scrape was recorded")
+        led.record("r.duration_s", None, unit="s", doc="Time between the first and last scrape",
+                   sources=src, missing=why)
+        led.record("r.preemptions", None, doc="Preemptions the server counted over the round",
+                   sources=src, missing=why)
+
+
+def _plan_metrics(rd: RoundData) -> bool:
+    """Whether the round's plan had the /metrics sampler on."""
+    return bool(((rd.bundle.manifest.get("plan") or {}).get("sampler") or {}).get("metrics", True))
 
 
 def build_ledger(rd: RoundData) -> Ledger:

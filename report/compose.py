@@ -139,6 +139,9 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     facts["flops_close"] = FLOPS_CLOSE
     facts["peak_label"] = rd.extras.get("peak_label")
     facts["peak_missing"] = rd.extras.get("peak_missing")
+    # Cross-round facts default to "not available"; cross_round_ledger fills what applies.
+    facts.update(prev_round=None, prev_differs=[], common_points=[], comparable=False,
+                 repro_points=0, prefill_ref_point=None, occupancy_point=None)
     prev_led, prev_pids = None, []
     if prev is not None:
         prev_rd, prev_led = prev
