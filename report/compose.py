@@ -139,6 +139,10 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     facts["flops_close"] = FLOPS_CLOSE
     facts["peak_label"] = rd.extras.get("peak_label")
     facts["peak_missing"] = rd.extras.get("peak_missing")
+    from report.reasons import to_chinese
+    facts["peak_missing_zh"] = to_chinese(facts["peak_missing"]) if facts["peak_missing"] else None
+    facts["gpu_absent_reason_zh"] = (to_chinese(facts["gpu_absent_reason"])
+                                     if facts.get("gpu_absent_reason") else None)
     # Cross-round facts default to "not available"; cross_round_ledger fills what applies.
     facts.update(prev_round=None, prev_differs=[], common_points=[], comparable=False,
                  repro_points=0, prefill_ref_point=None, occupancy_point=None)

@@ -81,7 +81,11 @@ def missing_text(value: Value, lang: str, short: bool = False) -> str:
     w = WORDS[lang]
     if short:
         return w["missing_short"]
-    return w["missing"].format(reason=value.missing or w["no_reason"])
+    reason = value.missing or w["no_reason"]
+    if lang == "zh" and value.missing:
+        from report.reasons import to_chinese
+        reason = to_chinese(reason)
+    return w["missing"].format(reason=reason)
 
 
 def absent(value: Value) -> bool:

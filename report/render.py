@@ -561,7 +561,7 @@ class _Assembly:
         for c in b.payload:
             value = self.report.ledger[c.key]
             if absent(value):
-                c.missing = missing_reason(value)
+                c.missing = self._reason(value)
         return m.cards(items=b.payload)
 
     # -- references and ids --
@@ -632,9 +632,17 @@ class _Assembly:
             "raw": raw, "raw_differs": raw_differs, "unit": value.unit, "doc": value.doc,
             "func": value.func, "observed": observed,
             "inputs": self._inputs(value), "sources": value.sources, "flags": value.flags,
-            "missing": missing_reason(value),
+            "missing": self._reason(value),
             "input_only": key not in self.shown,
         }
+
+    def _reason(self, value) -> str:
+        """Why VALUE is absent, in the page's language where the wording is known."""
+        reason = missing_reason(value)
+        if reason and self.lang == "zh":
+            from report.reasons import to_chinese
+            reason = to_chinese(reason)
+        return reason
 
     def popup(self, key: str) -> Markup:
         if key not in self._pop_cache:
