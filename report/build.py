@@ -96,7 +96,8 @@ def _src_requests(rd: RoundData, p: PointData) -> tuple[str, ...]:
 
 def _src_metrics(rd: RoundData, a: float, b: float, what: str = "") -> tuple[str, ...]:
     n = sum(1 for s in rd.bundle.metrics if a <= s["t"] <= b)
-    return (f"{rd.name}/{rd.bundle.file_for('metrics')}: {n} scrapes, t ∈ [{a:.1f}, {b:.1f}] s"
+    span = "whole round" if a == float("-inf") and b == float("inf") else f"t ∈ [{a:.1f}, {b:.1f}] s"
+    return (f"{rd.name}/{rd.bundle.file_for('metrics')}: {n} scrapes, {span}"
             + (f" ({what})" if what else ""),)
 
 

@@ -26,9 +26,9 @@ KV_COLUMNS = [
     ("concurrency", {"zh": "C", "en": "C"}, "", 0),
     ("input_len", {"zh": "输入", "en": "In"}, "tok", 0),
     ("effective_concurrency", {"zh": "实际并发", "en": "Running"}, "", 1),
-    ("kv_expected_mean_effective", {"zh": "理论均值", "en": "Expected mean"}, "%", 1),
+    ("kv_expected_median", {"zh": "理论中位数", "en": "Expected median"}, "%", 1),
     ("kv_usage_p50", {"zh": "实测 p50", "en": "Measured p50"}, "%", 1),
-    ("kv_error_pp", {"zh": "误差 pp", "en": "Error pp"}, "pp", 2),
+    ("kv_error_pp", {"zh": "误差", "en": "Error"}, "pp", 2),
     ("kv_expected_peak", {"zh": "理论峰值", "en": "Expected peak"}, "%", 1),
     ("kv_usage_peak", {"zh": "实测峰值", "en": "Measured peak"}, "%", 1),
 ]
