@@ -355,23 +355,19 @@ def peak_ledger(led: Ledger, rd: RoundData) -> None:
     src = (f"{rd.name}/manifest.json: gpus; report/data/gpus.toml",)
     doc_f = "Dense bf16 tensor peak of the GPU, from the spec table"
     doc_b = "Peak memory bandwidth of the GPU, from the spec table"
-    if not gpus:
+    spec = lookup_gpu(gpus[0].get("name", "")) if gpus else None
+    if spec is None:
         reason = ("no GPU: the engine ran on the CPU, and no peak FLOP/s or memory bandwidth is "
-                  "known for this CPU, so MFU and MBU are not computed")
+                  "known for this CPU, so MFU and MBU are not computed" if not gpus else
+                  f"the GPU {gpus[0].get('name')!r} is not in the spec table, so its peaks are unknown")
         rd.extras["peak_missing"] = reason
         led.record("r.peak_flops", None, unit="FLOP/s", doc=doc_f, sources=src, missing=reason)
         led.record("r.peak_bandwidth", None, unit="B/s", doc=doc_b, sources=src, missing=reason)
-        return
-    spec = lookup_gpu(gpus[0].get("name", ""))
-    if spec is None:
-        reason = f"the GPU {gpus[0].get('name')!r} is not in the spec table, so its peaks are unknown"
-        led.record("r.peak_flops", None, unit="FLOP/s", doc=doc_f, sources=src, missing=reason)
-        led.record("r.peak_bandwidth", None, unit="B/s", doc=doc_b, sources=src, missing=reason)
-        return
-    rd.extras["peak_label"] = spec.peak_label("bf16")
-    rd.extras["gpu_spec"] = spec.name
-    led.record("r.peak_flops", spec.peak_flops("bf16"), unit="FLOP/s", doc=doc_f, sources=src)
-    led.record("r.peak_bandwidth", spec.memory_bandwidth, unit="B/s", doc=doc_b, sources=src)
+    else:
+        rd.extras["peak_label"] = spec.peak_label("bf16")
+        rd.extras["gpu_spec"] = spec.name
+        led.record("r.peak_flops", spec.peak_flops("bf16"), unit="FLOP/s", doc=doc_f, sources=src)
+        led.record("r.peak_bandwidth", spec.memory_bandwidth, unit="B/s", doc=doc_b, sources=src)
     led.derive("r.ridge", T.ridge_flops_per_byte, unit="FLOP/B", peak_flops=led["r.peak_flops"],
                peak_bandwidth=led["r.peak_bandwidth"])
 

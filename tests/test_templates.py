@@ -62,7 +62,9 @@ def key_literals(path: Path) -> set[str]:
         while j >= 0 and toks[j][0] in ("name", "tilde", "operator", "string") and toks[j][1] not in ("(", ","):
             j -= 1
         if j >= 1 and toks[j][1] == "(" and toks[j - 1][0] == "name" and toks[j - 1][1] in NUMBER_FUNCS:
-            out.add(value[1:-1].lstrip("."))
+            name = value[1:-1]
+            if not name.endswith("."):  # "p." ~ point ~ ".x": the prefix is not a key
+                out.add(name.lstrip("."))
     return out
 
 
