@@ -45,28 +45,32 @@ def completion_payload(model: str, prompt: Any, max_tokens: int, *, api: str = "
 
 
 class SSEParser:
-    """Splits a byte stream into SSE `data:` payloads; comments and other fields are skipped."""
+    """Splits a byte stream into SSE `data:` payloads; comments and other fields are skipped.
+
+    Linear in the bytes fed: one read may hold thousands of events when the client is behind,
+    so events are split in one pass (`bytes.split`), never by repeated find-and-slice.
+    """
 
     def __init__(self) -> None:
         self.buf = b""
 
     def feed(self, data: bytes) -> list[str]:
-        self.buf += data
+        buf = self.buf + data if self.buf else data
+        if b"\r" in buf:
+            # Events end with a blank line; accept \r\n line ends as \n (a \r split from its
+            # \n by a read boundary stays in the remainder and is joined on the next feed).
+            buf = buf.replace(b"\r\n", b"\n")
+        events = buf.split(b"\n\n")
+        self.buf = events.pop()
         out = []
-        while True:
-            # Events end with a blank line; accept \n\n and \r\n\r\n.
-            i = self.buf.find(b"\n\n")
-            j = self.buf.find(b"\r\n\r\n")
-            if i < 0 and j < 0:
-                return out
-            if j >= 0 and (i < 0 or j < i):
-                event, self.buf = self.buf[:j], self.buf[j + 4:]
-            else:
-                event, self.buf = self.buf[:i], self.buf[i + 2:]
-            lines = [ln for ln in event.replace(b"\r\n", b"\n").split(b"\n")
-                     if ln.startswith(b"data:")]
+        for event in events:
+            if event[:5] == b"data:" and b"\n" not in event:   # the usual one-line event
+                out.append(event[5:].lstrip(b" ").decode("utf-8", "replace"))
+                continue
+            lines = [ln for ln in event.split(b"\n") if ln.startswith(b"data:")]
             if lines:
                 out.append(b"\n".join(ln[5:].lstrip(b" ") for ln in lines).decode("utf-8", "replace"))
+        return out
 
 
 def _chunk_tokens(event: dict, prev_cum: int | None, mode: str) -> tuple[int | None, int | None]:
@@ -136,18 +140,23 @@ async def stream_request(session: aiohttp.ClientSession, url: str, body: dict[st
                         msg = err.get("message") if isinstance(err, dict) else err
                         rec["error"] = f"error event in stream: {str(msg)[:MAX_ERROR_BODY]}"
                         continue
-                    if _has_content(event, api):
-                        n, cum = _chunk_tokens(event, cum, chunk_token_counts)
-                        rec["chunks"].append([t, n])
-                        if rec["t_first"] is None:
-                            rec["t_first"] = t
-                        fr = event["choices"][0].get("finish_reason")
-                        if fr:
-                            rec["finish_reason"] = fr
-                    elif isinstance(event.get("usage"), dict) and not event.get("choices"):
-                        rec["usage"] = event["usage"]
-                        if isinstance(event.get("metrics"), dict):
-                            rec["server_metrics"] = event["metrics"]
+                    try:
+                        if _has_content(event, api):
+                            n, new_cum = _chunk_tokens(event, cum, chunk_token_counts)
+                            fr = event["choices"][0].get("finish_reason")
+                            cum = new_cum
+                            rec["chunks"].append((t, n))   # a tuple: untracked by the GC
+                            if rec["t_first"] is None:
+                                rec["t_first"] = t
+                            if fr:
+                                rec["finish_reason"] = fr
+                        elif isinstance(event.get("usage"), dict) and not event.get("choices"):
+                            rec["usage"] = event["usage"]
+                            if isinstance(event.get("metrics"), dict):
+                                rec["server_metrics"] = event["metrics"]
+                    except (TypeError, ValueError, AttributeError, KeyError, IndexError):
+                        # Valid JSON of an unexpected shape (e.g. a null token count).
+                        rec["error"] = f"malformed SSE event: {payload[:200]!r}"
             rec["t_end"] = now()
     except asyncio.CancelledError:
         rec["t_end"] = now()
