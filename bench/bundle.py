@@ -20,6 +20,7 @@ import gzip
 import io
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -183,7 +184,7 @@ class BundleWriter:
             if p.exists() and p.stat().st_size > compress_over:
                 gz = p.with_suffix(".jsonl.gz")
                 with open(p, "rb") as src, gzip.GzipFile(gz, "wb", mtime=0) as dst:
-                    dst.write(src.read())
+                    shutil.copyfileobj(src, dst, 1 << 20)  # streamed: a large round never sits in memory
                 p.unlink()
             for cand in (p, p.with_suffix(".jsonl.gz")):
                 if cand.exists():

@@ -93,11 +93,15 @@ def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: Round
                        sources=tuple(v.key for v in vals))
     facts["repro_points"] = len(tput)
     # Prefill under concurrency (item 14): the same prompt length at C=1 in the previous round.
-    for p in pts:
+    # The highest-concurrency point of this round whose prompt length the previous round
+    # measured alone, with its prefill known on both sides.
+    for p in sorted(pts, key=lambda p: -(p.settings.get("concurrency") or 0)):
         ref = next((q for q in prev_pts if q.settings.get("concurrency") == 1
                     and q.settings.get("input_len") == p.settings.get("input_len")
                     and q.settings.get("output_len") == p.settings.get("output_len")), None)
-        if ref is None or p.settings.get("concurrency") == 1:
+        if (ref is None or p.settings.get("concurrency") == 1
+                or not prev_led[f"p.{ref.pid}.prefill_ms_mean"].present
+                or not led[f"p.{p.pid}.prefill_ms_mean"].present):
             continue
         base = import_value(led, f"x.prev.{ref.pid}.prefill_ms_mean",
                             prev_led[f"p.{ref.pid}.prefill_ms_mean"], prev.name)
