@@ -168,7 +168,7 @@ def fig_queue_vs_prefill(led: Ledger, pids: list[str], axis: str) -> Figure | No
     """Queue and prefill means against concurrency on a log scale (ANALYSES.md item 2)."""
     parts = {"queue": "queue_ms_mean", "prefill": "prefill_ms_mean", "ttft_mean": "ttft_ms_mean"}
     rows_any, keys = _rows(led, pids, axis, parts)
-    rows_any = [r for r in rows_any if r["y"] > 0]
+    rows_any = [r for r in rows_any if r["y"] > 0 and r["series"] in ("queue", "prefill")]
     if len(rows_any) < 3:
         return None
 
