@@ -24,6 +24,24 @@ import threading
 
 from aiohttp import web
 
+from bench.engine import TINY_MODEL_DIR
+
+# A short two-point round against a fake server (the embedded model's config gives the
+# report its architecture; the fake serves no real model).
+FAKE_ROUND_PLAN = f"""
+[engine]
+model_config = "{TINY_MODEL_DIR}"
+[workload]
+input_len = 16
+output_len = 8
+[sweep]
+concurrency = [1, 2]
+requests_per_point = 6
+cooldown_s = 0.2
+[sampler]
+metrics_interval_s = 0.25
+"""
+
 OK_PAGE = """# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{{engine="0",model_name="{model}"}} {running}

@@ -14,23 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.engine import TINY_MODEL_DIR
 from tests.conftest import ROOT, run_bench
-from tests.fakeserver import FakeServer
+from tests.fakeserver import FAKE_ROUND_PLAN, FakeServer
 
-PLAN = f"""
-[engine]
-model_config = "{TINY_MODEL_DIR}"
-[workload]
-input_len = 16
-output_len = 8
-[sweep]
-concurrency = [1, 2]
-requests_per_point = 6
-cooldown_s = 0.2
-[sampler]
-metrics_interval_s = 0.25
-"""
+PLAN = FAKE_ROUND_PLAN
 DEAD_ENDPOINT = "http://127.0.0.1:9"  # never contacted: the input is refused first
 
 

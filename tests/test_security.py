@@ -17,27 +17,15 @@ from pathlib import Path
 import pytest
 
 from bench.bundle import REDACTED, read_bundle
-from bench.engine import TINY_MODEL_DIR, free_port
+from bench.engine import free_port
 from tests.conftest import ROOT, run_bench
-from tests.fakeserver import FakeServer
+from tests.fakeserver import FAKE_ROUND_PLAN, FakeServer
 
 MODEL = "<script>alert(1)</script>"
 VERSION = "<img src=x onerror=alert(2)>"
 ERROR_BODY = '<iframe src="javascript:alert(3)"></iframe>'
 KEY = "sk-test-SECRET123"
-PLAN = f"""
-[engine]
-model_config = "{TINY_MODEL_DIR}"
-[workload]
-input_len = 16
-output_len = 8
-[sweep]
-concurrency = [1, 2]
-requests_per_point = 6
-cooldown_s = 0.2
-[sampler]
-metrics_interval_s = 0.25
-"""
+PLAN = FAKE_ROUND_PLAN
 
 
 def build(bundle: Path, out: Path, round_id: str = "x") -> dict[str, str]:
