@@ -30,7 +30,7 @@ TEXT: dict[str, dict[str, str]] = {
         "throughput_title": "吞吐随 {axis} 的变化", "ttft_title": "TTFT 三段分解(均值,堆叠)",
         "latency_title": "延迟分位数", "timeline_title": "运行数 / 等待数 / KV 占用",
         "kv_title": "KV 占用:实测与理论", "measured_p50": "实测 p50 (稳态)", "measured_peak": "实测峰值",
-        "expected_peak": "理论峰值", "expected_mean": "理论均值", "fraction": "占 KV 池比例 %",
+        "expected_peak": "理论峰值", "expected_mean": "理论均值", "expected_median": "理论中位数", "fraction": "占 KV 池比例 %",
         "qvp_title": "排队 vs prefill(对数纵轴)", "ttft_mean": "客户端 TTFT 均值",
         "iter_title": "每次迭代的 token 构成", "decode": "decode(≈ running 中位数)",
         "prefill_chunk": "混入的 prefill 块", "tokens": "token 数",
@@ -50,7 +50,8 @@ TEXT: dict[str, dict[str, str]] = {
         "latency_title": "Latency percentiles", "timeline_title": "Running / waiting / KV usage",
         "kv_title": "KV usage: measured and expected", "measured_p50": "Measured p50 (steady)",
         "measured_peak": "Measured peak", "expected_peak": "Expected peak",
-        "expected_mean": "Expected mean", "fraction": "Share of the KV pool %",
+        "expected_mean": "Expected mean", "expected_median": "Expected median",
+        "fraction": "Share of the KV pool %",
         "qvp_title": "Queue vs prefill (log y)", "ttft_mean": "Client TTFT mean",
         "iter_title": "Tokens per engine step", "decode": "Decode (≈ median running)",
         "prefill_chunk": "Prefill chunks mixed in", "tokens": "Tokens",
@@ -93,7 +94,7 @@ def _line(rows, t: dict, axis: str, y_title: str, title: str = "", log_y: bool =
     # Series keep the order they were given in, so a quantity has one colour in every chart.
     domain = list(dict.fromkeys(r["series"] for r in rows))
     ch = alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X("x:Q", title=t[axis], scale=xs, axis=alt.Axis(values=ticks, format="~s")),
+        x=alt.X("x:Q", title=t[axis], scale=xs, axis=alt.Axis(values=ticks, format="d" if all(float(x).is_integer() for x in ticks) else "~s")),
         y=alt.Y("y:Q", title=y_title, scale=ys),
         color=alt.Color("series:N", title=t["series"], sort=domain,
                         scale=alt.Scale(domain=domain, range=PALETTE[:len(domain)]),
@@ -206,7 +207,7 @@ def fig_iteration(led: Ledger, pids: list[str], axis: str) -> Figure | None:
 def fig_kv(led: Ledger, pids: list[str], axis: str) -> Figure | None:
     """Measured KV usage against the block-rounded expectation (ANALYSES.md item 7)."""
     parts = {"measured_p50": "kv_usage_p50", "measured_peak": "kv_usage_peak",
-             "expected_peak": "kv_expected_peak", "expected_mean": "kv_expected_mean"}
+             "expected_peak": "kv_expected_peak", "expected_median": "kv_expected_median"}
     rows_any, keys = _rows(led, pids, axis, parts, scale=100)
     if len(rows_any) < 2:
         return None
