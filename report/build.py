@@ -370,6 +370,8 @@ def peak_ledger(led: Ledger, rd: RoundData) -> None:
         led.record("r.peak_bandwidth", spec.memory_bandwidth, unit="B/s", doc=doc_b, sources=src)
     led.derive("r.ridge", T.ridge_flops_per_byte, unit="FLOP/B", peak_flops=led["r.peak_flops"],
                peak_bandwidth=led["r.peak_bandwidth"])
+    led.derive("r.peak_tflops", A.tera, unit="TFLOP/s", value=led["r.peak_flops"])
+    led.derive("r.peak_tb_s", A.tera, unit="TB/s", value=led["r.peak_bandwidth"])
 
 
 def kv_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
