@@ -259,7 +259,7 @@ def bracketing_window(scrapes: list, t_start: float, t_end: float) -> tuple[floa
 
 
 def identity_of(value: float) -> float:
-    """The same value, carried over from another round's ledger."""
+    """The same value under another name: carried over from another round, or the source chosen."""
     return value
 
 

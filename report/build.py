@@ -257,7 +257,7 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
     led.derive("r.pool_agreement", A.pool_tokens_agreement, unit="fraction",
                log_tokens=led["r.pool_tokens_log"], metric_tokens=led["r.pool_tokens_metrics"])
     pool_v = led["r.pool_tokens_metrics"] if led["r.pool_tokens_metrics"].present else led["r.pool_tokens_log"]
-    led.derive("r.pool_tokens", _identity, unit="tok", value=pool_v)
+    led.derive("r.pool_tokens", A.identity_of, unit="tok", value=pool_v)
     # vLLM's usage gauge excludes the null block: 1 - free/(num_gpu_blocks - 1).
     led.derive("r.pool_tokens_usable", A.usable_pool_tokens, unit="tok",
                pool_tokens=led["r.pool_tokens"], block_size=led["r.block_size"])
@@ -289,14 +289,9 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
                missing="no --num-gpu-blocks-override line in the log")
     sized = (led.derive("r.pool_tokens_sized", A.product, unit="tok", a=led["r.blocks_before_override"],
                         b=led["r.block_size"]) if blocks_profiled is not None
-             else led.derive("r.pool_tokens_sized", _identity, unit="tok", value=led["r.pool_tokens_log"]))
+             else led.derive("r.pool_tokens_sized", A.identity_of, unit="tok", value=led["r.pool_tokens_log"]))
     led.derive("r.pool_memory_agreement", A.relative_difference, unit="fraction",
                new=led["r.pool_tokens_from_memory"], old=sized)
-
-
-def _identity(value: Any) -> Any:
-    """The same value under another name."""
-    return value
 
 
 def sampler_ledger(led: Ledger, rd: RoundData) -> None:
