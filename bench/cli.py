@@ -7,14 +7,12 @@ import os
 import shlex
 import signal
 import sys
-import tomllib
 import urllib.parse
 from pathlib import Path
 
 from bench.bundle import BundleError
 from bench.engine import EngineError
 from bench.plan import (
-    SECTIONS,
     Plan,
     PlanError,
     SamplerSpec,
@@ -67,61 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-# The element types of a plan's list and table keys. bench/plan.py checks scalars and that a
-# list is a list; a wrong element ("input_len = ['a']") would otherwise fail deep inside.
-ELEMENT_TYPES: dict[tuple[str, str], tuple[type, ...]] = {
-    ("engine", "flags"): (str,), ("engine", "env"): (str,),
-    ("sweep", "concurrency"): (int,), ("sweep", "input_len"): (int,),
-    ("sweep", "request_rate"): (int, float), ("sweep", "server_flags"): (list,),
-}
-TOP_TYPES: dict[str, tuple[type, ...]] = {"id": (str,), "title": (str,), "seed": (int,)}
-
-
-def _what(types: tuple[type, ...]) -> str:
-    return {int: "an integer", float: "a number", str: "a string", list: "a list"}[types[-1]]
-
-
-def _is(value, types: tuple[type, ...]) -> bool:
-    return isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
-
-
-def check_plan_types(path: str) -> None:
-    """Refuse a plan value of the wrong type, naming the file and key (before load_plan)."""
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return  # load_plan reports these, naming the file (and line)
-    for key, types in TOP_TYPES.items():
-        if key in data and not _is(data[key], types):
-            raise PlanError(f"{path}: {key} must be {_what(types)}, got {data[key]!r}")
-    for section, cls in SECTIONS.items():
-        table = data.get(section)
-        if not isinstance(table, dict):
-            continue  # load_plan says it must be a table
-        defaults = cls()
-        for key, value in table.items():
-            if not hasattr(defaults, key):
-                continue  # load_plan names unknown keys
-            default, where = getattr(defaults, key), f"{path} [{section}].{key}"
-            if isinstance(default, str) and not isinstance(value, str):
-                raise PlanError(f"{where}: expected a string, got {value!r}")
-            if isinstance(default, dict):
-                if not isinstance(value, dict):
-                    raise PlanError(f"{where}: expected a table, got {value!r}")
-                value = list(value.values())
-            types = ELEMENT_TYPES.get((section, key))
-            if types and isinstance(value, list):
-                for x in value:
-                    if not _is(x, types):
-                        raise PlanError(f"{where}: {x!r} is not {_what(types)}")
-                    if key == "server_flags" and not all(isinstance(f, str) for f in x):
-                        raise PlanError(f"{where}: every flag must be a string, got {x!r}")
-
-
 def plan_from_args(args: argparse.Namespace) -> Plan:
     """The plan file (if any) with the ad-hoc flags applied on top."""
-    if args.plan:
-        check_plan_types(args.plan)
     plan = load_plan(args.plan) if args.plan else Plan(workload=WorkloadSpec(), sweep=SweepSpec(),
                                                       sampler=SamplerSpec())
     w, s = plan.workload, plan.sweep

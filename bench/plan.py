@@ -132,12 +132,60 @@ def _build(cls, data: dict[str, Any], where: str):
     return obj
 
 
+# The element types of a plan's list and table keys; _build checks scalars and that a list is
+# a list, check_plan_types the rest, so a wrong element ("input_len = ['a']") fails here.
+ELEMENT_TYPES: dict[tuple[str, str], tuple[type, ...]] = {
+    ("engine", "flags"): (str,), ("engine", "env"): (str,),
+    ("sweep", "concurrency"): (int,), ("sweep", "input_len"): (int,),
+    ("sweep", "request_rate"): (int, float), ("sweep", "server_flags"): (list,),
+}
+TOP_TYPES: dict[str, tuple[type, ...]] = {"id": (str,), "title": (str,), "seed": (int,)}
+
+
+def _what(types: tuple[type, ...]) -> str:
+    return {int: "an integer", float: "a number", str: "a string", list: "a list"}[types[-1]]
+
+
+def _is(value, types: tuple[type, ...]) -> bool:
+    return isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+
+
+def check_plan_types(data: dict[str, Any], path: str) -> None:
+    """Refuse a plan value of the wrong type, naming the file and key."""
+    for key, types in TOP_TYPES.items():
+        if key in data and not _is(data[key], types):
+            raise PlanError(f"{path}: {key} must be {_what(types)}, got {data[key]!r}")
+    for section, cls in SECTIONS.items():
+        table = data.get(section)
+        if not isinstance(table, dict):
+            continue  # load_plan says it must be a table
+        defaults = cls()
+        for key, value in table.items():
+            if not hasattr(defaults, key):
+                continue  # load_plan names unknown keys
+            default, where = getattr(defaults, key), f"{path} [{section}].{key}"
+            if isinstance(default, str) and not isinstance(value, str):
+                raise PlanError(f"{where}: expected a string, got {value!r}")
+            if isinstance(default, dict):
+                if not isinstance(value, dict):
+                    raise PlanError(f"{where}: expected a table, got {value!r}")
+                value = list(value.values())
+            types = ELEMENT_TYPES.get((section, key))
+            if types and isinstance(value, list):
+                for x in value:
+                    if not _is(x, types):
+                        raise PlanError(f"{where}: {x!r} is not {_what(types)}")
+                    if key == "server_flags" and not all(isinstance(f, str) for f in x):
+                        raise PlanError(f"{where}: every flag must be a string, got {x!r}")
+
+
 def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
     """Validate a parsed plan strictly: a typo'd key is an error naming the file and key."""
     unknown = set(data) - TOP_KEYS - set(SECTIONS)
     if unknown:
         raise PlanError(f"{source}: unknown key(s) {sorted(unknown)}; known: "
                         f"{sorted(TOP_KEYS | set(SECTIONS))}")
+    check_plan_types(data, source)
     plan = Plan(source=source)
     for k in TOP_KEYS & set(data):
         setattr(plan, k, data[k])
