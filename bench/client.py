@@ -22,6 +22,12 @@ READ_BUFSIZE = 1 << 20
 MAX_ERROR_BODY = 2000
 
 
+def open_stream_session(headers: dict | None = None) -> aiohttp.ClientSession:
+    """The connection pool streaming requests go through (closed with `await s.close()`)."""
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=60),
+                                 read_bufsize=READ_BUFSIZE, headers=headers)
+
+
 def completion_payload(model: str, prompt: Any, max_tokens: int, *, api: str = "completions",
                        ignore_eos: bool = True, chunk_token_counts: str = "usage",
                        seed: int | None = None) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Any
 import aiohttp
 
 from bench.bundle import BundleWriter, read_bundle
-from bench.client import READ_BUFSIZE, completion_payload, stream_request
+from bench.client import completion_payload, open_stream_session, stream_request
 from bench.engine import TINY_MODEL_DIR, Engine, EngineError, free_port
 from bench.exposition import parse_exposition
 from bench.plan import Plan, PlanError
@@ -271,9 +271,9 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
     stop = asyncio.Event()
     progress = Progress(len(points))
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-    connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60)
-    session = aiohttp.ClientSession(connector=connector, read_bufsize=READ_BUFSIZE,
-                                    headers=headers)
+    # Two pools: streams, and the side requests (/metrics, /v1/models) kept off them.
+    session = aiohttp.ClientSession(headers=headers)
+    streams = open_stream_session(headers)
     side: list[asyncio.Task] = []
     sampling = False
     model = None
@@ -335,7 +335,7 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
                 m["served_name"] = model
                 w.update(model=m)
             try:
-                await run_point(session, engine, plan, point, idx, w, progress, model, headers)
+                await run_point(streams, engine, plan, point, idx, w, progress, model, headers)
             except ServerDied as e:
                 if engine.owned and plan.engine.restart_on_failure:
                     print(f"point {point['id']}: server died ({e}); restarting it", file=sys.stderr)
@@ -353,6 +353,7 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
             except (asyncio.TimeoutError, asyncio.CancelledError, Exception):  # noqa: BLE001
                 t.cancel()
         await session.close()
+        await streams.close()
         await stop_engine()
 
 
