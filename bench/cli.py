@@ -60,6 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--metrics-interval", type=float)
     r.add_argument("--api", choices=("completions", "chat"))
     r.add_argument("--seed", type=int)
+    r.add_argument("--workers", type=int, help="client processes that generate a point's load "
+                                               "(default 1: one process)")
+    r.add_argument("--worker-cpus", type=int_list,
+                   help="pin client worker k to CPU N[k %% len]: comma-separated CPU numbers")
     r.add_argument("--out", required=True, help="bundle directory to create")
     r.add_argument("--resume", action="store_true", help="run only the points still missing")
     return ap
@@ -104,6 +108,10 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         w.api = args.api
     if args.seed is not None:
         plan.seed = args.seed
+    if args.workers is not None:
+        plan.client.workers = args.workers
+    if args.worker_cpus:
+        plan.client.cpu_affinity = args.worker_cpus
     check_plan(plan)
     if args.endpoint:
         check_endpoint(args.endpoint, "--endpoint")

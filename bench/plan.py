@@ -70,6 +70,12 @@ class SamplerSpec:
 
 
 @dataclass
+class ClientSpec:
+    workers: int = 1                       # load-generating processes per point (1: in-process)
+    cpu_affinity: list[int] = field(default_factory=list)  # worker k runs on cpu_affinity[k % len]
+
+
+@dataclass
 class Plan:
     id: str = "adhoc"
     title: str = ""
@@ -78,6 +84,7 @@ class Plan:
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     sweep: SweepSpec = field(default_factory=SweepSpec)
     sampler: SamplerSpec = field(default_factory=SamplerSpec)
+    client: ClientSpec = field(default_factory=ClientSpec)
     source: str = ""
 
     def points(self) -> list[dict[str, Any]]:
@@ -109,7 +116,7 @@ class Plan:
 
 
 SECTIONS = {"engine": EngineSpec, "workload": WorkloadSpec, "sweep": SweepSpec,
-            "sampler": SamplerSpec}
+            "sampler": SamplerSpec, "client": ClientSpec}
 TOP_KEYS = {"id", "title", "seed"}
 
 
@@ -138,6 +145,7 @@ ELEMENT_TYPES: dict[tuple[str, str], tuple[type, ...]] = {
     ("engine", "flags"): (str,), ("engine", "env"): (str,),
     ("sweep", "concurrency"): (int,), ("sweep", "input_len"): (int,),
     ("sweep", "request_rate"): (int, float), ("sweep", "server_flags"): (list,),
+    ("client", "cpu_affinity"): (int,),
 }
 TOP_TYPES: dict[str, tuple[type, ...]] = {"id": (str,), "title": (str,), "seed": (int,)}
 
@@ -228,6 +236,11 @@ def check_plan(plan: Plan) -> None:
         raise PlanError(f"{src}: lengths must be positive")
     if not s.server_flags or not all(isinstance(f, list) for f in s.server_flags):
         raise PlanError(f"{src} [sweep].server_flags: a list of flag lists, e.g. [[], [\"--x\"]]")
+    c = plan.client
+    if not isinstance(c.workers, int) or isinstance(c.workers, bool) or c.workers < 1:
+        raise PlanError(f"{src} [client].workers: a positive integer, got {c.workers!r}")
+    if any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in c.cpu_affinity):
+        raise PlanError(f"{src} [client].cpu_affinity: CPU numbers (integers >= 0) only")
     plan.points()
 
 

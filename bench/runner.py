@@ -127,19 +127,34 @@ class Progress:
         self.stream.flush()
 
 
-async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, point: dict,
-                    index: int, writer: BundleWriter, progress: Progress, model: str,
-                    headers: dict | None) -> str:
-    """Run one point; return "ok" or raise ServerDied."""
-    w, wl, sw = writer, plan.workload, plan.sweep
+def point_shape(plan: Plan, point: dict, index: int) -> tuple[int, int, int, bool, int, int]:
+    """(concurrency, warm-up requests, total requests, by duration, seed, prompt-pool size)."""
+    sw = plan.sweep
     C = point.get("concurrency") or 1
     warmup = sw.warmup_requests if sw.warmup_requests >= 0 else C
     n_measured = sw.requests_per_point
     by_duration = sw.duration_s > 0
     total = warmup + (n_measured if not by_duration else 10**9)
-    seed = point_seed(plan.seed, index)
-    pool = make_prompts(wl, point["input_len"], point["output_len"],
-                        min(total, warmup + max(n_measured, 1) if not by_duration else 4096), seed)
+    pool_size = min(total, warmup + max(n_measured, 1) if not by_duration else 4096)
+    return C, warmup, total, by_duration, point_seed(plan.seed, index), pool_size
+
+
+def open_loop_arrivals(plan: Plan, point: dict, total: int, warmup: int, by_duration: bool,
+                       seed: int) -> list[float]:
+    """The seeded open-loop schedule of a point: send offsets (s) from its base time."""
+    sw = plan.sweep
+    n = total if not by_duration else int(point["request_rate"] * sw.duration_s) + warmup
+    return arrival_offsets(n, point["request_rate"],
+                           sw.burstiness if sw.arrival == "gamma" else 1.0, seed)
+
+
+async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, point: dict,
+                    index: int, writer: BundleWriter, progress: Progress, model: str,
+                    headers: dict | None) -> str:
+    """Run one point; return "ok" or raise ServerDied."""
+    w, wl, sw = writer, plan.workload, plan.sweep
+    C, warmup, total, by_duration, seed, pool_size = point_shape(plan, point, index)
+    pool = make_prompts(wl, point["input_len"], point["output_len"], pool_size, seed)
     url = engine.endpoint + ("/v1/chat/completions" if wl.api == "chat" else "/v1/completions")
     w.append("points", {"point": point["id"], "event": "start", "t": w.now(), "settings": point,
                         "seed": seed})
@@ -192,9 +207,7 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
     if point.get("request_rate"):
         # Open loop: arrivals on a seeded schedule; a concurrency cap (if any) makes late
         # requests wait for a slot, and that wait is recorded apart (t_sched vs t_send).
-        n = total if not by_duration else int(point["request_rate"] * sw.duration_s) + warmup
-        offs = arrival_offsets(n, point["request_rate"], sw.burstiness if sw.arrival == "gamma" else 1.0,
-                               seed)
+        offs = open_loop_arrivals(plan, point, total, warmup, by_duration, seed)
         cap = asyncio.Semaphore(point["concurrency"] or 10**9)
         base = w.now()
         tasks = []
@@ -275,6 +288,7 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
     session = aiohttp.ClientSession(headers=headers)
     streams = open_stream_session(headers)
     side: list[asyncio.Task] = []
+    workers = None   # the client worker processes, when [client].workers > 1
     sampling = False
     model = None
 
@@ -307,6 +321,10 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
             from bench.gpu import GpuSampler
             side.append(asyncio.create_task(GpuSampler().run(w, plan.sampler.gpu_interval_s, stop)))
         side.append(asyncio.create_task(lag_monitor(w, stop)))
+        if plan.client.workers > 1 and any(p["id"] not in skip for p in points):
+            from bench.workers import WorkerPool
+            workers = WorkerPool(plan, w, headers)
+            await workers.start()
         for idx, point in enumerate(points):
             if point["id"] in skip:
                 continue
@@ -335,7 +353,10 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
                 m["served_name"] = model
                 w.update(model=m)
             try:
-                await run_point(streams, engine, plan, point, idx, w, progress, model, headers)
+                if workers is not None:
+                    await workers.run_point(engine, point, idx, progress, model)
+                else:
+                    await run_point(streams, engine, plan, point, idx, w, progress, model, headers)
             except ServerDied as e:
                 if engine.owned and plan.engine.restart_on_failure:
                     print(f"point {point['id']}: server died ({e}); restarting it", file=sys.stderr)
@@ -346,6 +367,8 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
             if plan.sweep.cooldown_s > 0:
                 await asyncio.sleep(plan.sweep.cooldown_s)
     finally:
+        if workers is not None:
+            await workers.close()
         stop.set()
         for t in side:
             try:

@@ -1,0 +1,492 @@
+"""Several client processes for one point: worker processes send, the coordinator keeps the rest.
+
+`[client].workers = N` (or `--workers N`) with N > 1 makes a round spawn N worker processes
+once (multiprocessing, spawn start method), each with its own asyncio loop and its own stream
+pool. The coordinator (the round's own process) keeps the engine, the point events, the
+samplers and the progress line; per point it hands each worker a share of the load:
+
+- closed loop at concurrency C: worker k runs C // N streams (the first C % N workers one
+  more); every stream takes its next request index from one counter in shared memory, so
+  indices are unique, the point's total is exact and warm-up requests are indices
+  0 .. warmup-1, as in one process;
+- open loop: the coordinator draws the seeded schedule once; worker k sends arrivals
+  k, k+N, k+2N, ... at their scheduled times, under its share of the concurrency cap;
+- a point never uses more workers than it has streams (or cap slots).
+
+Invariants:
+- worker k appends its finished requests, one flushed JSON line each, to
+  `requests.w{k}.jsonl`, with the fields of requests.jsonl and times on the bundle's clock
+  (`time.monotonic() - t0`, t0 the coordinator's: CLOCK_MONOTONIC is one clock per host);
+  secrets are redacted as BundleWriter redacts them;
+- `measure` is the send time of the first non-warm-up request of any worker (one flag in
+  shared memory decides which); in duration mode its time + duration_s is every worker's
+  deadline;
+- a worker's own event-loop lag goes to the coordinator, which appends it to client.jsonl
+  with `"worker": k`;
+- a worker that sees a transport error tells the coordinator, which asks the engine whether
+  it is alive and, if not, stops every worker issuing (the point then ends failed, as in one
+  process);
+- no worker outlives the round: the coordinator stops them on every exit path (terminate,
+  then kill), a worker ignores SIGINT (the coordinator decides) and exits by itself when its
+  parent is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import math
+import multiprocessing as mp
+import os
+import queue
+import signal
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from bench.bundle import REDACTED, BundleWriter
+from bench.client import completion_payload, open_stream_session, stream_request
+from bench.plan import Plan, PlanError
+from bench.runner import (
+    RoundFailed,
+    ServerDied,
+    open_loop_arrivals,
+    point_shape,
+    transport_error,
+)
+from bench.workload import make_prompts
+
+RUN, STOP, ABORT = 0, 1, 2     # shared stop flag: go on, stop issuing (server died), cancel now
+PROGRESS_EVERY_S = 0.25        # a worker reports its counts at most this often
+OPEN_LOOP_LEAD_S = 0.05        # the open-loop schedule starts this long after the point's start
+READY_TIMEOUT_S = 120.0        # spawn + imports of one worker, on a loaded host
+
+
+def shard_name(k: int) -> str:
+    """The requests shard of worker K."""
+    return f"requests.w{k}.jsonl"
+
+
+class ShardWriter:
+    """Appends one worker's request records to its shard, each line flushed, secrets redacted.
+
+    SECRETS are the forms BundleWriter.secrets holds (already expanded and sorted longest
+    first). The file is opened on the first record; a resumed bundle's shard that close()
+    compressed goes back to plain .jsonl and a truncated last line is cut, as BundleWriter
+    does for its own streams.
+    """
+
+    def __init__(self, bundle: str | os.PathLike, k: int, t0: float, secrets: tuple[str, ...] = ()):
+        self.path = Path(bundle) / shard_name(k)
+        self.t0, self.secrets = t0, tuple(secrets)
+        self._f = None
+
+    def now(self) -> float:
+        """Seconds since the bundle's t0."""
+        return time.monotonic() - self.t0
+
+    def _open(self):
+        p = self.path
+        gz = p.with_name(p.name + ".gz")
+        if gz.exists():
+            with gzip.open(gz, "rb") as src:
+                data = src.read()
+            if p.exists():
+                data += p.read_bytes()
+            tmp = p.with_name(p.name + ".tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, p)
+            gz.unlink()
+        if p.exists() and p.stat().st_size:
+            data = p.read_bytes()
+            if not data.endswith(b"\n"):
+                with open(p, "rb+") as f:
+                    f.truncate(data.rfind(b"\n") + 1)
+        return open(p, "a", encoding="utf-8")
+
+    def append(self, record: dict[str, Any]) -> None:
+        if self._f is None:
+            self._f = self._open()
+        line = json.dumps(record, separators=(",", ":"), ensure_ascii=False)
+        for secret in self.secrets:
+            if secret in line:
+                line = line.replace(secret, REDACTED)
+        self._f.write(line + "\n")
+        self._f.flush()
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+
+# ----------------------------------------------------------------------------- worker side
+
+class Shared:
+    """Per-round shared memory: the request counter, the deadline and the flags."""
+
+    def __init__(self, ctx):
+        self.lock = ctx.Lock()
+        self.counter = ctx.RawValue("q", 0)       # next closed-loop request index
+        self.deadline = ctx.RawValue("d", math.inf)  # duration mode: last send time
+        self.measured = ctx.RawValue("i", 0)      # 1 once a non-warm-up request was sent
+        self.stop = ctx.RawValue("i", RUN)
+
+    def reset(self) -> None:
+        self.counter.value, self.deadline.value, self.measured.value = 0, math.inf, 0
+        self.stop.value = RUN
+
+
+def worker_main(k: int, plan: Plan, bundle: str, t0: float, secrets: tuple[str, ...],
+                headers: dict | None, cpus: list[int] | None, commands, results,
+                shared: Shared) -> None:
+    """Entry point of worker K (a spawned process)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the coordinator's to handle
+    if cpus:
+        os.sched_setaffinity(0, set(cpus))
+    try:
+        asyncio.run(_worker(k, plan, bundle, t0, secrets, headers, commands, results, shared))
+    except BaseException as e:  # noqa: BLE001 - reported to the coordinator, then exit
+        results.put(("error", k, type(e).__name__, f"{e}\n{traceback.format_exc()[-2000:]}"))
+        raise SystemExit(1) from None
+
+
+def _next_command(commands, shared: Shared, ppid: int):
+    """The next command, or None when told to exit, aborted, or orphaned."""
+    while True:
+        try:
+            return commands.get(timeout=0.25)
+        except queue.Empty:
+            if shared.stop.value == ABORT or os.getppid() != ppid:
+                return None
+
+
+async def _worker(k: int, plan: Plan, bundle: str, t0: float, secrets: tuple[str, ...],
+                  headers: dict | None, commands, results, shared: Shared) -> None:
+    ppid = os.getppid()
+    shard = ShardWriter(bundle, k, t0, secrets)
+    session = open_stream_session(headers)
+    loop = asyncio.get_running_loop()
+    stop_lag = asyncio.Event()
+    lag = asyncio.create_task(_lag_monitor(k, shard, results, stop_lag))
+    results.put(("ready", k, os.getpid()))
+    try:
+        while True:
+            cmd = await loop.run_in_executor(None, _next_command, commands, shared, ppid)
+            if cmd is None:
+                return
+            share = asyncio.create_task(_run_share(k, cmd, plan, session, shard, results, shared,
+                                                   headers))
+            while not share.done():
+                await asyncio.wait({share}, timeout=0.05)
+                if not share.done() and (shared.stop.value == ABORT or os.getppid() != ppid):
+                    share.cancel()   # in-flight requests are not recorded, as in one process
+                    try:
+                        await share
+                    except asyncio.CancelledError:
+                        pass
+                    return
+            try:
+                share.result()
+            except Exception as e:  # noqa: BLE001 - the coordinator fails the round with it
+                results.put(("error", k, type(e).__name__, str(e)))
+                continue
+            results.put(("done", k, cmd["point"]["id"]))
+    finally:
+        stop_lag.set()
+        lag.cancel()
+        await session.close()
+        shard.close()
+
+
+async def _lag_monitor(k: int, shard: ShardWriter, results, stop: asyncio.Event,
+                       interval_s: float = 0.5) -> None:
+    """The worker's event-loop delay, sent to the coordinator (runner.lag_monitor's record)."""
+    while not stop.is_set():
+        t = shard.now()
+        await asyncio.sleep(interval_s)
+        results.put(("lag", k, {"t": t, "loop_lag_s": shard.now() - t - interval_s,
+                                "tasks": len(asyncio.all_tasks()), "worker": k}))
+
+
+async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter, results,
+                     shared: Shared, headers: dict | None) -> None:
+    """Worker K's share of one point; request records as runner.run_point's one() makes them."""
+    wl, sw = plan.workload, plan.sweep
+    point, warmup, total, by_duration = cmd["point"], cmd["warmup"], cmd["total"], cmd["by_duration"]
+    pool = make_prompts(wl, point["input_len"], point["output_len"], cmd["pool_size"], cmd["seed"])
+    url, model = cmd["url"], cmd["model"]
+    now = shard.now
+    counts = {"done": 0, "tokens": 0, "errors": 0, "issued": 0}
+    sent = dict(counts)
+    last = [time.monotonic()]
+
+    def report(force: bool = False) -> None:
+        if force or time.monotonic() - last[0] >= PROGRESS_EVERY_S:
+            last[0] = time.monotonic()
+            delta = {key: counts[key] - sent[key] for key in counts}
+            sent.update(counts)
+            results.put(("progress", k, delta))
+
+    def first_measured() -> bool:
+        """Whether this request is the point's first non-warm-up one (of any worker)."""
+        if shared.measured.value:
+            return False
+        with shared.lock:
+            if shared.measured.value:
+                return False
+            shared.measured.value = 1
+            return True
+
+    async def one(i: int, t_slot: float, t_sched: float | None) -> None:
+        p = pool[i % len(pool)]
+        is_warm = i < warmup
+        if not is_warm and not shared.measured.value and first_measured():
+            t = now()
+            if by_duration:
+                shared.deadline.value = t + sw.duration_s
+            results.put(("measure", k, t))
+        body = completion_payload(model, p.prompt, p.max_tokens, api=wl.api,
+                                  ignore_eos=wl.ignore_eos, chunk_token_counts=wl.chunk_token_counts)
+        rec: dict[str, Any] = {"point": point["id"], "i": i, "warmup": is_warm, "t_slot": t_slot,
+                               "t_sched": t_sched, "input_len": p.input_len,
+                               "max_tokens": p.max_tokens, "group": p.group}
+        await stream_request(session, url, body, rec, now, api=wl.api,
+                             chunk_token_counts=wl.chunk_token_counts, headers=headers)
+        shard.append(rec)
+        counts["done"] += 1
+        if rec["status"] == "ok":
+            counts["tokens"] += sum(n or 0 for _, n in rec["chunks"])
+        else:
+            counts["errors"] += 1
+            if transport_error(rec):
+                results.put(("transport_error", k, rec["error"]))
+        report()
+
+    share = cmd["share"]
+    if "arrivals" in share:
+        cap = asyncio.Semaphore(share["cap"] or 10**9)
+        tasks = []
+
+        async def gated(i: int, t_sched: float) -> None:
+            async with cap:
+                await one(i, t_sched, t_sched)
+
+        for i, t_sched in share["arrivals"]:
+            if shared.stop.value:
+                break
+            delay = t_sched - now()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            counts["issued"] += 1
+            tasks.append(asyncio.create_task(gated(i, t_sched)))
+        await asyncio.gather(*tasks)
+    else:
+        def next_index() -> int | None:
+            if by_duration and now() >= shared.deadline.value:
+                return None
+            with shared.lock:
+                i = shared.counter.value
+                if i >= total:
+                    return None
+                shared.counter.value = i + 1
+            counts["issued"] += 1
+            return i
+
+        async def stream() -> None:
+            while not shared.stop.value:
+                i = next_index()
+                if i is None:
+                    return
+                await one(i, now(), None)
+
+        await asyncio.gather(*(stream() for _ in range(share["streams"])))
+    report(force=True)
+
+
+# ------------------------------------------------------------------------ coordinator side
+
+def split(n: int, parts: int) -> list[int]:
+    """N split into PARTS shares that differ by at most one, larger shares first."""
+    return [n // parts + (k < n % parts) for k in range(parts)]
+
+
+class WorkerPool:
+    """The round's worker processes and the coordinator's side of every point."""
+
+    def __init__(self, plan: Plan, writer: BundleWriter, headers: dict | None):
+        self.plan, self.writer, self.headers = plan, writer, headers
+        self.n = plan.client.workers
+        self.ctx = mp.get_context("spawn")
+        self.shared = Shared(self.ctx)
+        self.results = self.ctx.Queue()
+        self.commands = [self.ctx.Queue() for _ in range(self.n)]
+        self.procs: list = []
+        self.inbox: asyncio.Queue | None = None
+        self._pump: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Spawn the workers and wait until each has its loop and stream pool."""
+        self._loop = asyncio.get_running_loop()
+        self.inbox = asyncio.Queue()
+        self._pump = threading.Thread(target=self._pump_results, name="worker-results", daemon=True)
+        self._pump.start()
+        cpus = self.plan.client.cpu_affinity
+        w = self.writer
+        for k in range(self.n):
+            p = self.ctx.Process(
+                target=worker_main, name=f"bench-worker-{k}", daemon=True,
+                args=(k, self.plan, str(w.path), w.t0, w.secrets, self.headers,
+                      [cpus[k % len(cpus)]] if cpus else None, self.commands[k], self.results,
+                      self.shared))
+            await asyncio.to_thread(p.start)
+            self.procs.append(p)
+        ready: set[int] = set()
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while len(ready) < self.n:
+            msg = await self._next(deadline - time.monotonic(), "starting the client workers")
+            if msg[0] == "ready":
+                ready.add(msg[1])
+
+    def _pump_results(self) -> None:
+        """Move worker messages onto the loop: lag samples straight to client.jsonl."""
+        while True:
+            msg = self.results.get()
+            if msg is None:
+                return
+            try:
+                self._loop.call_soon_threadsafe(self._dispatch, msg)
+            except RuntimeError:   # the loop is closed: the round is over
+                return
+
+    def _dispatch(self, msg: tuple) -> None:
+        if msg[0] == "lag":
+            self.writer.append("client", msg[2])
+        else:
+            self.inbox.put_nowait(msg)
+
+    async def _next(self, timeout: float, what: str) -> tuple:
+        """The next worker message; RoundFailed if a worker died or reported an error."""
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                msg = await asyncio.wait_for(self.inbox.get(), timeout=min(1.0, max(0.0, end - time.monotonic())))
+            except asyncio.TimeoutError:
+                self._check_procs(what)
+                if time.monotonic() >= end:
+                    raise RoundFailed(f"client workers: no answer within {timeout:.0f} s while {what}") from None
+                continue
+            if msg[0] == "error":
+                _, k, etype, text = msg
+                if etype == "PlanError":
+                    raise PlanError(text)
+                raise RoundFailed(f"client worker {k} failed while {what}: {etype}: {text}")
+            return msg
+
+    def _check_procs(self, what: str) -> None:
+        for k, p in enumerate(self.procs):
+            if p.exitcode is not None:
+                raise RoundFailed(f"client worker {k} exited (code {p.exitcode}) while {what}")
+
+    async def close(self) -> None:
+        """Stop every worker: ask, wait a little, terminate, kill. Never leaves one behind."""
+        self.shared.stop.value = ABORT
+        for q in self.commands:
+            try:
+                q.put(None)
+            except (ValueError, OSError):
+                pass
+        await asyncio.to_thread(self._reap)
+        self.results.put(None)
+        if self._pump is not None:
+            await asyncio.to_thread(self._pump.join, 5)
+
+    def _reap(self) -> None:
+        deadline = time.monotonic() + 5.0
+        for p in self.procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        for p in self.procs:
+            if p.exitcode is None:
+                p.terminate()
+                p.join(2.0)
+            if p.exitcode is None:
+                p.kill()
+                p.join(2.0)
+
+    # -- one point -------------------------------------------------------------------------
+
+    async def run_point(self, engine, point: dict, index: int, progress, model: str) -> str:
+        """Run one point over the workers; return "ok" or raise ServerDied (as run_point)."""
+        w, plan, wl = self.writer, self.plan, self.plan.workload
+        C, warmup, total, by_duration, seed, pool_size = point_shape(plan, point, index)
+        url = engine.endpoint + ("/v1/chat/completions" if wl.api == "chat" else "/v1/completions")
+        open_loop = bool(point.get("request_rate"))
+        slots = (point.get("concurrency") or self.n) if open_loop else C
+        n = max(1, min(self.n, slots))
+        self.shared.reset()
+        w.append("points", {"point": point["id"], "event": "start", "t": w.now(), "settings": point,
+                            "seed": seed, "workers": n})
+        t_start = w.now()
+        if open_loop:
+            offs = open_loop_arrivals(plan, point, total, warmup, by_duration, seed)
+            base = w.now() + OPEN_LOOP_LEAD_S
+            caps = split(point["concurrency"], n) if point.get("concurrency") else [None] * n
+            shares = [{"arrivals": [(i, base + offs[i]) for i in range(k, len(offs), n)],
+                       "cap": caps[k]} for k in range(n)]
+        else:
+            shares = [{"streams": s} for s in split(C, n)]
+        for k in range(n):
+            self.commands[k].put({"point": point, "url": url, "model": model, "warmup": warmup,
+                                  "total": total, "by_duration": by_duration, "seed": seed,
+                                  "pool_size": pool_size, "share": shares[k]})
+        state = {"done": 0, "tokens": 0, "errors": 0, "issued": 0, "died": None,
+                 "transport_error": None}
+        check: asyncio.Task | None = None
+
+        async def check_server(err: str) -> None:
+            # Off the loop, as in one process; the workers keep their own clocks meanwhile.
+            if not await asyncio.to_thread(engine.alive):
+                state["died"] = err
+                self.shared.stop.value = max(self.shared.stop.value, STOP)
+
+        pending = set(range(n))
+        try:
+            while pending:
+                msg = await self._next(math.inf, f"running point {point['id']}")
+                kind, k = msg[0], msg[1]
+                if kind == "progress":
+                    for key, v in msg[2].items():
+                        state[key] += v
+                    progress.update(index, point["id"], state["done"],
+                                    total if not by_duration else state["issued"],
+                                    state["tokens"], state["errors"], w.now() - t_start)
+                elif kind == "measure":
+                    w.append("points", {"point": point["id"], "event": "measure", "t": msg[2]})
+                elif kind == "transport_error":
+                    state["transport_error"] = msg[2]
+                    if not state["died"] and (check is None or check.done()):
+                        check = asyncio.create_task(check_server(msg[2]))
+                elif kind == "done":
+                    pending.discard(k)
+            if check is not None:
+                await check
+        finally:
+            if check is not None and not check.done():
+                check.cancel()
+        progress.update(index, point["id"], state["done"], state["done"], state["tokens"],
+                        state["errors"], w.now() - t_start, final=True)
+        if not state["died"] and state["transport_error"] and not await asyncio.to_thread(engine.alive):
+            state["died"] = state["transport_error"]
+        if state["died"]:
+            w.append("points", {"point": point["id"], "event": "end", "t": w.now(), "status": "failed",
+                                "reason": f"server stopped answering: {state['died']}"})
+            raise ServerDied(state["died"])
+        w.append("points", {"point": point["id"], "event": "end", "t": w.now(), "status": "ok",
+                            "reason": None})
+        return "ok"
