@@ -60,7 +60,8 @@ of run ID with finish_reason "length" at the first step S seconds after the run'
 request arrived, so a client that issues fixed request counts (`vllm bench serve`) finishes
 in bounded time.
 
-Run it: `python -m bench.standin --port 8100 --step-ms 10 [--trace] [--cpu 1]`; in-process:
+Run it: `python -m bench.standin --port 8100 --step-ms 10 [--trace] [--cpu 1] [--reuse-port]`
+(`--reuse-port`: K processes started so on one port serve it together); in-process:
 `async with StandIn(step_ms=10) as url: ...` or `with StandInThread(step_ms=10) as url: ...`.
 """
 
@@ -192,14 +193,18 @@ class StandIn:
             app.router.add_get(prefix + "/standin/stats", self.stats)
         return app
 
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        """Listen on HOST:PORT (0: a free port) and return the base URL."""
+    async def start(self, host: str = "127.0.0.1", port: int = 0, reuse_port: bool = False) -> str:
+        """Listen on HOST:PORT (0: a free port) and return the base URL.
+
+        REUSE_PORT sets SO_REUSEPORT, so that several stand-in processes can serve one port
+        (the kernel spreads connections over them; each keeps its own counters)."""
         self._wake = asyncio.Event()
         self._ticker = asyncio.create_task(self._loop())
         self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False,
                                      shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, backlog=4096, reuse_address=True)
+        site = web.TCPSite(self._runner, host, port, backlog=4096, reuse_address=True,
+                           reuse_port=True if reuse_port else None)
         await site.start()
         h, p = self._runner.addresses[0][:2]
         self.url = f"http://{h}:{p}"
@@ -551,13 +556,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trace", action="store_true",
                     help="keep each request's token send times for GET /standin/trace")
     ap.add_argument("--cpu", type=int, default=None, help="pin the server to this CPU core")
+    ap.add_argument("--reuse-port", action="store_true",
+                    help="SO_REUSEPORT: start several stand-ins on one --port to serve it together")
     args = ap.parse_args(argv)
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
 
     async def serve() -> None:
         server = StandIn(step_ms=args.step_ms, model=args.model, trace=args.trace)
-        url = await server.start(args.host, args.port)
+        url = await server.start(args.host, args.port, reuse_port=args.reuse_port)
         print(f"standin: listening on {url} (step {args.step_ms:g} ms; not an engine, "
               "never publish its numbers)", flush=True)
         try:
