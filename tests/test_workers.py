@@ -259,12 +259,13 @@ def test_server_death_seen_by_a_worker_ends_the_point(tmp_path):
     assert kids and all(gone(p) for p in kids), "no worker process is left behind"
 
 
-def test_ctrl_c_leaves_a_readable_bundle_and_no_worker(tmp_path):
-    with StandInThread(step_ms=10.0) as url:
-        plan = plan_file(tmp_path, "concurrency = [4]\nrequests_per_point = 1000",
+def test_ctrl_c_leaves_a_readable_bundle_and_no_worker_then_resume(tmp_path):
+    with StandInThread(step_ms=STEP_MS) as url:
+        plan = plan_file(tmp_path, "concurrency = [2, 4]\nrequests_per_point = 40",
                          output_len=30)
         out = tmp_path / "b"
-        proc = bench_popen("--plan", str(plan), "--endpoint", url, "--out", str(out))
+        args = ("--plan", str(plan), "--endpoint", url, "--out", str(out))
+        proc = bench_popen(*args)
         try:
             wait_for(lambda: len(all_requests(out)) >= 8, 60, proc, "requests")
             kids = children_of(proc.pid)
@@ -274,15 +275,55 @@ def test_ctrl_c_leaves_a_readable_bundle_and_no_worker(tmp_path):
         finally:
             if proc.poll() is None:
                 proc.kill()
-    assert proc.returncode == 130, err[-3000:]
-    assert "--resume" in err and "Traceback" not in err
-    assert kids and all(gone(p) for p in kids), "no worker process is left behind"
+        assert proc.returncode == 130, err[-3000:]
+        assert "--resume" in err and "Traceback" not in err
+        assert kids and all(gone(p) for p in kids), "no worker process is left behind"
+        b = read_bundle(out)
+        assert b.manifest["status"] == "interrupted"
+        assert not [e for e in b.points if e["event"] == "end"], "the cut point has no end"
+        before = all_requests(out)   # every shard line is whole JSON
+        assert len(before) >= 8 and len({r["i"] for r in before}) == len(before)
+        assert all(r["point"] == "L16-c2" for r in before)
+
+        done = run_bench("run", *args, "--resume", timeout=120)
+    assert "(complete)" in done.stdout
     b = read_bundle(out)
-    assert b.manifest["status"] == "interrupted"
-    ends = [e for e in b.points if e["event"] == "end"]
-    assert not ends, "the interrupted point has no end"
-    reqs = all_requests(out)   # every shard line is whole JSON
-    assert len(reqs) >= 8 and len({r["i"] for r in reqs}) == len(reqs)
+    assert b.manifest["status"] == "complete"
+    assert [e["point"] for e in b.points if e["event"] == "start"] == ["L16-c2", "L16-c2", "L16-c4"]
+    reqs = all_requests(out)
+    t_old = max(r["t_end"] for r in before)
+    for pid, c in (("L16-c2", 2), ("L16-c4", 4)):
+        start = [e["t"] for e in b.points if e["event"] == "start" and e["point"] == pid][-1]
+        run = [r for r in reqs if r["point"] == pid and r["t_send"] >= start]
+        assert start > t_old   # the resumed round continues the bundle's clock
+        assert sorted(r["i"] for r in run) == list(range(40 + c))
+        assert all(r["status"] == "ok" for r in run)
+
+
+def test_workers_exit_when_their_coordinator_is_killed(tmp_path):
+    with StandInThread(step_ms=STEP_MS) as url:
+        plan = plan_file(tmp_path, "concurrency = [4]\nrequests_per_point = 2000",
+                         output_len=30)
+        out = tmp_path / "b"
+        proc = bench_popen("--plan", str(plan), "--endpoint", url, "--out", str(out))
+        kids: set[int] = set()
+        try:
+            wait_for(lambda: len(all_requests(out)) >= 8, 60, proc, "requests")
+            kids = children_of(proc.pid)
+            proc.kill()   # SIGKILL: the coordinator cannot clean up
+            proc.wait()
+            deadline = time.monotonic() + 10
+            while not all(gone(p) for p in kids) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    left = [p for p in kids if not gone(p)]
+    for p in kids:
+        if not gone(p):
+            os.kill(p, signal.SIGKILL)   # never leave one behind, even when the test fails
+    assert len(kids) >= 2 and not left, "orphaned workers exit by themselves"
+    all_requests(out)   # what they wrote stays whole JSON lines
 
 
 def test_a_worker_side_plan_error_fails_the_round_cleanly(tmp_path):
