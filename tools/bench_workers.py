@@ -13,6 +13,11 @@ for `--seconds` of measured time, against K stand-in servers sharing one port (S
   window, in cores; server CPU likewise for the K stand-ins (near K: the servers are the limit);
 - scale: tok/s(N) / tok/s(1), against the target 0.8 x N.
 
+With a fixed C (the default) one process is far behind at N = 1, so each of its socket reads
+carries many events and costs less per token than a worker that keeps up: the ratio then
+understates what the workers add. `--streams-per-worker S` (C = S x N) instead gives every
+worker the same load at every N, which isolates the cost of coordination.
+
 The windows of tokens and CPU agree to within the polling interval (0.1 s). Clients and
 servers should not share cores: on a 16-core host
     .venv/bin/python tools/bench_workers.py --client-cpus 0-7 --server-cpus 8-15
@@ -179,13 +184,14 @@ def window_tokens(out: Path, t_from: float, t_to: float) -> tuple[int, int, int]
 
 def run_one(n: int, args, url: str, servers: list[subprocess.Popen], work: Path) -> dict:
     """One round at N workers; its throughput and CPU over the measured window."""
+    streams = args.streams_per_worker * n if args.streams_per_worker else args.streams
     plan = work / f"plan-{n}.toml"
     plan.write_text(f"""
 [workload]
 input_len = 16
 output_len = {args.output_len}
 [sweep]
-concurrency = [{args.streams}]
+concurrency = [{streams}]
 duration_s = {args.seconds}
 cooldown_s = 0
 [sampler]
@@ -225,8 +231,11 @@ cpu_affinity = {json.dumps(args.client_cpus or [])}
                          + (work / f"round-{n}.log").read_text()[-2000:])
     ev = point_events(out)
     tokens, requests, errors = window_tokens(out, ev["measure"], ev["measure"] + args.seconds)
-    return {"workers": n, "tok_s": tokens / args.seconds, "requests": requests, "errors": errors,
-            "client_cores": used(c0, c1) / (t1 - t0), "server_cores": used(s0, s1) / (t1 - t0)}
+    return {"workers": n, "streams": streams, "ideal": streams * 1000.0 / args.step_ms,
+            "tok_s": tokens / args.seconds, "requests": requests, "errors": errors,
+            "client_cores": used(c0, c1) / (t1 - t0),
+            "coordinator_cores": (c1[proc.pid] - c0[proc.pid]) / (t1 - t0) if n > 1 else None,
+            "server_cores": used(s0, s1) / (t1 - t0)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="a small run that proves the tool works (N = 1, 2; 64 streams; 3 s)")
     ap.add_argument("--workers", type=int_list, default=None, help="client worker counts (1,2,4,8)")
     ap.add_argument("--streams", type=int, default=None, help="concurrent streams C (4000)")
+    ap.add_argument("--streams-per-worker", type=int, default=None,
+                    help="instead of --streams: C = this x N (the same load per worker)")
     ap.add_argument("--servers", type=int, default=None,
                     help="stand-in processes K (default: one per --server-cpus CPU, else 1)")
     ap.add_argument("--client-cpus", type=cpu_list, default=None, help="e.g. 0-7")
@@ -252,9 +263,10 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, key) is None:
             setattr(args, key, value)
     k = args.servers or (len(args.server_cpus) if args.server_cpus else 1)
-    ideal = args.streams * 1000.0 / args.step_ms
     work = Path(tempfile.mkdtemp(prefix="bench-workers-"))
-    print(f"C = {args.streams} streams, {k} stand-in process(es), step {args.step_ms:g} ms, "
+    load = (f"C = {args.streams_per_worker} x N streams" if args.streams_per_worker
+            else f"C = {args.streams} streams")
+    print(f"{load}, {k} stand-in process(es), step {args.step_ms:g} ms, "
           f"output {args.output_len} tokens, {args.seconds:g} s measured; client CPUs "
           f"{args.client_cpus or 'any'}, server CPUs {args.server_cpus or 'any'}", flush=True)
     servers, url = start_servers(k, args.server_cpus or [], args.step_ms)
@@ -263,7 +275,9 @@ def main(argv: list[str] | None = None) -> int:
         for n in args.workers:
             rows.append(run_one(n, args, url, servers, work))
             r = rows[-1]
-            print(f"  N={n}: {r['tok_s']:,.0f} tok/s, client {r['client_cores']:.2f} cores, "
+            coord = (f" (coordinator {r['coordinator_cores']:.2f})"
+                     if r["coordinator_cores"] is not None else "")
+            print(f"  N={n}: {r['tok_s']:,.0f} tok/s, client {r['client_cores']:.2f} cores{coord}, "
                   f"server {r['server_cores']:.2f} cores, {r['errors']} errors", flush=True)
     finally:
         stop_servers(servers)
@@ -271,13 +285,13 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     base = next((r["tok_s"] for r in rows if r["workers"] == 1), None)
     print()
-    print(f"{'N':>3} {'tok/s':>11} {'ideal':>11} {'of ideal':>8} {'client CPU':>11} "
+    print(f"{'N':>3} {'C':>6} {'tok/s':>11} {'ideal':>11} {'of ideal':>8} {'client CPU':>11} "
           f"{'server CPU':>11} {'scale':>6} {'target':>7}  verdict")
     for r in rows:
-        n = r["workers"]
+        n, ideal = r["workers"], r["ideal"]
         scale = r["tok_s"] / base if base else float("nan")
         target = 0.8 * n
-        r.update(ideal=ideal, scale=scale, target=target)
+        r.update(scale=scale, target=target)
         if n == 1 or base is None:
             verdict = "baseline"
         elif scale >= target:
@@ -289,13 +303,15 @@ def main(argv: list[str] | None = None) -> int:
         else:
             verdict = "below target"
         r["verdict"] = verdict
-        print(f"{n:>3} {r['tok_s']:>11,.0f} {ideal:>11,.0f} {r['tok_s'] / ideal:>8.0%} "
+        print(f"{n:>3} {r['streams']:>6} {r['tok_s']:>11,.0f} {ideal:>11,.0f} {r['tok_s'] / ideal:>8.0%} "
               f"{r['client_cores']:>7.2f} cores {r['server_cores']:>5.2f} cores "
               f"{scale:>6.2f} {target:>7.1f}  {verdict}")
     if args.keep:
         print(f"\nbundles and round logs: {work}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"streams": args.streams, "servers": k,
+        Path(args.json).write_text(json.dumps({"streams": args.streams,
+                                               "streams_per_worker": args.streams_per_worker,
+                                               "servers": k,
                                                "step_ms": args.step_ms, "rows": rows}, indent=1))
     if args.quick:
         print("\n(--quick: proves the tool works; its numbers say nothing about scaling)")
