@@ -6,11 +6,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-import aiohttp
 import pytest
 
 from bench.bundle import read_bundle
-from bench.client import READ_BUFSIZE, completion_payload, stream_request
+from bench.client import completion_payload, open_stream_session, stream_request
 from bench.standin import StandIn, StandInThread
 from report.stats import itl_gaps_ms, output_tokens
 from tests.conftest import run_bench
@@ -22,7 +21,8 @@ MAX_TOKENS = 6
 async def _requests(faults: list[str | None], max_tokens: int = MAX_TOKENS) -> list[dict]:
     """One stream_request per fault (None: no fault), concurrently, on one session."""
     async with StandIn(step_ms=STEP_MS) as url:
-        async with aiohttp.ClientSession(read_bufsize=READ_BUFSIZE) as session:
+        session = open_stream_session()
+        try:
             async def one(fault):
                 body = completion_payload("standin", [5, 6, 7, 8], max_tokens)
                 if fault:
@@ -31,6 +31,8 @@ async def _requests(faults: list[str | None], max_tokens: int = MAX_TOKENS) -> l
                 return await stream_request(session, url + "/v1/completions", body, rec,
                                             time.monotonic, timeout_s=30)
             return await asyncio.gather(*(one(f) for f in faults))
+        finally:
+            await session.close()
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,348 @@
+"""A lean HTTP/1.1 client for streamed responses, built on asyncio protocols.
+
+A benchmark client must read token events as they arrive, at tens of thousands per second,
+without its own queueing showing up as the server's latency. General-purpose clients hand
+every socket read to a coroutine through a stream reader (a future, a task wake-up, a buffer
+copy per read); here the bytes of a read are decoded and handed to the request's sink inside
+the protocol callback itself, with one timestamp taken when the read is delivered.
+
+Invariants:
+- one `data_received` call takes one timestamp; every body byte of that read is passed to
+  the sink with it (`sink.feed(bytes, t)`), in order, once;
+- a connection carries one request at a time and goes back to its pool only after a
+  complete response (framing fully read, no `Connection: close`);
+- every failure surfaces as `StreamError` (or `asyncio.TimeoutError` / `CancelledError`),
+  named like aiohttp's so records stay comparable: `ClientConnectorError` (could not
+  connect), `ServerDisconnectedError` (closed before the headers), `ClientPayloadError`
+  (closed or malformed inside the body), `ClientResponseError` (malformed status/headers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl as ssl_module
+import time
+from typing import Any, Callable, Protocol
+from urllib.parse import urlsplit
+
+MAX_HEAD = 64 * 1024            # status line + headers
+MAX_ERROR_BODY_READ = 1 << 20   # a non-200 body is read up to this, then the connection dropped
+IDLE_REUSE_S = 4.0              # servers (uvicorn: 5 s) close idle keep-alive connections
+
+
+class StreamError(Exception):
+    """A transport or framing failure; `kind` is the aiohttp-style error name."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+    def __str__(self) -> str:
+        return super().__str__()
+
+
+class Sink(Protocol):
+    def feed(self, data: bytes, t: float) -> None: ...
+
+
+class Response:
+    """What a request's head said; the body went to the sink (200) or is held here (other)."""
+
+    __slots__ = ("status", "headers", "body")
+
+    def __init__(self, status: int, headers: dict[str, str], body: bytes):
+        self.status, self.headers, self.body = status, headers, body
+
+
+class _Conn(asyncio.Protocol):
+    """One keep-alive connection; parses one response at a time."""
+
+    def __init__(self, now: Callable[[], float]):
+        self.now = now
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.last_used = time.monotonic()
+        self._reset(None, None)
+
+    def _reset(self, sink: Sink | None, done: asyncio.Future | None) -> None:
+        self.sink = sink
+        self.done = done
+        self.on_head: Callable[[int, float], None] | None = None
+        self.head = b""
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.mode = "head"       # head | chunked | length | eof | done
+        self.left = 0            # chunked: bytes left in this chunk (+2 for its CRLF); length: body left
+        self.pending = b""       # chunked: an incomplete size line
+        self.received = 0        # response bytes seen for this request
+        self.body: list[bytes] = []
+        self.body_len = 0
+        self.keep_alive = True
+
+    # -- asyncio.Protocol --------------------------------------------------------------
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        if self.done is None or self.done.done():
+            return
+        if self.mode == "eof":
+            self._finish()
+        elif self.mode == "head":
+            why = f": {exc}" if exc else ""
+            self._fail(StreamError("ServerDisconnectedError",
+                                   f"Server disconnected before the response head{why}"))
+        else:
+            why = f": {exc}" if exc else ""
+            self._fail(StreamError("ClientPayloadError",
+                                   f"Response payload is not completed (connection closed "
+                                   f"inside the body{why})"))
+
+    def data_received(self, data: bytes) -> None:
+        t = self.now()
+        if self.done is None or self.done.done():
+            return      # bytes after the response (or unsolicited): the connection is not reused
+        self.received += len(data)
+        try:
+            if self.mode == "head":
+                data = self._parse_head(data, t)
+                if data is None:
+                    return
+            if self.mode in ("chunked", "trailer"):
+                body = self._dechunk(data)
+            elif self.mode == "length":
+                body = data[:self.left]
+                self.left -= len(body)
+                if self.left == 0:
+                    self.mode = "done"
+            elif self.mode == "eof":
+                body = data
+            else:
+                body = b""
+            if body:
+                if self.status == 200:
+                    self.sink.feed(body, t)
+                elif self.body_len < MAX_ERROR_BODY_READ:
+                    self.body.append(body)
+                    self.body_len += len(body)
+                else:
+                    self.keep_alive = False
+                    self.mode = "done"
+            if self.mode == "done":
+                self._finish()
+        except StreamError as e:
+            self._fail(e)
+        except Exception as e:  # noqa: BLE001 - a sink's failure ends this request, not the loop
+            self._fail(StreamError(type(e).__name__, str(e)))
+
+    # -- parsing -----------------------------------------------------------------------
+    def _parse_head(self, data: bytes, t: float) -> bytes | None:
+        self.head += data
+        end = self.head.find(b"\r\n\r\n")
+        if end < 0:
+            if len(self.head) > MAX_HEAD:
+                raise StreamError("ClientResponseError", f"response head over {MAX_HEAD} bytes")
+            return None
+        head, rest = self.head[:end], self.head[end + 4:]
+        self.head = b""
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+            raise StreamError("ClientResponseError", f"bad status line {lines[0][:100]!r}")
+        self.status = int(parts[1])
+        if 100 <= self.status < 200:
+            # An interim response (100 Continue): the real head follows.
+            self.status = 0
+            return self._parse_head(rest, t) if rest else None
+        for ln in lines[1:]:
+            k, sep, v = ln.partition(":")
+            if not sep:
+                raise StreamError("ClientResponseError", f"bad header line {ln[:100]!r}")
+            self.headers[k.strip().lower()] = v.strip()
+        conn = self.headers.get("connection", "").lower()
+        self.keep_alive = parts[0] == "HTTP/1.1" and "close" not in conn or "keep-alive" in conn
+        te = self.headers.get("transfer-encoding", "").lower()
+        if "chunked" in te:
+            self.mode = "chunked"
+        elif "content-length" in self.headers:
+            try:
+                self.left = int(self.headers["content-length"])
+            except ValueError:
+                raise StreamError("ClientResponseError", "bad Content-Length") from None
+            self.mode = "length" if self.left > 0 else "done"
+        elif self.status in (204, 304):
+            self.mode = "done"
+        else:
+            self.mode = "eof"
+            self.keep_alive = False
+        if self.on_head is not None:
+            self.on_head(self.status, t)
+        return rest
+
+    def _dechunk(self, data: bytes) -> bytes:
+        """The payload bytes of DATA under chunked framing; advances the framing state."""
+        if self.pending:            # an incomplete size line (or trailer line) from the last read
+            data = self.pending + data
+            self.pending = b""
+        out = []
+        pos, n = 0, len(data)
+        while pos < n:
+            if self.left > 2:                       # inside a chunk's data
+                take = min(self.left - 2, n - pos)
+                out.append(data[pos:pos + take])
+                pos += take
+                self.left -= take
+                continue
+            if self.left > 0:                       # the CRLF after a chunk's data
+                take = min(self.left, n - pos)
+                pos += take
+                self.left -= take
+                continue
+            eol = data.find(b"\r\n", pos)
+            if eol < 0:
+                self.pending += data[pos:]
+                if len(self.pending) > 1024:
+                    raise StreamError("ClientPayloadError", "chunk size line too long")
+                break
+            line = data[pos:eol]
+            pos = eol + 2
+            if self.mode == "trailer":
+                if not line:                        # the blank line that ends the message
+                    self.mode = "done"
+                    break
+                continue
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise StreamError("ClientPayloadError", f"bad chunk size {line[:40]!r}") from None
+            if size == 0:
+                self.mode = "trailer"
+                continue
+            self.left = size + 2
+        return b"".join(out) if len(out) != 1 else out[0]
+
+    def _finish(self) -> None:
+        if self.done is not None and not self.done.done():
+            self.done.set_result(Response(self.status, self.headers, b"".join(self.body)))
+
+    def _fail(self, exc: BaseException) -> None:
+        self.keep_alive = False
+        if self.done is not None and not self.done.done():
+            self.done.set_exception(exc)
+        if self.transport is not None:
+            self.transport.close()
+
+    # -- request -----------------------------------------------------------------------
+    def start(self, request: bytes, sink: Sink, on_head: Callable[[int, float], None] | None,
+              loop: asyncio.AbstractEventLoop) -> asyncio.Future:
+        self._reset(sink, loop.create_future())
+        self.on_head = on_head
+        self.transport.write(request)
+        return self.done
+
+    def reusable(self) -> bool:
+        return (not self.closed and self.keep_alive and self.mode == "done"
+                and not self.transport.is_closing())
+
+
+class StreamPool:
+    """Keep-alive connections per (scheme, host, port); any number open at once."""
+
+    def __init__(self, headers: dict[str, str] | None = None, ssl: ssl_module.SSLContext | None = None):
+        self.headers = dict(headers or {})
+        self.ssl = ssl
+        self._idle: dict[tuple, list[_Conn]] = {}
+        self._open: set[_Conn] = set()
+        self.closed = False
+
+    async def _connect(self, key: tuple, now: Callable[[], float]) -> _Conn:
+        scheme, host, port = key
+        loop = asyncio.get_running_loop()
+        ctx = None
+        if scheme == "https":
+            ctx = self.ssl or ssl_module.create_default_context()
+        try:
+            _, conn = await loop.create_connection(lambda: _Conn(now), host, port, ssl=ctx)
+        except OSError as e:
+            raise StreamError("ClientConnectorError",
+                              f"Cannot connect to host {host}:{port} ssl:{bool(ctx)} [{e.strerror or e}]") from None
+        self._open.add(conn)
+        return conn
+
+    def _take_idle(self, key: tuple, now: Callable[[], float]) -> _Conn | None:
+        idle = self._idle.get(key)
+        while idle:
+            conn = idle.pop()
+            if conn.reusable() and time.monotonic() - conn.last_used < IDLE_REUSE_S:
+                conn.now = now
+                return conn
+            self._drop(conn)
+        return None
+
+    def _drop(self, conn: _Conn) -> None:
+        self._open.discard(conn)
+        if conn.transport is not None and not conn.transport.is_closing():
+            conn.transport.close()
+
+    async def post(self, url: str, body: bytes, sink: Sink, now: Callable[[], float], *,
+                   headers: dict[str, str] | None = None,
+                   on_head: Callable[[int, float], None] | None = None) -> Response:
+        """POST BODY (JSON) to URL; a 200 body goes to SINK as it arrives, another is returned.
+
+        Raises StreamError on transport and framing failures; the caller applies timeouts.
+        """
+        if self.closed:
+            raise StreamError("ClientConnectionError", "the stream pool is closed")
+        u = urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise StreamError("ClientConnectionError", f"unsupported URL {url!r}")
+        port = u.port or (443 if u.scheme == "https" else 80)
+        key = (u.scheme, u.hostname, port)
+        path = (u.path or "/") + (f"?{u.query}" if u.query else "")
+        hdrs = {**self.headers, **(headers or {})}
+        host = u.hostname if port == (443 if u.scheme == "https" else 80) else f"{u.hostname}:{port}"
+        head = [f"POST {path} HTTP/1.1", f"Host: {host}", "Content-Type: application/json",
+                "Accept: text/event-stream, application/json", f"Content-Length: {len(body)}"]
+        head += [f"{k}: {v}" for k, v in hdrs.items()]
+        request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+        loop = asyncio.get_running_loop()
+        for attempt in (0, 1):
+            conn = self._take_idle(key, now)
+            reused = conn is not None
+            if conn is None:
+                conn = await self._connect(key, now)
+            fut = conn.start(request, sink, on_head, loop)
+            try:
+                resp = await fut
+            except StreamError as e:
+                self._drop(conn)
+                # A reused connection the server had closed before reading the request
+                # (nothing came back): the request never reached it; send it once more.
+                if reused and attempt == 0 and conn.received == 0 and e.kind == "ServerDisconnectedError":
+                    continue
+                raise
+            except BaseException:
+                self._drop(conn)      # timeout or cancellation mid-response: never reuse it
+                raise
+            conn.last_used = time.monotonic()
+            if conn.reusable():
+                conn.sink = None
+                self._idle.setdefault(key, []).append(conn)
+            else:
+                self._drop(conn)
+            return resp
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        self.closed = True
+        for conn in list(self._open):
+            self._drop(conn)
+        self._idle.clear()
+        await asyncio.sleep(0)    # let the transports run their close callbacks
+
+
+def dumps(body: Any) -> bytes:
+    """A request body as compact JSON bytes."""
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")

@@ -1,0 +1,235 @@
+"""The streaming HTTP/1.1 client against a raw socket server that writes scripted bytes:
+framing split at every byte boundary, keep-alive reuse, and the faults a real server
+seldom produces (a head cut short, a bad chunk size, a stale keep-alive connection)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from bench.httpstream import StreamError, StreamPool
+
+
+class Collect:
+    def __init__(self):
+        self.parts: list[tuple[bytes, float]] = []
+
+    def feed(self, data: bytes, t: float) -> None:
+        self.parts.append((data, t))
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(d for d, _ in self.parts)
+
+
+def chunked(*pieces: bytes) -> bytes:
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
+
+
+HEAD_CHUNKED = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+class Script:
+    """A server that answers each request on a connection with the next scripted reply.
+
+    A reply is a list of byte strings written one by one with a pause between them, or the
+    string "close" (close the connection without answering); a None in a reply closes the
+    connection after what came before it."""
+
+    def __init__(self, replies: list, pause_s: float = 0.0):
+        self.replies = list(replies)
+        self.pause_s = pause_s
+        self.requests: list[bytes] = []
+        self.connections = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while self.replies:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(next(ln.split(b":")[1] for ln in head.split(b"\r\n")
+                                  if ln.lower().startswith(b"content-length")))
+                body = await reader.readexactly(length)
+                self.requests.append(head + body)
+                reply = self.replies.pop(0)
+                if reply == "close":
+                    break
+                for piece in reply:
+                    if piece is None:        # close right after this reply
+                        return
+                    writer.write(piece)
+                    await writer.drain()
+                    if self.pause_s:
+                        await asyncio.sleep(self.pause_s)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1/completions"
+
+    async def __aexit__(self, *exc) -> None:
+        self.server.close()
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_chunked_body_split_at_every_boundary_arrives_whole():
+    payload = b"data: {\"a\": 1}\n\ndata: [DONE]\n\n"
+    wire = HEAD_CHUNKED + chunked(payload[:7], payload[7:])
+
+    async def main():
+        for cut in range(1, len(wire)):
+            async with Script([[wire[:cut], wire[cut:]]], pause_s=0.002) as url:
+                pool = StreamPool()
+                sink = Collect()
+                resp = await pool.post(url, b"{}", sink, time.monotonic)
+                await pool.close()
+                assert resp.status == 200, cut
+                assert sink.body == payload, cut
+    run(main())
+
+
+def test_each_read_gets_its_own_timestamp_and_head_time_is_reported():
+    async def main():
+        async with Script([[HEAD_CHUNKED, b"3\r\none\r\n", b"3\r\ntwo\r\n", b"0\r\n\r\n"]],
+                          pause_s=0.03) as url:
+            pool = StreamPool()
+            sink = Collect()
+            heads = []
+            await pool.post(url, b"{}", sink, time.monotonic, on_head=lambda s, t: heads.append((s, t)))
+            await pool.close()
+            assert sink.body == b"onetwo"
+            assert heads and heads[0][0] == 200
+            ts = [t for _, t in sink.parts]
+            assert len(ts) == 2 and ts[1] - ts[0] >= 0.02, "reads 30 ms apart keep their own times"
+            assert heads[0][1] < ts[0]
+    run(main())
+
+
+def test_keep_alive_connection_is_reused_and_the_request_carries_headers():
+    reply = [HEAD_CHUNKED + chunked(b"x")]
+
+    async def main():
+        script = Script([reply, reply, reply])
+        async with script as url:
+            pool = StreamPool(headers={"Authorization": "Bearer k123"})
+            for _ in range(3):
+                await pool.post(url, b'{"q":1}', Collect(), time.monotonic, headers={"x-request-id": "r"})
+            await pool.close()
+        assert script.connections == 1
+        req = script.requests[0]
+        assert req.startswith(b"POST /v1/completions HTTP/1.1\r\n")
+        assert b"\r\nAuthorization: Bearer k123\r\n" in req and b"\r\nx-request-id: r\r\n" in req
+        assert req.endswith(b'\r\n\r\n{"q":1}') and b"Content-Length: 7\r\n" in req
+    run(main())
+
+
+def test_error_status_body_is_returned_not_streamed():
+    body = b'{"error": {"message": "bad"}}'
+    wire = b"HTTP/1.1 400 Bad Request\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+
+    async def main():
+        async with Script([[wire]]) as url:
+            pool = StreamPool()
+            sink = Collect()
+            resp = await pool.post(url, b"{}", sink, time.monotonic)
+            await pool.close()
+            assert resp.status == 400 and resp.body == body and sink.parts == []
+    run(main())
+
+
+def test_body_until_close_without_length():
+    wire = b"HTTP/1.0 200 OK\r\n\r\ndata: 1\n\n"
+
+    async def main():
+        async with Script([[wire, None]]) as url:
+            pool = StreamPool()
+            sink = Collect()
+            resp = await pool.post(url, b"{}", sink, time.monotonic)
+            await pool.close()
+            assert resp.status == 200 and sink.body == b"data: 1\n\n"
+    run(main())
+
+
+@pytest.mark.parametrize("wire,kind", [
+    (b"HTTP/1.1 200 OK\r\nTransfer-", "ServerDisconnectedError"),
+    (HEAD_CHUNKED + b"5\r\nab", "ClientPayloadError"),
+    (HEAD_CHUNKED + b"zz\r\nab\r\n", "ClientPayloadError"),
+    (b"SPDY/9 200 OK\r\n\r\n", "ClientResponseError"),
+    (HEAD_CHUNKED + chunked(b"abc")[:-2], "ClientPayloadError"),
+])
+def test_broken_responses_raise_a_named_error(wire, kind):
+    async def main():
+        async with Script([[wire, None]]) as url:
+            pool = StreamPool()
+            with pytest.raises(StreamError) as e:
+                await pool.post(url, b"{}", Collect(), time.monotonic)
+            await pool.close()
+            assert e.value.kind == kind
+    run(main())
+
+
+def test_refused_connection_is_a_connector_error():
+    async def main():
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        server.close()
+        await server.wait_closed()
+        pool = StreamPool()
+        with pytest.raises(StreamError) as e:
+            await pool.post(f"http://127.0.0.1:{port}/x", b"{}", Collect(), time.monotonic)
+        assert e.value.kind == "ClientConnectorError"
+        await pool.close()
+    run(main())
+
+
+def test_a_keep_alive_connection_closed_by_the_server_is_replaced_once():
+    ok = [HEAD_CHUNKED + chunked(b"x")]
+
+    async def main():
+        # First connection: one answer, then the server closes it without answering the second
+        # request; the pool sends that request again on a new connection.
+        script = Script([ok, "close", ok])
+        async with script as url:
+            pool = StreamPool()
+            await pool.post(url, b"{}", Collect(), time.monotonic)
+            sink = Collect()
+            resp = await pool.post(url, b"{}", sink, time.monotonic)
+            await pool.close()
+        assert resp.status == 200 and sink.body == b"x"
+        assert script.connections == 2 and len(script.requests) == 3
+    run(main())
+
+
+def test_a_sink_failure_fails_its_request_and_not_the_loop():
+    class Broken:
+        def feed(self, data, t):
+            raise KeyError("boom")
+
+    async def main():
+        async with Script([[HEAD_CHUNKED + chunked(b"x")]]) as url:
+            pool = StreamPool()
+            with pytest.raises(StreamError) as e:
+                await pool.post(url, b"{}", Broken(), time.monotonic)
+            await pool.close()
+            assert e.value.kind == "KeyError"
+    run(main())
+
+
+def test_cancelled_request_drops_its_connection():
+    async def main():
+        script = Script([[HEAD_CHUNKED, chunked(b"x")]], pause_s=5)
+        async with script as url:
+            pool = StreamPool()
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(pool.post(url, b"{}", Collect(), time.monotonic), 0.2)
+            assert not pool._idle.get(("http", "127.0.0.1", int(url.split(":")[2].split("/")[0])))
+            await pool.close()
+    run(main())
