@@ -4,6 +4,7 @@ Layout (format v1, documented in docs/bundle.md):
     manifest.json      provenance and status; rewritten atomically, never partially
     points.jsonl       one line per point event (start, measure, end)
     requests.jsonl     one line per finished request, raw timestamps only
+    requests.w{k}.jsonl  the same, from load-generating worker process k (0, 1, ...)
     metrics.jsonl      one line per /metrics scrape (or a gap with its error)
     gpu.jsonl          one line per GPU per telemetry sample
     client.jsonl       the client's own lag samples (event-loop delay)
@@ -20,11 +21,14 @@ import gzip
 import io
 import json
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
+
+from bench.request_table import RequestTable, read_request_files
 
 SCHEMA_VERSION = 1
 KIND = "serving-ledger/bundle"
@@ -48,6 +52,21 @@ RECORD_FIELDS = {"points": ("event", "t"), "requests": ("point",), "metrics": ("
                  "gpu": ("t",), "client": ("t",)}
 
 ORIGINS = {"recorded", "hand-built-fixture"}
+# Request shards: worker process k appends its finished requests to requests.w{k}.jsonl.
+SHARD_RE = re.compile(r"requests\.w(0|[1-9][0-9]*)")
+SHARD_FILE_RE = re.compile(r"(requests\.w(?:0|[1-9][0-9]*))\.jsonl(?:\.gz)?")
+
+
+def shard_streams(path: Path) -> list[str]:
+    """The request shard streams (`requests.w{k}`) present in bundle directory PATH, in k order."""
+    found = {m.group(1) for p in path.iterdir() if (m := SHARD_FILE_RE.fullmatch(p.name))} \
+        if path.is_dir() else set()
+    return sorted(found, key=lambda s: int(s[len("requests.w"):]))
+
+
+def stream_names(path: Path) -> list[str]:
+    """Every sample stream of bundle directory PATH: SAMPLE_FILES, then the request shards."""
+    return list(SAMPLE_FILES) + shard_streams(path)
 
 
 class BundleError(Exception):
@@ -102,7 +121,7 @@ class BundleWriter:
         """Make a resumed bundle's streams appendable: a stream close() compressed goes back
         to plain .jsonl (close() compresses the whole of it again), and a truncated last line
         (a crash mid-write; the reader skips it) is cut, so new lines do not join it."""
-        for stream in SAMPLE_FILES:
+        for stream in stream_names(self.path):
             p = self.path / f"{stream}.jsonl"
             gz = p.with_suffix(".jsonl.gz")
             if gz.exists():
@@ -129,7 +148,7 @@ class BundleWriter:
 
     def append(self, stream: str, record: dict[str, Any]) -> None:
         """Append one JSON line to STREAM.jsonl and flush it to the OS at once."""
-        if stream not in SAMPLE_FILES:
+        if stream not in SAMPLE_FILES and not SHARD_RE.fullmatch(stream):
             raise ValueError(f"unknown sample stream {stream!r}")
         f = self._files.get(stream)
         if f is None:
@@ -179,7 +198,7 @@ class BundleWriter:
         self._files.clear()
         self.scrub_server_log()
         files = {}
-        for stream in SAMPLE_FILES:
+        for stream in stream_names(self.path):  # request shards too, as `requests.w{k}`
             p = self.path / f"{stream}.jsonl"
             if p.exists() and p.stat().st_size > compress_over:
                 gz = p.with_suffix(".jsonl.gz")
@@ -196,16 +215,29 @@ class BundleWriter:
 
 @dataclass
 class Bundle:
-    """A bundle read back: manifest plus raw sample lists, with any read warnings."""
+    """A bundle read back: manifest plus raw sample lists, with any read warnings.
+
+    The requests are a columnar RequestTable (`request_table`, what the report reads);
+    `requests` gives them as record dicts, built on first use (slow for a large round).
+    """
 
     path: Path
     manifest: dict[str, Any]
     points: list[dict] = field(default_factory=list)
-    requests: list[dict] = field(default_factory=list)
     metrics: list[dict] = field(default_factory=list)
     gpu: list[dict] = field(default_factory=list)
     client: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    request_table: RequestTable = field(default_factory=RequestTable.empty)
+    request_files: list[str] = field(default_factory=list)  # read, in order
+    _requests: list[dict] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def requests(self) -> list[dict]:
+        """Every request record as a dict, in bundle order (requests.jsonl, then the shards)."""
+        if self._requests is None:
+            self._requests = list(self.request_table)
+        return self._requests
 
     @property
     def name(self) -> str:
@@ -216,7 +248,10 @@ class Bundle:
         return p.read_text(errors="replace") if p.exists() else None
 
     def file_for(self, stream: str) -> str:
-        """The file name a stream was read from, for provenance."""
+        """The file name a stream was read from, for provenance (for requests with shards: every
+        file, joined by ` + `)."""
+        if stream == "requests" and any(SHARD_FILE_RE.fullmatch(f) for f in self.request_files):
+            return " + ".join(self.request_files)
         return (self.manifest.get("files") or {}).get(stream, f"{stream}.jsonl")
 
 
@@ -312,9 +347,16 @@ def read_bundle(path: str | os.PathLike) -> Bundle:
         raise BundleError(f"{mpath}: clock.t0_wall_unix must be a number, not {t0!r:.60}")
     b = Bundle(path=path, manifest=manifest)
     for stream in SAMPLE_FILES:
+        if stream == "requests":
+            continue
         for cand in (path / f"{stream}.jsonl", path / f"{stream}.jsonl.gz"):
             if cand.exists():
                 getattr(b, stream).extend(iter_jsonl(cand, b.warnings, RECORD_FIELDS[stream]))
+    # Requests: requests.jsonl, then each worker's shard in k order, as one columnar table.
+    req = [cand for stream in ["requests"] + shard_streams(path)
+           for cand in (path / f"{stream}.jsonl", path / f"{stream}.jsonl.gz") if cand.exists()]
+    b.request_table = read_request_files(req, b.warnings, RECORD_FIELDS["requests"])
+    b.request_files = [p.name for p in req]
     return b
 
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import numpy as np
+
+from bench.request_table import RequestTable, as_request_table
 from report import series
 from report.ledger import Absent
 
@@ -106,13 +109,13 @@ def prefill_part_of_iteration(mean_iteration_tokens: float, decode_tokens: float
     return mean_iteration_tokens - decode_tokens
 
 
-def per_request_server_ms(requests: list, field: str) -> float:
+def per_request_server_ms(requests: RequestTable, field: str) -> float:
     """Mean of one per-request server timing (from the usage chunk's metrics), ms."""
-    vals = [r["server_metrics"][field] for r in requests
-            if isinstance(r.get("server_metrics"), dict) and field in r["server_metrics"]]
-    if not vals:
+    vals = as_request_table(requests).server_metric(field)
+    vals = vals[~np.isnan(vals)]
+    if not len(vals):
         raise Absent(f"no request carried the server's {field} (needs --enable-per-request-metrics)")
-    return sum(vals) / len(vals)
+    return float(np.cumsum(vals)[-1]) / len(vals)  # summed in order, as sum()
 
 
 # -------------------------------------------------------------- growth and crossover

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.bundle import Bundle
+from bench.request_table import RequestTable
 from report import analyses as A
 from report import reconcile as R
 from report import series as S
@@ -30,9 +31,9 @@ class PointData:
     """One point's raw inputs, as read from the bundle."""
 
     window: ST.Window
-    requests: list[dict]        # every request of the point (warm-up and failed included)
-    measured: list[dict]        # non-warm-up, ok
-    failed: list[dict]          # non-warm-up, error
+    requests: RequestTable      # every request of the point (warm-up and failed included)
+    measured: RequestTable      # non-warm-up, ok
+    failed: RequestTable        # non-warm-up, error
     steady: tuple[float, float]
 
     @property
@@ -78,7 +79,7 @@ def read_round(bundle: Bundle) -> RoundData:
     wins = ST.point_windows(bundle.points)
     pts = []
     for w in wins.values():
-        reqs = ST.requests_of_point(bundle.requests, w)
+        reqs = ST.requests_of_point(bundle.request_table, w)
         pts.append(PointData(window=w, requests=reqs, measured=ST.measured(reqs),
                              failed=ST.failed(reqs),
                              steady=S.steady_window(w.t_measure, w.t_end, STEADY_FRACTION)
@@ -302,10 +303,11 @@ def sampler_ledger(led: Ledger, rd: RoundData) -> None:
     led.derive("r.scrape_gaps", S.failed_scrape_count, unit="", sources=src, scrapes=sc)
     led.derive("r.scrape_interval_p50", S.scrape_interval_p50, unit="s", sources=src, scrapes=sc)
     led.derive("r.scrape_latency_p50", S.scrape_latency_p50, unit="s", sources=src, scrapes=sc)
-    all_measured = [r for p in rd.points for r in p.measured]
-    all_failed = [r for p in rd.points for r in p.failed]
-    rsrc = (f"{rd.name}/{rd.bundle.file_for('requests')}: {len(rd.bundle.requests)} records",)
-    led.derive("r.requests", A.count, unit="req", sources=rsrc, values=all_measured + all_failed)
+    table = rd.bundle.request_table
+    all_measured = table.take([]).concat(*(p.measured for p in rd.points))
+    all_failed = table.take([]).concat(*(p.failed for p in rd.points))
+    rsrc = (f"{rd.name}/{rd.bundle.file_for('requests')}: {len(table)} records",)
+    led.derive("r.requests", A.count, unit="req", sources=rsrc, values=all_measured.concat(all_failed))
     led.derive("r.failed", A.count, unit="req", sources=rsrc, values=all_failed)
     if sc:
         t0, t1 = sc[0]["t"], sc[-1]["t"]

@@ -48,7 +48,7 @@ def _describe(v: Any) -> str:
         return v.key
     if isinstance(v, float):
         return f"{v:.6g}"
-    if isinstance(v, (list, tuple)):
+    if isinstance(v, (list, tuple)) or type(v).__name__ in ("ndarray", "RequestTable"):
         return f"{len(v)} values"
     return str(v)
 

@@ -64,6 +64,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from bench.request_table import RequestTable, as_request_table
 from report import series as S
 from report import theory as T
 from report.ledger import Absent
@@ -137,31 +140,35 @@ def _lifecycle(r: Mapping) -> tuple[float, float] | None:
     return float(t0), float(t1)
 
 
-def requests_inside_window(requests: Sequence[Mapping], t_start: float, t_end: float) -> list[dict]:
+def requests_inside_window(requests: RequestTable, t_start: float, t_end: float) -> RequestTable:
     """The requests that finished ok and whose whole lifecycle (send to end) lies inside [t_start, t_end]."""
-    out = []
-    for r in requests:
-        life = _lifecycle(r)
-        if r.get("status") == "ok" and life is not None and t_start <= life[0] and life[1] <= t_end:
-            out.append(r)
-    return out
+    requests = as_request_table(requests)
+    send, end = requests.col("t_send"), requests.col("t_end")
+    return requests.take(requests.col("ok") & (t_start <= send) & (end <= t_end))
 
 
-def requests_straddling_window(requests: Sequence[Mapping], t_start: float, t_end: float) -> list[dict]:
+def requests_straddling_window(requests: RequestTable, t_start: float, t_end: float) -> RequestTable:
     """Requests whose work the window's counters may hold only in part: overlapping its edges, failed inside it, or without timestamps."""
-    inside = {id(r) for r in requests_inside_window(requests, t_start, t_end)}
-    out = []
-    for r in requests:
-        if id(r) in inside:
-            continue
-        life = _lifecycle(r)
-        if life is None:
-            if r.get("t_send") is None or t_start <= r["t_send"] <= t_end:
-                out.append(r)
-            continue
-        if life[0] <= t_end and life[1] >= t_start:
-            out.append(r)
-    return out
+    requests = as_request_table(requests)
+    send, end = requests.col("t_send"), requests.col("t_end")
+    inside = requests.col("ok") & (t_start <= send) & (end <= t_end)
+    unknown = np.isnan(send) | np.isnan(end)
+    # Without both times: counted when it was sent inside the window or its send is unknown.
+    partial = np.isnan(send) | ((t_start <= send) & (send <= t_end))
+    overlapping = (send <= t_end) & (end >= t_start)
+    return requests.take(~inside & np.where(unknown, partial, overlapping))
+
+
+def _token_count_rows(requests: RequestTable) -> list[tuple[int, int, int]]:
+    """(prompt, completion, cached prompt) tokens of each request, as request_token_counts."""
+    prompt, completion = requests.col("usage_prompt"), requests.col("usage_completion")
+    bad = np.flatnonzero(np.isnan(prompt) | np.isnan(completion))
+    if len(bad):
+        request_token_counts(requests[int(bad[0])])  # raises Absent naming the request
+    cached = np.nan_to_num(requests.col("usage_cached"), nan=0.0)
+    return list(zip(np.trunc(prompt).astype(np.int64).tolist(),
+                    np.trunc(completion).astype(np.int64).tolist(),
+                    np.trunc(cached).astype(np.int64).tolist()))
 
 
 # ============================================================================ one request's steps
@@ -223,8 +230,8 @@ def _window_rows(shape: T.ModelShape, requests: Sequence[Mapping]) -> list[tuple
     if not requests:
         raise Absent("no request ran wholly inside the window, so there is nothing to predict")
     rows: list[tuple[int, int, bool]] = []
-    for r in requests:
-        rows += _compact_rows(*request_token_counts(r), shape.sliding_window)
+    for counts in _token_count_rows(as_request_table(requests)):
+        rows += _compact_rows(*counts, shape.sliding_window)
     return rows
 
 
@@ -334,16 +341,17 @@ def steps_with_outputs(scrapes: Sequence[Mapping], t_start: float | None, t_end:
 
 def engine_busy_periods(requests: Sequence[Mapping], t_end: float | None = None) -> int:
     """Busy periods of the engine the client's records prove (the union of [send, end] split by gaps), counting those over by T_END."""
-    spans = sorted(life for r in requests if (life := _lifecycle(r)) is not None)
-    if not spans:
+    requests = as_request_table(requests)
+    send, end = requests.col("t_send"), requests.col("t_end")
+    known = ~np.isnan(send) & ~np.isnan(end)
+    if not known.any():
         raise Absent("no request has both a send and an end time")
-    ends: list[float] = []
-    for t0, t1 in spans:
-        if not ends or t0 > ends[-1]:
-            ends.append(t1)
-        else:
-            ends[-1] = max(ends[-1], t1)
-    return sum(1 for e in ends if t_end is None or e <= t_end)
+    order = np.lexsort((end[known], send[known]))
+    t0, t1 = send[known][order], end[known][order]
+    reach = np.maximum.accumulate(t1)  # the latest end so far: a gap after it starts a period
+    starts = np.flatnonzero(np.concatenate(([True], t0[1:] > reach[:-1])))
+    ends = reach[np.concatenate((starts[1:] - 1, [len(t0) - 1]))]
+    return int(len(ends) if t_end is None else np.count_nonzero(ends <= t_end))
 
 
 def idle_steps_implied(measured_read_bytes: float, per_request_read_bytes: float, steps_with_outputs: float,
@@ -389,8 +397,8 @@ class _Evidence:
     """What the window says about the causes of a difference."""
 
     window: tuple[float, float]
-    inside: list
-    straddling: list
+    inside: RequestTable
+    straddling: RequestTable
     hits: float | None
     preemptions: float | None
     prompts: list[int]
@@ -430,7 +438,7 @@ def _evidence(scrapes, requests, t_start, t_end, concurrency, budget) -> _Eviden
     life = lifecycle_window(scrapes, t_start, t_end)
     inside = requests_inside_window(requests, *life)
     straddling = requests_straddling_window(requests, *life)
-    prompts = [request_token_counts(r)[0] for r in inside]
+    prompts = [c[0] for c in _token_count_rows(inside)]
     return _Evidence(window=(a, b), inside=inside, straddling=straddling,
                      hits=_optional_increase(scrapes, a, b, PREFIX_HITS),
                      preemptions=_optional_increase(scrapes, a, b, PREEMPTIONS),
@@ -445,8 +453,8 @@ def _straddler_bound(ev: _Evidence, predict) -> str:
     """How much of the measured increase the straddling requests can account for at most."""
     if not ev.straddling:
         return "no request straddles the window's edges"
-    known = [r for r in ev.straddling if (r.get("usage") or {}).get("prompt_tokens")
-             and (r.get("usage") or {}).get("completion_tokens")]
+    prompt, completion = ev.straddling.col("usage_prompt"), ev.straddling.col("usage_completion")
+    known = ev.straddling.take(~np.isnan(prompt) & (prompt != 0) & ~np.isnan(completion) & (completion != 0))
     if not known:
         return (f"{len(ev.straddling)} request(s) straddle the window's edges or failed inside it; "
                 "their share of the counter is unknown")
@@ -464,7 +472,7 @@ def _flops_explanation(shape: T.ModelShape, ev: _Evidence, terms: Mapping[str, f
     """Term by term, what can make vLLM's FLOPs counter differ from the lifecycle sum, with this window's evidence."""
     hits = ev.hits
     mean_prompt = sum(ev.prompts) / len(ev.prompts) if ev.prompts else 0
-    counts = [request_token_counts(r) for r in ev.inside]
+    counts = _token_count_rows(ev.inside)
     cached = sum(c for _, _, c in counts)
     hit_text = ("Prefix-cache hits are not known for this window" if hits is None else
                 "No prefix-cache hits in the window" if hits == 0 else
@@ -550,7 +558,7 @@ def read_bytes_reconciliation(config: Config, scrapes: Sequence[Mapping], reques
     with_outputs = steps_with_outputs(scrapes, a, b)
     # Every engine busy period ends with one step that schedules nothing; the client's records
     # prove a lower bound on them, and each needs at least one request finishing.
-    idle_lo = engine_busy_periods(ev.inside + ev.straddling, b)
+    idle_lo = engine_busy_periods(ev.inside.concat(ev.straddling), b)
     idle_hi = len(ev.inside) + len(ev.straddling)
     steps, steps_hi = with_outputs + idle_lo, with_outputs + idle_hi
     terms = predicted_read_bytes_terms(shape, ev.inside, steps, tp, pp, dp, kv_cache_dtype_bytes,

@@ -1,5 +1,9 @@
 """Per-point client statistics, pure functions over raw request records.
 
+The records come as a RequestTable (bench/request_table.py: one numpy column per field, the
+chunks of all requests in flat arrays); a list of record dicts is converted first. Lists of
+values are numpy arrays.
+
 Definitions (documented in the report's glossary through these docstrings):
 - a point's window runs from its `measure` event (first measured request sent) to its
   `end` event; warm-up requests are excluded from latency statistics;
@@ -13,6 +17,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
+from bench.request_table import RequestTable, as_request_table
 from report.ledger import Absent
 
 
@@ -57,53 +64,80 @@ def point_windows(events: list[dict]) -> dict[str, Window]:
     return out
 
 
-def requests_of_point(requests: list[dict], window: Window) -> list[dict]:
+def requests_of_point(requests: RequestTable, window: Window) -> RequestTable:
     """The point's requests from its last run (records sent inside its start..end span)."""
-    return [r for r in requests if r.get("point") == window.point
-            and (r.get("t_send") is None or window.t_start <= r["t_send"] <= window.t_end)]
+    requests = as_request_table(requests)
+    t = requests.col("t_send")
+    inside = np.isnan(t) | ((window.t_start <= t) & (t <= window.t_end))
+    return requests.take(requests.point_is(window.point) & inside)
 
 
-def measured(requests: list[dict]) -> list[dict]:
+def measured(requests: RequestTable) -> RequestTable:
     """Requests that count: not warm-up, finished without error."""
-    return [r for r in requests if not r.get("warmup") and r.get("status") == "ok"]
+    requests = as_request_table(requests)
+    return requests.take(~requests.col("warmup") & requests.col("ok"))
 
 
-def failed(requests: list[dict]) -> list[dict]:
+def failed(requests: RequestTable) -> RequestTable:
     """Non-warm-up requests that ended with an error."""
-    return [r for r in requests if not r.get("warmup") and r.get("status") != "ok"]
+    requests = as_request_table(requests)
+    return requests.take(~requests.col("warmup") & ~requests.col("ok"))
 
 
-def percentile(values: list[float], q: float) -> float:
+def _floats(values) -> np.ndarray:
+    return values if isinstance(values, np.ndarray) else np.asarray(values, dtype=np.float64)
+
+
+def percentile(values: np.ndarray, q: float) -> float:
     """The q-th percentile (0-100) with linear interpolation, as numpy's default."""
-    if not values:
+    xs = _floats(values)
+    if len(xs) == 0:
         raise Absent("no samples")
-    xs = sorted(values)
     k = (len(xs) - 1) * q / 100.0
     lo, hi = math.floor(k), math.ceil(k)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+    part = np.partition(xs, (lo, hi)) if hi != lo else np.partition(xs, lo)
+    a, b = float(part[lo]), float(part[hi])
+    return a + (b - a) * (k - lo)
 
 
-def mean(values: list[float]) -> float:
+def mean(values: np.ndarray) -> float:
     """Arithmetic mean."""
-    if not values:
+    xs = _floats(values)
+    if len(xs) == 0:
         raise Absent("no samples")
-    return sum(values) / len(values)
+    # Summed in order, as Python's sum(): the same float as before, not numpy's pairwise sum.
+    return float(np.cumsum(xs)[-1]) / len(xs)
 
 
-def ttfts_ms(requests: list[dict]) -> list[float]:
+def ttfts_ms(requests: RequestTable) -> np.ndarray:
     """Time to first token per request: first token-bearing chunk minus send, in ms."""
-    return [(r["t_first"] - r["t_send"]) * 1e3 for r in requests if r.get("t_first") is not None]
+    requests = as_request_table(requests)
+    first, send = requests.col("t_first"), requests.col("t_send")
+    has = ~np.isnan(first)
+    return (first[has] - send[has]) * 1e3
 
 
-def e2es_ms(requests: list[dict]) -> list[float]:
+def _last_chunk_times(requests: RequestTable) -> tuple[np.ndarray, np.ndarray]:
+    """(mask of requests with chunks, their last chunk's time)."""
+    counts = requests.chunk_counts()
+    has = counts > 0
+    t, _, off = requests.chunks()
+    return has, t[off[1:][has] - 1]
+
+
+def e2es_ms(requests: RequestTable) -> np.ndarray:
     """End-to-end latency per request: last token-bearing chunk minus send, in ms."""
-    return [(r["chunks"][-1][0] - r["t_send"]) * 1e3 for r in requests if r.get("chunks")]
+    requests = as_request_table(requests)
+    has, last = _last_chunk_times(requests)
+    return (last - requests.col("t_send")[has]) * 1e3
 
 
-def slot_waits_ms(requests: list[dict]) -> list[float]:
+def slot_waits_ms(requests: RequestTable) -> np.ndarray:
     """Time a request waited for a client-side concurrency slot (kept apart from latency), ms."""
-    return [(r["t_send"] - r["t_slot"]) * 1e3 for r in requests
-            if r.get("t_slot") is not None and r.get("t_send") is not None]
+    requests = as_request_table(requests)
+    slot, send = requests.col("t_slot"), requests.col("t_send")
+    has = ~np.isnan(slot) & ~np.isnan(send)
+    return (send[has] - slot[has]) * 1e3
 
 
 def output_tokens(r: dict) -> int | None:
@@ -115,69 +149,100 @@ def output_tokens(r: dict) -> int | None:
     return sum(ns) if ns and all(n is not None for n in ns) else None
 
 
-def itl_gaps_ms(requests: list[dict]) -> list[float]:
+def output_token_counts(requests: RequestTable) -> np.ndarray:
+    """Output tokens per request (as output_tokens), NaN where unknown."""
+    requests = as_request_table(requests)
+    _, n, off = requests.chunks()
+    known = np.concatenate(([0], np.cumsum(np.where(n >= 0, n, 0), dtype=np.int64)))
+    nulls = np.concatenate(([0], np.cumsum(n < 0, dtype=np.int64)))
+    total = (known[off[1:]] - known[off[:-1]]).astype(np.float64)
+    unknown = (nulls[off[1:]] - nulls[off[:-1]] > 0) | (off[1:] == off[:-1])
+    total[unknown] = np.nan
+    usage = requests.col("usage_completion")
+    return np.where(np.isnan(usage), total, np.trunc(usage))
+
+
+def itl_gaps_ms(requests: RequestTable) -> np.ndarray:
     """Inter-token latency per token, ms: a chunk of k tokens after gap g gives k gaps of g/k."""
-    out: list[float] = []
-    for r in requests:
-        ch = r.get("chunks") or []
-        for (t0, _), (t1, n) in zip(ch, ch[1:]):
-            k = n if isinstance(n, int) and n > 0 else 1
-            out.extend([(t1 - t0) * 1e3 / k] * k)
-    return out
+    requests = as_request_table(requests)
+    t, n, off = requests.chunks()
+    if len(t) < 2:
+        return np.zeros(0)
+    later = np.ones(len(t), dtype=bool)
+    later[off[:-1][off[:-1] < off[1:]]] = False  # a request's first chunk has no gap
+    later[0] = False
+    j = np.flatnonzero(later)
+    k = n[j].astype(np.int64)
+    k[k <= 0] = 1
+    gaps = (t[j] - t[j - 1]) * 1e3 / k
+    return np.repeat(gaps, k) if np.any(k > 1) else gaps
 
 
-def chunks_without_token_counts(requests: list[dict]) -> int:
+def chunks_without_token_counts(requests: RequestTable) -> int:
     """Chunks whose token count the server did not state (their ITL assumes one token)."""
-    return sum(1 for r in requests for _, n in r.get("chunks") or [] if n is None)
+    _, n, _ = as_request_table(requests).chunks()
+    return int(np.count_nonzero(n < 0))
 
 
-def multi_token_chunks(requests: list[dict]) -> int:
+def multi_token_chunks(requests: RequestTable) -> int:
     """Chunks that carried more than one token (split evenly in the per-token ITL)."""
-    return sum(1 for r in requests for _, n in r.get("chunks") or [] if isinstance(n, int) and n > 1)
+    _, n, _ = as_request_table(requests).chunks()
+    return int(np.count_nonzero(n > 1))
 
 
-def tpots_ms(requests: list[dict]) -> list[float]:
+def tpots_ms(requests: RequestTable) -> np.ndarray:
     """Time per output token after the first, per request: (E2E − TTFT)/(tokens − 1), ms."""
-    out = []
-    for r in requests:
-        n = output_tokens(r)
-        if r.get("chunks") and n and n > 1:
-            out.append((r["chunks"][-1][0] - r["t_first"]) * 1e3 / (n - 1))
-    return out
+    requests = as_request_table(requests)
+    has, last = _last_chunk_times(requests)
+    tokens = output_token_counts(requests)[has]
+    first = requests.col("t_first")[has]
+    ok = ~np.isnan(tokens) & (tokens > 1)
+    return (last[ok] - first[ok]) * 1e3 / (tokens[ok] - 1)
 
 
-def output_tokens_per_s(all_requests: list[dict], t_measure: float, t_end: float) -> float:
+def _window_tokens(all_requests: RequestTable, t_measure: float, t_end: float) -> int:
+    """Output tokens of ok requests whose chunks arrived in [t_measure, t_end] (a null count is 1)."""
+    ok = all_requests.take(all_requests.col("ok"))
+    t, n, _ = ok.chunks()
+    inside = (t_measure <= t) & (t <= t_end)
+    tok = n[inside]
+    return int(np.where(tok > 0, tok, 1).sum(dtype=np.int64))
+
+
+def output_tokens_per_s(all_requests: RequestTable, t_measure: float, t_end: float) -> float:
     """Output tokens whose chunks arrived inside the window, per second of window."""
     if t_end <= t_measure:
         raise Absent("the window is empty")
-    tokens = sum((n or 1) for r in all_requests if r.get("status") == "ok"
-                 for t, n in r.get("chunks") or [] if t_measure <= t <= t_end)
-    return tokens / (t_end - t_measure)
+    return _window_tokens(as_request_table(all_requests), t_measure, t_end) / (t_end - t_measure)
 
 
-def output_tokens_in_window(all_requests: list[dict], t_measure: float, t_end: float) -> int:
+def output_tokens_in_window(all_requests: RequestTable, t_measure: float, t_end: float) -> int:
     """Output tokens whose chunks arrived inside the window (all requests, warm-up included)."""
-    return sum((n or 1) for r in all_requests if r.get("status") == "ok"
-               for t, n in r.get("chunks") or [] if t_measure <= t <= t_end)
+    return _window_tokens(as_request_table(all_requests), t_measure, t_end)
 
 
-def total_tokens_per_s(all_requests: list[dict], t_measure: float, t_end: float) -> float:
+def total_tokens_per_s(all_requests: RequestTable, t_measure: float, t_end: float) -> float:
     """Prompt tokens (credited at first token) plus output tokens inside the window, per second."""
     if t_end <= t_measure:
         raise Absent("the window is empty")
-    out_tok = sum((n or 1) for r in all_requests if r.get("status") == "ok"
-                  for t, n in r.get("chunks") or [] if t_measure <= t <= t_end)
-    prompt = sum((r.get("usage") or {}).get("prompt_tokens", r.get("input_len") or 0)
-                 for r in all_requests if r.get("status") == "ok" and r.get("t_first") is not None
-                 and t_measure <= r["t_first"] <= t_end)
-    return (out_tok + prompt) / (t_end - t_measure)
+    reqs = as_request_table(all_requests)
+    out_tok = _window_tokens(reqs, t_measure, t_end)
+    first = reqs.col("t_first")
+    credited = reqs.col("ok") & (t_measure <= first) & (first <= t_end)
+    prompt = reqs.col("usage_prompt")[credited]
+    input_len = np.nan_to_num(reqs.col("input_len")[credited], nan=0.0)
+    prompt = np.where(np.isnan(prompt), input_len, prompt)
+    return (out_tok + int(prompt.sum())) / (t_end - t_measure)
 
 
-def requests_per_s(requests: list[dict], t_measure: float, t_end: float) -> float:
+def requests_per_s(requests: RequestTable, t_measure: float, t_end: float) -> float:
     """Measured requests completed inside the window, per second."""
     if t_end <= t_measure:
         raise Absent("the window is empty")
-    return sum(1 for r in requests if t_measure <= (r.get("t_end") or -1) <= t_end) / (t_end - t_measure)
+    end = as_request_table(requests).col("t_end")
+    end = np.where(end == 0, -1.0, end)  # as `t_end or -1`: a zero end time never counts
+    done = int(np.count_nonzero((t_measure <= end) & (end <= t_end)))
+    return done / (t_end - t_measure)
 
 
 def scaling_efficiency(throughput: float, concurrency: int, throughput_at_1: float) -> float:

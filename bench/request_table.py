@@ -1,0 +1,619 @@
+"""The requests of a bundle as columns: one row per request, every chunk in two flat arrays.
+
+A round of a million requests holds some 64 M chunks; as Python objects (`[t, n]` lists in
+dicts) they take many GB and minutes to walk. A RequestTable keeps each scalar field the
+report reads as a numpy column, one value per request (NaN where the record has null or no
+such field), and the chunks of all requests as `chunk_t` (arrival time) and `chunk_n`
+(tokens; -1 where the server said null), request i's chunks being
+`chunk_off[i]:chunk_off[i + 1]`. The record itself stays available: `table[i]` rebuilds the
+dict as it was read (the record's JSON without its chunk pairs is kept as bytes).
+
+`take` selects rows (a point, its measured requests) without copying the store; every
+selection keeps the order of the records in the bundle.
+
+Reading (`read_request_files`) parses whole blocks of lines at once: the chunk pairs, most of
+a line, go through pandas' C number parser in bulk; the rest of each record through orjson. A
+block that is not of the usual shape is read line by line instead, with the same result and
+the same checks and messages as any other stream (`bench.bundle.iter_jsonl`).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import zlib
+from collections import deque
+from dataclasses import dataclass
+from itertools import repeat
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import orjson
+
+# Scalar columns: name -> how to read it from a record (float64, NaN where absent or null).
+FLOAT_FIELDS = ("t_slot", "t_sched", "t_send", "t_headers", "t_first", "t_end", "input_len")
+BLOCK_BYTES = 32 << 20
+_KEY = b'"chunks":'
+# Bytes a block's chunk pairs may hold on the fast path: numbers, null, brackets, commas.
+_CHUNK_TEXT = b"0123456789.eE+-,[]nul\n"
+
+
+class RecordError(ValueError):
+    """A request record the table cannot hold; the message says what is wrong with it."""
+
+
+@dataclass(eq=False)
+class _Store:
+    """Columns of every request read, shared by all selections of one table."""
+
+    cols: dict[str, np.ndarray]       # per request: FLOAT_FIELDS, usage_*, warmup, ok, point
+    points: list                      # point code -> the record's point value
+    server: dict[str, np.ndarray]     # per request: numeric server_metrics fields (NaN absent)
+    chunk_off: np.ndarray             # int64, n + 1
+    chunk_t: np.ndarray               # float64
+    chunk_n: np.ndarray               # int32, -1 = null
+    heads: np.ndarray                 # uint8: each record's JSON with its chunk pairs removed
+    head_off: np.ndarray              # int64, n + 1
+
+    @property
+    def n(self) -> int:
+        return len(self.chunk_off) - 1
+
+
+class RequestTable(Sequence):
+    """Requests as columns (see the module docstring); a sequence of record dicts when iterated."""
+
+    def __init__(self, store: _Store, rows: np.ndarray | None = None):
+        self._s = store
+        self._rows = rows  # None: every row of the store, in order
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def from_records(cls, records: Sequence[dict]) -> RequestTable:
+        """A table of request records (dicts as read from requests.jsonl)."""
+        b = _Builder()
+        b.add(_records_block(list(records)))
+        return b.table()
+
+    @classmethod
+    def empty(cls) -> RequestTable:
+        return _Builder().table()
+
+    # ------------------------------------------------------------------ selection
+
+    def __len__(self) -> int:
+        return self._s.n if self._rows is None else len(self._rows)
+
+    @property
+    def rows(self) -> np.ndarray:
+        """Indices of this selection's requests in the whole table."""
+        return np.arange(self._s.n) if self._rows is None else self._rows
+
+    def take(self, which: np.ndarray) -> RequestTable:
+        """The requests selected by WHICH (a boolean mask over this table, or positions in it)."""
+        which = np.asarray(which)
+        which = np.flatnonzero(which) if which.dtype == bool else which.astype(np.int64)
+        return RequestTable(self._s, self.rows[which] if self._rows is not None else which)
+
+    def concat(self, *others: RequestTable) -> RequestTable:
+        """This table's requests followed by those of OTHERS (selections of the same table)."""
+        for o in others:
+            if o._s is not self._s:
+                raise ValueError("only selections of one table can be joined")
+        return RequestTable(self._s, np.concatenate([self.rows] + [o.rows for o in others]))
+
+    # ------------------------------------------------------------------ columns
+
+    def col(self, name: str) -> np.ndarray:
+        """One scalar column (FLOAT_FIELDS, usage_prompt/usage_completion/usage_cached, warmup, ok)."""
+        c = self._s.cols[name]
+        return c if self._rows is None else c[self._rows]
+
+    def point_is(self, point: Any) -> np.ndarray:
+        """Mask of the requests whose `point` equals POINT."""
+        codes = [k for k, p in enumerate(self._s.points) if p == point]
+        c = self.col("point")
+        if not codes:
+            return np.zeros(len(c), dtype=bool)
+        return np.isin(c, codes) if len(codes) > 1 else c == codes[0]
+
+    def server_metric(self, name: str) -> np.ndarray:
+        """One numeric field of the records' server_metrics (NaN where a record lacks it)."""
+        c = self._s.server.get(name)
+        if c is None:
+            return np.full(len(self), np.nan)
+        return c if self._rows is None else c[self._rows]
+
+    def chunk_counts(self) -> np.ndarray:
+        """Chunks per request."""
+        off = self._s.chunk_off
+        if self._rows is None:
+            return np.diff(off)
+        return off[self._rows + 1] - off[self._rows]
+
+    def chunks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(t, n, offsets) of this selection's chunks, request by request; n = -1 where null."""
+        s = self._s
+        if self._rows is None:
+            return s.chunk_t, s.chunk_n, s.chunk_off
+        rows = self._rows
+        lo, hi = s.chunk_off[rows], s.chunk_off[rows + 1]
+        counts = hi - lo
+        off = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(counts, out=off[1:])
+        if len(rows) == 0:
+            return s.chunk_t[:0], s.chunk_n[:0], off
+        # Runs of consecutive rows have consecutive chunks: copy them as slices.
+        brk = np.flatnonzero(np.diff(rows) != 1) + 1
+        starts = np.concatenate(([0], brk))
+        ends = np.concatenate((brk, [len(rows)]))
+        if len(starts) * 8 <= len(rows):
+            a, b = lo[starts].tolist(), hi[ends - 1].tolist()
+            t = np.concatenate([s.chunk_t[x:y] for x, y in zip(a, b)])
+            n = np.concatenate([s.chunk_n[x:y] for x, y in zip(a, b)])
+        else:
+            idx = np.repeat(lo - off[:-1], counts) + np.arange(off[-1])
+            t, n = s.chunk_t[idx], s.chunk_n[idx]
+        return t, n, off
+
+    # ------------------------------------------------------------------ records
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError("request index out of range")
+        return self._record(int(i) if self._rows is None else int(self._rows[i]))
+
+    def __iter__(self) -> Iterator[dict]:
+        for r in (range(self._s.n) if self._rows is None else self._rows.tolist()):
+            yield self._record(r)
+
+    def _record(self, r: int) -> dict:
+        s = self._s
+        head = s.heads[s.head_off[r]:s.head_off[r + 1]].tobytes()
+        try:
+            rec = orjson.loads(head)
+        except orjson.JSONDecodeError:
+            rec = json.loads(head)  # NaN/Infinity, huge integers: what json accepts and orjson not
+        a, b = int(s.chunk_off[r]), int(s.chunk_off[r + 1])
+        if b > a:
+            ts = s.chunk_t[a:b].tolist()
+            ns = s.chunk_n[a:b].tolist()
+            rec["chunks"] = [[t, n if n >= 0 else None] for t, n in zip(ts, ns)]
+        return rec
+
+    def __repr__(self) -> str:
+        return f"<RequestTable: {len(self)} requests>"
+
+
+def as_request_table(requests: RequestTable | Sequence[dict]) -> RequestTable:
+    """REQUESTS as a RequestTable (a list of record dicts is converted)."""
+    return requests if isinstance(requests, RequestTable) else RequestTable.from_records(requests)
+
+
+# ============================================================================ building
+
+_NUMERIC = {int, float, type(None)}
+
+
+def _numbers(values: list) -> np.ndarray:
+    """VALUES as float64: NaN for null, a missing field or anything that is not a JSON number."""
+    if set(map(type, values)) <= _NUMERIC:
+        return np.array(values, dtype=np.float64).reshape(len(values))
+    return np.array([float(v) if type(v) in (int, float) else np.nan for v in values],
+                    dtype=np.float64).reshape(len(values))
+
+
+def _field(dicts: list, key: str) -> list:
+    """dict.get(KEY) of each element that is a dict, else None."""
+    return [d.get(key) if type(d) is dict else None for d in dicts]
+
+
+@dataclass
+class _Block:
+    """The columns of one block of records (point codes local to the block)."""
+
+    cols: dict[str, np.ndarray]
+    points: list                  # local point code -> value
+    server: dict[str, np.ndarray]
+    counts: np.ndarray            # chunks per record
+    t: np.ndarray
+    n: np.ndarray
+    heads: bytes                  # each record's JSON without its chunk pairs, newline-ended
+    head_lens: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+
+def _scalar_block(recs: list[dict]) -> tuple[dict[str, np.ndarray], list, dict[str, np.ndarray]]:
+    """The scalar columns of RECS (records or their heads: chunks are not read here)."""
+    n = len(recs)
+    get = dict.get
+    cols = {f: _numbers(list(map(get, recs, repeat(f)))) for f in FLOAT_FIELDS}
+    usage = list(map(get, recs, repeat("usage")))
+    cols["usage_prompt"] = _numbers(_field(usage, "prompt_tokens"))
+    cols["usage_completion"] = _numbers(_field(usage, "completion_tokens"))
+    cols["usage_cached"] = _numbers(_field(_field(usage, "prompt_tokens_details"), "cached_tokens"))
+    cols["warmup"] = np.array([not not w for w in map(get, recs, repeat("warmup"))], dtype=bool).reshape(n)
+    cols["ok"] = np.array([s == "ok" for s in map(get, recs, repeat("status"))], dtype=bool).reshape(n)
+    points: list = []
+    codes: dict = {}
+    local = []
+    for p in map(get, recs, repeat("point")):
+        try:
+            c = codes.get(p)
+            if c is None:
+                c = codes[p] = len(points)
+                points.append(p)
+        except TypeError:  # an unhashable point value: a code of its own
+            c = len(points)
+            points.append(p)
+        local.append(c)
+    cols["point"] = np.array(local, dtype=np.int32).reshape(n)
+    sms = list(map(get, recs, repeat("server_metrics")))
+    keys: dict[str, None] = {}
+    last = None
+    for sm in sms:
+        if type(sm) is dict and sm.keys() != last:
+            last = sm.keys()
+            keys.update(dict.fromkeys(last))
+    server = {k: _numbers(_field(sms, k)) for k in keys}
+    return cols, points, server
+
+
+def _records_block(recs: list[dict], heads: list[bytes] | None = None,
+                   where: Sequence[str] | None = None) -> _Block:
+    """A block of whole records (chunks included), checked one by one; WHERE names each for messages."""
+    counts = np.zeros(len(recs), dtype=np.int64)
+    ts: list[float] = []
+    ns: list[int] = []
+    hs = []
+    for j, r in enumerate(recs):
+        ch = r.get("chunks")
+        if ch is not None and not isinstance(ch, list):
+            raise RecordError(f"{where[j] if where else f'record {j}'}: 'chunks' is not a list")
+        for pair in ch or ():
+            if (not isinstance(pair, (list, tuple)) or len(pair) != 2 or not _is_number(pair[0])
+                    or not (pair[1] is None or _is_count(pair[1]))):
+                raise RecordError(f"{where[j] if where else f'record {j}'}: a chunk is "
+                                  f"{pair!r:.60}, not [time, tokens or null]")
+            ts.append(float(pair[0]))
+            ns.append(-1 if pair[1] is None else int(pair[1]))
+        counts[j] = len(ch or ())
+        if heads is None:
+            hs.append(_head_json(r))
+    heads = hs if heads is None else heads
+    cols, points, server = _scalar_block(recs)
+    return _Block(cols, points, server, counts, np.array(ts, dtype=np.float64),
+                  np.array(ns, dtype=np.int32), b"".join(heads),
+                  np.array([len(h) for h in heads], dtype=np.int64))
+
+
+def _head_json(rec: dict, dumps=orjson.dumps) -> bytes:
+    """REC's JSON with its chunk pairs left out (`"chunks":[]` keeps its place), newline-ended."""
+    head = rec
+    if isinstance(rec.get("chunks"), list) and rec["chunks"]:
+        head = dict(rec)
+        head["chunks"] = []
+    try:
+        if dumps is not None:
+            return dumps(head) + b"\n"
+    except (orjson.JSONEncodeError, TypeError):
+        pass
+    return json.dumps(head, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+class _Builder:
+    """Joins blocks into one store; point codes become global."""
+
+    def __init__(self):
+        self.codes: dict[Any, int] = {}
+        self.points: list = []
+        self.blocks: list[_Block] = []
+        self.rows = 0
+
+    def add(self, blk: _Block) -> None:
+        remap = np.empty(len(blk.points), dtype=np.int32)
+        for j, p in enumerate(blk.points):
+            try:
+                c = self.codes.get(p)
+                if c is None:
+                    c = self.codes[p] = len(self.points)
+                    self.points.append(p)
+            except TypeError:
+                c = len(self.points)
+                self.points.append(p)
+            remap[j] = c
+        if len(blk):
+            blk.cols["point"] = remap[blk.cols["point"]]
+        self.blocks.append(blk)
+        self.rows += len(blk)
+
+    def table(self) -> RequestTable:
+        blocks, self.blocks = self.blocks, []
+        n = self.rows
+
+        def cat(get, dtype):
+            parts = [get(b) for b in blocks]
+            return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+
+        cols = {f: cat(lambda b, f=f: b.cols[f], np.float64) for f in
+                FLOAT_FIELDS + ("usage_prompt", "usage_completion", "usage_cached")}
+        cols["warmup"] = cat(lambda b: b.cols["warmup"], bool)
+        cols["ok"] = cat(lambda b: b.cols["ok"], bool)
+        cols["point"] = cat(lambda b: b.cols["point"], np.int32)
+        server: dict[str, np.ndarray] = {}
+        row = 0
+        for b in blocks:
+            for k, c in b.server.items():
+                server.setdefault(k, np.full(n, np.nan))[row:row + len(b)] = c
+            row += len(b)
+        off = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(cat(lambda b: b.counts, np.int64), out=off[1:])
+        head_off = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(cat(lambda b: b.head_lens, np.int64), out=head_off[1:])
+        for b in blocks:
+            b.cols = {}
+        t = cat(lambda b: b.t, np.float64)
+        for b in blocks:
+            b.t = None
+        cn = cat(lambda b: b.n, np.int32)
+        for b in blocks:
+            b.n = None
+        heads = np.frombuffer(b"".join([b.heads for b in blocks]), dtype=np.uint8)
+        return RequestTable(_Store(cols=cols, points=self.points, server=server, chunk_off=off,
+                                   chunk_t=t, chunk_n=cn, heads=heads, head_off=head_off))
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_count(v: Any) -> bool:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    return v >= 0 and float(v).is_integer() and v < 2**31
+
+
+# ============================================================================ reading
+
+
+def _pairs(csv: bytes) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """(t, n, nulls) of CSV, one `t,n` pair a line (n = -1 where null, int64); None when it is not
+    of that shape."""
+    import pandas as pd
+    opts = dict(header=None, names=["t", "n"], engine="c", skip_blank_lines=False)
+    try:
+        # Token counts are whole numbers nearly always: integers parse fastest.
+        df = pd.read_csv(io.BytesIO(csv), dtype={"t": np.float64, "n": np.int64}, na_filter=False, **opts)
+        return df["t"].to_numpy(np.float64), df["n"].to_numpy(np.int64), 0
+    except Exception:  # noqa: BLE001 - a null or a non-integer count: the general parse below
+        pass
+    try:
+        df = pd.read_csv(io.BytesIO(csv), dtype=np.float64, na_values=["null"],
+                         keep_default_na=False, **opts)
+    except Exception:  # noqa: BLE001 - whatever pandas refuses is read line by line
+        return None
+    t, nf = df["t"].to_numpy(np.float64), df["n"].to_numpy(np.float64)
+    isnull = np.isnan(nf)
+    known = nf[~isnull]
+    if np.any(known != np.floor(known)) or np.any(np.abs(known) >= 2**31):
+        return None
+    return t, np.where(isnull, -1, nf).astype(np.int64), int(isnull.sum())
+
+
+def _fast_block(block: bytes) -> tuple[_Block | None, int]:
+    """(the records of BLOCK parsed in bulk, its line count); the block is whole lines, each
+    ending in a newline. The block is None when it is not of the usual shape (it must then be
+    read line by line)."""
+    arr = np.frombuffer(block, dtype=np.uint8)
+    nl = np.flatnonzero(arr == 10)
+    lines = len(nl)
+    if lines == 0:
+        return None, 0
+    find = block.find
+    vl, el, full = [], [], []
+    pos = 0
+    for end in nl.tolist():
+        # The first `"chunks":` key of the line. Inside a string a quote is escaped, so the
+        # pattern is a key; were it a nested one, the check on the heads below finds out.
+        k = find(_KEY, pos, end)
+        if k < 0 or end == pos:
+            return None, lines
+        v = k + 9
+        c = block[v]
+        if c == 91 and block[v + 1] == 91:
+            e = find(b"]]", v, end)  # pairs hold numbers and null only: the first `]]` ends them
+            if e < 0:
+                return None, lines
+            vl.append(v)
+            el.append(e)
+            full.append(True)
+        elif (c == 91 and block[v + 1] == 93) or c == 110:
+            full.append(False)
+        else:
+            return None, lines
+        pos = end + 1
+    mv = memoryview(block)
+    # Each line's pairs as `a,b],[c,d`, lines joined by a sentinel row; then one pair a line.
+    text = b"\n-1,-2\n".join([mv[x + 2:y] for x, y in zip(vl, el)])
+    if text.translate(None, _CHUNK_TEXT):
+        return None, lines
+    nonempty = np.array(full, dtype=bool)
+    counts = np.zeros(lines, dtype=np.int64)
+    if vl:
+        got = _pairs(text.replace(b"],[", b"\n"))
+        if got is None:
+            return None, lines
+        t, n, nulls = got
+        # Sentinel rows (n = -2) split the lines.
+        sep = np.flatnonzero(n == -2)
+        if len(sep) != len(vl) - 1:
+            return None, lines
+        per = np.diff(np.concatenate(([-1], sep, [len(n)]))) - 1
+        keep = np.ones(len(n), dtype=bool)
+        keep[sep] = False
+        t, n = t[keep], n[keep]
+        total = len(t)
+        # A comma inside each pair and one between pairs (and one in each sentinel row); no
+        # count below -1 (null), and as many -1 as nulls; times are finite.
+        if (text.count(b",") != 2 * total - 1 or np.any(per < 1) or np.any(n < -1)
+                or np.count_nonzero(n == -1) != nulls or nulls != text.count(b"null")
+                or not np.all(np.isfinite(t))):
+            return None, lines
+        n = n.astype(np.int32)
+        counts[nonempty] = per
+    else:
+        t, n = np.zeros(0), np.zeros(0, dtype=np.int32)
+    del text
+    # Heads: each line without its list's inside (`"chunks":[]` stays, keeping key order).
+    cut = [0]
+    for x, y in zip(vl, el):
+        cut += (x + 1, y + 1)
+    cut.append(len(block))
+    heads = b"".join([mv[cut[j]:cut[j + 1]] for j in range(0, len(cut), 2)])
+    starts = np.concatenate(([0], nl[:-1] + 1))
+    head_lens = nl - starts + 1
+    if vl:
+        head_lens[nonempty] -= np.array(el) - np.array(vl)
+    try:
+        recs = orjson.loads(b"[" + heads[:-1].replace(b"\n", b",") + b"]")
+    except orjson.JSONDecodeError:
+        return None, lines
+    if len(recs) != lines:
+        return None, lines
+    for r, f in zip(recs, full):
+        if type(r) is not dict or "point" not in r:
+            return None, lines
+        c = r.get("chunks", 0)
+        if (c != []) if f else (c is not None and c != []):
+            return None, lines
+    cols, points, server = _scalar_block(recs)
+    return _Block(cols, points, server, counts, t, n, heads, head_lens.astype(np.int64)), lines
+
+
+def _slow_block(lines: list[bytes], first: int, path: Path, last_unterminated: bool,
+                warnings: list[str], fields: tuple[str, ...]) -> _Block:
+    """Records line by line, with iter_jsonl's checks and messages (line numbers from FIRST)."""
+    from bench.bundle import BundleError
+    recs, heads, where = [], [], []
+    for j, line in enumerate(lines):
+        no = first + j
+        if not line.strip():
+            continue
+        try:
+            rec = orjson.loads(line)
+            dumps = orjson.dumps
+        except orjson.JSONDecodeError:
+            try:
+                rec = json.loads(line)
+                dumps = None
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                if last_unterminated and j == len(lines) - 1:
+                    warnings.append(f"{path.name} line {no}: truncated last line skipped")
+                    continue
+                msg = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
+                raise BundleError(f"{path} line {no}: not valid JSON ({msg})") from None
+        if not isinstance(rec, dict):
+            raise BundleError(f"{path} line {no}: expected a JSON object")
+        for name in fields:
+            if name not in rec:
+                raise BundleError(f"{path} line {no}: the record has no {name!r} field")
+        recs.append(rec)
+        heads.append(_head_json(rec, dumps))
+        where.append(f"{path} line {no}")
+    try:
+        return _records_block(recs, heads, where)
+    except RecordError as e:
+        raise BundleError(str(e)) from None
+
+
+def _blocks(path: Path) -> Iterator[tuple[bytes, int, bool]]:
+    """(whole lines, their count, False) blocks of PATH (plain or gzip), then (the unterminated
+    rest, 1, True) if the file does not end in a newline."""
+    from bench.bundle import BundleError
+    opener = gzip.open if path.suffix == ".gz" else open
+    rest = b""
+    with opener(path, "rb") as f:
+        while True:
+            try:
+                raw = f.read(BLOCK_BYTES)
+            except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+                raise BundleError(f"{path}: corrupt compressed file ({e}); restore it from git") from None
+            if not raw:
+                break
+            data = rest + raw if rest else raw
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                rest = data
+                continue
+            rest = data[cut:]
+            block = data[:cut] if cut < len(data) else data
+            del data
+            yield block, block.count(b"\n"), False
+    if rest:
+        yield rest, 1, True
+
+
+def _workers(path: Path) -> int:
+    """Processes to parse PATH with: two for a large file when two cores are ours, else none."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    if cores < 2 or os.environ.get("SERVING_LEDGER_READ_WORKERS") == "0":
+        return 0
+    return 2 if path.stat().st_size > 4 * BLOCK_BYTES else 0
+
+
+def _read_file(path: Path, warnings: list[str], b: _Builder, fields: tuple[str, ...]) -> None:
+    lineno = 1
+    workers = _workers(path)
+    pool = None
+    if workers:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+        pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"))
+    pending: deque = deque()
+
+    def settle(block: bytes, first: int, tail: bool, blk: _Block | None) -> None:
+        if blk is None:
+            blk = _slow_block(block.split(b"\n")[:-1] if not tail else [block], first, path,
+                              tail, warnings, fields)
+        b.add(blk)
+
+    try:
+        for block, nlines, tail in _blocks(path):
+            if pool is None or tail:
+                settle(block, lineno, tail, None if tail else _fast_block(block)[0])
+            else:
+                pending.append((block, lineno, pool.submit(_fast_block, block)))
+                while len(pending) > workers + 1:
+                    blk_bytes, first, fut = pending.popleft()
+                    settle(blk_bytes, first, False, fut.result()[0])
+            lineno += nlines
+            if tail:
+                break
+        while pending:
+            blk_bytes, first, fut = pending.popleft()
+            settle(blk_bytes, first, False, fut.result()[0])
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+
+
+def read_request_files(paths: Sequence[Path], warnings: list[str],
+                       fields: tuple[str, ...] = ("point",)) -> RequestTable:
+    """The requests of PATHS (requests.jsonl and its shards, plain or .gz), in order, as one table."""
+    b = _Builder()
+    for p in paths:
+        _read_file(Path(p), warnings, b, fields)
+    return b.table()
