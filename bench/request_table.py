@@ -22,9 +22,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import os
 import zlib
-from collections import deque
 from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
@@ -311,14 +309,46 @@ def _head_json(rec: dict, dumps=orjson.dumps) -> bytes:
     return json.dumps(head, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
+class _Buffer:
+    """A growing flat array. Reserved room is only address space until written, so reserving as
+    much as a file can hold costs no memory, and nothing is copied at the end."""
+
+    def __init__(self, dtype):
+        self.a = np.empty(0, dtype=dtype)
+        self.size = 0
+
+    def reserve(self, extra: int) -> None:
+        if self.size + extra > len(self.a):
+            grown = np.empty(max(self.size + extra, len(self.a) * 3 // 2), dtype=self.a.dtype)
+            grown[:self.size] = self.a[:self.size]
+            self.a = grown
+
+    def append(self, values) -> None:
+        self.reserve(len(values))
+        self.a[self.size:self.size + len(values)] = values
+        self.size += len(values)
+
+    def array(self) -> np.ndarray:
+        return self.a[:self.size]
+
+
 class _Builder:
     """Joins blocks into one store; point codes become global."""
 
     def __init__(self):
         self.codes: dict[Any, int] = {}
         self.points: list = []
-        self.blocks: list[_Block] = []
+        self.blocks: list[_Block] = []  # their scalar columns; chunks and heads go to the buffers
+        self.t = _Buffer(np.float64)
+        self.n = _Buffer(np.int32)
+        self.heads = _Buffer(np.uint8)
         self.rows = 0
+
+    def reserve(self, text_bytes: int) -> None:
+        """Room for the records of TEXT_BYTES of JSON lines (a chunk takes at least 6 bytes)."""
+        self.t.reserve(text_bytes // 6 + 1)
+        self.n.reserve(text_bytes // 6 + 1)
+        self.heads.reserve(text_bytes + 1)
 
     def add(self, blk: _Block) -> None:
         remap = np.empty(len(blk.points), dtype=np.int32)
@@ -334,6 +364,10 @@ class _Builder:
             remap[j] = c
         if len(blk):
             blk.cols["point"] = remap[blk.cols["point"]]
+        self.t.append(blk.t)
+        self.n.append(blk.n)
+        self.heads.append(np.frombuffer(blk.heads, dtype=np.uint8))
+        blk.t = blk.n = blk.heads = None
         self.blocks.append(blk)
         self.rows += len(blk)
 
@@ -360,17 +394,9 @@ class _Builder:
         np.cumsum(cat(lambda b: b.counts, np.int64), out=off[1:])
         head_off = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(cat(lambda b: b.head_lens, np.int64), out=head_off[1:])
-        for b in blocks:
-            b.cols = {}
-        t = cat(lambda b: b.t, np.float64)
-        for b in blocks:
-            b.t = None
-        cn = cat(lambda b: b.n, np.int32)
-        for b in blocks:
-            b.n = None
-        heads = np.frombuffer(b"".join([b.heads for b in blocks]), dtype=np.uint8)
         return RequestTable(_Store(cols=cols, points=self.points, server=server, chunk_off=off,
-                                   chunk_t=t, chunk_n=cn, heads=heads, head_off=head_off))
+                                   chunk_t=self.t.array(), chunk_n=self.n.array(),
+                                   heads=self.heads.array(), head_off=head_off))
 
 
 def _is_number(v: Any) -> bool:
@@ -563,51 +589,17 @@ def _blocks(path: Path) -> Iterator[tuple[bytes, int, bool]]:
         yield rest, 1, True
 
 
-def _workers(path: Path) -> int:
-    """Processes to parse PATH with: two for a large file when two cores are ours, else none."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
-    if cores < 2 or os.environ.get("SERVING_LEDGER_READ_WORKERS") == "0":
-        return 0
-    return 2 if path.stat().st_size > 4 * BLOCK_BYTES else 0
-
-
 def _read_file(path: Path, warnings: list[str], b: _Builder, fields: tuple[str, ...]) -> None:
+    # A plain file's size bounds its records' chunks and heads; a compressed one grows as read.
+    b.reserve(path.stat().st_size * (1 if path.suffix != ".gz" else 4))
     lineno = 1
-    workers = _workers(path)
-    pool = None
-    if workers:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-        pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"))
-    pending: deque = deque()
-
-    def settle(block: bytes, first: int, tail: bool, blk: _Block | None) -> None:
+    for block, nlines, tail in _blocks(path):
+        blk = None if tail else _fast_block(block)[0]
         if blk is None:
-            blk = _slow_block(block.split(b"\n")[:-1] if not tail else [block], first, path,
+            blk = _slow_block(block.split(b"\n")[:-1] if not tail else [block], lineno, path,
                               tail, warnings, fields)
         b.add(blk)
-
-    try:
-        for block, nlines, tail in _blocks(path):
-            if pool is None or tail:
-                settle(block, lineno, tail, None if tail else _fast_block(block)[0])
-            else:
-                pending.append((block, lineno, pool.submit(_fast_block, block)))
-                while len(pending) > workers + 1:
-                    blk_bytes, first, fut = pending.popleft()
-                    settle(blk_bytes, first, False, fut.result()[0])
-            lineno += nlines
-            if tail:
-                break
-        while pending:
-            blk_bytes, first, fut = pending.popleft()
-            settle(blk_bytes, first, False, fut.result()[0])
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
+        lineno += nlines
 
 
 def read_request_files(paths: Sequence[Path], warnings: list[str],

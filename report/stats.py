@@ -95,8 +95,9 @@ def percentile(values: np.ndarray, q: float) -> float:
         raise Absent("no samples")
     k = (len(xs) - 1) * q / 100.0
     lo, hi = math.floor(k), math.ceil(k)
-    part = np.partition(xs, (lo, hi)) if hi != lo else np.partition(xs, lo)
-    a, b = float(part[lo]), float(part[hi])
+    if not np.all(xs[1:] >= xs[:-1]):  # already in order: no partition needed
+        xs = np.partition(xs, (lo, hi)) if hi != lo else np.partition(xs, lo)
+    a, b = float(xs[lo]), float(xs[hi])
     return a + (b - a) * (k - lo)
 
 
@@ -153,11 +154,14 @@ def output_token_counts(requests: RequestTable) -> np.ndarray:
     """Output tokens per request (as output_tokens), NaN where unknown."""
     requests = as_request_table(requests)
     _, n, off = requests.chunks()
-    known = np.concatenate(([0], np.cumsum(np.where(n >= 0, n, 0), dtype=np.int64)))
-    nulls = np.concatenate(([0], np.cumsum(n < 0, dtype=np.int64)))
-    total = (known[off[1:]] - known[off[:-1]]).astype(np.float64)
-    unknown = (nulls[off[1:]] - nulls[off[:-1]] > 0) | (off[1:] == off[:-1])
-    total[unknown] = np.nan
+    total = np.full(len(off) - 1, np.nan)
+    has = off[1:] > off[:-1]
+    if len(n):
+        starts = off[:-1][has]
+        total[has] = np.add.reduceat(n, starts, dtype=np.int64)
+        if np.any(n < 0):  # a null count anywhere in a request leaves its sum unknown
+            nulls = np.add.reduceat((n < 0).astype(np.int64), starts)
+            total[np.flatnonzero(has)[nulls > 0]] = np.nan
     usage = requests.col("usage_completion")
     return np.where(np.isnan(usage), total, np.trunc(usage))
 
@@ -168,13 +172,14 @@ def itl_gaps_ms(requests: RequestTable) -> np.ndarray:
     t, n, off = requests.chunks()
     if len(t) < 2:
         return np.zeros(0)
-    later = np.ones(len(t), dtype=bool)
-    later[off[:-1][off[:-1] < off[1:]]] = False  # a request's first chunk has no gap
-    later[0] = False
-    j = np.flatnonzero(later)
-    k = n[j].astype(np.int64)
+    # Chunk j + 1 after chunk j, unless j + 1 is a request's first chunk (it has no gap).
+    later = np.ones(len(t) - 1, dtype=bool)
+    firsts = off[1:-1][off[1:-1] < off[-1]]
+    later[firsts[firsts > 0] - 1] = False
+    k = n[1:].astype(np.int64)
     k[k <= 0] = 1
-    gaps = (t[j] - t[j - 1]) * 1e3 / k
+    gaps = ((t[1:] - t[:-1]) * 1e3 / k)[later]
+    k = k[later]
     return np.repeat(gaps, k) if np.any(k > 1) else gaps
 
 
