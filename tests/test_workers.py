@@ -145,6 +145,8 @@ def test_closed_loop_over_two_workers_records_every_request_once(tmp_path):
     b = read_bundle(out)
     assert b.manifest["status"] == "complete"
     assert b.manifest["plan"]["client"]["workers"] == 2
+    # The reader returns the requests of every shard.
+    assert sorted(r["i"] for r in b.requests) == list(range(C + n))
     ev = {e["event"]: e for e in b.points if e.get("point") == "L16-c5"}
     assert ev["start"]["workers"] == 2 and ev["end"]["status"] == "ok"
     # measure: the send time of the first non-warm-up request, on the bundle's clock.
