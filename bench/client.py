@@ -128,57 +128,104 @@ class EventSink:
     """Turns the body bytes of one streamed response into REC's chunks, as they arrive.
 
     Called inside the connection's read callback with the read's timestamp (see
-    `bench.httpstream`), so it must stay cheap: one split per read, one JSON parse per event.
+    `bench.httpstream`), so it must stay cheap: one split per read, one JSON parse per event,
+    and for the usual event (a completions chunk with cumulative usage) a handful of type
+    checks. Arrival times and token counts go to two flat lists (floats and ints are not
+    tracked by the garbage collector); `close()` puts them into REC["chunks"] as (t, n) pairs.
     """
 
-    __slots__ = ("rec", "api", "mode", "parser", "cum", "done")
+    __slots__ = ("rec", "api", "mode", "buf", "cum", "done", "ts", "ns", "fast")
 
     def __init__(self, rec: dict[str, Any], api: str, mode: str):
         self.rec, self.api, self.mode = rec, api, mode
-        self.parser = SSEParser()
+        self.buf = b""
         self.cum: int | None = None
         self.done = False
+        self.ts: list[float] = []
+        self.ns: list[int | None] = []
+        self.fast = api == "completions" and mode == "usage"
 
     def on_head(self, status: int, t: float) -> None:
         self.rec["t_headers"] = t
         self.rec["http_status"] = status
 
+    def close(self) -> None:
+        """Put the chunks seen so far into REC (idempotent)."""
+        self.rec["chunks"] = list(zip(self.ts, self.ns))
+
     def feed(self, data: bytes, t: float) -> None:
-        rec = self.rec
-        for payload in self.parser.feed_bytes(data):
-            if payload == b"[DONE]":
+        buf = self.buf + data if self.buf else data
+        if b"\r" in buf:
+            # Events end with a blank line; accept \r\n line ends as \n (a \r split from its
+            # \n by a read boundary stays in the remainder and is joined on the next feed).
+            buf = buf.replace(b"\r\n", b"\n")
+        events = buf.split(b"\n\n")
+        self.buf = events.pop()
+        for ev in events:
+            if ev[:6] == b"data: " and b"\n" not in ev:   # the usual one-line event
+                payload = ev[6:]
+            else:
+                lines = [ln for ln in ev.split(b"\n") if ln.startswith(b"data:")]
+                if not lines:
+                    continue                                # a comment or another field
+                payload = b"\n".join(ln[5:].lstrip(b" ") for ln in lines)
+            if payload == b"[DONE]" or payload.strip() == b"[DONE]":
                 self.done = True
                 continue
             try:
                 event = loads(payload)
             except ValueError:
-                rec["error"] = f"malformed SSE event: {_text(payload)[:200]!r}"
+                self.rec["error"] = f"malformed SSE event: {_text(payload)[:200]!r}"
                 continue
-            if not isinstance(event, dict):
-                rec["error"] = f"malformed SSE event: {_text(payload)[:200]!r}"
-                continue
-            if "error" in event:
-                err = event["error"]
-                msg = err.get("message") if isinstance(err, dict) else err
-                rec["error"] = f"error event in stream: {str(msg)[:MAX_ERROR_BODY]}"
-                continue
-            try:
-                if _has_content(event, self.api):
-                    n, new_cum = _chunk_tokens(event, self.cum, self.mode)
-                    fr = event["choices"][0].get("finish_reason")
-                    self.cum = new_cum
-                    rec["chunks"].append((t, n))   # a tuple: untracked by the GC
-                    if rec["t_first"] is None:
-                        rec["t_first"] = t
-                    if fr:
-                        rec["finish_reason"] = fr
-                elif isinstance(event.get("usage"), dict) and not event.get("choices"):
-                    rec["usage"] = event["usage"]
-                    if isinstance(event.get("metrics"), dict):
-                        rec["server_metrics"] = event["metrics"]
-            except (TypeError, ValueError, AttributeError, KeyError, IndexError):
-                # Valid JSON of an unexpected shape (e.g. a null token count).
-                rec["error"] = f"malformed SSE event: {_text(payload)[:200]!r}"
+            if self.fast and type(event) is dict and "error" not in event:
+                # The usual completions chunk: one choice with text, cumulative usage.
+                choices = event.get("choices")
+                if type(choices) is list and choices:
+                    c = choices[0]
+                    usage = event.get("usage")
+                    if (type(c) is dict and "text" in c and type(usage) is dict
+                            and type(usage.get("completion_tokens")) is int):
+                        cum = usage["completion_tokens"]
+                        if not self.ts:
+                            self.rec["t_first"] = t
+                        self.ts.append(t)
+                        self.ns.append(cum - (self.cum or 0))
+                        self.cum = cum
+                        fr = c.get("finish_reason")
+                        if fr:
+                            self.rec["finish_reason"] = fr
+                        continue
+            self._event(event, payload, t)
+
+    def _event(self, event: Any, payload: bytes, t: float) -> None:
+        """Any event the fast path did not take, checked in full."""
+        rec = self.rec
+        if not isinstance(event, dict):
+            rec["error"] = f"malformed SSE event: {_text(payload)[:200]!r}"
+            return
+        if "error" in event:
+            err = event["error"]
+            msg = err.get("message") if isinstance(err, dict) else err
+            rec["error"] = f"error event in stream: {str(msg)[:MAX_ERROR_BODY]}"
+            return
+        try:
+            if _has_content(event, self.api):
+                n, new_cum = _chunk_tokens(event, self.cum, self.mode)
+                fr = event["choices"][0].get("finish_reason")
+                self.cum = new_cum
+                if not self.ts:
+                    rec["t_first"] = t
+                self.ts.append(t)
+                self.ns.append(n)
+                if fr:
+                    rec["finish_reason"] = fr
+            elif isinstance(event.get("usage"), dict) and not event.get("choices"):
+                rec["usage"] = event["usage"]
+                if isinstance(event.get("metrics"), dict):
+                    rec["server_metrics"] = event["metrics"]
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError):
+            # Valid JSON of an unexpected shape (e.g. a null token count).
+            rec["error"] = f"malformed SSE event: {_text(payload)[:200]!r}"
 
 
 def _text(payload: bytes) -> str:
@@ -195,6 +242,14 @@ async def stream_request(session: StreamPool, url: str, body: dict[str, Any],
                http_status=None, error=None, finish_reason=None, usage=None, server_metrics=None)
     sink = EventSink(rec, api, chunk_token_counts)
     data = dumps(body)
+    try:
+        return await _send(session, url, data, sink, rec, now, headers, timeout_s)
+    finally:
+        sink.close()
+
+
+async def _send(session: StreamPool, url: str, data: bytes, sink: EventSink, rec: dict[str, Any],
+                now: Callable[[], float], headers: dict | None, timeout_s: float) -> dict[str, Any]:
     try:
         rec["t_send"] = now()
         resp = await asyncio.wait_for(

@@ -182,27 +182,32 @@ class _Conn(asyncio.Protocol):
         return rest
 
     def _dechunk(self, data: bytes) -> bytes:
-        """The payload bytes of DATA under chunked framing; advances the framing state."""
+        """The payload bytes of DATA under chunked framing; advances the framing state.
+
+        One loop turn per chunk whose size line, data and CRLF are all in DATA (the usual
+        case: servers send one event per chunk); partial chunks carry over in `left` and
+        `pending`.
+        """
         if self.pending:            # an incomplete size line (or trailer line) from the last read
             data = self.pending + data
             self.pending = b""
         out = []
         pos, n = 0, len(data)
-        while pos < n:
-            if self.left > 2:                       # inside a chunk's data
-                take = min(self.left - 2, n - pos)
-                out.append(data[pos:pos + take])
-                pos += take
-                self.left -= take
-                continue
-            if self.left > 0:                       # the CRLF after a chunk's data
-                take = min(self.left, n - pos)
-                pos += take
-                self.left -= take
-                continue
-            eol = data.find(b"\r\n", pos)
+        left = self.left
+        if left > 2:                # the rest of a chunk's data
+            take = min(left - 2, n)
+            out.append(data[:take])
+            pos = take
+            left -= take
+        if 0 < left <= 2 and pos < n:   # the CRLF after a chunk's data
+            take = min(left, n - pos)
+            pos += take
+            left -= take
+        find = data.find
+        while pos < n and left == 0:
+            eol = find(b"\r\n", pos)
             if eol < 0:
-                self.pending += data[pos:]
+                self.pending = data[pos:]
                 if len(self.pending) > 1024:
                     raise StreamError("ClientPayloadError", "chunk size line too long")
                 break
@@ -214,14 +219,25 @@ class _Conn(asyncio.Protocol):
                     break
                 continue
             try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
+                size = int(line, 16)
             except ValueError:
-                raise StreamError("ClientPayloadError", f"bad chunk size {line[:40]!r}") from None
+                try:
+                    size = int(line.split(b";", 1)[0].strip(), 16)   # chunk extensions
+                except ValueError:
+                    raise StreamError("ClientPayloadError", f"bad chunk size {line[:40]!r}") from None
             if size == 0:
                 self.mode = "trailer"
                 continue
-            self.left = size + 2
-        return b"".join(out) if len(out) != 1 else out[0]
+            end = pos + size
+            if end + 2 <= n:                        # the whole chunk is here
+                out.append(data[pos:end])
+                pos = end + 2
+            else:
+                out.append(data[pos:end])
+                left = end + 2 - n if end <= n else size + 2 - (n - pos)
+                pos = n
+        self.left = left
+        return out[0] if len(out) == 1 else b"".join(out)
 
     def _finish(self) -> None:
         if self.done is not None and not self.done.done():

@@ -338,6 +338,7 @@ def micro_ours() -> dict[int, float]:
             sink = EventSink(rec, "completions", "usage")
             for r in reads:
                 sink.feed(r, time.monotonic())
+            sink.close()
             best = min(best, time.process_time() - t)
             assert sink.done and len(rec["chunks"]) == MICRO_EVENTS and rec["error"] is None, rec["error"]
         out[batch] = best / MICRO_EVENTS * 1e6
