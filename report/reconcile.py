@@ -436,6 +436,7 @@ def _chunking_note(prompts: Sequence[int], concurrency: int | None, budget: int 
 def _evidence(scrapes, requests, t_start, t_end, concurrency, budget) -> _Evidence:
     a, b = counter_window(scrapes, t_start, t_end)
     life = lifecycle_window(scrapes, t_start, t_end)
+    requests = as_request_table(requests)  # once: inside and straddling select from one table
     inside = requests_inside_window(requests, *life)
     straddling = requests_straddling_window(requests, *life)
     prompts = [c[0] for c in _token_count_rows(inside)]
