@@ -24,9 +24,9 @@ except ImportError:            # pragma: no cover - orjson is a dependency
 MAX_ERROR_BODY = 2000
 
 
-def open_stream_session(headers: dict | None = None) -> StreamPool:
+def open_stream_session(headers: dict | None = None, kernel_timestamps: bool = True) -> StreamPool:
     """The connection pool streaming requests go through (closed with `await s.close()`)."""
-    return StreamPool(headers=headers)
+    return StreamPool(headers=headers, kernel_timestamps=kernel_timestamps)
 
 
 def completion_payload(model: str, prompt: Any, max_tokens: int, *, api: str = "completions",

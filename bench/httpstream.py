@@ -4,11 +4,15 @@ A benchmark client must read token events as they arrive, at tens of thousands p
 without its own queueing showing up as the server's latency. General-purpose clients hand
 every socket read to a coroutine through a stream reader (a future, a task wake-up, a buffer
 copy per read); here the bytes of a read are decoded and handed to the request's sink inside
-the protocol callback itself, with one timestamp taken when the read is delivered.
+the read callback itself.
 
 Invariants:
-- one `data_received` call takes one timestamp; every body byte of that read is passed to
-  the sink with it (`sink.feed(bytes, t)`), in order, once;
+- one read takes one timestamp; every body byte of that read is passed to the sink with it
+  (`sink.feed(bytes, t)`), in order, once. On Linux, plain-HTTP connections are read with
+  `recvmsg` and the kernel's receive stamp (SO_TIMESTAMPNS): the timestamp is when the bytes
+  reached the host, not when a busy event loop got round to them (a read holding several
+  segments carries the newest one's stamp). Elsewhere, and for TLS, it is the time the read
+  is delivered to the protocol callback;
 - a connection carries one request at a time and goes back to its pool only after a
   complete response (framing fully read, no `Connection: close`);
 - every failure surfaces as `StreamError` (or `asyncio.TimeoutError` / `CancelledError`),
@@ -21,7 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import ssl as ssl_module
+import struct
+import sys
 import time
 from typing import Any, Callable, Protocol
 from urllib.parse import urlsplit
@@ -29,6 +36,11 @@ from urllib.parse import urlsplit
 MAX_HEAD = 64 * 1024            # status line + headers
 MAX_ERROR_BODY_READ = 1 << 20   # a non-200 body is read up to this, then the connection dropped
 IDLE_REUSE_S = 4.0              # servers (uvicorn: 5 s) close idle keep-alive connections
+READ_SIZE = 1 << 16             # bytes per read of a kernel-stamped socket (a larger buffer
+                                # is allocated by mmap on every read: 4x the cost per read)
+ANC_SIZE = 64                   # room for one SCM_TIMESTAMPNS control message
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)   # Linux; Python does not name it
+_TIMESPEC = struct.Struct("@qq")                         # struct timespec, 64-bit Linux
 
 
 class StreamError(Exception):
@@ -85,6 +97,8 @@ class _Conn(asyncio.Protocol):
         self.transport = transport
 
     def connection_lost(self, exc) -> None:
+        if self.closed:
+            return
         self.closed = True
         if self.done is None or self.done.done():
             return
@@ -101,7 +115,10 @@ class _Conn(asyncio.Protocol):
                                    f"inside the body{why})"))
 
     def data_received(self, data: bytes) -> None:
-        t = self.now()
+        self.on_data(data, self.now())
+
+    def on_data(self, data: bytes, t: float) -> None:
+        """Bytes of one read, received at T (the bundle's clock)."""
         if self.done is None or self.done.done():
             return      # bytes after the response (or unsolicited): the connection is not reused
         self.received += len(data)
@@ -263,12 +280,129 @@ class _Conn(asyncio.Protocol):
                 and not self.transport.is_closing())
 
 
+class _KernelStampedSocket:
+    """The part of an asyncio transport `_Conn` uses, over a plain TCP socket read with
+    recvmsg, so that each read carries the kernel's receive time (SO_TIMESTAMPNS).
+
+    A read's time is the client clock now, less how long the bytes waited in the socket
+    buffer (wall clock now − the kernel's stamp of the newest segment read): time the client
+    spent busy elsewhere is not charged to the server. When the kernel gives no stamp (some
+    sandboxes), the read is timed on arrival in the callback, as by the protocol path.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, conn: _Conn,
+                 stats: ReadStats):
+        self.loop, self.sock, self.conn, self.stats = loop, sock, conn, stats
+        self.fd = sock.fileno()
+        self.closing = False
+        self.out = b""
+        conn.connection_made(self)
+        loop.add_reader(self.fd, self._readable)
+
+    def _readable(self) -> None:
+        try:
+            data, anc, _flags, _addr = self.sock.recvmsg(READ_SIZE, ANC_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self._lost(e)
+            return
+        if not data:
+            self._lost(None)
+            return
+        conn = self.conn
+        t = conn.now()
+        stats = self.stats
+        stats.reads += 1
+        for level, kind, raw in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
+                sec, nsec = _TIMESPEC.unpack_from(raw)
+                age = time.time() - (sec + nsec * 1e-9)
+                if age > 0:
+                    t -= age
+                    if age > stats.age_max:
+                        stats.age_max = age
+                stats.stamped += 1
+                break
+        conn.on_data(data, t)
+
+    def _writable(self) -> None:
+        try:
+            n = self.sock.send(self.out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self._lost(e)
+            return
+        self.out = self.out[n:]
+        if not self.out:
+            self.loop.remove_writer(self.fd)
+
+    def write(self, data: bytes) -> None:
+        if self.closing:
+            return
+        if self.out:
+            self.out += data
+            return
+        try:
+            n = self.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            n = 0
+        except OSError as e:
+            self._lost(e)
+            return
+        if n < len(data):
+            self.out = data[n:]
+            self.loop.add_writer(self.fd, self._writable)
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def _lost(self, exc: BaseException | None) -> None:
+        if not self.closing:
+            self.close()
+        self.conn.connection_lost(exc)
+
+    def close(self) -> None:
+        if self.closing:
+            return
+        self.closing = True
+        self.loop.remove_reader(self.fd)
+        if self.out:
+            self.loop.remove_writer(self.fd)
+        self.sock.close()
+        self.loop.call_soon(self.conn.connection_lost, None)
+
+
+class ReadStats:
+    """Counters of a pool's reads since the last `take()`: for the client's self-diagnosis."""
+
+    __slots__ = ("reads", "stamped", "age_max")
+
+    def __init__(self) -> None:
+        self.reads = self.stamped = 0
+        self.age_max = 0.0
+
+    def take(self) -> dict[str, float]:
+        """The counters so far (reads; of them kernel-stamped; the longest wait of bytes in a
+        socket buffer, s), then zero them."""
+        out = {"reads": self.reads, "reads_kernel_stamped": self.stamped,
+               "read_wait_max_s": self.age_max}
+        self.reads = self.stamped = 0
+        self.age_max = 0.0
+        return out
+
+
 class StreamPool:
     """Keep-alive connections per (scheme, host, port); any number open at once."""
 
-    def __init__(self, headers: dict[str, str] | None = None, ssl: ssl_module.SSLContext | None = None):
+    def __init__(self, headers: dict[str, str] | None = None, ssl: ssl_module.SSLContext | None = None,
+                 kernel_timestamps: bool = True):
         self.headers = dict(headers or {})
         self.ssl = ssl
+        # Plain-HTTP connections read with kernel receive stamps where the OS offers them.
+        self.kernel_timestamps = kernel_timestamps and sys.platform == "linux"
+        self.stats = ReadStats()
         self._idle: dict[tuple, list[_Conn]] = {}
         self._open: set[_Conn] = set()
         self.closed = False
@@ -280,12 +414,35 @@ class StreamPool:
         if scheme == "https":
             ctx = self.ssl or ssl_module.create_default_context()
         try:
-            _, conn = await loop.create_connection(lambda: _Conn(now), host, port, ssl=ctx)
+            if ctx is None and self.kernel_timestamps:
+                conn = await self._connect_stamped(loop, host, port, now)
+            else:
+                _, conn = await loop.create_connection(lambda: _Conn(now), host, port, ssl=ctx)
         except OSError as e:
             raise StreamError("ClientConnectorError",
                               f"Cannot connect to host {host}:{port} ssl:{bool(ctx)} [{e.strerror or e}]") from None
         self._open.add(conn)
         return conn
+
+    async def _connect_stamped(self, loop: asyncio.AbstractEventLoop, host: str, port: int,
+                               now: Callable[[], float]) -> _Conn:
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        err: OSError | None = None
+        for family, type_, proto, _name, addr in infos:
+            sock = socket.socket(family, type_, proto)
+            try:
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+                await loop.sock_connect(sock, addr)
+            except OSError as e:
+                sock.close()
+                err = e
+                continue
+            conn = _Conn(now)
+            _KernelStampedSocket(loop, sock, conn, self.stats)
+            return conn
+        raise err or OSError(f"no address for {host}")
 
     def _take_idle(self, key: tuple, now: Callable[[], float]) -> _Conn | None:
         idle = self._idle.get(key)

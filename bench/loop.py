@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from typing import Any, Coroutine
+from typing import Any, Callable, Coroutine
 
 
 def loop_name(use_uvloop: bool = True) -> str:
@@ -36,3 +36,10 @@ def run(main: Coroutine[Any, Any, Any], use_uvloop: bool = True) -> Any:
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as r:
                 return r.run(main)
     return asyncio.run(main)
+
+
+async def sleep_until(t: float, now: Callable[[], float]) -> None:
+    """Return once NOW() >= T. Timers may fire early (uvloop's are whole milliseconds), so the
+    last stretch is waited out in short sleeps: an arrival is never sent before its time."""
+    while (delay := t - now()) > 0:
+        await asyncio.sleep(delay if delay > 0.002 else 0)

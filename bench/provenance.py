@@ -28,9 +28,14 @@ def collect_git_revision() -> str | None:
 
 
 def collect_tool_metadata() -> dict:
-    """Tool name and version, git revision, Python and platform."""
+    """Tool name and version, git revision, Python and platform, and how the client reads."""
+    from bench.loop import loop_name
     return {"name": "serving-ledger", "version": __version__, "git_revision": collect_git_revision(),
-            "python": sys.version.split()[0], "platform": platform.platform()}
+            "python": sys.version.split()[0], "platform": platform.platform(),
+            "event_loop": loop_name(),
+            "chunk_times": ("kernel receive time (SO_TIMESTAMPNS) on plain-HTTP reads the kernel "
+                            "stamps, else the read callback's clock" if sys.platform == "linux"
+                            else "the read callback's clock")}
 
 
 def collect_host_metadata() -> dict:

@@ -26,6 +26,8 @@ from bench.bundle import BundleWriter, read_bundle
 from bench.client import completion_payload, open_stream_session, stream_request
 from bench.engine import TINY_MODEL_DIR, Engine, EngineError, free_port
 from bench.exposition import parse_exposition
+from bench.loop import run as run_loop
+from bench.loop import sleep_until
 from bench.plan import Plan, PlanError
 from bench.provenance import collect_host_metadata, collect_model_config, collect_tool_metadata
 from bench.workload import arrival_offsets, make_prompts, point_seed
@@ -93,13 +95,23 @@ class MetricsSampler:
         await self.scrape_once(session)
 
 
-async def lag_monitor(writer: BundleWriter, stop: asyncio.Event, interval_s: float = 0.5) -> None:
-    """Record the event loop's own delay: how late a timer fires (the client's lag)."""
+async def lag_monitor(writer: BundleWriter, stop: asyncio.Event, interval_s: float = 0.5,
+                      streams=None) -> None:
+    """Record the client's own lag: how late a timer fires on its event loop, and (from the
+    stream pool STREAMS) its reads since the last sample and the longest time bytes waited in
+    a socket buffer before the client read them."""
     while not stop.is_set():
         t = writer.now()
         await asyncio.sleep(interval_s)
-        writer.append("client", {"t": t, "loop_lag_s": writer.now() - t - interval_s,
-                                 "tasks": len(asyncio.all_tasks())})
+        writer.append("client", lag_sample(t, writer.now() - t - interval_s, streams))
+
+
+def lag_sample(t: float, loop_lag_s: float, streams=None) -> dict[str, Any]:
+    """One client.jsonl record."""
+    rec: dict[str, Any] = {"t": t, "loop_lag_s": loop_lag_s, "tasks": len(asyncio.all_tasks())}
+    if streams is not None:
+        rec.update(streams.stats.take())
+    return rec
 
 
 class Progress:
@@ -163,10 +175,12 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
     t_start = w.now()
     deadline = None
 
-    def next_index() -> int | None:
+    def next_index(t_slot: float) -> int | None:
+        """The next request's index, or None when the point is done. T_SLOT, the time the
+        slot came free, is the time the duration deadline is checked against."""
         i = state["issued"]
         if by_duration:
-            if deadline is not None and w.now() >= deadline:
+            if deadline is not None and t_slot >= deadline:
                 return None
         elif i >= total:
             return None
@@ -219,19 +233,18 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
         for i, off in enumerate(offs):
             if state["died"]:
                 break
-            delay = base + off - w.now()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            await sleep_until(base + off, w.now)
             state["issued"] += 1
             tasks.append(asyncio.create_task(gated(i, base + off)))
         await asyncio.gather(*tasks)
     else:
         async def worker() -> None:
             while not state["died"]:
-                i = next_index()
+                t_slot = w.now()
+                i = next_index(t_slot)
                 if i is None:
                     return
-                await one(i, w.now(), None)
+                await one(i, t_slot, None)
 
         await asyncio.gather(*(worker() for _ in range(C)))
     progress.update(index, point["id"], state["done"], state["done"], state["tokens"],
@@ -320,7 +333,7 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
         if plan.sampler.gpu and w.manifest.get("gpus"):
             from bench.gpu import GpuSampler
             side.append(asyncio.create_task(GpuSampler().run(w, plan.sampler.gpu_interval_s, stop)))
-        side.append(asyncio.create_task(lag_monitor(w, stop)))
+        side.append(asyncio.create_task(lag_monitor(w, stop, streams=streams)))
         if plan.client.workers > 1 and any(p["id"] not in skip for p in points):
             from bench.workers import WorkerPool
             workers = WorkerPool(plan, w, headers)
@@ -436,7 +449,7 @@ def run_round(plan: Plan, out: Path, endpoint_override: str | None = None,
         writer.update(status="running", status_reason=None)
     status, reason = "failed", None
     try:
-        asyncio.run(_run(plan, writer, skip, api_key))
+        run_loop(_run(plan, writer, skip, api_key))
         status = "complete"
     except KeyboardInterrupt:
         status, reason = "interrupted", "interrupted by the user (Ctrl-C or SIGTERM)"

@@ -49,10 +49,13 @@ from typing import Any
 
 from bench.bundle import REDACTED, BundleWriter
 from bench.client import completion_payload, open_stream_session, stream_request
+from bench.loop import run as run_loop
+from bench.loop import sleep_until
 from bench.plan import Plan, PlanError
 from bench.runner import (
     RoundFailed,
     ServerDied,
+    lag_sample,
     open_loop_arrivals,
     point_shape,
     transport_error,
@@ -148,7 +151,7 @@ def worker_main(k: int, plan: Plan, bundle: str, t0: float, secrets: tuple[str, 
     if cpus:
         os.sched_setaffinity(0, set(cpus))
     try:
-        asyncio.run(_worker(k, plan, bundle, t0, secrets, headers, commands, results, shared))
+        run_loop(_worker(k, plan, bundle, t0, secrets, headers, commands, results, shared))
     except BaseException as e:  # noqa: BLE001 - reported to the coordinator, then exit
         results.put(("error", k, type(e).__name__, f"{e}\n{traceback.format_exc()[-2000:]}"))
         raise SystemExit(1) from None
@@ -171,7 +174,7 @@ async def _worker(k: int, plan: Plan, bundle: str, t0: float, secrets: tuple[str
     session = open_stream_session(headers)
     loop = asyncio.get_running_loop()
     stop_lag = asyncio.Event()
-    lag = asyncio.create_task(_lag_monitor(k, shard, results, stop_lag))
+    lag = asyncio.create_task(_lag_monitor(k, shard, results, stop_lag, session))
     results.put(("ready", k, os.getpid()))
     try:
         while True:
@@ -203,13 +206,13 @@ async def _worker(k: int, plan: Plan, bundle: str, t0: float, secrets: tuple[str
 
 
 async def _lag_monitor(k: int, shard: ShardWriter, results, stop: asyncio.Event,
-                       interval_s: float = 0.5) -> None:
-    """The worker's event-loop delay, sent to the coordinator (runner.lag_monitor's record)."""
+                       streams=None, interval_s: float = 0.5) -> None:
+    """The worker's own lag, sent to the coordinator (runner.lag_monitor's record)."""
     while not stop.is_set():
         t = shard.now()
         await asyncio.sleep(interval_s)
-        results.put(("lag", k, {"t": t, "loop_lag_s": shard.now() - t - interval_s,
-                                "tasks": len(asyncio.all_tasks()), "worker": k}))
+        results.put(("lag", k, {**lag_sample(t, shard.now() - t - interval_s, streams),
+                                "worker": k}))
 
 
 async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter, results,
@@ -278,15 +281,14 @@ async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter,
         for i, t_sched in share["arrivals"]:
             if shared.stop.value:
                 break
-            delay = t_sched - now()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            await sleep_until(t_sched, now)
             counts["issued"] += 1
             tasks.append(asyncio.create_task(gated(i, t_sched)))
         await asyncio.gather(*tasks)
     else:
-        def next_index() -> int | None:
-            if by_duration and now() >= shared.deadline.value:
+        def next_index(t_slot: float) -> int | None:
+            # The deadline is checked against the slot's own time, recorded as t_slot.
+            if by_duration and t_slot >= shared.deadline.value:
                 return None
             with shared.lock:
                 i = shared.counter.value
@@ -298,10 +300,11 @@ async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter,
 
         async def stream() -> None:
             while not shared.stop.value:
-                i = next_index()
+                t_slot = now()
+                i = next_index(t_slot)
                 if i is None:
                     return
-                await one(i, now(), None)
+                await one(i, t_slot, None)
 
         await asyncio.gather(*(stream() for _ in range(share["streams"])))
     report(force=True)

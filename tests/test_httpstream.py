@@ -5,6 +5,8 @@ seldom produces (a head cut short, a bad chunk size, a stale keep-alive connecti
 from __future__ import annotations
 
 import asyncio
+import socket
+import threading
 import time
 
 import pytest
@@ -233,3 +235,57 @@ def test_cancelled_request_drops_its_connection():
             assert not pool._idle.get(("http", "127.0.0.1", int(url.split(":")[2].split("/")[0])))
             await pool.close()
     run(main())
+
+
+def _threaded_server(pieces: list[bytes], pauses_s: list[float]) -> tuple[str, threading.Thread]:
+    """A one-request server on its own thread (so it keeps sending while the client's loop
+    is blocked): reads the request head, then writes each of PIECES after its pause."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                buf += conn.recv(65536)
+            for piece, pause in zip(pieces, pauses_s):
+                time.sleep(pause)
+                conn.sendall(piece)
+        srv.close()
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    return f"http://127.0.0.1:{srv.getsockname()[1]}/v1/completions", th
+
+
+@pytest.mark.parametrize("stamped", [True, False])
+def test_kernel_receive_stamps_take_out_the_time_the_client_was_busy(stamped):
+    # The last piece comes after the client is free again: a read holding several segments
+    # carries the newest one's stamp, so the first must be read alone to be judged here.
+    url, th = _threaded_server([HEAD_CHUNKED + b"3\r\none\r\n", b"0\r\n\r\n"], [0.1, 0.5])
+
+    async def main():
+        pool = StreamPool(kernel_timestamps=stamped)
+        sink = Collect()
+        task = asyncio.create_task(pool.post(url, b"{}", sink, time.monotonic))
+        await asyncio.sleep(0.02)     # the request is out; the answer comes 0.1 s after it
+        t_busy = time.monotonic()
+        time.sleep(0.3)               # the client is busy: its loop reads nothing
+        await task
+        stats = pool.stats.take()
+        again = pool.stats.take()
+        await pool.close()
+        return sink.parts[0][1] - t_busy, stats, again
+
+    first, stats, again = run(main())
+    th.join(5)
+    if not stamped:
+        assert first >= 0.3 and stats["reads"] == 0   # timed when the busy loop got to it
+        return
+    if stats["reads_kernel_stamped"] == 0:
+        pytest.skip("this kernel gives TCP sockets no receive timestamps")
+    assert first < 0.15, "timed when the kernel received it, not when the busy loop read it"
+    assert stats["read_wait_max_s"] >= 0.15
+    assert stats["reads"] >= 2 and again["reads"] == 0   # take() zeroes the counters

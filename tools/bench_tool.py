@@ -113,7 +113,7 @@ def worker_ours(args: argparse.Namespace) -> None:
     async def level(C: int, run_id: str, w) -> None:
         gc_log.clear()     # the collections of this level only (not the loop's start-up)
         # The runner's stream pool, on the runner's event loop.
-        session = open_stream_session()
+        session = open_stream_session(kernel_timestamps=not args.no_kernel_stamps)
         try:
             stop_at = time.monotonic() + args.seconds
             state = {"i": 0}
@@ -132,8 +132,10 @@ def worker_ours(args: argparse.Namespace) -> None:
 
             await asyncio.gather(*(loop() for _ in range(C)))
         finally:
+            reads.update(session.stats.take())
             await session.close()
 
+    reads: dict = {}
     prof = None
     if args.profile:
         import cProfile
@@ -155,7 +157,9 @@ def worker_ours(args: argparse.Namespace) -> None:
         _answer({"level": C, "run_id": run_id, "bundle": str(out / run_id), "t0_monotonic": w.t0,
                  "loop": loop_name(not args.asyncio),
                  "gc_collections": len(gc_log), "gc_total_ms": sum(p for _, p in gc_log) * 1e3,
-                 "gc_full": len(full), "gc_full_max_ms": max(full, default=0) * 1e3})
+                 "gc_full": len(full), "gc_full_max_ms": max(full, default=0) * 1e3,
+                 "reads": reads.get("reads", 0), "reads_stamped": reads.get("reads_kernel_stamped", 0),
+                 "read_wait_max_ms": reads.get("read_wait_max_s", 0.0) * 1e3})
     if prof:
         import pstats
         prof.dump_stats(str(out / "ours.prof"))
@@ -434,12 +438,12 @@ def vllm_events(lv: dict) -> tuple[dict, int, int]:
 
 # --------------------------------------------------------------------------- sampler ------
 
-def parse_cost() -> dict:
+def parse_cost(page: Path = METRICS_PAGE) -> dict:
     """parse_exposition cost per scrape on a real vLLM /metrics page (ms)."""
     import statistics
 
     from bench import exposition
-    text = METRICS_PAGE.read_text()
+    text = page.read_text()
     exposition._SERIES_CACHE.clear()
     t = time.perf_counter()
     exposition.parse_exposition(text)
@@ -635,7 +639,7 @@ class Worker:
 
     def __init__(self, python: Path | str, kind: str, url: str, seconds: float, max_tokens: int,
                  cpu: int | None, out: Path, gc_threshold: int = 0, on_asyncio: bool = False,
-                 reqfunc: str | None = None):
+                 reqfunc: str | None = None, no_stamps: bool = False):
         import queue
         import threading
         cmd = [str(python), str(Path(__file__).resolve()), "--worker", kind, "--url", url,
@@ -644,6 +648,8 @@ class Worker:
             cmd += ["--gc-threshold", str(gc_threshold)]
         if kind == "ours" and on_asyncio:
             cmd += ["--asyncio"]
+        if kind == "ours" and no_stamps:
+            cmd += ["--no-kernel-stamps"]
         if kind == "vllmfunc":
             cmd += ["--vllm-reqfunc", str(reqfunc)]
         if cpu is not None:
@@ -834,6 +840,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--cpu", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--no-kernel-stamps", action="store_true",
+                    help="time our client's reads in the read callback, not by the kernel's "
+                         "receive stamps (to see what the stamps take out)")
+    ap.add_argument("--metrics-page", type=Path, default=METRICS_PAGE,
+                    help="a real vLLM /metrics page for the parse-cost figure")
     ap.add_argument("--asyncio", action="store_true",
                     help="run our client on asyncio's own loop instead of uvloop (the runner's)")
     ap.add_argument("--gc-threshold", type=int, default=0,
@@ -869,7 +880,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"levels {levels}, {seconds:g} s per level and client, step {args.step_ms:g} ms, "
           f"{max_tokens} tokens per request; client on cpu {args.client_cpu}, "
           f"stand-in on cpu {args.server_cpus or args.server_cpu}; our client on "
-          f"{'asyncio' if args.asyncio else 'uvloop'}")
+          f"{'asyncio' if args.asyncio else 'uvloop'}, "
+          f"{'read-callback times' if args.no_kernel_stamps else 'kernel receive stamps'}")
     report: dict = {"date": dt.datetime.now().isoformat(timespec="seconds"), "cores": ncpu,
                     "cpu": cpu_model, "levels": levels, "seconds": seconds,
                     "step_ms": args.step_ms, "max_tokens": max_tokens}
@@ -879,7 +891,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rows_ours, rows_vllm = {}, {}
         workers = {"ours": Worker(sys.executable, "ours", url, seconds, max_tokens,
-                                  args.client_cpu, tmp, args.gc_threshold, args.asyncio)}
+                                  args.client_cpu, tmp, args.gc_threshold, args.asyncio,
+                                  no_stamps=args.no_kernel_stamps)}
         if args.vllm_reqfunc and not args.no_vllm:
             workers["vllm"] = Worker(ENGINE_PY if ENGINE_PY.exists() else sys.executable, "vllmfunc", url, seconds, max_tokens,
                                      args.client_cpu, tmp, reqfunc=args.vllm_reqfunc)
@@ -903,7 +916,7 @@ def main(argv: list[str] | None = None) -> int:
                     win = window_of(tr["runs"][run_id], seconds)
                     r = analyse(ev, tr["requests"], win, C, args.step_ms, err, n)
                     r["cpu"], r["server_cpu"], r["others_cpu"] = cpu_share(cpu, win)
-                    r.update({k: v for k, v in lv.items() if k.startswith("gc_")})
+                    r.update({k: v for k, v in lv.items() if k.startswith(("gc_", "read"))})
                     rows = rows_ours if kind == "ours" else rows_vllm
                     prev = rows.get(C)
                     r["runs"] = prev["runs"] + 1 if prev else 1
@@ -938,7 +951,9 @@ def main(argv: list[str] | None = None) -> int:
                       f"vllm {(rows_vllm.get(C) or {}).get('unmatched', '—')}")
         for C, r in sorted(rows_ours.items()):
             print(f"  ours C={C}: {r.get('gc_collections', 0)} GC runs, {r.get('gc_total_ms', 0):.0f} ms "
-                  f"in all; {r.get('gc_full', 0)} full, longest {r.get('gc_full_max_ms', 0):.1f} ms")
+                  f"in all; {r.get('gc_full', 0)} full, longest {r.get('gc_full_max_ms', 0):.1f} ms; "
+                  f"{r.get('reads', 0):,} reads, {r.get('reads_stamped', 0):,} kernel-stamped, bytes "
+                  f"waited up to {r.get('read_wait_max_ms', 0):.1f} ms in a socket buffer")
         lines = targets(rows_ours, rows_vllm) if rows_vllm else []
         for ln in lines:
             print(ln)
@@ -957,9 +972,9 @@ def main(argv: list[str] | None = None) -> int:
 
         if not args.no_sampler:
             pin(args.client_cpu)
-            cost = parse_cost()
+            cost = parse_cost(args.metrics_page)
             print(f"\n/metrics parse cost (bench.exposition.parse_exposition) on "
-                  f"{METRICS_PAGE.name} ({cost['bytes']:,} bytes, {cost['lines']} lines): "
+                  f"{args.metrics_page.name} ({cost['bytes']:,} bytes, {cost['lines']} lines): "
                   f"first scrape {cost['cold_ms']:.2f} ms, later scrapes {cost['warm_ms']:.3f} ms "
                   f"(median of 200); plain prometheus_client parse {cost['uncached_ms']:.2f} ms "
                   f"= {cost['uncached_ms'] / cost['warm_ms']:.1f}x the cached cost")
