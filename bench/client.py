@@ -169,9 +169,10 @@ class EventSink:
                 if not lines:
                     continue                                # a comment or another field
                 payload = b"\n".join(ln[5:].lstrip(b" ") for ln in lines)
-            if payload == b"[DONE]" or payload.strip() == b"[DONE]":
-                self.done = True
-                continue
+            if not payload or payload[0] != 123:        # not "{": [DONE], or not an object
+                if payload.strip() == b"[DONE]":
+                    self.done = True
+                    continue
             try:
                 event = loads(payload)
             except ValueError:

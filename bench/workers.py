@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import json
 import math
 import multiprocessing as mp
 import os
@@ -47,7 +46,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench.bundle import REDACTED, BundleWriter
+from bench.bundle import REDACTED, BundleWriter, request_line
 from bench.client import completion_payload, open_stream_session, stream_request
 from bench.loop import run as run_loop
 from bench.loop import sleep_until
@@ -113,7 +112,7 @@ class ShardWriter:
     def append(self, record: dict[str, Any]) -> None:
         if self._f is None:
             self._f = self._open()
-        line = json.dumps(record, separators=(",", ":"), ensure_ascii=False)
+        line = request_line(record)
         for secret in self.secrets:
             if secret in line:
                 line = line.replace(secret, REDACTED)
