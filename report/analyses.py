@@ -248,6 +248,50 @@ def loop_lag_p99_ms(client_samples: list, t_start: float, t_end: float) -> float
     return percentile(vals, 99)
 
 
+def _read_samples(client_samples: list, t_start: float, t_end: float) -> list:
+    rows = [s for s in client_samples if t_start <= s["t"] <= t_end and "reads" in s]
+    if not rows:
+        raise Absent("the client recorded no read counters (a bundle from before they existed)")
+    return rows
+
+
+def kernel_stamped_read_share(client_samples: list, t_start: float, t_end: float) -> float:
+    """Share of the client's stream reads in the window timed by the kernel's receive stamp."""
+    rows = _read_samples(client_samples, t_start, t_end)
+    reads = sum(s["reads"] for s in rows)
+    if not reads:
+        raise Absent("no stream reads in the window")
+    return sum(s["reads_kernel_stamped"] for s in rows) / reads
+
+
+def socket_wait_p99_ms(client_samples: list, t_start: float, t_end: float) -> float:
+    """p99 over the window's lag samples of the longest socket-buffer wait of stream bytes, ms.
+
+    Each 0.5 s sample holds the longest time bytes waited before the client read them, known
+    from kernel-stamped reads only; a p99, not the max: one stall of the host is not the rule.
+    """
+    from report.stats import percentile
+    rows = [s for s in _read_samples(client_samples, t_start, t_end) if s["reads_kernel_stamped"]]
+    if not rows:
+        raise Absent("no read carried a kernel receive stamp, so the wait is unknown")
+    return percentile([s["read_wait_max_s"] * 1e3 for s in rows], 99)
+
+
+def client_timing_error_bound_ms(client_samples: list, t_start: float, t_end: float) -> float:
+    """How late the client may have timed a chunk in the window, ms.
+
+    Every read kernel-stamped: the p99 socket-buffer wait (a read that holds several events
+    gives the older ones the newest one's stamp; a lone event is timed exactly). Otherwise:
+    the p99 of the event-loop delay (a chunk is timed when the loop reads it).
+    """
+    try:
+        if kernel_stamped_read_share(client_samples, t_start, t_end) == 1.0:
+            return socket_wait_p99_ms(client_samples, t_start, t_end)
+    except Absent:
+        pass
+    return loop_lag_p99_ms(client_samples, t_start, t_end)
+
+
 def bracketing_window(scrapes: list, t_start: float, t_end: float) -> tuple[float, float]:
     """The window widened to the last successful scrape at or before its start and the first at or after its end.
 

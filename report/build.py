@@ -145,8 +145,15 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
                sources=(f"{rd.name}/{rd.bundle.file_for('client')}",),
                client_samples=rd.bundle.client, t_start=p.window.t_measure, t_end=p.window.t_end)
 
+    csrc = (f"{rd.name}/{rd.bundle.file_for('client')}",)
+    cwin = {"client_samples": rd.bundle.client, "t_start": p.window.t_measure, "t_end": p.window.t_end}
+    led.derive(k + "kernel_stamped_read_share", A.kernel_stamped_read_share, unit="fraction",
+               sources=csrc, **cwin)
+    led.derive(k + "socket_wait_ms_p99", A.socket_wait_p99_ms, unit="ms", sources=csrc, **cwin)
+    led.derive(k + "client_timing_error_ms", A.client_timing_error_bound_ms, unit="ms",
+               sources=csrc, **cwin)
     led.derive(k + "client_lag_share_of_itl", A.ratio, unit="fraction",
-               numerator=led[k + "client_lag_ms_p99"], denominator=led[k + "itl_ms_p50"])
+               numerator=led[k + "client_timing_error_ms"], denominator=led[k + "itl_ms_p50"])
 
     # Server side over the same window (histogram differencing, resets handled).
     sc = rd.bundle.metrics

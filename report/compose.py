@@ -111,6 +111,12 @@ def compose_rounds(pairs: list[tuple[str | Path, str]]) -> list[RoundReport]:
     return out
 
 
+def client_may_distort(led: Ledger, pid: str) -> bool:
+    """Whether the client's own timing error at point PID is a sizeable share of its ITL."""
+    v = led.get(f"p.{pid}.client_lag_share_of_itl")
+    return v is not None and v.present and v.value > CLIENT_LAG_SHARE_LIMIT
+
+
 def previous_round_id(rid: str) -> str | None:
     """`round-3` -> `round-2`; other ids have no previous round."""
     head, _, num = rid.rpartition("-")
@@ -135,6 +141,8 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
         facts["axis"] = "single"
     # The client's lag counts as distortion above this share of the ITL median (a policy).
     facts["lag_share_limit"] = CLIENT_LAG_SHARE_LIMIT
+    facts["lag_share_limit_pct"] = round(CLIENT_LAG_SHARE_LIMIT * 100)
+    facts["client_distorted_points"] = [pid for pid in pids if client_may_distort(led, pid)]
     facts["kv_close_pp"] = KV_CLOSE_PP
     facts["flops_close"] = FLOPS_CLOSE
     facts["peak_label"] = rd.extras.get("peak_label")

@@ -1,0 +1,85 @@
+"""The client's account of its own lag: read counters in client.jsonl, and the ledger's bound
+on how late it may have timed a chunk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.bundle import read_bundle
+from bench.standin import StandInThread
+from report import analyses as A
+from report.build import build_ledger, read_round
+from report.ledger import Absent
+from tests.conftest import run_bench
+
+
+def sample(t, lag=0.001, reads=None, stamped=None, wait=0.0, **extra):
+    s = {"t": t, "loop_lag_s": lag, "tasks": 3, **extra}
+    if reads is not None:
+        s.update(reads=reads, reads_kernel_stamped=reads if stamped is None else stamped,
+                 read_wait_max_s=wait)
+    return s
+
+
+def test_stamped_reads_bound_the_error_by_the_socket_wait_not_the_loop_delay():
+    # A stalled loop (200 ms) while every read is kernel-stamped and bytes waited 1-3 ms.
+    rows = [sample(t / 2, lag=0.2 if t == 5 else 0.001, reads=100, wait=0.001 + (t % 3) * 0.001)
+            for t in range(20)]
+    assert A.kernel_stamped_read_share(rows, 0, 10) == 1.0
+    assert A.socket_wait_p99_ms(rows, 0, 10) == pytest.approx(3.0, abs=1e-9)
+    assert A.client_timing_error_bound_ms(rows, 0, 10) == pytest.approx(3.0, abs=1e-9)
+    assert A.loop_lag_p99_ms(rows, 0, 10) > 100
+
+
+def test_unstamped_or_partly_stamped_reads_fall_back_to_the_loop_delay():
+    part = [sample(t / 2, lag=0.004, reads=10, stamped=9, wait=0.002) for t in range(10)]
+    assert A.kernel_stamped_read_share(part, 0, 5) == pytest.approx(0.9)
+    assert A.client_timing_error_bound_ms(part, 0, 5) == pytest.approx(4.0)
+    none = [sample(t / 2, lag=0.004, reads=10, stamped=0) for t in range(10)]
+    with pytest.raises(Absent, match="no read carried a kernel receive stamp"):
+        A.socket_wait_p99_ms(none, 0, 5)
+    assert A.client_timing_error_bound_ms(none, 0, 5) == pytest.approx(4.0)
+
+
+def test_bundles_from_before_the_read_counters_say_so():
+    old = [sample(t / 2, lag=0.003) for t in range(10)]
+    with pytest.raises(Absent, match="no read counters"):
+        A.kernel_stamped_read_share(old, 0, 5)
+    assert A.client_timing_error_bound_ms(old, 0, 5) == pytest.approx(3.0)
+    idle = [sample(t / 2, reads=0) for t in range(10)]
+    with pytest.raises(Absent, match="no stream reads"):
+        A.kernel_stamped_read_share(idle, 0, 5)
+
+
+def test_a_round_records_its_reads_and_the_ledger_bounds_its_timing_error(tmp_path: Path):
+    plan = tmp_path / "plan.toml"
+    plan.write_text("""
+[workload]
+input_len = 16
+output_len = 100
+[sweep]
+concurrency = [8]
+requests_per_point = 24
+warmup_requests = 0
+[sampler]
+gpu = false
+metrics_interval_s = 0.5
+""")
+    with StandInThread(step_ms=10.0) as url:
+        run_bench("run", "--plan", str(plan), "--endpoint", url, "--out", str(tmp_path / "b"),
+                  timeout=120)
+    b = read_bundle(tmp_path / "b")
+    rows = [s for s in b.client if "reads" in s]
+    assert rows and sum(s["reads"] for s in rows) >= 24 * 100 / 4   # one read per few events at most
+    assert b.manifest["tool"]["event_loop"].startswith(("uvloop", "asyncio"))
+    led = build_ledger(read_round(b))
+    pid = next(p for p in read_round(b).points).pid
+    share = led[f"p.{pid}.kernel_stamped_read_share"]
+    bound = led[f"p.{pid}.client_timing_error_ms"]
+    assert bound.present and bound.value >= 0
+    if share.value == 0:
+        pytest.skip("this kernel gives TCP sockets no receive timestamps")
+    assert share.value == 1.0
+    assert bound.value == led[f"p.{pid}.socket_wait_ms_p99"].value
