@@ -51,52 +51,6 @@ def completion_payload(model: str, prompt: Any, max_tokens: int, *, api: str = "
     return body
 
 
-class SSEParser:
-    """Splits a byte stream into SSE `data:` payloads; comments and other fields are skipped.
-
-    Linear in the bytes fed: one read may hold thousands of events when the client is behind,
-    so events are split in one pass (`bytes.split`), never by repeated find-and-slice.
-    """
-
-    def __init__(self) -> None:
-        self.buf = b""
-
-    def feed_bytes(self, data: bytes) -> list[bytes]:
-        """The complete `data:` payloads in DATA (plus what earlier feeds left), as bytes."""
-        buf = self.buf + data if self.buf else data
-        if b"\r" in buf:
-            buf = buf.replace(b"\r\n", b"\n")
-        events = buf.split(b"\n\n")
-        self.buf = events.pop()
-        out = []
-        for event in events:
-            if event[:6] == b"data: " and b"\n" not in event:   # the usual one-line event
-                out.append(event[6:].strip())
-                continue
-            lines = [ln for ln in event.split(b"\n") if ln.startswith(b"data:")]
-            if lines:
-                out.append(b"\n".join(ln[5:].lstrip(b" ") for ln in lines).strip())
-        return out
-
-    def feed(self, data: bytes) -> list[str]:
-        buf = self.buf + data if self.buf else data
-        if b"\r" in buf:
-            # Events end with a blank line; accept \r\n line ends as \n (a \r split from its
-            # \n by a read boundary stays in the remainder and is joined on the next feed).
-            buf = buf.replace(b"\r\n", b"\n")
-        events = buf.split(b"\n\n")
-        self.buf = events.pop()
-        out = []
-        for event in events:
-            if event[:5] == b"data:" and b"\n" not in event:   # the usual one-line event
-                out.append(event[5:].lstrip(b" ").decode("utf-8", "replace"))
-                continue
-            lines = [ln for ln in event.split(b"\n") if ln.startswith(b"data:")]
-            if lines:
-                out.append(b"\n".join(ln[5:].lstrip(b" ") for ln in lines).decode("utf-8", "replace"))
-        return out
-
-
 def _chunk_tokens(event: dict, prev_cum: int | None, mode: str) -> tuple[int | None, int | None]:
     """Tokens carried by one content chunk and the new cumulative count."""
     usage = event.get("usage")
@@ -153,7 +107,13 @@ class EventSink:
         """Put the chunks seen so far into REC (idempotent)."""
         self.rec["chunks"] = list(zip(self.ts, self.ns))
 
-    def feed(self, data: bytes, t: float) -> None:
+    def payloads(self, data: bytes) -> list[bytes]:
+        """The `data:` payloads of the SSE events DATA completes (with what earlier reads left).
+
+        Linear in the bytes: a client far behind reads thousands of events at once, so they
+        are split in one pass (`bytes.split`), never by repeated find-and-slice. Comments and
+        other fields are skipped; multi-line data is joined with newlines.
+        """
         buf = self.buf + data if self.buf else data
         if b"\r" in buf:
             # Events end with a blank line; accept \r\n line ends as \n (a \r split from its
@@ -161,14 +121,18 @@ class EventSink:
             buf = buf.replace(b"\r\n", b"\n")
         events = buf.split(b"\n\n")
         self.buf = events.pop()
+        out = []
         for ev in events:
             if ev[:6] == b"data: " and b"\n" not in ev:   # the usual one-line event
-                payload = ev[6:]
-            else:
-                lines = [ln for ln in ev.split(b"\n") if ln.startswith(b"data:")]
-                if not lines:
-                    continue                                # a comment or another field
-                payload = b"\n".join(ln[5:].lstrip(b" ") for ln in lines)
+                out.append(ev[6:])
+                continue
+            lines = [ln for ln in ev.split(b"\n") if ln.startswith(b"data:")]
+            if lines:
+                out.append(b"\n".join(ln[5:].lstrip(b" ") for ln in lines))
+        return out
+
+    def feed(self, data: bytes, t: float) -> None:
+        for payload in self.payloads(data):
             if not payload or payload[0] != 123:        # not "{": [DONE], or not an object
                 if payload.strip() == b"[DONE]":
                     self.done = True

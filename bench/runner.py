@@ -247,6 +247,12 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
                 await one(i, t_slot, None)
 
         await asyncio.gather(*(worker() for _ in range(C)))
+    return await end_point(w, point, state, engine, progress, index, t_start)
+
+
+async def end_point(w: BundleWriter, point: dict, state: dict, engine: Engine, progress: Progress,
+                    index: int, t_start: float) -> str:
+    """Write the point's end event: failed (and raise ServerDied) when the server is gone."""
     progress.update(index, point["id"], state["done"], state["done"], state["tokens"],
                     state["errors"], w.now() - t_start, final=True)
     if not state["died"] and state["transport_error"] and not await asyncio.to_thread(engine.alive):

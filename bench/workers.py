@@ -53,7 +53,7 @@ from bench.loop import sleep_until
 from bench.plan import Plan, PlanError
 from bench.runner import (
     RoundFailed,
-    ServerDied,
+    end_point,
     lag_sample,
     open_loop_arrivals,
     point_shape,
@@ -481,14 +481,4 @@ class WorkerPool:
         finally:
             if check is not None and not check.done():
                 check.cancel()
-        progress.update(index, point["id"], state["done"], state["done"], state["tokens"],
-                        state["errors"], w.now() - t_start, final=True)
-        if not state["died"] and state["transport_error"] and not await asyncio.to_thread(engine.alive):
-            state["died"] = state["transport_error"]
-        if state["died"]:
-            w.append("points", {"point": point["id"], "event": "end", "t": w.now(), "status": "failed",
-                                "reason": f"server stopped answering: {state['died']}"})
-            raise ServerDied(state["died"])
-        w.append("points", {"point": point["id"], "event": "end", "t": w.now(), "status": "ok",
-                            "reason": None})
-        return "ok"
+        return await end_point(w, point, state, engine, progress, index, t_start)

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from bench.bundle import read_bundle
-from bench.client import completion_payload, open_stream_session, stream_request
+from bench.client import EventSink, completion_payload, open_stream_session, stream_request
 from bench.standin import StandIn, StandInThread
 from report.stats import itl_gaps_ms, output_tokens
 from tests.conftest import run_bench
@@ -176,25 +176,27 @@ def test_a_round_over_every_fault_completes_and_stays_readable(tmp_path):
     assert sum(1 for m in b.metrics if m["ok"]) >= 2
 
 
-def test_sse_parser_splits_any_read_boundaries_and_crlf():
-    from bench.client import SSEParser
+def sink() -> EventSink:
+    return EventSink({}, "completions", "usage")
+
+
+def test_sse_events_split_at_any_read_boundary_and_crlf():
     stream = (b'data: {"a":1}\r\n\r\n: keep-alive\n\ndata: {"b":2}\n\n'
               b'event: x\ndata: line1\ndata: line2\n\ndata: [DONE]\n\n')
-    want = ['{"a":1}', '{"b":2}', "line1\nline2", "[DONE]"]
+    want = [b'{"a":1}', b'{"b":2}', b"line1\nline2", b"[DONE]"]
     for cut in range(1, len(stream)):   # every split of the stream into two reads
-        p = SSEParser()
-        assert p.feed(stream[:cut]) + p.feed(stream[cut:]) == want, cut
+        p = sink()
+        assert p.payloads(stream[:cut]) + p.payloads(stream[cut:]) == want, cut
         assert p.buf == b""
-    p = SSEParser()
-    assert [x for b in stream for x in p.feed(bytes([b]))] == want   # one byte per read
+    p = sink()
+    assert [x for b in stream for x in p.payloads(bytes([b]))] == want   # one byte per read
 
 
-def test_sse_parser_is_linear_in_a_large_read():
+def test_sse_splitting_is_linear_in_a_large_read():
     """A client far behind reads thousands of events at once; splitting them stays cheap."""
-    from bench.client import SSEParser
     ev = b'data: {"choices":[{"index":0,"text":" tok"}],"usage":{"completion_tokens":1}}\n\n'
     big = ev * 40_000   # ~3 MB in one read
     t = time.process_time()
-    out = SSEParser().feed(big)
+    out = sink().payloads(big)
     assert len(out) == 40_000
     assert time.process_time() - t < 2.0   # quadratic splitting took minutes here
