@@ -22,6 +22,8 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
+import re
 import zlib
 from dataclasses import dataclass
 from itertools import repeat
@@ -34,7 +36,10 @@ import orjson
 # Scalar columns: name -> how to read it from a record (float64, NaN where absent or null).
 FLOAT_FIELDS = ("t_slot", "t_sched", "t_send", "t_headers", "t_first", "t_end", "input_len")
 BLOCK_BYTES = 32 << 20
+PARALLEL_BYTES = 256 << 20      # request files of more text than this are parsed in parallel
+MAX_PARSE_WORKERS = 8
 _KEY = b'"chunks":'
+_KEY_RE = re.compile(re.escape(_KEY))
 # Bytes a block's chunk pairs may hold on the fast path: numbers, null, brackets, commas.
 _CHUNK_TEXT = b"0123456789.eE+-,[]nul\n"
 
@@ -445,35 +450,35 @@ def _fast_block(block: bytes) -> tuple[_Block | None, int]:
     lines = len(nl)
     if lines == 0:
         return None, 0
-    find = block.find
-    vl, el, full = [], [], []
-    pos = 0
-    for end in nl.tolist():
-        # The first `"chunks":` key of the line. Inside a string a quote is escaped, so the
-        # pattern is a key; were it a nested one, the check on the heads below finds out.
-        k = find(_KEY, pos, end)
-        if k < 0 or end == pos:
-            return None, lines
-        v = k + 9
-        c = block[v]
-        if c == 91 and block[v + 1] == 91:
-            e = find(b"]]", v, end)  # pairs hold numbers and null only: the first `]]` ends them
-            if e < 0:
-                return None, lines
-            vl.append(v)
-            el.append(e)
-            full.append(True)
-        elif (c == 91 and block[v + 1] == 93) or c == 110:
-            full.append(False)
-        else:
-            return None, lines
-        pos = end + 1
+    starts = np.concatenate(([0], nl[:-1] + 1))
+    if np.any(nl == starts):                      # an empty line
+        return None, lines
+    # The first `"chunks":` key of each line. Inside a string a quote is escaped, so the
+    # pattern is a key; were it a nested one, the check on the heads below finds out.
+    keys = np.fromiter((m.start() for m in _KEY_RE.finditer(block)), dtype=np.int64)
+    first = np.searchsorted(keys, starts)
+    if np.any(first >= len(keys)) or np.any(keys[np.minimum(first, len(keys) - 1)] >= nl):
+        return None, lines
+    v = keys[first] + len(_KEY)
+    c0, c1 = arr[v], arr[np.minimum(v + 1, len(arr) - 1)]
+    nonempty = (c0 == 91) & (c1 == 91)            # "chunks":[[...
+    if not np.all(nonempty | ((c0 == 91) & (c1 == 93)) | (c0 == 110)):   # or [] or null
+        return None, lines
+    # Pairs hold numbers and null only: the first `]]` after the key ends them.
+    ends = np.flatnonzero((arr[:-1] == 93) & (arr[1:] == 93))
+    vv = v[nonempty]
+    at = np.searchsorted(ends, vv)
+    if np.any(at >= len(ends)):
+        return None, lines
+    ee = ends[at]
+    if np.any(ee >= nl[nonempty]):
+        return None, lines
+    vl, el, full = vv.tolist(), ee.tolist(), nonempty.tolist()
     mv = memoryview(block)
     # Each line's pairs as `a,b],[c,d`, lines joined by a sentinel row; then one pair a line.
     text = b"\n-1,-2\n".join([mv[x + 2:y] for x, y in zip(vl, el)])
     if text.translate(None, _CHUNK_TEXT):
         return None, lines
-    nonempty = np.array(full, dtype=bool)
     counts = np.zeros(lines, dtype=np.int64)
     if vl:
         got = _pairs(text.replace(b"],[", b"\n"))
@@ -506,7 +511,6 @@ def _fast_block(block: bytes) -> tuple[_Block | None, int]:
         cut += (x + 1, y + 1)
     cut.append(len(block))
     heads = b"".join([mv[cut[j]:cut[j + 1]] for j in range(0, len(cut), 2)])
-    starts = np.concatenate(([0], nl[:-1] + 1))
     head_lens = nl - starts + 1
     if vl:
         head_lens[nonempty] -= np.array(el) - np.array(vl)
@@ -591,15 +595,59 @@ def _blocks(path: Path) -> Iterator[tuple[bytes, int, bool]]:
 
 def _read_file(path: Path, warnings: list[str], b: _Builder, fields: tuple[str, ...]) -> None:
     # A plain file's size bounds its records' chunks and heads; a compressed one grows as read.
-    b.reserve(path.stat().st_size * (1 if path.suffix != ".gz" else 4))
+    size = path.stat().st_size
+    b.reserve(size * (1 if path.suffix != ".gz" else 4))
+    workers = parse_workers(size if path.suffix != ".gz" else size * 4)
     lineno = 1
-    for block, nlines, tail in _blocks(path):
-        blk = None if tail else _fast_block(block)[0]
+    for block, nlines, tail, blk in _parsed_blocks(path, workers):
         if blk is None:
             blk = _slow_block(block.split(b"\n")[:-1] if not tail else [block], lineno, path,
                               tail, warnings, fields)
         b.add(blk)
         lineno += nlines
+
+
+def parse_workers(text_bytes: int) -> int:
+    """Processes to parse a request file of TEXT_BYTES with: 1 (in this process) below
+    PARALLEL_BYTES, else one per core this process may use, up to MAX_PARSE_WORKERS."""
+    if text_bytes < PARALLEL_BYTES:
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:      # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_PARSE_WORKERS))
+
+
+def _parse(block: bytes) -> tuple[_Block | None, int]:
+    """A worker's task: BLOCK parsed in bulk (None when it must be read line by line)."""
+    return _fast_block(block)
+
+
+def _parsed_blocks(path: Path, workers: int) -> Iterator[tuple[bytes | None, int, bool, _Block | None]]:
+    """(block, its line count, is the unterminated tail, its bulk parse or None) for each block
+    of PATH, in order. With WORKERS > 1 the bulk parses run in that many processes, a few
+    blocks ahead; a block whose parse failed is returned so it can be read line by line."""
+    if workers <= 1:
+        for block, nlines, tail in _blocks(path):
+            yield block, nlines, tail, None if tail else _fast_block(block)[0]
+        return
+    import multiprocessing as mp
+    from collections import deque
+    from concurrent.futures import ProcessPoolExecutor
+    ahead: deque = deque()
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+        for block, nlines, tail in _blocks(path):
+            ahead.append((block, nlines, tail, None if tail else pool.submit(_parse, block)))
+            while len(ahead) > 2 * workers:
+                yield _resolved(ahead.popleft())
+        while ahead:
+            yield _resolved(ahead.popleft())
+
+
+def _resolved(item: tuple) -> tuple[bytes, int, bool, _Block | None]:
+    block, nlines, tail, fut = item
+    return block, nlines, tail, None if fut is None else fut.result()[0]
 
 
 def read_request_files(paths: Sequence[Path], warnings: list[str],

@@ -16,7 +16,7 @@ AXIS_WORD = {"zh": {"concurrency": "并发扫描", "input_len": "长度扫描", 
              "en": {"concurrency": "Concurrency sweep", "input_len": "Length sweep",
                     "server": "Server-flag sweep", "single": "Single point"}}
 
-CLIENT_LAG_SHARE_LIMIT = 0.1
+CLIENT_LAG_SHARE_LIMIT = 0.1      # the templates say "a tenth" of the ITL median
 # vLLM's FLOPs counter "closes" against its own formulas within this relative difference.
 FLOPS_CLOSE = 0.01
 # The KV account "balances" when measured and expected usage differ by at most this many points.
@@ -141,7 +141,6 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
         facts["axis"] = "single"
     # The client's lag counts as distortion above this share of the ITL median (a policy).
     facts["lag_share_limit"] = CLIENT_LAG_SHARE_LIMIT
-    facts["lag_share_limit_pct"] = round(CLIENT_LAG_SHARE_LIMIT * 100)
     facts["client_distorted_points"] = [pid for pid in pids if client_may_distort(led, pid)]
     facts["kv_close_pp"] = KV_CLOSE_PP
     facts["flops_close"] = FLOPS_CLOSE

@@ -83,3 +83,26 @@ metrics_interval_s = 0.5
         pytest.skip("this kernel gives TCP sockets no receive timestamps")
     assert share.value == 1.0
     assert bound.value == led[f"p.{pid}.socket_wait_ms_p99"].value
+
+
+def test_points_the_client_may_have_distorted_are_listed_in_both_languages(tmp_path: Path):
+    from report.compose import CLIENT_LAG_SHARE_LIMIT, compose_rounds
+    from report.render import render_round
+    bundle = Path(__file__).resolve().parents[1] / "runs" / "round-1" / "bundle"
+    rep = compose_rounds([(bundle, "round-1")])[0]
+    listed = rep.facts["client_distorted_points"]
+    for pid in rep.facts["ok_points"]:
+        share = rep.ledger[f"p.{pid}.client_lag_share_of_itl"]
+        assert (pid in listed) == (share.present and share.value > CLIENT_LAG_SHARE_LIMIT)
+    # Recorded before the read counters existed: the bound is the loop delay, and it says so.
+    first = rep.facts["ok_points"][0]
+    assert not rep.ledger[f"p.{first}.kernel_stamped_read_share"].present
+    assert rep.ledger[f"p.{first}.client_timing_error_ms"].value == \
+        rep.ledger[f"p.{first}.client_lag_ms_p99"].value
+    if not listed:
+        pytest.skip("no point of round 1 has a client timing error above the limit")
+    pages = {p.name: p.read_text() for p in render_round(rep, tmp_path, formats=("html",)).paths
+             if p.suffix == ".html"}
+    assert "exceeds a tenth of the median ITL" in pages["index.en.html"]
+    assert "中位数十分之一的点" in pages["index.zh.html"]
+    assert f"<code>{listed[0]}</code>" in pages["index.en.html"]

@@ -186,6 +186,25 @@ def test_bulk_and_line_by_line_parses_agree(tmp_path, recs, monkeypatch):
     assert list(bulk) == recs
 
 
+@pytest.mark.parametrize("gz", [False, True])
+def test_parallel_parse_equals_the_serial_one(tmp_path, recs, monkeypatch, gz):
+    # Small blocks and a low threshold, so that a small file goes through the worker
+    # processes in many blocks; one bad line in the middle is read line by line, in order.
+    p = tmp_path / ("requests.jsonl.gz" if gz else "requests.jsonl")
+    lines = [json.dumps(r).encode() + b"\n" for r in recs]
+    lines[len(lines) // 2] = b'{"point":"A","chunks":[[1.0,1],[2.0,null]],"odd":[[1]]}\n'
+    data = b"".join(lines)
+    p.write_bytes(gzip.compress(data) if gz else data)
+    serial = RT.read_request_files([p], [])
+    monkeypatch.setattr(RT, "BLOCK_BYTES", 4096)
+    monkeypatch.setattr(RT, "PARALLEL_BYTES", 0)
+    assert RT.parse_workers(1) >= 1
+    monkeypatch.setattr(RT, "parse_workers", lambda text_bytes: 2)
+    parallel = RT.read_request_files([p], [])
+    _same_store(parallel, serial)
+    assert list(parallel) == [json.loads(ln) for ln in lines]
+
+
 @pytest.mark.parametrize("bundle", ROUNDS, ids=lambda p: p.parent.name)
 def test_committed_rounds_read_as_json_reads_them(bundle):
     ref = [json.loads(line) for line in gzip.open(bundle / "requests.jsonl.gz", "rt")]
