@@ -599,8 +599,9 @@ def _read_file(path: Path, warnings: list[str], b: _Builder, fields: tuple[str, 
     b.reserve(size * (1 if path.suffix != ".gz" else 4))
     workers = parse_workers(size if path.suffix != ".gz" else size * 4)
     lineno = 1
-    for block, nlines, tail, blk in _parsed_blocks(path, workers):
+    for get_block, nlines, tail, blk in _parsed_blocks(path, workers):
         if blk is None:
+            block = get_block()
             blk = _slow_block(block.split(b"\n")[:-1] if not tail else [block], lineno, path,
                               tail, warnings, fields)
         b.add(blk)
@@ -624,30 +625,96 @@ def _parse(block: bytes) -> tuple[_Block | None, int]:
     return _fast_block(block)
 
 
-def _parsed_blocks(path: Path, workers: int) -> Iterator[tuple[bytes | None, int, bool, _Block | None]]:
-    """(block, its line count, is the unterminated tail, its bulk parse or None) for each block
-    of PATH, in order. With WORKERS > 1 the bulk parses run in that many processes, a few
-    blocks ahead; a block whose parse failed is returned so it can be read line by line."""
+def _parse_range(path: str, start: int, end: int) -> tuple[_Block | None, int]:
+    """A worker's task: the whole lines at bytes [START, END) of PATH parsed in bulk."""
+    return _fast_block(_read_range(path, start, end))
+
+
+def _read_range(path: str | Path, start: int, end: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read(end - start)
+
+
+def _line_ranges(path: Path) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
+    """Byte ranges of whole lines of a plain PATH, about BLOCK_BYTES each, and the range of an
+    unterminated last line (None when the file ends with a newline)."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        tail = None
+        if size:
+            back = min(size, 1 << 20)
+            f.seek(size - back)
+            end_part = f.read(back)
+            if not end_part.endswith(b"\n"):
+                cut = end_part.rfind(b"\n")
+                if cut < 0 and back < size:
+                    raise ValueError("last line over 1 MiB")
+                whole = size - back + cut + 1
+                tail, size = (whole, path.stat().st_size), whole
+        ranges, start = [], 0
+        while start < size:
+            end = start + BLOCK_BYTES
+            if end >= size:
+                end = size
+            else:
+                f.seek(end)
+                while True:
+                    part = f.read(1 << 16)
+                    if not part:
+                        end = size
+                        break
+                    i = part.find(b"\n")
+                    if i >= 0:
+                        end = min(end + i + 1, size)
+                        break
+                    end += len(part)
+            ranges.append((start, end))
+            start = end
+    return ranges, tail
+
+
+def _parsed_blocks(path: Path, workers: int) -> Iterator[tuple[Any, int, bool, _Block | None]]:
+    """(a function returning the block's bytes, its line count, is the unterminated tail, its
+    bulk parse or None) for each block of PATH, in order. With WORKERS > 1 the bulk parses run
+    in that many processes, a few blocks ahead (a plain file's workers read their own byte
+    ranges); a block whose parse failed is read line by line by the caller."""
     if workers <= 1:
         for block, nlines, tail in _blocks(path):
-            yield block, nlines, tail, None if tail else _fast_block(block)[0]
+            yield (lambda block=block: block), nlines, tail, None if tail else _fast_block(block)[0]
         return
     import multiprocessing as mp
     from collections import deque
     from concurrent.futures import ProcessPoolExecutor
     ahead: deque = deque()
     with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-        for block, nlines, tail in _blocks(path):
-            ahead.append((block, nlines, tail, None if tail else pool.submit(_parse, block)))
+        try:
+            ranges, tail = _line_ranges(path) if path.suffix != ".gz" else (None, None)
+        except ValueError:      # an unterminated last line too long to find: read as .gz is
+            ranges = None
+        if ranges is not None:
+            items = [((lambda a=a, z=z: _read_range(path, a, z)), False,
+                      lambda a=a, z=z: pool.submit(_parse_range, str(path), a, z)) for a, z in ranges]
+            if tail:
+                items.append(((lambda t=tail: _read_range(path, *t)), True, None))
+        else:
+            items = (((lambda block=block: block), tail,
+                      None if tail else (lambda block=block: pool.submit(_parse, block)))
+                     for block, _nlines, tail in _blocks(path))
+        for get_block, tail, submit in items:
+            ahead.append((get_block, tail, submit() if submit else None))
             while len(ahead) > 2 * workers:
                 yield _resolved(ahead.popleft())
         while ahead:
             yield _resolved(ahead.popleft())
 
 
-def _resolved(item: tuple) -> tuple[bytes, int, bool, _Block | None]:
-    block, nlines, tail, fut = item
-    return block, nlines, tail, None if fut is None else fut.result()[0]
+def _resolved(item: tuple) -> tuple[Any, int, bool, _Block | None]:
+    get_block, tail, fut = item
+    if fut is None:
+        return get_block, 1, tail, None
+    blk, nlines = fut.result()
+    return get_block, nlines, tail, blk
 
 
 def read_request_files(paths: Sequence[Path], warnings: list[str],

@@ -176,11 +176,14 @@ def itl_gaps_ms(requests: RequestTable) -> np.ndarray:
     later = np.ones(len(t) - 1, dtype=bool)
     firsts = off[1:-1][off[1:-1] < off[-1]]
     later[firsts[firsts > 0] - 1] = False
-    k = n[1:].astype(np.int64)
-    k[k <= 0] = 1
-    gaps = ((t[1:] - t[:-1]) * 1e3 / k)[later]
-    k = k[later]
-    return np.repeat(gaps, k) if np.any(k > 1) else gaps
+    d = np.diff(t)
+    d *= 1e3
+    k = n[1:]
+    if not np.any(k > 1):               # one token a chunk (a null count is one): no split
+        return d[later]
+    k = np.where(k > 1, k, 1)
+    d /= k
+    return np.repeat(d[later], k[later])
 
 
 def chunks_without_token_counts(requests: RequestTable) -> int:

@@ -187,20 +187,25 @@ def test_bulk_and_line_by_line_parses_agree(tmp_path, recs, monkeypatch):
 
 
 @pytest.mark.parametrize("gz", [False, True])
-def test_parallel_parse_equals_the_serial_one(tmp_path, recs, monkeypatch, gz):
+@pytest.mark.parametrize("cut_short", [False, True])
+def test_parallel_parse_equals_the_serial_one(tmp_path, recs, monkeypatch, gz, cut_short):
     # Small blocks and a low threshold, so that a small file goes through the worker
     # processes in many blocks; one bad line in the middle is read line by line, in order.
     p = tmp_path / ("requests.jsonl.gz" if gz else "requests.jsonl")
     lines = [json.dumps(r).encode() + b"\n" for r in recs]
     lines[len(lines) // 2] = b'{"point":"A","chunks":[[1.0,1],[2.0,null]],"odd":[[1]]}\n'
-    data = b"".join(lines)
+    data = b"".join(lines) + (b'{"point":"A","chunks":[[1.0,' if cut_short else b"")
     p.write_bytes(gzip.compress(data) if gz else data)
-    serial = RT.read_request_files([p], [])
+    warned: list[str] = []
+    serial = RT.read_request_files([p], warned)
+    assert len(warned) == cut_short
     monkeypatch.setattr(RT, "BLOCK_BYTES", 4096)
     monkeypatch.setattr(RT, "PARALLEL_BYTES", 0)
     assert RT.parse_workers(1) >= 1
     monkeypatch.setattr(RT, "parse_workers", lambda text_bytes: 2)
-    parallel = RT.read_request_files([p], [])
+    warned_too: list[str] = []
+    parallel = RT.read_request_files([p], warned_too)
+    assert warned_too == warned
     _same_store(parallel, serial)
     assert list(parallel) == [json.loads(ln) for ln in lines]
 
