@@ -94,6 +94,30 @@ class BundleError(Exception):
     """A bundle that cannot be read; the message names the file and the fix."""
 
 
+def reopen_for_append(p: Path) -> None:
+    """Make the stream file P appendable again: what close() compressed into P.gz goes back to
+    plain P (close() compresses the whole of it again), and a truncated last line (a crash
+    mid-write; the reader skips it) is cut, so new lines do not join it."""
+    gz = p.with_name(p.name + ".gz")
+    if gz.exists():
+        try:
+            with gzip.open(gz, "rb") as src:
+                data = src.read()
+        except (OSError, EOFError) as e:
+            raise BundleError(f"{gz}: corrupt compressed file ({e}); cannot resume") from None
+        if p.exists():
+            data += p.read_bytes()
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, p)
+        gz.unlink()
+    if p.exists() and p.stat().st_size:
+        data = p.read_bytes()
+        if not data.endswith(b"\n"):
+            with open(p, "rb+") as f:
+                f.truncate(data.rfind(b"\n") + 1)
+
+
 class BundleWriter:
     """Appends raw samples to a bundle directory; refuses to overwrite an existing bundle.
 
@@ -139,29 +163,9 @@ class BundleWriter:
         self.write_manifest()
 
     def _reopen_streams(self) -> None:
-        """Make a resumed bundle's streams appendable: a stream close() compressed goes back
-        to plain .jsonl (close() compresses the whole of it again), and a truncated last line
-        (a crash mid-write; the reader skips it) is cut, so new lines do not join it."""
+        """Make a resumed bundle's streams appendable (see `reopen_for_append`)."""
         for stream in stream_names(self.path):
-            p = self.path / f"{stream}.jsonl"
-            gz = p.with_suffix(".jsonl.gz")
-            if gz.exists():
-                try:
-                    with gzip.open(gz, "rb") as src:
-                        data = src.read()
-                except (OSError, EOFError) as e:
-                    raise BundleError(f"{gz}: corrupt compressed file ({e}); cannot resume") from None
-                if p.exists():
-                    data += p.read_bytes()
-                tmp = p.with_name(p.name + ".tmp")
-                tmp.write_bytes(data)
-                os.replace(tmp, p)
-                gz.unlink()
-            if p.exists() and p.stat().st_size:
-                data = p.read_bytes()
-                if not data.endswith(b"\n"):
-                    with open(p, "rb+") as f:
-                        f.truncate(data.rfind(b"\n") + 1)
+            reopen_for_append(self.path / f"{stream}.jsonl")
 
     def now(self) -> float:
         """Seconds since t0 on the bundle's clock."""

@@ -34,7 +34,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import gzip
 import math
 import multiprocessing as mp
 import os
@@ -46,7 +45,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench.bundle import REDACTED, BundleWriter, request_line
+from bench.bundle import REDACTED, BundleWriter, reopen_for_append, request_line
 from bench.client import completion_payload, open_stream_session, stream_request
 from bench.loop import run as run_loop
 from bench.loop import sleep_until
@@ -91,23 +90,8 @@ class ShardWriter:
         return time.monotonic() - self.t0
 
     def _open(self):
-        p = self.path
-        gz = p.with_name(p.name + ".gz")
-        if gz.exists():
-            with gzip.open(gz, "rb") as src:
-                data = src.read()
-            if p.exists():
-                data += p.read_bytes()
-            tmp = p.with_name(p.name + ".tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, p)
-            gz.unlink()
-        if p.exists() and p.stat().st_size:
-            data = p.read_bytes()
-            if not data.endswith(b"\n"):
-                with open(p, "rb+") as f:
-                    f.truncate(data.rfind(b"\n") + 1)
-        return open(p, "a", encoding="utf-8")
+        reopen_for_append(self.path)
+        return open(self.path, "a", encoding="utf-8")
 
     def append(self, record: dict[str, Any]) -> None:
         if self._f is None:
