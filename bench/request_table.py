@@ -44,6 +44,14 @@ _KEY_RE = re.compile(re.escape(_KEY))
 _CHUNK_TEXT = b"0123456789.eE+-,[]nul\n"
 
 
+try:    # ISA-L's gzip decompresses a large request file 2-3x faster than zlib; same bytes
+    from isal.igzip import open as gunzip_open
+    from isal.isal_zlib import error as _InflateError
+except ImportError:     # pragma: no cover - isal is a dependency where it installs
+    gunzip_open = gzip.open
+    _InflateError = zlib.error
+
+
 class RecordError(ValueError):
     """A request record the table cannot hold; the message says what is wrong with it."""
 
@@ -570,13 +578,13 @@ def _blocks(path: Path) -> Iterator[tuple[bytes, int, bool]]:
     """(whole lines, their count, False) blocks of PATH (plain or gzip), then (the unterminated
     rest, 1, True) if the file does not end in a newline."""
     from bench.bundle import BundleError
-    opener = gzip.open if path.suffix == ".gz" else open
+    opener = gunzip_open if path.suffix == ".gz" else open
     rest = b""
     with opener(path, "rb") as f:
         while True:
             try:
                 raw = f.read(BLOCK_BYTES)
-            except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+            except (EOFError, gzip.BadGzipFile, zlib.error, _InflateError) as e:
                 raise BundleError(f"{path}: corrupt compressed file ({e}); restore it from git") from None
             if not raw:
                 break

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import gzip
 import json
 import resource
 import shutil
@@ -61,8 +62,11 @@ def stages(runs: Path, out: Path) -> float:
     return total
 
 
-def synth_bundle(src: Path, n: int, dst: Path) -> None:
-    """A bundle of N requests: SRC's points and scrapes, each request record repeated (hand-built, for timing)."""
+def synth_bundle(src: Path, n: int, dst: Path, gz: bool = False) -> None:
+    """A bundle of N requests: SRC's points and scrapes, each request record repeated (hand-built, for timing).
+
+    GZ: requests.jsonl.gz, as BundleWriter.close() leaves a large stream (compression level 1
+    here, to write it quickly; reading inflates at about the same speed at any level)."""
     b = read_bundle(src)
     manifest = dict(b.manifest)
     manifest["origin"] = "hand-built-fixture"
@@ -70,7 +74,8 @@ def synth_bundle(src: Path, n: int, dst: Path) -> None:
     # The records as SRC holds them (one JSON line each), repeated in order.
     lines = [json.dumps(r, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
              for r in b.requests]
-    with open(dst / "requests.jsonl", "wb", buffering=1 << 22) as f:
+    target = dst / ("requests.jsonl.gz" if gz else "requests.jsonl")
+    with (gzip.open(target, "wb", compresslevel=1) if gz else open(target, "wb", buffering=1 << 22)) as f:
         whole, part = divmod(n, len(lines))
         cycle = b"".join(lines)
         for _ in range(whole):
@@ -81,6 +86,7 @@ def synth_bundle(src: Path, n: int, dst: Path) -> None:
             for rec in getattr(b, stream):
                 f.write(json.dumps(rec, separators=(",", ":")) + "\n")
     manifest["files"] = {s: f"{s}.jsonl" for s in SAMPLE_FILES if (dst / f"{s}.jsonl").exists()}
+    manifest["files"]["requests"] = target.name
     (dst / "manifest.json").write_text(json.dumps(manifest))
 
 
@@ -97,15 +103,16 @@ def measure_one(bundle: Path) -> dict:
             "rss_gb": own / 2**20}
 
 
-def scale(src: Path, sizes: list[int]) -> bool:
+def scale(src: Path, sizes: list[int], gz: bool = False) -> bool:
     """The ledger over bundles of each size, each measured in a fresh process; True if all met the targets."""
-    print(f"ledger at scale (source bundle {src}, requests replicated; hand-built, not published):")
+    print(f"ledger at scale (source bundle {src}, requests replicated; hand-built, not published)"
+          f"{'; requests.jsonl.gz' if gz else '; requests.jsonl uncompressed'}:")
     print(f"  {'requests':>10} {'read s':>8} {'ledger s':>9} {'total s':>8} {'peak RSS GB':>12}  target")
     ok = True
     for n in sizes:
         d = Path(tempfile.mkdtemp()) / "b"
         try:
-            synth_bundle(src, n, d)
+            synth_bundle(src, n, d, gz)
             gc.collect()
             out = subprocess.run([sys.executable, __file__, "--measure", str(d)], check=True,
                                  capture_output=True, text=True).stdout
@@ -129,6 +136,7 @@ def main() -> int:
     ap.add_argument("--out", default=None, help="site directory (default: a temporary one)")
     ap.add_argument("--scale", default="", help="comma list of request counts for the ledger test")
     ap.add_argument("--source", default=None, help="bundle to replicate for --scale")
+    ap.add_argument("--gz", action="store_true", help="--scale bundles with requests.jsonl.gz")
     ap.add_argument("--measure", default=None, help=argparse.SUPPRESS)  # one size, in a fresh process
     args = ap.parse_args()
     if args.measure:
@@ -139,7 +147,7 @@ def main() -> int:
         if src is None:
             print("no bundle to replicate")
             return 2
-        return 0 if scale(src, [int(x) for x in args.scale.split(",")]) else 1
+        return 0 if scale(src, [int(x) for x in args.scale.split(",")], args.gz) else 1
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp()) / "site"
     stages(Path(args.runs), out)
     return 0
