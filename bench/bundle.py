@@ -22,7 +22,6 @@ import io
 import json
 import os
 import re
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,6 +115,36 @@ def reopen_for_append(p: Path) -> None:
         if not data.endswith(b"\n"):
             with open(p, "rb+") as f:
                 f.truncate(data.rfind(b"\n") + 1)
+
+
+GZ_MEMBER_BYTES = 32 << 20
+
+
+def compress_in_members(src: Path, dst: Path, member_bytes: int = GZ_MEMBER_BYTES,
+                        level: int = 9) -> None:
+    """Gzip SRC into DST as independent members of about MEMBER_BYTES of whole lines each.
+
+    The result is one ordinary gzip file (members concatenate: any gzip reader reads it
+    whole), and a reader can inflate the members in parallel. Streamed: a large round never
+    sits in memory.
+    """
+    tmp = dst.with_name(dst.name + ".tmp")
+    with open(src, "rb") as f, open(tmp, "wb") as out:
+        rest = b""
+        while True:
+            raw = f.read(member_bytes)
+            if not raw:
+                break
+            data = rest + raw if rest else raw
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                rest = data
+                continue
+            out.write(gzip.compress(data[:cut], compresslevel=level, mtime=0))
+            rest = data[cut:]
+        if rest:
+            out.write(gzip.compress(rest, compresslevel=level, mtime=0))
+    os.replace(tmp, dst)
 
 
 class BundleWriter:
@@ -227,9 +256,7 @@ class BundleWriter:
         for stream in stream_names(self.path):  # request shards too, as `requests.w{k}`
             p = self.path / f"{stream}.jsonl"
             if p.exists() and p.stat().st_size > compress_over:
-                gz = p.with_suffix(".jsonl.gz")
-                with open(p, "rb") as src, gzip.GzipFile(gz, "wb", mtime=0) as dst:
-                    shutil.copyfileobj(src, dst, 1 << 20)  # streamed: a large round never sits in memory
+                compress_in_members(p, p.with_suffix(".jsonl.gz"))
                 p.unlink()
             for cand in (p, p.with_suffix(".jsonl.gz")):
                 if cand.exists():

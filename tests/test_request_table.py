@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from bench import request_table as RT
-from bench.bundle import BundleError, read_bundle
+from bench.bundle import BundleError, compress_in_members, read_bundle
 from report import stats as ST
 from report.analyses import per_request_server_ms
 from report.reconcile import engine_busy_periods, requests_inside_window, requests_straddling_window
@@ -186,7 +186,7 @@ def test_bulk_and_line_by_line_parses_agree(tmp_path, recs, monkeypatch):
     assert list(bulk) == recs
 
 
-@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("gz", [False, "one stream", "members"])
 @pytest.mark.parametrize("cut_short", [False, True])
 def test_parallel_parse_equals_the_serial_one(tmp_path, recs, monkeypatch, gz, cut_short):
     # Small blocks and a low threshold, so that a small file goes through the worker
@@ -195,7 +195,14 @@ def test_parallel_parse_equals_the_serial_one(tmp_path, recs, monkeypatch, gz, c
     lines = [json.dumps(r).encode() + b"\n" for r in recs]
     lines[len(lines) // 2] = b'{"point":"A","chunks":[[1.0,1],[2.0,null]],"odd":[[1]]}\n'
     data = b"".join(lines) + (b'{"point":"A","chunks":[[1.0,' if cut_short else b"")
-    p.write_bytes(gzip.compress(data) if gz else data)
+    if gz == "members":     # as BundleWriter.close() writes it, in members of ~4 KB
+        raw = tmp_path / "raw.jsonl"
+        raw.write_bytes(data)
+        compress_in_members(raw, p, member_bytes=4096)
+        assert len(RT._gzip_members(p)) > 10 and gzip.decompress(p.read_bytes()) == data
+    else:
+        p.write_bytes(gzip.compress(data, mtime=1) if gz else data)
+        assert RT._gzip_members(p) == []
     warned: list[str] = []
     serial = RT.read_request_files([p], warned)
     assert len(warned) == cut_short

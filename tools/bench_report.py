@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import gzip
 import json
 import resource
 import shutil
@@ -29,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bundle import SAMPLE_FILES, find_bundles, read_bundle  # noqa: E402
+from bench.bundle import SAMPLE_FILES, compress_in_members, find_bundles, read_bundle  # noqa: E402
 from report.build import build_ledger, read_round  # noqa: E402
 
 TARGET_REPORT_S = 60.0
@@ -65,8 +64,9 @@ def stages(runs: Path, out: Path) -> float:
 def synth_bundle(src: Path, n: int, dst: Path, gz: bool = False) -> None:
     """A bundle of N requests: SRC's points and scrapes, each request record repeated (hand-built, for timing).
 
-    GZ: requests.jsonl.gz, as BundleWriter.close() leaves a large stream (compression level 1
-    here, to write it quickly; reading inflates at about the same speed at any level)."""
+    GZ: requests.jsonl.gz in independent members, as BundleWriter.close() leaves a large stream
+    (compression level 1 here, to write it quickly; inflating runs at about the same speed at
+    any level)."""
     b = read_bundle(src)
     manifest = dict(b.manifest)
     manifest["origin"] = "hand-built-fixture"
@@ -74,13 +74,17 @@ def synth_bundle(src: Path, n: int, dst: Path, gz: bool = False) -> None:
     # The records as SRC holds them (one JSON line each), repeated in order.
     lines = [json.dumps(r, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
              for r in b.requests]
-    target = dst / ("requests.jsonl.gz" if gz else "requests.jsonl")
-    with (gzip.open(target, "wb", compresslevel=1) if gz else open(target, "wb", buffering=1 << 22)) as f:
+    target = dst / "requests.jsonl"
+    with open(target, "wb", buffering=1 << 22) as f:
         whole, part = divmod(n, len(lines))
         cycle = b"".join(lines)
         for _ in range(whole):
             f.write(cycle)
         f.write(b"".join(lines[:part]))
+    if gz:      # in independent members, as BundleWriter.close() compresses a large stream
+        compress_in_members(target, target.with_suffix(".jsonl.gz"), level=1)
+        target.unlink()
+        target = target.with_suffix(".jsonl.gz")
     for stream in ("points", "metrics", "client"):
         with open(dst / f"{stream}.jsonl", "w") as f:
             for rec in getattr(b, stream):
