@@ -32,7 +32,7 @@ try:
 except ImportError:     # pragma: no cover - orjson is a dependency
     orjson = None
 
-from bench.request_table import RequestTable, read_request_files
+from bench.request_table import RequestTable, line_blocks, read_request_files
 
 SCHEMA_VERSION = 1
 KIND = "serving-ledger/bundle"
@@ -129,21 +129,9 @@ def compress_in_members(src: Path, dst: Path, member_bytes: int = GZ_MEMBER_BYTE
     sits in memory.
     """
     tmp = dst.with_name(dst.name + ".tmp")
-    with open(src, "rb") as f, open(tmp, "wb") as out:
-        rest = b""
-        while True:
-            raw = f.read(member_bytes)
-            if not raw:
-                break
-            data = rest + raw if rest else raw
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                rest = data
-                continue
-            out.write(gzip.compress(data[:cut], compresslevel=level, mtime=0))
-            rest = data[cut:]
-        if rest:
-            out.write(gzip.compress(rest, compresslevel=level, mtime=0))
+    with open(tmp, "wb") as out:
+        for block, _lines, _tail in line_blocks(src, member_bytes):
+            out.write(gzip.compress(block, compresslevel=level, mtime=0))
     os.replace(tmp, dst)
 
 

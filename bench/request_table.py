@@ -575,16 +575,16 @@ def _slow_block(lines: list[bytes], first: int, path: Path, last_unterminated: b
         raise BundleError(str(e)) from None
 
 
-def _blocks(path: Path) -> Iterator[tuple[bytes, int, bool]]:
-    """(whole lines, their count, False) blocks of PATH (plain or gzip), then (the unterminated
-    rest, 1, True) if the file does not end in a newline."""
+def line_blocks(path: Path, size: int | None = None) -> Iterator[tuple[bytes, int, bool]]:
+    """(whole lines, their count, False) blocks of about SIZE bytes (BLOCK_BYTES) of PATH
+    (plain or gzip), then (the unterminated rest, 1, True) if the file does not end in a newline."""
     from bench.bundle import BundleError
     opener = gunzip_open if path.suffix == ".gz" else open
     rest = b""
     with opener(path, "rb") as f:
         while True:
             try:
-                raw = f.read(BLOCK_BYTES)
+                raw = f.read(size or BLOCK_BYTES)
             except (EOFError, gzip.BadGzipFile, zlib.error, _InflateError) as e:
                 raise BundleError(f"{path}: corrupt compressed file ({e}); restore it from git") from None
             if not raw:
@@ -747,7 +747,7 @@ def _parsed_blocks(path: Path, workers: int) -> Iterator[tuple[Any, int, bool, _
     in that many processes, a few blocks ahead (a plain file's workers read their own byte
     ranges); a block whose parse failed is read line by line by the caller."""
     if workers <= 1:
-        for block, nlines, tail in _blocks(path):
+        for block, nlines, tail in line_blocks(path):
             yield (lambda block=block: block), nlines, tail, None if tail else _fast_block(block)[0]
         return
     import multiprocessing as mp
@@ -774,7 +774,7 @@ def _parsed_blocks(path: Path, workers: int) -> Iterator[tuple[Any, int, bool, _
         else:
             items = (((lambda block=block: block), tail,
                       None if tail else (lambda block=block: pool.submit(_parse, block)))
-                     for block, _nlines, tail in _blocks(path))
+                     for block, _nlines, tail in line_blocks(path))
         for get_block, tail, submit in items:
             ahead.append((get_block, tail, submit() if submit else None))
             while len(ahead) > 2 * workers:
