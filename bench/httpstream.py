@@ -475,7 +475,7 @@ class StreamPool:
         key = (u.scheme, u.hostname, port)
         path = (u.path or "/") + (f"?{u.query}" if u.query else "")
         hdrs = {**self.headers, **(headers or {})}
-        host = u.hostname if port == (443 if u.scheme == "https" else 80) else f"{u.hostname}:{port}"
+        host = u.netloc.rpartition("@")[2]     # as written: [v6] brackets and any port kept
         head = [f"POST {path} HTTP/1.1", f"Host: {host}", "Content-Type: application/json",
                 "Accept: text/event-stream, application/json", f"Content-Length: {len(body)}"]
         head += [f"{k}: {v}" for k, v in hdrs.items()]

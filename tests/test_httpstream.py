@@ -290,3 +290,23 @@ def test_kernel_receive_stamps_take_out_the_time_the_client_was_busy(stamped):
     assert first < 0.25, "timed when the kernel received it, not when the busy loop read it"
     assert stats["read_wait_max_s"] >= 0.15
     assert stats["reads"] >= 2 and again["reads"] == 0   # take() zeroes the counters
+
+
+def test_an_ipv6_endpoint_gets_a_bracketed_host_header():
+    async def main():
+        try:
+            server = await asyncio.start_server(lambda r, w: None, "::1", 0)
+        except OSError:
+            pytest.skip("no IPv6 loopback here")
+        server.close()
+        script = Script([[HEAD_CHUNKED + chunked(b"x")]])
+        script.server = await asyncio.start_server(script.handle, "::1", 0)
+        port = script.server.sockets[0].getsockname()[1]
+        pool = StreamPool()
+        sink = Collect()
+        await pool.post(f"http://[::1]:{port}/v1/completions", b"{}", sink, time.monotonic)
+        await pool.close()
+        script.server.close()
+        assert sink.body == b"x"
+        assert f"\r\nHost: [::1]:{port}\r\n".encode() in script.requests[0]
+    run(main())
