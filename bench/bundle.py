@@ -343,14 +343,19 @@ def iter_jsonl(path: Path, warnings: list[str], fields: tuple[str, ...] = ()) ->
                 warnings.append(f"{path.name} line {n}: truncated last line skipped")
                 continue
             raise BundleError(f"{path} line {n}: not valid JSON ({e.msg})") from None
-        if not isinstance(rec, dict):
-            raise BundleError(f"{path} line {n}: expected a JSON object")
-        for name in fields:
-            if name not in rec:
-                raise BundleError(f"{path} line {n}: the record has no {name!r} field")
-        if "t" in fields and (not isinstance(rec["t"], (int, float)) or isinstance(rec["t"], bool)):
-            raise BundleError(f"{path} line {n}: 't' is {rec['t']!r}, not a number")
-        yield rec
+        yield check_record(rec, f"{path} line {n}", fields)
+
+
+def check_record(rec: Any, where: str, fields: tuple[str, ...] = ()) -> dict:
+    """REC if it is a JSON object holding FIELDS (a `t` a number); else BundleError naming WHERE."""
+    if not isinstance(rec, dict):
+        raise BundleError(f"{where}: expected a JSON object")
+    for name in fields:
+        if name not in rec:
+            raise BundleError(f"{where}: the record has no {name!r} field")
+    if "t" in fields and (not isinstance(rec["t"], (int, float)) or isinstance(rec["t"], bool)):
+        raise BundleError(f"{where}: 't' is {rec['t']!r}, not a number")
+    return rec
 
 
 def read_bundle(path: str | os.PathLike) -> Bundle:

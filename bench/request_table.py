@@ -542,7 +542,7 @@ def _fast_block(block: bytes) -> tuple[_Block | None, int]:
 def _slow_block(lines: list[bytes], first: int, path: Path, last_unterminated: bool,
                 warnings: list[str], fields: tuple[str, ...]) -> _Block:
     """Records line by line, with iter_jsonl's checks and messages (line numbers from FIRST)."""
-    from bench.bundle import BundleError
+    from bench.bundle import BundleError, check_record
     recs, heads, where = [], [], []
     for j, line in enumerate(lines):
         no = first + j
@@ -561,14 +561,9 @@ def _slow_block(lines: list[bytes], first: int, path: Path, last_unterminated: b
                     continue
                 msg = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
                 raise BundleError(f"{path} line {no}: not valid JSON ({msg})") from None
-        if not isinstance(rec, dict):
-            raise BundleError(f"{path} line {no}: expected a JSON object")
-        for name in fields:
-            if name not in rec:
-                raise BundleError(f"{path} line {no}: the record has no {name!r} field")
-        recs.append(rec)
-        heads.append(_head_json(rec, dumps))
         where.append(f"{path} line {no}")
+        recs.append(check_record(rec, where[-1], fields))
+        heads.append(_head_json(rec, dumps))
     try:
         return _records_block(recs, heads, where)
     except RecordError as e:

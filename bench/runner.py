@@ -196,19 +196,10 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
             w.append("points", {"point": point["id"], "event": "measure", "t": w.now()})
             if by_duration:
                 deadline = w.now() + sw.duration_s
-        body = completion_payload(model, p.prompt, p.max_tokens, api=wl.api,
-                                  ignore_eos=wl.ignore_eos, chunk_token_counts=wl.chunk_token_counts)
-        rec: dict[str, Any] = {"point": point["id"], "i": i, "warmup": is_warm, "t_slot": t_slot,
-                               "t_sched": t_sched, "input_len": p.input_len,
-                               "max_tokens": p.max_tokens, "group": p.group}
-        await stream_request(session, url, body, rec, w.now, api=wl.api,
-                             chunk_token_counts=wl.chunk_token_counts, headers=headers)
+        rec = await send_request(session, url, model, wl, p, point["id"], i, is_warm, t_slot,
+                                 t_sched, w.now, headers)
         w.append("requests", rec)
-        state["done"] += 1
-        if rec["status"] == "ok":
-            state["tokens"] += sum(n or 0 for _, n in rec["chunks"])
-        else:
-            state["errors"] += 1
+        if not tally(state, rec):
             if transport_error(rec):
                 # The connection failed (refused, reset, cut mid-stream): ask whether the
                 # server still answers, off the event loop so other streams keep their clock.
@@ -248,6 +239,28 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
 
         await asyncio.gather(*(worker() for _ in range(C)))
     return await end_point(w, point, state, engine, progress, index, t_start)
+
+
+async def send_request(session, url: str, model: str, wl, p, point_id: str, i: int, is_warm: bool,
+                       t_slot: float, t_sched: float | None, now, headers: dict | None) -> dict:
+    """Stream request I of a point (prompt P) and return its record."""
+    body = completion_payload(model, p.prompt, p.max_tokens, api=wl.api,
+                              ignore_eos=wl.ignore_eos, chunk_token_counts=wl.chunk_token_counts)
+    rec: dict[str, Any] = {"point": point_id, "i": i, "warmup": is_warm, "t_slot": t_slot,
+                           "t_sched": t_sched, "input_len": p.input_len,
+                           "max_tokens": p.max_tokens, "group": p.group}
+    return await stream_request(session, url, body, rec, now, api=wl.api,
+                                chunk_token_counts=wl.chunk_token_counts, headers=headers)
+
+
+def tally(counts: dict, rec: dict) -> bool:
+    """Count a finished request into COUNTS (done, tokens, errors); True if it succeeded."""
+    counts["done"] += 1
+    if rec["status"] == "ok":
+        counts["tokens"] += sum(n or 0 for _, n in rec["chunks"])
+        return True
+    counts["errors"] += 1
+    return False
 
 
 async def end_point(w: BundleWriter, point: dict, state: dict, engine: Engine, progress: Progress,

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.bundle import REDACTED, BundleWriter, reopen_for_append, request_line
-from bench.client import completion_payload, open_stream_session, stream_request
+from bench.client import open_stream_session
 from bench.loop import run as run_loop
 from bench.loop import sleep_until
 from bench.plan import Plan, PlanError
@@ -56,6 +56,8 @@ from bench.runner import (
     lag_sample,
     open_loop_arrivals,
     point_shape,
+    send_request,
+    tally,
     transport_error,
 )
 from bench.workload import make_prompts
@@ -235,21 +237,11 @@ async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter,
             if by_duration:
                 shared.deadline.value = t + sw.duration_s
             results.put(("measure", k, t))
-        body = completion_payload(model, p.prompt, p.max_tokens, api=wl.api,
-                                  ignore_eos=wl.ignore_eos, chunk_token_counts=wl.chunk_token_counts)
-        rec: dict[str, Any] = {"point": point["id"], "i": i, "warmup": is_warm, "t_slot": t_slot,
-                               "t_sched": t_sched, "input_len": p.input_len,
-                               "max_tokens": p.max_tokens, "group": p.group}
-        await stream_request(session, url, body, rec, now, api=wl.api,
-                             chunk_token_counts=wl.chunk_token_counts, headers=headers)
+        rec = await send_request(session, url, model, wl, p, point["id"], i, is_warm, t_slot,
+                                 t_sched, now, headers)
         shard.append(rec)
-        counts["done"] += 1
-        if rec["status"] == "ok":
-            counts["tokens"] += sum(n or 0 for _, n in rec["chunks"])
-        else:
-            counts["errors"] += 1
-            if transport_error(rec):
-                results.put(("transport_error", k, rec["error"]))
+        if not tally(counts, rec) and transport_error(rec):
+            results.put(("transport_error", k, rec["error"]))
         report()
 
     share = cmd["share"]
