@@ -50,9 +50,6 @@ class StreamError(Exception):
         super().__init__(message)
         self.kind = kind
 
-    def __str__(self) -> str:
-        return super().__str__()
-
 
 class Sink(Protocol):
     def feed(self, data: bytes, t: float) -> None: ...
