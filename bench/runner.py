@@ -26,8 +26,8 @@ from bench.bundle import BundleWriter, read_bundle
 from bench.client import completion_payload, open_stream_session, stream_request
 from bench.engine import TINY_MODEL_DIR, Engine, EngineError, free_port
 from bench.exposition import parse_exposition
+from bench.loop import collect_between_points, sleep_until
 from bench.loop import run as run_loop
-from bench.loop import sleep_until
 from bench.plan import Plan, PlanError
 from bench.provenance import collect_host_metadata, collect_model_config, collect_tool_metadata
 from bench.workload import arrival_offsets, make_prompts, point_seed
@@ -396,6 +396,7 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
                     continue
                 raise RoundFailed(f"point {point['id']}: the server stopped answering ({e}); "
                                   "earlier points are kept") from None
+            collect_between_points()
             if plan.sweep.cooldown_s > 0:
                 await asyncio.sleep(plan.sweep.cooldown_s)
     finally:

@@ -47,8 +47,8 @@ from typing import Any
 
 from bench.bundle import REDACTED, BundleWriter, reopen_for_append, request_line
 from bench.client import open_stream_session
+from bench.loop import collect_between_points, sleep_until
 from bench.loop import run as run_loop
-from bench.loop import sleep_until
 from bench.plan import Plan, PlanError
 from bench.runner import (
     RoundFailed,
@@ -182,6 +182,7 @@ async def _worker(k: int, plan: Plan, bundle: str, t0: float, secrets: tuple[str
             except Exception as e:  # noqa: BLE001 - the coordinator fails the round with it
                 results.put(("error", k, type(e).__name__, str(e)))
                 continue
+            collect_between_points()
             results.put(("done", k, cmd["point"]["id"]))
     finally:
         stop_lag.set()

@@ -11,7 +11,18 @@ import time
 
 import pytest
 
+from bench import httpstream
 from bench.httpstream import StreamError, StreamPool
+
+
+@pytest.fixture(autouse=True, params=["compiled", "python"])
+def reader(request, monkeypatch):
+    """Every test runs with the compiled reader (where built) and with the loop's own reads."""
+    if request.param == "python":
+        monkeypatch.setattr(httpstream, "_streamread", None)
+    elif httpstream._streamread is None:
+        pytest.skip("bench._streamread is not built here")
+    return request.param
 
 
 class Collect:
@@ -310,3 +321,96 @@ def test_an_ipv6_endpoint_gets_a_bracketed_host_header():
         assert sink.body == b"x"
         assert f"\r\nHost: [::1]:{port}\r\n".encode() in script.requests[0]
     run(main())
+
+
+def test_every_read_of_a_long_body_keeps_its_own_time_across_batches(reader):
+    # More reads than the compiled reader hands over at once (it batches a streamed body).
+    n = 80
+    pieces = [HEAD_CHUNKED] + [b"%x\r\n%s\r\n" % (len(b"e%03d" % i), b"e%03d" % i) for i in range(n)]
+    pieces.append(b"0\r\n\r\n")
+    url, th = _threaded_server(pieces, [0.0] + [0.004] * (n + 1))
+
+    async def main():
+        pool = StreamPool()
+        sink = Collect()
+        resp = await pool.post(url, b"{}", sink, time.monotonic)
+        stats = pool.stats.take()
+        await pool.close()
+        return resp, sink, stats
+
+    resp, sink, stats = run(main())
+    th.join(5)
+    assert resp.status == 200
+    assert sink.body == b"".join(b"e%03d" % i for i in range(n))
+    ts = [t for _, t in sink.parts]
+    assert ts == sorted(ts)
+    # Pieces 4 ms apart are read one by one: nearly every read has a time of its own.
+    assert len(sink.parts) >= n * 0.9 and len(set(ts)) == len(ts)
+    assert stats["reads"] >= len(sink.parts)
+    if reader == "compiled" and stats["reads_kernel_stamped"]:
+        assert stats["reads_kernel_stamped"] == stats["reads"]
+
+
+def test_bodies_read_before_a_timeout_stay_with_the_request():
+    # Three events, then the server stalls: the request times out, and what came before the
+    # timeout still reaches its sink (the compiled reader holds a batch until it is full).
+    url, th = _threaded_server([HEAD_CHUNKED, b"3\r\none\r\n", b"3\r\ntwo\r\n", b"5\r\nthree\r\n",
+                                b"0\r\n\r\n"], [0.0, 0.01, 0.01, 0.01, 1.0])
+
+    async def main():
+        pool = StreamPool()
+        sink = Collect()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(pool.post(url, b"{}", sink, time.monotonic), 0.4)
+        await pool.close()
+        return sink
+
+    sink = run(main())
+    th.join(5)
+    assert sink.body == b"onetwothree"
+
+
+@pytest.mark.parametrize("size_line", [b"3;name=value", b" 3 ", b"3\t"])
+def test_chunk_size_lines_with_extensions_and_blanks_are_read(size_line):
+    wire = HEAD_CHUNKED + b"2\r\nab\r\n" + size_line + b"\r\ncde\r\n0\r\nX-Trailer: 1\r\n\r\n"
+
+    async def main():
+        async with Script([[HEAD_CHUNKED, wire[len(HEAD_CHUNKED):]]], pause_s=0.01) as url:
+            pool = StreamPool()
+            sink = Collect()
+            resp = await pool.post(url, b"{}", sink, time.monotonic)
+            await pool.close()
+            return resp, sink
+
+    resp, sink = run(main())
+    assert resp.status == 200 and sink.body == b"abcde"
+
+
+def test_a_bad_chunk_size_after_the_head_is_a_payload_error():
+    # The head arrives alone, so the compiled reader de-frames the bad size line itself.
+    async def main():
+        async with Script([[HEAD_CHUNKED, b"2\r\nab\r\nzz\r\nxy\r\n", None]], pause_s=0.02) as url:
+            pool = StreamPool()
+            sink = Collect()
+            with pytest.raises(StreamError) as e:
+                await pool.post(url, b"{}", sink, time.monotonic)
+            await pool.close()
+            return e.value, sink
+
+    err, sink = run(main())
+    assert err.kind == "ClientPayloadError" and "bad chunk size b'zz'" in str(err)
+    assert sink.body == b"ab"
+
+
+def test_a_connection_cut_inside_a_streamed_body_is_a_payload_error():
+    async def main():
+        async with Script([[HEAD_CHUNKED, b"2\r\nab\r\n5\r\ncd", None]], pause_s=0.02) as url:
+            pool = StreamPool()
+            sink = Collect()
+            with pytest.raises(StreamError) as e:
+                await pool.post(url, b"{}", sink, time.monotonic)
+            await pool.close()
+            return e.value, sink
+
+    err, sink = run(main())
+    assert err.kind == "ClientPayloadError" and sink.body == b"abcd"

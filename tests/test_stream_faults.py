@@ -200,3 +200,30 @@ def test_sse_splitting_is_linear_in_a_large_read():
     out = sink().payloads(big)
     assert len(out) == 40_000
     assert time.process_time() - t < 2.0   # quadratic splitting took minutes here
+
+
+def test_reads_handed_over_in_batches_make_the_same_record_as_one_by_one():
+    """The compiled reader hands a sink several reads at once (`feed_reads`), with a shortcut
+    for a read that is exactly one usual event; the record must not depend on which path ran."""
+    def ev(cum: int, text: str = "x", fr=None) -> bytes:
+        fr_json = "null" if fr is None else f'"{fr}"'
+        return (b'data: {"choices":[{"index":0,"text":"%s","finish_reason":%s}],'
+                b'"usage":{"completion_tokens":%d}}\n\n' % (text.encode(), fr_json.encode(), cum))
+    no_usage = b'data: {"choices":[{"index":0,"text":"y"}]}\n\n'
+    usage_only = b'data: {"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":5}}\n\n'
+    reads = [ev(1), ev(2) + ev(4), ev(5)[:20], ev(5)[20:] + no_usage[:9], no_usage[9:],
+             ev(6).replace(b"\n\n", b"\r\n\r\n"), ev(7, fr="length"), usage_only,
+             b"data: [DONE]\n\n"]
+    stamps = [float(i) for i in range(len(reads))]
+
+    one, batched = EventSink({}, "completions", "usage"), EventSink({}, "completions", "usage")
+    for s, r in zip(stamps, reads):
+        one.feed(r, s + 0.5)
+    batched.feed_reads(stamps[:3], reads[:3], 0.5)
+    batched.feed_reads(stamps[3:], reads[3:], 0.5)
+    one.close()
+    batched.close()
+    assert batched.rec == one.rec and batched.done and one.done
+    assert one.rec["chunks"] == [(0.5, 1), (1.5, 1), (1.5, 2), (3.5, 1), (4.5, None), (5.5, 1),
+                                 (6.5, 1)]
+    assert one.rec["finish_reason"] == "length" and one.rec["usage"]["completion_tokens"] == 5
