@@ -17,7 +17,13 @@
  *   BATCH_READS reads or BATCH_BYTES bytes, and at once when the message ends, the peer
  *   closes or the framing is bad;
  * - body bytes are handed over in order, once; nothing a socket delivered is dropped
- *   before unregister() returns it.
+ *   before unregister() returns it;
+ * - in fast mode (asked for by Python when the body is a completions stream with cumulative
+ *   usage) the usual SSE event, one `data: {...}` line, is parsed here with Python's own
+ *   `loads` and checked exactly as bench.client.EventSink checks it; it is handed over as
+ *   (stamp, tokens). The first event that is anything else ends fast mode for the response:
+ *   it and every byte after it go to Python as body bytes, so Python sees them in order
+ *   and its parser stays the reference for every unusual event.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -33,6 +39,7 @@
 #define MAX_EVENTS 1024
 #define BATCH_READS 32
 #define BATCH_BYTES 65536     /* a batch is handed over once it holds this many bytes */
+#define FAST_MAX 4096         /* ... or this many fast events */
 #define LINE_MAX_BYTES 1024
 #define MAX_CHUNK ((long long)1 << 40)
 
@@ -47,6 +54,18 @@ typedef struct {
     double stamps[BATCH_READS];
     Py_ssize_t ends[BATCH_READS];
     int nreads;
+    int batch_reads;      /* reads since the last hand-over (fast events leave no body) */
+    /* fast mode: */
+    int fast;
+    char *sse;            /* an incomplete SSE event */
+    Py_ssize_t slen, scap;
+    double *fstamps;      /* fast events not yet handed over: stamp and tokens */
+    long long *fcounts;
+    Py_ssize_t nfast, fcap;
+    long long cum;        /* the last cumulative completion_tokens (has_cum: seen one) */
+    int has_cum;
+    PyObject *finish;     /* the last truthy finish_reason not yet handed over */
+    int done;             /* [DONE] seen, not yet handed over */
     int mode;
     long long left;       /* bytes left of the current chunk, its CRLF included */
     char line[LINE_MAX_BYTES + 2];   /* an incomplete size or trailer line */
@@ -61,6 +80,8 @@ typedef struct {
     char *raw;            /* one read */
     char *scratch;        /* an incomplete line joined with the next read */
     char *body;           /* the body bytes of one read */
+    PyObject *loads;      /* the JSON parser EventSink uses */
+    PyObject *k_choices, *k_usage, *k_tokens, *k_text, *k_finish, *k_error;
     long long reads, stamped;
     double wait_max;
 } Poller;
@@ -76,9 +97,21 @@ static FdState *state_of(Poller *self, int fd) {
     return self->fds[fd];
 }
 
+static void fast_reset(FdState *st) {
+    st->fast = 0;
+    st->slen = 0;
+    st->nfast = 0;
+    st->cum = 0;
+    st->has_cum = 0;
+    st->done = 0;
+    Py_CLEAR(st->finish);
+}
+
 static void state_clear(FdState *st) {
     Py_CLEAR(st->conn);
+    fast_reset(st);
     st->nreads = 0;
+    st->batch_reads = 0;
     st->blen = 0;
     if (st->bcap > 4 * BATCH_BYTES) {      /* a burst's buffer is not kept for the next one */
         PyMem_Free(st->bodies);
@@ -179,9 +212,11 @@ static int dechunk(FdState *st, const char *data, Py_ssize_t n, char *out, Py_ss
     return rc;
 }
 
-/* ST's reads as two new lists (stamps, bodies); the batch is emptied. */
-static int take_reads(FdState *st, PyObject **stamps, PyObject **bodies) {
+/* ST's reads as two new lists (stamps, bodies), and its fast events as FAST: None, or
+ * (stamps, tokens, cum or None, finish_reason or None, done); the batch is emptied. */
+static int take_reads(FdState *st, PyObject **stamps, PyObject **bodies, PyObject **fast) {
     int n = st->nreads;
+    *fast = NULL;
     *stamps = PyList_New(n);
     *bodies = PyList_New(n);
     if (!*stamps || !*bodies) goto fail;
@@ -194,24 +229,52 @@ static int take_reads(FdState *st, PyObject **stamps, PyObject **bodies) {
         PyList_SET_ITEM(*bodies, i, b);
         a = st->ends[i];
     }
+    if (st->nfast || st->done || st->finish) {
+        PyObject *fs = PyList_New(st->nfast), *fc = PyList_New(st->nfast);
+        if (!fs || !fc) { Py_XDECREF(fs); Py_XDECREF(fc); goto fail; }
+        for (Py_ssize_t i = 0; i < st->nfast; i++) {
+            PyObject *f = PyFloat_FromDouble(st->fstamps[i]);
+            PyObject *c = PyLong_FromLongLong(st->fcounts[i]);
+            if (!f || !c) {
+                Py_XDECREF(f); Py_XDECREF(c); Py_DECREF(fs); Py_DECREF(fc);
+                goto fail;
+            }
+            PyList_SET_ITEM(fs, i, f);
+            PyList_SET_ITEM(fc, i, c);
+        }
+        PyObject *cum = st->has_cum ? PyLong_FromLongLong(st->cum) : Py_NewRef(Py_None);
+        *fast = cum ? Py_BuildValue("(NNNOO)", fs, fc, cum, st->finish ? st->finish : Py_None,
+                                    st->done ? Py_True : Py_False)
+                    : NULL;
+        if (!cum) { Py_DECREF(fs); Py_DECREF(fc); }
+        if (!*fast) goto fail;
+    } else {
+        *fast = Py_NewRef(Py_None);
+    }
     st->nreads = 0;
+    st->batch_reads = 0;
     st->blen = 0;
+    st->nfast = 0;
+    st->done = 0;
+    Py_CLEAR(st->finish);
     return 0;
 fail:
     Py_CLEAR(*stamps);
     Py_CLEAR(*bodies);
+    Py_CLEAR(*fast);
     return -1;
 }
 
-/* Append (conn, stamps, bodies, end) to OUT, emptying ST's batch. Steals END. */
+/* Append (conn, stamps, bodies, end, fast) to OUT, emptying ST's batch. Steals END. */
 static int emit(PyObject *out, FdState *st, PyObject *end) {
-    PyObject *stamps, *bodies;
+    PyObject *stamps, *bodies, *fast;
     if (!end) { end = Py_None; Py_INCREF(end); }
-    if (take_reads(st, &stamps, &bodies) < 0) { Py_DECREF(end); return -1; }
-    PyObject *item = PyTuple_Pack(4, st->conn, stamps, bodies, end);
+    if (take_reads(st, &stamps, &bodies, &fast) < 0) { Py_DECREF(end); return -1; }
+    PyObject *item = PyTuple_Pack(5, st->conn, stamps, bodies, end, fast);
     Py_DECREF(stamps);
     Py_DECREF(bodies);
     Py_DECREF(end);
+    Py_DECREF(fast);
     if (!item) return -1;
     int r = PyList_Append(out, item);
     Py_DECREF(item);
@@ -232,6 +295,116 @@ static int batch_add(FdState *st, double stamp, const char *p, Py_ssize_t n) {
     st->stamps[st->nreads] = stamp;
     st->ends[st->nreads] = st->blen;
     st->nreads++;
+    return 0;
+}
+
+static int grow(char **buf, Py_ssize_t *cap, Py_ssize_t need) {
+    if (need <= *cap) return 0;
+    Py_ssize_t c = *cap ? *cap : 4096;
+    while (c < need) c *= 2;
+    char *g = PyMem_Realloc(*buf, c);
+    if (!g) { PyErr_NoMemory(); return -1; }
+    *buf = g;
+    *cap = c;
+    return 0;
+}
+
+static int is_blank(char c) {     /* what bytes.strip() strips */
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\x0b' || c == '\x0c';
+}
+
+/* One event's data P[0:N] at STAMP, as EventSink._payload's fast path takes it: 1 if taken
+ * here, 0 if Python must see it, -1 on an error (set). */
+static int fast_event(Poller *self, FdState *st, const char *p, Py_ssize_t n, double stamp) {
+    if (n == 0 || p[0] != '{') {
+        Py_ssize_t a = 0, b = n;
+        while (a < b && is_blank(p[a])) a++;
+        while (b > a && is_blank(p[b - 1])) b--;
+        if (b - a == 6 && memcmp(p + a, "[DONE]", 6) == 0) { st->done = 1; return 1; }
+        return 0;
+    }
+    PyObject *raw = PyBytes_FromStringAndSize(p, n);
+    if (!raw) return -1;
+    PyObject *ev = PyObject_CallOneArg(self->loads, raw);
+    Py_DECREF(raw);
+    if (!ev) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError)) return -1;
+        PyErr_Clear();                 /* malformed: Python records it */
+        return 0;
+    }
+    int taken = 0;
+    PyObject *choices, *c, *usage, *tokens, *fr;
+    long long cum, tok;
+    int overflow = 0;
+    if (!PyDict_CheckExact(ev) || PyDict_GetItemWithError(ev, self->k_error)) goto out;
+    choices = PyDict_GetItemWithError(ev, self->k_choices);
+    if (!choices || !PyList_CheckExact(choices) || PyList_GET_SIZE(choices) == 0) goto out;
+    c = PyList_GET_ITEM(choices, 0);
+    if (!PyDict_CheckExact(c) || !PyDict_GetItemWithError(c, self->k_text)) goto out;
+    usage = PyDict_GetItemWithError(ev, self->k_usage);
+    if (!usage || !PyDict_CheckExact(usage)) goto out;
+    tokens = PyDict_GetItemWithError(usage, self->k_tokens);
+    if (!tokens || !PyLong_CheckExact(tokens)) goto out;
+    cum = PyLong_AsLongLongAndOverflow(tokens, &overflow);
+    if (overflow || (cum == -1 && PyErr_Occurred())) { PyErr_Clear(); goto out; }
+    if (__builtin_sub_overflow(cum, st->has_cum ? st->cum : 0, &tok)) goto out;
+    fr = PyDict_GetItemWithError(c, self->k_finish);
+    if (fr) {
+        int truthy = PyObject_IsTrue(fr);
+        if (truthy < 0) { Py_DECREF(ev); return -1; }
+        if (truthy) Py_XSETREF(st->finish, Py_NewRef(fr));
+    }
+    if (st->nfast == st->fcap) {
+        Py_ssize_t cap = st->fcap ? 2 * st->fcap : 64;
+        double *fs = PyMem_Realloc(st->fstamps, cap * sizeof(double));
+        if (fs) st->fstamps = fs;
+        long long *fc = fs ? PyMem_Realloc(st->fcounts, cap * sizeof(long long)) : NULL;
+        if (!fs || !fc) { Py_DECREF(ev); PyErr_NoMemory(); return -1; }
+        st->fcounts = fc;
+        st->fcap = cap;
+    }
+    st->fstamps[st->nfast] = stamp;
+    st->fcounts[st->nfast] = tok;
+    st->nfast++;
+    st->cum = cum;
+    st->has_cum = 1;
+    taken = 1;
+out:
+    Py_DECREF(ev);
+    if (PyErr_Occurred()) return -1;
+    return taken;
+}
+
+/* Body bytes P[0:N] of one read at STAMP, in fast mode: complete events are taken here
+ * until one is not the usual kind; from it on, the bytes go to Python. */
+static int sse_feed(Poller *self, FdState *st, const char *p, Py_ssize_t n, double stamp) {
+    if (grow(&st->sse, &st->scap, st->slen + n) < 0) return -1;
+    memcpy(st->sse + st->slen, p, n);
+    st->slen += n;
+    Py_ssize_t start = 0;
+    if (!memchr(p, '\r', n)) {         /* CR line ends: Python's parser handles them */
+        for (;;) {
+            const char *sep = memmem(st->sse + start, st->slen - start, "\n\n", 2);
+            if (!sep) break;
+            const char *ev = st->sse + start;
+            Py_ssize_t elen = sep - ev;
+            if (elen > 0) {
+                if (elen < 6 || memcmp(ev, "data: ", 6) != 0 || memchr(ev, '\n', elen))
+                    goto slow;
+                int r = fast_event(self, st, ev + 6, elen - 6, stamp);
+                if (r < 0) return -1;
+                if (r == 0) goto slow;
+            }
+            start = (sep - st->sse) + 2;
+        }
+        memmove(st->sse, st->sse + start, st->slen - start);
+        st->slen -= start;
+        return 0;
+    }
+slow:
+    st->fast = 0;
+    if (batch_add(st, stamp, st->sse + start, st->slen - start) < 0) return -1;
+    st->slen = 0;
     return 0;
 }
 
@@ -291,7 +464,20 @@ static int read_one(Poller *self, int fd, FdState *st, PyObject *out) {
     Py_ssize_t olen = 0, extra = 0, nbad = 0;
     const char *bad = NULL;
     int rc = dechunk(st, data, n, self->body, &olen, &extra, &bad, &nbad);
-    if (olen > 0 && batch_add(st, stamp, self->body, olen) < 0) return -1;
+    if (olen > 0) {
+        if (st->fast) {
+            if (sse_feed(self, st, self->body, olen, stamp) < 0) return -1;
+        } else if (batch_add(st, stamp, self->body, olen) < 0) {
+            return -1;
+        }
+    }
+    st->batch_reads++;
+    if (rc != GO_ON && st->fast) {
+        /* an incomplete last event goes to Python, which keeps it as it would */
+        if (st->slen && batch_add(st, stamp, st->sse, st->slen) < 0) return -1;
+        st->slen = 0;
+        st->fast = 0;
+    }
     switch (rc) {
     case MSG_DONE:
         st->mode = RAW;
@@ -308,7 +494,8 @@ static int read_one(Poller *self, int fd, FdState *st, PyObject *out) {
     }
     /* Streams that started together would fill their batches together, and hand them all
      * over in one poll: the size a socket's batch is handed over at depends on its fd. */
-    if (st->nreads >= BATCH_READS - (fd * 7) % (BATCH_READS / 2) || st->blen >= BATCH_BYTES)
+    if (st->batch_reads >= BATCH_READS - (fd * 7) % (BATCH_READS / 2)
+        || st->blen >= BATCH_BYTES || st->nfast >= FAST_MAX)
         return emit(out, st, NULL);
     return 0;
 }
@@ -366,16 +553,19 @@ static PyObject *Poller_register(Poller *self, PyObject *args) {
 }
 
 static PyObject *Poller_stream(Poller *self, PyObject *args) {
-    int fd, trailer;
+    int fd, trailer, fast = 0;
     long long left;
     const char *line;
     Py_ssize_t nline;
-    if (!PyArg_ParseTuple(args, "iLy#p", &fd, &left, &line, &nline, &trailer)) return NULL;
+    if (!PyArg_ParseTuple(args, "iLy#p|p", &fd, &left, &line, &nline, &trailer, &fast))
+        return NULL;
     FdState *st = state_of(self, fd);
     if (!st || !st->conn) return PyErr_Format(PyExc_ValueError, "fd %d is not registered", fd);
     if (nline > LINE_MAX_BYTES || left < 0)
         return PyErr_Format(PyExc_ValueError, "bad framing state");
     st->mode = trailer ? TRAILER : CHUNKED;
+    fast_reset(st);
+    st->fast = fast && self->loads != NULL;
     st->left = left;
     memcpy(st->line, line, nline);
     st->nline = nline;
@@ -386,15 +576,12 @@ static PyObject *Poller_unregister(Poller *self, PyObject *args) {
     int fd;
     if (!PyArg_ParseTuple(args, "i", &fd)) return NULL;
     FdState *st = state_of(self, fd);
-    if (!st) return Py_BuildValue("([][])");
-    PyObject *stamps, *bodies;
-    if (take_reads(st, &stamps, &bodies) < 0) return NULL;
+    if (!st) return Py_BuildValue("([][]O)", Py_None);
+    PyObject *stamps, *bodies, *fast;
+    if (take_reads(st, &stamps, &bodies, &fast) < 0) return NULL;
     if (st->conn && self->epfd >= 0) forget(self, fd);
     state_clear(st);
-    PyObject *r = PyTuple_Pack(2, stamps, bodies);
-    Py_DECREF(stamps);
-    Py_DECREF(bodies);
-    return r;
+    return Py_BuildValue("(NNN)", stamps, bodies, fast);
 }
 
 static PyObject *Poller_take_stats(Poller *self, PyObject *Py_UNUSED(ignored)) {
@@ -413,6 +600,9 @@ static void poller_release(Poller *self) {
         if (self->fds[i]) {
             state_clear(self->fds[i]);
             PyMem_Free(self->fds[i]->bodies);
+            PyMem_Free(self->fds[i]->sse);
+            PyMem_Free(self->fds[i]->fstamps);
+            PyMem_Free(self->fds[i]->fcounts);
             PyMem_Free(self->fds[i]);
         }
     }
@@ -429,9 +619,19 @@ static PyObject *Poller_close(Poller *self, PyObject *Py_UNUSED(ignored)) {
 }
 
 static int Poller_init(Poller *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "", kwlist)) return -1;
+    static char *kwlist[] = {"loads", NULL};
+    PyObject *loads = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O", kwlist, &loads)) return -1;
     poller_release(self);
+    Py_XSETREF(self->loads, loads && loads != Py_None ? Py_NewRef(loads) : NULL);
+#define KEY(f, s) if (!self->f && !(self->f = PyUnicode_InternFromString(s))) return -1
+    KEY(k_choices, "choices");
+    KEY(k_usage, "usage");
+    KEY(k_tokens, "completion_tokens");
+    KEY(k_text, "text");
+    KEY(k_finish, "finish_reason");
+    KEY(k_error, "error");
+#undef KEY
     self->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (self->epfd < 0) { PyErr_SetFromErrno(PyExc_OSError); return -1; }
     if (!self->raw) self->raw = PyMem_Malloc(READ_SIZE);
@@ -448,13 +648,18 @@ static PyObject *Poller_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
 }
 
 static int Poller_traverse(Poller *self, visitproc visit, void *arg) {
+    Py_VISIT(self->loads);
     for (int i = 0; i < self->nfds; i++) {
-        if (self->fds[i]) Py_VISIT(self->fds[i]->conn);
+        if (self->fds[i]) {
+            Py_VISIT(self->fds[i]->conn);
+            Py_VISIT(self->fds[i]->finish);
+        }
     }
     return 0;
 }
 
 static int Poller_clear(Poller *self) {
+    Py_CLEAR(self->loads);
     for (int i = 0; i < self->nfds; i++)
         if (self->fds[i]) state_clear(self->fds[i]);
     return 0;
@@ -466,18 +671,26 @@ static void Poller_dealloc(Poller *self) {
     PyMem_Free(self->raw);
     PyMem_Free(self->scratch);
     PyMem_Free(self->body);
+    Py_CLEAR(self->loads);
+    Py_CLEAR(self->k_choices);
+    Py_CLEAR(self->k_usage);
+    Py_CLEAR(self->k_tokens);
+    Py_CLEAR(self->k_text);
+    Py_CLEAR(self->k_finish);
+    Py_CLEAR(self->k_error);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyMethodDef Poller_methods[] = {
     {"poll", (PyCFunction)Poller_poll, METH_NOARGS,
-     "Read every ready socket once; a list of (conn, stamps, bodies, end)."},
+     "Read every ready socket once; a list of (conn, stamps, bodies, end, fast)."},
     {"register", (PyCFunction)Poller_register, METH_VARARGS,
      "register(fd, conn): watch FD (raw mode); CONN is handed back with its reads."},
     {"stream", (PyCFunction)Poller_stream, METH_VARARGS,
-     "stream(fd, left, line, trailer): FD's 200 chunked body continues in C from this state."},
+     "stream(fd, left, line, trailer, fast=False): FD's 200 chunked body continues in C from "
+     "this state; FAST: its usual SSE events are parsed here too."},
     {"unregister", (PyCFunction)Poller_unregister, METH_VARARGS,
-     "unregister(fd): stop watching FD; (stamps, bodies) of the reads not yet handed over."},
+     "unregister(fd): stop watching FD; (stamps, bodies, fast) not yet handed over."},
     {"take_stats", (PyCFunction)Poller_take_stats, METH_NOARGS,
      "(reads, kernel-stamped reads, longest wait in a socket buffer s) since the last call."},
     {"fileno", (PyCFunction)Poller_fileno, METH_NOARGS, "The epoll descriptor."},

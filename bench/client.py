@@ -150,6 +150,29 @@ class EventSink:
                 for payload in self.payloads(body):
                     self._payload(payload, stamp + off)
 
+    def takes_fast_events(self) -> bool:
+        """Whether the compiled reader may parse this stream's usual events itself (they are
+        then handed over through `feed_events`): a completions stream with cumulative usage,
+        at an event boundary."""
+        return self.fast and not self.buf
+
+    def feed_events(self, stamps: list[float], tokens: list[int], cum: int | None,
+                    finish_reason: Any, done: bool, off: float) -> None:
+        """Usual events the compiled reader parsed and checked as `_payload` would: event i
+        came at STAMPS[i] + OFF and carried TOKENS[i]; CUM is the cumulative count after them,
+        FINISH_REASON the last one given, DONE whether [DONE] came."""
+        if stamps:
+            if not self.ts:
+                self.rec["t_first"] = stamps[0] + off
+            self.ts.extend([s + off for s in stamps])
+            self.ns.extend(tokens)
+        if cum is not None:
+            self.cum = cum
+        if finish_reason is not None:
+            self.rec["finish_reason"] = finish_reason
+        if done:
+            self.done = True
+
     def _payload(self, payload: bytes, t: float) -> None:
         """One event's data, received at T."""
         if not payload or payload[0] != 123:        # not "{": [DONE], or not an object

@@ -38,6 +38,11 @@ from typing import Any, Callable, Protocol
 from urllib.parse import urlsplit
 
 try:
+    from orjson import loads as _loads  # the parser bench.client's EventSink uses
+except ImportError:                      # pragma: no cover - orjson is a dependency
+    from json import loads as _loads
+
+try:
     from bench import _streamread
 except ImportError:     # not built (no C compiler at install, or not Linux): the loop reads
     _streamread = None
@@ -160,8 +165,11 @@ class _Conn(asyncio.Protocol):
                 self._finish()
             elif (self.status == 200 and self.mode in ("chunked", "trailer")
                   and getattr(self.transport, "hand_over", None) is not None):
-                # The rest of this body is read and de-framed in C (see on_body).
-                self.transport.hand_over(self.left, self.pending, self.mode == "trailer")
+                # The rest of this body is read and de-framed in C (see on_bodies), and its
+                # usual events parsed there too when the sink takes them so (on_events).
+                fast = getattr(self.sink, "takes_fast_events", None)
+                self.transport.hand_over(self.left, self.pending, self.mode == "trailer",
+                                         bool(fast and fast()))
                 self.pending = b""
         except StreamError as e:
             self._fail(e)
@@ -183,6 +191,16 @@ class _Conn(asyncio.Protocol):
         except Exception as e:  # noqa: BLE001 - as in on_data
             self._fail(StreamError(type(e).__name__, str(e)))
 
+    def on_events(self, fast: tuple, off: float) -> None:
+        """Usual events parsed by the compiled reader: (stamps, tokens, cumulative tokens,
+        finish_reason, [DONE] seen), stamps on the wall clock (+ OFF: the bundle's)."""
+        if self.done is None or self.done.done():
+            return
+        try:
+            self.sink.feed_events(*fast, off)
+        except Exception as e:  # noqa: BLE001 - as in on_data
+            self._fail(StreamError(type(e).__name__, str(e)))
+
     def body_done(self, extra: int) -> None:
         """The compiled reader saw the end of the chunked message (EXTRA bytes after it)."""
         self.mode = "done"
@@ -190,14 +208,18 @@ class _Conn(asyncio.Protocol):
             self.keep_alive = False    # bytes nobody asked for: the connection is not reused
         self._finish()
 
-    def late_bodies(self, stamps: list[float], bodies: list[bytes], off: float) -> None:
-        """Bodies read before the connection was dropped (a timeout, a cancellation): the sink
-        gets them even though the request is over, so its record keeps every arrival."""
+    def late_bodies(self, parts: list[tuple], off: float) -> None:
+        """What was read before the connection was dropped (a timeout, a cancellation), as
+        (stamps, bodies, fast) parts in order: the sink gets it even though the request is
+        over, so its record keeps every arrival."""
         if self.sink is None or self.status != 200:
             return
         try:
-            for stamp, body in zip(stamps, bodies):
-                self.sink.feed(body, stamp + off)
+            for stamps, bodies, fast in parts:
+                if fast is not None:
+                    self.sink.feed_events(*fast, off)
+                for stamp, body in zip(stamps, bodies):
+                    self.sink.feed(body, stamp + off)
         except Exception:  # noqa: BLE001 - the request has already ended
             pass
 
@@ -442,16 +464,21 @@ class _PolledSocket:
         conn.connection_made(self)
         reader.poller.register(self.fd, self)
 
-    def hand_over(self, left: int, line: bytes, trailer: bool) -> None:
-        self.reader.poller.stream(self.fd, left, line, trailer)
+    def hand_over(self, left: int, line: bytes, trailer: bool, fast: bool) -> None:
+        self.reader.poller.stream(self.fd, left, line, trailer, fast)
         self.streaming = True
 
-    def deliver(self, stamps: list[float], bodies: list[bytes], end: tuple | None) -> None:
-        """What the poller read for this socket; stamps are wall-clock, made the bundle's here."""
+    def deliver(self, stamps: list[float], bodies: list[bytes], end: tuple | None,
+                fast: tuple | None) -> None:
+        """What the poller read for this socket; stamps are wall-clock, made the bundle's here.
+        FAST (events parsed in C) came before BODIES in the stream."""
         conn = self.conn
         off = conn.now() - time.time()
         if self.streaming:
-            conn.on_bodies(stamps, bodies, off)
+            if fast is not None:
+                conn.on_events(fast, off)
+            if stamps:
+                conn.on_bodies(stamps, bodies, off)
         else:
             for stamp, data in zip(stamps, bodies):      # raw mode: one read at a time
                 conn.on_data(data, stamp + off)
@@ -480,12 +507,10 @@ class _PolledSocket:
         if self.closing:
             return
         self.closing = True
-        stamps, bodies = self.reader.take_backlog(self)
-        more = self.reader.poller.unregister(self.fd)
-        stamps += more[0]
-        bodies += more[1]
-        if stamps and self.streaming:
-            self.conn.late_bodies(stamps, bodies, self.conn.now() - time.time())
+        parts = self.reader.take_backlog(self)
+        parts.append(self.reader.poller.unregister(self.fd))
+        if self.streaming:
+            self.conn.late_bodies(parts, self.conn.now() - time.time())
         if self.out:
             self.loop.remove_writer(self.fd)
         self.sock.close()
@@ -518,7 +543,7 @@ class _PolledReader:
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
-        self.poller = _streamread.Poller()
+        self.poller = _streamread.Poller(_loads)
         self.closed = False
         self.backlog: collections.deque = collections.deque()
         self.queued = 0          # reads in the backlog
@@ -541,10 +566,10 @@ class _PolledReader:
                 if sock.closing:
                     continue
                 if not sock.streaming and not sock.backlogged:
-                    sock.deliver(item[1], item[2], item[3])
+                    sock.deliver(item[1], item[2], item[3], item[4])
                 else:
                     sock.backlogged += 1
-                    self.queued += len(item[1])
+                    self.queued += len(item[1]) + (len(item[4][0]) if item[4] else 0)
                     backlog.append(item)
         if not backlog:
             self.behind_since = None
@@ -553,11 +578,11 @@ class _PolledReader:
             self.behind_since = now
         deadline = now + self.SLICE_S
         while backlog:
-            sock, stamps, bodies, end = backlog.popleft()
+            sock, stamps, bodies, end, fast = backlog.popleft()
             sock.backlogged -= 1
-            self.queued -= len(stamps)
+            self.queued -= len(stamps) + (len(fast[0]) if fast else 0)
             if not sock.closing:      # an earlier delivery may have closed it
-                sock.deliver(stamps, bodies, end)
+                sock.deliver(stamps, bodies, end, fast)
             if time.perf_counter() > deadline:
                 break
         if not backlog:
@@ -566,20 +591,18 @@ class _PolledReader:
             self.scheduled = True
             self.loop.call_soon(self._drain)
 
-    def take_backlog(self, sock: _PolledSocket) -> tuple[list[float], list[bytes]]:
-        """(stamps, bodies) of SOCK's reads still waiting in the backlog, in order (it is
+    def take_backlog(self, sock: _PolledSocket) -> list[tuple]:
+        """(stamps, bodies, fast) parts of SOCK still waiting in the backlog, in order (it is
         being closed)."""
-        stamps: list[float] = []
-        bodies: list[bytes] = []
+        parts = []
         if sock.backlogged:
             for it in self.backlog:
                 if it[0] is sock:
-                    stamps += it[1]
-                    bodies += it[2]
+                    parts.append((it[1], it[2], it[4]))
+                    self.queued -= len(it[1]) + (len(it[4][0]) if it[4] else 0)
             self.backlog = collections.deque(it for it in self.backlog if it[0] is not sock)
-            self.queued -= len(stamps)
             sock.backlogged = 0
-        return stamps, bodies
+        return parts
 
     def take(self) -> tuple[int, int, float]:
         return self.poller.take_stats()
