@@ -26,9 +26,11 @@ MAX_ERROR_BODY = 2000
 UNKNOWN = -(1 << 63)    # a chunk whose token count the server did not give (null in the record)
 
 
-def open_stream_session(headers: dict | None = None, kernel_timestamps: bool = True) -> StreamPool:
-    """The connection pool streaming requests go through (closed with `await s.close()`)."""
-    return StreamPool(headers=headers, kernel_timestamps=kernel_timestamps)
+def open_stream_session(headers: dict | None = None, kernel_timestamps: bool = True,
+                        compiled: bool | None = None) -> StreamPool:
+    """The connection pool streaming requests go through (closed with `await s.close()`);
+    COMPILED: the compiled reader where built (None), never (False) or required (True)."""
+    return StreamPool(headers=headers, kernel_timestamps=kernel_timestamps, compiled=compiled)
 
 
 def completion_payload(model: str, prompt: Any, max_tokens: int, *, api: str = "completions",

@@ -57,6 +57,15 @@ SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)   # Linux; Python does no
 _TIMESPEC = struct.Struct("@qq")                         # struct timespec, 64-bit Linux
 
 
+def reader_name(compiled: bool | None = None) -> str:
+    """How a StreamPool(compiled=COMPILED) reads plain-HTTP streams here, for provenance."""
+    if sys.platform != "linux":
+        return "event-loop reads"
+    if _streamread is not None and compiled is not False:
+        return "compiled epoll reader (bench._streamread), kernel receive stamps"
+    return "event-loop reads, kernel receive stamps"
+
+
 class StreamError(Exception):
     """A transport or framing failure; `kind` is the aiohttp-style error name."""
 

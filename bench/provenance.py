@@ -29,10 +29,11 @@ def collect_git_revision() -> str | None:
 
 def collect_tool_metadata() -> dict:
     """Tool name and version, git revision, Python and platform, and how the client reads."""
+    from bench.httpstream import reader_name
     from bench.loop import loop_name
     return {"name": "serving-ledger", "version": __version__, "git_revision": collect_git_revision(),
             "python": sys.version.split()[0], "platform": platform.platform(),
-            "event_loop": loop_name(),
+            "event_loop": loop_name(), "stream_reader": reader_name(),
             "chunk_times": ("kernel receive time (SO_TIMESTAMPNS) on plain-HTTP reads the kernel "
                             "stamps, else the read callback's clock" if sys.platform == "linux"
                             else "the read callback's clock")}

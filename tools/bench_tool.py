@@ -113,7 +113,8 @@ def worker_ours(args: argparse.Namespace) -> None:
     async def level(C: int, run_id: str, w) -> None:
         gc_log.clear()     # the collections of this level only (not the loop's start-up)
         # The runner's stream pool, on the runner's event loop.
-        session = open_stream_session(kernel_timestamps=not args.no_kernel_stamps)
+        session = open_stream_session(kernel_timestamps=not args.no_kernel_stamps,
+                                      compiled=False if args.python_reader else None)
         try:
             stop_at = time.monotonic() + args.seconds
             state = {"i": 0}
@@ -639,7 +640,7 @@ class Worker:
 
     def __init__(self, python: Path | str, kind: str, url: str, seconds: float, max_tokens: int,
                  cpu: int | None, out: Path, gc_threshold: int = 0, on_asyncio: bool = False,
-                 reqfunc: str | None = None, no_stamps: bool = False):
+                 reqfunc: str | None = None, no_stamps: bool = False, python_reader: bool = False):
         import queue
         import threading
         cmd = [str(python), str(Path(__file__).resolve()), "--worker", kind, "--url", url,
@@ -650,6 +651,8 @@ class Worker:
             cmd += ["--asyncio"]
         if kind == "ours" and no_stamps:
             cmd += ["--no-kernel-stamps"]
+        if kind == "ours" and python_reader:
+            cmd += ["--python-reader"]
         if kind == "vllmfunc":
             cmd += ["--vllm-reqfunc", str(reqfunc)]
         if cpu is not None:
@@ -840,6 +843,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--cpu", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--python-reader", action="store_true",
+                    help="our client without its compiled reader (bench._streamread): every "
+                         "read through the event loop, framing and events parsed in Python")
     ap.add_argument("--no-kernel-stamps", action="store_true",
                     help="time our client's reads in the read callback, not by the kernel's "
                          "receive stamps (to see what the stamps take out)")
@@ -874,6 +880,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu_model = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
                       if ln.startswith("model name")), platform.processor()) \
         if os.path.exists("/proc/cpuinfo") else platform.processor()
+    from bench.httpstream import reader_name
     print(f"bench_tool {dt.datetime.now().isoformat(timespec='seconds')}  host: {ncpu} cores "
           f"({cpu_model}), {platform.machine()}, Python {platform.python_version()}, "
           f"aiohttp {aiohttp.__version__}")
@@ -881,7 +888,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{max_tokens} tokens per request; client on cpu {args.client_cpu}, "
           f"stand-in on cpu {args.server_cpus or args.server_cpu}; our client on "
           f"{'asyncio' if args.asyncio else 'uvloop'}, "
-          f"{'read-callback times' if args.no_kernel_stamps else 'kernel receive stamps'}")
+          f"{'read-callback times' if args.no_kernel_stamps else reader_name(False if args.python_reader else None)}")
     report: dict = {"date": dt.datetime.now().isoformat(timespec="seconds"), "cores": ncpu,
                     "cpu": cpu_model, "levels": levels, "seconds": seconds,
                     "step_ms": args.step_ms, "max_tokens": max_tokens}
@@ -892,7 +899,8 @@ def main(argv: list[str] | None = None) -> int:
         rows_ours, rows_vllm = {}, {}
         workers = {"ours": Worker(sys.executable, "ours", url, seconds, max_tokens,
                                   args.client_cpu, tmp, args.gc_threshold, args.asyncio,
-                                  no_stamps=args.no_kernel_stamps)}
+                                  no_stamps=args.no_kernel_stamps,
+                                  python_reader=args.python_reader)}
         if args.vllm_reqfunc and not args.no_vllm:
             workers["vllm"] = Worker(ENGINE_PY if ENGINE_PY.exists() else sys.executable, "vllmfunc", url, seconds, max_tokens,
                                      args.client_cpu, tmp, reqfunc=args.vllm_reqfunc)
@@ -967,7 +975,8 @@ def main(argv: list[str] | None = None) -> int:
             v = mv.get(k, float("nan"))
             print(f"{k:>11} {mo[k]:>7.2f} {fmt(v):>7} {fmt(v / mo[k], 1):>9}")
         print("(ours parses events with continuous usage stats, as it requests them; vllm bench "
-              "serve's events carry no usage, as it requests them)")
+              "serve's events carry no usage, as it requests them. 'ours' here is the Python "
+              "parser, which the compiled reader leaves every unusual event to)")
         report.update(micro_ours=mo, micro_vllm=mv)
 
         if not args.no_sampler:
