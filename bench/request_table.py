@@ -33,6 +33,8 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import orjson
 
+from bench.allocator import keep_freed_memory
+
 # Scalar columns: name -> how to read it from a record (float64, NaN where absent or null).
 FLOAT_FIELDS = ("t_slot", "t_sched", "t_send", "t_headers", "t_first", "t_end", "input_len")
 BLOCK_BYTES = 32 << 20
@@ -749,7 +751,8 @@ def _parsed_blocks(path: Path, workers: int) -> Iterator[tuple[Any, int, bool, _
     from collections import deque
     from concurrent.futures import ProcessPoolExecutor
     ahead: deque = deque()
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"),
+                             initializer=keep_freed_memory) as pool:
         members = _gzip_members(path) if path.suffix == ".gz" else []
         try:
             ranges, tail = _line_ranges(path) if path.suffix != ".gz" else (None, None)
@@ -789,6 +792,7 @@ def _resolved(item: tuple) -> tuple[Any, int, bool, _Block | None]:
 def read_request_files(paths: Sequence[Path], warnings: list[str],
                        fields: tuple[str, ...] = ("point",)) -> RequestTable:
     """The requests of PATHS (requests.jsonl and its shards, plain or .gz), in order, as one table."""
+    keep_freed_memory()     # the table and every statistic over it are large arrays
     b = _Builder()
     for p in paths:
         _read_file(Path(p), warnings, b, fields)
