@@ -379,12 +379,15 @@ out:
  * until one is not the usual kind; from it on, the bytes go to Python. */
 static int sse_feed(Poller *self, FdState *st, const char *p, Py_ssize_t n, double stamp) {
     if (grow(&st->sse, &st->scap, st->slen + n) < 0) return -1;
+    /* what was kept holds no separator: search from its last byte on, not from its start
+     * (an event spread over many reads is scanned once) */
+    Py_ssize_t from = st->slen > 0 ? st->slen - 1 : 0;
     memcpy(st->sse + st->slen, p, n);
     st->slen += n;
     Py_ssize_t start = 0;
     if (!memchr(p, '\r', n)) {         /* CR line ends: Python's parser handles them */
         for (;;) {
-            const char *sep = memmem(st->sse + start, st->slen - start, "\n\n", 2);
+            const char *sep = memmem(st->sse + from, st->slen - from, "\n\n", 2);
             if (!sep) break;
             const char *ev = st->sse + start;
             Py_ssize_t elen = sep - ev;
@@ -395,7 +398,7 @@ static int sse_feed(Poller *self, FdState *st, const char *p, Py_ssize_t n, doub
                 if (r < 0) return -1;
                 if (r == 0) goto slow;
             }
-            start = (sep - st->sse) + 2;
+            start = from = (sep - st->sse) + 2;
         }
         memmove(st->sse, st->sse + start, st->slen - start);
         st->slen -= start;

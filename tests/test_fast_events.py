@@ -37,6 +37,8 @@ STREAMS = {
     "usual": [ev(1), ev(2), ev(3), ev(4, fr="length"), USAGE % 4, DONE],
     "several per chunk": [ev(1) + ev(2), ev(3) + ev(5, fr="stop") + USAGE % 5 + DONE],
     "event split over chunks": [ev(1)[:17], ev(1)[17:] + ev(2)[:5], ev(2)[5:], DONE],
+    "event in many pieces": [ev(1)[i:i + 9] for i in range(0, len(ev(1)), 9)] + [
+        ev(2)[:-1], b"\n", DONE],
     "unusual in the middle": [ev(1), ev(2), b": keep-alive\n\n", ev(3), ev(4), DONE],
     "crlf line ends": [ev(1), ev(2).replace(b"\n", b"\r\n"), ev(3), DONE],
     "malformed event": [ev(1), b"data: {not json\n\n", ev(2), DONE],
