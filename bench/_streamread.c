@@ -97,22 +97,28 @@ static FdState *state_of(Poller *self, int fd) {
     return self->fds[fd];
 }
 
-static void fast_reset(FdState *st) {
-    st->fast = 0;
-    st->slen = 0;
+/* Empty the batch of reads and fast events not yet handed over. */
+static void batch_reset(FdState *st) {
+    st->nreads = 0;
+    st->batch_reads = 0;
+    st->blen = 0;
     st->nfast = 0;
-    st->cum = 0;
-    st->has_cum = 0;
     st->done = 0;
     Py_CLEAR(st->finish);
 }
 
+/* Forget a response's fast-mode state (its batch is handed over or reset apart). */
+static void fast_reset(FdState *st) {
+    st->fast = 0;
+    st->slen = 0;
+    st->cum = 0;
+    st->has_cum = 0;
+}
+
 static void state_clear(FdState *st) {
     Py_CLEAR(st->conn);
+    batch_reset(st);
     fast_reset(st);
-    st->nreads = 0;
-    st->batch_reads = 0;
-    st->blen = 0;
     if (st->bcap > 4 * BATCH_BYTES) {      /* a burst's buffer is not kept for the next one */
         PyMem_Free(st->bodies);
         st->bodies = NULL;
@@ -251,12 +257,7 @@ static int take_reads(FdState *st, PyObject **stamps, PyObject **bodies, PyObjec
     } else {
         *fast = Py_NewRef(Py_None);
     }
-    st->nreads = 0;
-    st->batch_reads = 0;
-    st->blen = 0;
-    st->nfast = 0;
-    st->done = 0;
-    Py_CLEAR(st->finish);
+    batch_reset(st);
     return 0;
 fail:
     Py_CLEAR(*stamps);

@@ -74,6 +74,14 @@ class StreamError(Exception):
         self.kind = kind
 
 
+def _bad_chunk_size(line: bytes) -> StreamError:
+    return StreamError("ClientPayloadError", f"bad chunk size {line!r}")
+
+
+def _long_size_line() -> StreamError:
+    return StreamError("ClientPayloadError", "chunk size line too long")
+
+
 class Sink(Protocol):
     def feed(self, data: bytes, t: float) -> None: ...
 
@@ -304,7 +312,7 @@ class _Conn(asyncio.Protocol):
             if eol < 0:
                 self.pending = data[pos:]
                 if len(self.pending) > 1024:
-                    self.framing_error = StreamError("ClientPayloadError", "chunk size line too long")
+                    self.framing_error = _long_size_line()
                     self.pending = b""
                 break
             line = data[pos:eol]
@@ -320,8 +328,7 @@ class _Conn(asyncio.Protocol):
                 try:
                     size = int(line.split(b";", 1)[0].strip(), 16)   # chunk extensions
                 except ValueError:
-                    self.framing_error = StreamError("ClientPayloadError",
-                                                     f"bad chunk size {line[:40]!r}")
+                    self.framing_error = _bad_chunk_size(line[:40])
                     break
             if size == 0:
                 self.mode = "trailer"
@@ -361,53 +368,18 @@ class _Conn(asyncio.Protocol):
                 and not self.transport.is_closing())
 
 
-class _KernelStampedSocket:
-    """The part of an asyncio transport `_Conn` uses, over a plain TCP socket read with
-    recvmsg, so that each read carries the kernel's receive time (SO_TIMESTAMPNS).
+class _SocketTransport:
+    """The part of an asyncio transport `_Conn` uses, over a plain non-blocking TCP socket;
+    subclasses say how it is read (`_stop_reading` undoes that on close)."""
 
-    A read's time is the client clock now, less how long the bytes waited in the socket
-    buffer (wall clock now − the kernel's stamp of the newest segment read): time the client
-    spent busy elsewhere is not charged to the server. When the kernel gives no stamp (some
-    sandboxes), the read is timed on arrival in the callback, as by the protocol path.
-    """
+    hand_over = None     # by default the body stays with the Python framing
 
-    hand_over = None     # the body stays with the Python framing
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, conn: _Conn,
-                 stats: ReadStats):
-        self.loop, self.sock, self.conn, self.stats = loop, sock, conn, stats
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, conn: _Conn):
+        self.loop, self.sock, self.conn = loop, sock, conn
         self.fd = sock.fileno()
         self.closing = False
         self.out = b""
         conn.connection_made(self)
-        loop.add_reader(self.fd, self._readable)
-
-    def _readable(self) -> None:
-        try:
-            data, anc, _flags, _addr = self.sock.recvmsg(READ_SIZE, ANC_SIZE)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as e:
-            self._lost(e)
-            return
-        if not data:
-            self._lost(None)
-            return
-        conn = self.conn
-        t = conn.now()
-        stats = self.stats
-        stats.reads += 1
-        for level, kind, raw in anc:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
-                sec, nsec = _TIMESPEC.unpack_from(raw)
-                age = time.time() - (sec + nsec * 1e-9)
-                if age > 0:
-                    t -= age
-                    if age > stats.age_max:
-                        stats.age_max = age
-                stats.stamped += 1
-                break
-        conn.on_data(data, t)
 
     def _writable(self) -> None:
         try:
@@ -446,31 +418,78 @@ class _KernelStampedSocket:
             self.close()
         self.conn.connection_lost(exc)
 
+    def _stop_reading(self) -> None:
+        raise NotImplementedError
+
     def close(self) -> None:
         if self.closing:
             return
         self.closing = True
-        self.loop.remove_reader(self.fd)
+        self._stop_reading()
         if self.out:
             self.loop.remove_writer(self.fd)
         self.sock.close()
         self.loop.call_soon(self.conn.connection_lost, None)
 
 
-class _PolledSocket:
-    """The part of an asyncio transport `_Conn` uses, over a plain TCP socket in the compiled
-    reader's epoll set (`bench._streamread.Poller`): same stamps as `_KernelStampedSocket`,
-    read in C; once `_Conn` has parsed a 200 chunked head it hands the framing over, and the
-    body comes back de-framed, one (stamp, bytes) per read, in batches."""
+class _KernelStampedSocket(_SocketTransport):
+    """A plain TCP socket read by the event loop with recvmsg, so that each read carries the
+    kernel's receive time (SO_TIMESTAMPNS).
+
+    A read's time is the client clock now, less how long the bytes waited in the socket
+    buffer (wall clock now − the kernel's stamp of the newest segment read): time the client
+    spent busy elsewhere is not charged to the server. When the kernel gives no stamp (some
+    sandboxes), the read is timed on arrival in the callback, as by the protocol path.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, conn: _Conn,
+                 stats: ReadStats):
+        super().__init__(loop, sock, conn)
+        self.stats = stats
+        loop.add_reader(self.fd, self._readable)
+
+    def _readable(self) -> None:
+        try:
+            data, anc, _flags, _addr = self.sock.recvmsg(READ_SIZE, ANC_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self._lost(e)
+            return
+        if not data:
+            self._lost(None)
+            return
+        conn = self.conn
+        t = conn.now()
+        stats = self.stats
+        stats.reads += 1
+        for level, kind, raw in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
+                sec, nsec = _TIMESPEC.unpack_from(raw)
+                age = time.time() - (sec + nsec * 1e-9)
+                if age > 0:
+                    t -= age
+                    if age > stats.age_max:
+                        stats.age_max = age
+                stats.stamped += 1
+                break
+        conn.on_data(data, t)
+
+    def _stop_reading(self) -> None:
+        self.loop.remove_reader(self.fd)
+
+
+class _PolledSocket(_SocketTransport):
+    """A plain TCP socket in the compiled reader's epoll set (`bench._streamread.Poller`):
+    same stamps as `_KernelStampedSocket`, read in C; once `_Conn` has parsed a 200 chunked
+    head it hands the framing over, and the body comes back de-framed, one (stamp, bytes)
+    per read, in batches."""
 
     def __init__(self, reader: _PolledReader, sock: socket.socket, conn: _Conn):
-        self.reader, self.loop, self.sock, self.conn = reader, reader.loop, sock, conn
-        self.fd = sock.fileno()
-        self.closing = False
+        super().__init__(reader.loop, sock, conn)
+        self.reader = reader
         self.streaming = False
         self.backlogged = 0      # deliveries of this socket waiting in the reader's backlog
-        self.out = b""
-        conn.connection_made(self)
         reader.poller.register(self.fd, self)
 
     def hand_over(self, left: int, line: bytes, trailer: bool, fast: bool) -> None:
@@ -503,27 +522,18 @@ class _PolledSocket:
             self._lost(OSError(end[1], os.strerror(end[1])))
         else:
             self.streaming = False
-            why = (f"bad chunk size {end[1]!r}" if what == "badsize"
-                   else "chunk size line too long")
-            conn._fail(StreamError("ClientPayloadError", why))
+            conn._fail(_bad_chunk_size(end[1]) if what == "badsize" else _long_size_line())
 
-    _writable = _KernelStampedSocket._writable
-    write = _KernelStampedSocket.write
-    is_closing = _KernelStampedSocket.is_closing
-    _lost = _KernelStampedSocket._lost
-
-    def close(self) -> None:
-        if self.closing:
-            return
-        self.closing = True
+    def _stop_reading(self) -> None:
         parts = self.reader.take_backlog(self)
         parts.append(self.reader.poller.unregister(self.fd))
         if self.streaming:
             self.conn.late_bodies(parts, self.conn.now() - time.time())
-        if self.out:
-            self.loop.remove_writer(self.fd)
-        self.sock.close()
-        self.loop.call_soon(self.conn.connection_lost, None)
+
+
+def _reads_in(item: tuple) -> int:
+    """Reads (or fast events) in one (sock, stamps, bodies, end, fast) delivery."""
+    return len(item[1]) + (len(item[4][0]) if item[4] else 0)
 
 
 class _PolledReader:
@@ -578,7 +588,7 @@ class _PolledReader:
                     sock.deliver(item[1], item[2], item[3], item[4])
                 else:
                     sock.backlogged += 1
-                    self.queued += len(item[1]) + (len(item[4][0]) if item[4] else 0)
+                    self.queued += _reads_in(item)
                     backlog.append(item)
         if not backlog:
             self.behind_since = None
@@ -587,9 +597,10 @@ class _PolledReader:
             self.behind_since = now
         deadline = now + self.SLICE_S
         while backlog:
-            sock, stamps, bodies, end, fast = backlog.popleft()
+            item = backlog.popleft()
+            sock, stamps, bodies, end, fast = item
             sock.backlogged -= 1
-            self.queued -= len(stamps) + (len(fast[0]) if fast else 0)
+            self.queued -= _reads_in(item)
             if not sock.closing:      # an earlier delivery may have closed it
                 sock.deliver(stamps, bodies, end, fast)
             if time.perf_counter() > deadline:
@@ -608,7 +619,7 @@ class _PolledReader:
             for it in self.backlog:
                 if it[0] is sock:
                     parts.append((it[1], it[2], it[4]))
-                    self.queued -= len(it[1]) + (len(it[4][0]) if it[4] else 0)
+                    self.queued -= _reads_in(it)
             self.backlog = collections.deque(it for it in self.backlog if it[0] is not sock)
             sock.backlogged = 0
         return parts

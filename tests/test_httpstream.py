@@ -386,10 +386,15 @@ def test_chunk_size_lines_with_extensions_and_blanks_are_read(size_line):
     assert resp.status == 200 and sink.body == b"abcde"
 
 
-def test_a_bad_chunk_size_after_the_head_is_a_payload_error():
-    # The head arrives alone, so the compiled reader de-frames the bad size line itself.
+@pytest.mark.parametrize("body,message,before", [
+    (b"2\r\nab\r\nzz\r\nxy\r\n", "bad chunk size b'zz'", b"ab"),
+    (b"2\r\nab\r\n5\r\ncd", "", b"abcd"),       # the connection cut inside a chunk
+])
+def test_a_broken_body_after_the_head_is_a_payload_error_and_keeps_what_came(body, message,
+                                                                              before):
+    # The head arrives alone, so the compiled reader de-frames the body itself.
     async def main():
-        async with Script([[HEAD_CHUNKED, b"2\r\nab\r\nzz\r\nxy\r\n", None]], pause_s=0.02) as url:
+        async with Script([[HEAD_CHUNKED, body, None]], pause_s=0.02) as url:
             pool = StreamPool()
             sink = Collect()
             with pytest.raises(StreamError) as e:
@@ -398,19 +403,5 @@ def test_a_bad_chunk_size_after_the_head_is_a_payload_error():
             return e.value, sink
 
     err, sink = run(main())
-    assert err.kind == "ClientPayloadError" and "bad chunk size b'zz'" in str(err)
-    assert sink.body == b"ab"
-
-
-def test_a_connection_cut_inside_a_streamed_body_is_a_payload_error():
-    async def main():
-        async with Script([[HEAD_CHUNKED, b"2\r\nab\r\n5\r\ncd", None]], pause_s=0.02) as url:
-            pool = StreamPool()
-            sink = Collect()
-            with pytest.raises(StreamError) as e:
-                await pool.post(url, b"{}", sink, time.monotonic)
-            await pool.close()
-            return e.value, sink
-
-    err, sink = run(main())
-    assert err.kind == "ClientPayloadError" and sink.body == b"abcd"
+    assert err.kind == "ClientPayloadError" and message in str(err)
+    assert sink.body == before
