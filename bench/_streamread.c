@@ -561,15 +561,23 @@ static PyObject *Poller_stream(Poller *self, PyObject *args) {
     long long left;
     const char *line;
     Py_ssize_t nline;
-    if (!PyArg_ParseTuple(args, "iLy#p|p", &fd, &left, &line, &nline, &trailer, &fast))
+    PyObject *cum = Py_None;
+    if (!PyArg_ParseTuple(args, "iLy#p|pO", &fd, &left, &line, &nline, &trailer, &fast, &cum))
         return NULL;
     FdState *st = state_of(self, fd);
     if (!st || !st->conn) return PyErr_Format(PyExc_ValueError, "fd %d is not registered", fd);
     if (nline > LINE_MAX_BYTES || left < 0)
         return PyErr_Format(PyExc_ValueError, "bad framing state");
+    long long c = 0;
+    if (cum != Py_None) {         /* what Python's parser already counted of this response */
+        c = PyLong_AsLongLong(cum);
+        if (c == -1 && PyErr_Occurred()) return NULL;
+    }
     st->mode = trailer ? TRAILER : CHUNKED;
     fast_reset(st);
     st->fast = fast && self->loads != NULL;
+    st->cum = c;
+    st->has_cum = cum != Py_None;
     st->left = left;
     memcpy(st->line, line, nline);
     st->nline = nline;
@@ -691,8 +699,9 @@ static PyMethodDef Poller_methods[] = {
     {"register", (PyCFunction)Poller_register, METH_VARARGS,
      "register(fd, conn): watch FD (raw mode); CONN is handed back with its reads."},
     {"stream", (PyCFunction)Poller_stream, METH_VARARGS,
-     "stream(fd, left, line, trailer, fast=False): FD's 200 chunked body continues in C from "
-     "this state; FAST: its usual SSE events are parsed here too."},
+     "stream(fd, left, line, trailer, fast=False, cum=None): FD's 200 chunked body continues "
+     "in C from this state; FAST: its usual SSE events are parsed here too, their token "
+     "counts continuing from the cumulative count CUM."},
     {"unregister", (PyCFunction)Poller_unregister, METH_VARARGS,
      "unregister(fd): stop watching FD; (stamps, bodies, fast) not yet handed over."},
     {"take_stats", (PyCFunction)Poller_take_stats, METH_NOARGS,

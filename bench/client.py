@@ -152,11 +152,11 @@ class EventSink:
                 for payload in self.payloads(body):
                     self._payload(payload, stamp + off)
 
-    def takes_fast_events(self) -> bool:
-        """Whether the compiled reader may parse this stream's usual events itself (they are
-        then handed over through `feed_events`): a completions stream with cumulative usage,
-        at an event boundary."""
-        return self.fast and not self.buf
+    def fast_events_state(self) -> tuple[bool, int | None]:
+        """(whether the compiled reader may parse this stream's usual events itself, handing
+        them over through `feed_events`: a completions stream with cumulative usage, at an
+        event boundary; the cumulative token count so far, which its counts continue from)."""
+        return self.fast and not self.buf, self.cum
 
     def feed_events(self, stamps: list[float], tokens: list[int], cum: int | None,
                     finish_reason: Any, done: bool, off: float) -> None:

@@ -184,9 +184,10 @@ class _Conn(asyncio.Protocol):
                   and getattr(self.transport, "hand_over", None) is not None):
                 # The rest of this body is read and de-framed in C (see on_bodies), and its
                 # usual events parsed there too when the sink takes them so (on_events).
-                fast = getattr(self.sink, "takes_fast_events", None)
+                state = getattr(self.sink, "fast_events_state", None)
+                fast, cum = state() if state is not None else (False, None)
                 self.transport.hand_over(self.left, self.pending, self.mode == "trailer",
-                                         bool(fast and fast()))
+                                         fast, cum)
                 self.pending = b""
         except StreamError as e:
             self._fail(e)
@@ -492,8 +493,9 @@ class _PolledSocket(_SocketTransport):
         self.backlogged = 0      # deliveries of this socket waiting in the reader's backlog
         reader.poller.register(self.fd, self)
 
-    def hand_over(self, left: int, line: bytes, trailer: bool, fast: bool) -> None:
-        self.reader.poller.stream(self.fd, left, line, trailer, fast)
+    def hand_over(self, left: int, line: bytes, trailer: bool, fast: bool,
+                  cum: int | None) -> None:
+        self.reader.poller.stream(self.fd, left, line, trailer, fast, cum)
         self.streaming = True
 
     def deliver(self, stamps: list[float], bodies: list[bytes], end: tuple | None,

@@ -55,9 +55,10 @@ STREAMS = {
 }
 
 
-def record(texts: list[bytes], compiled: bool, monkeypatch) -> tuple[dict, int]:
-    """REC of one request whose stream is TEXTS (one chunk each, 3 ms apart), and how many
-    events the compiled reader handed over parsed."""
+def record(texts: list[bytes], compiled: bool, monkeypatch,
+           with_head: bool = False) -> tuple[dict, int]:
+    """REC of one request whose stream is TEXTS (one chunk each, 3 ms apart; WITH_HEAD: the
+    first in the head's write), and how many events the compiled reader handed over parsed."""
     with monkeypatch.context() as m:
         if not compiled:
             m.setattr(httpstream, "_streamread", None)
@@ -69,6 +70,8 @@ def record(texts: list[bytes], compiled: bool, monkeypatch) -> tuple[dict, int]:
             return feed_events(self, stamps, *rest)
         m.setattr(EventSink, "feed_events", counting)
         pieces = [HEAD_CHUNKED] + [chunk(t) for t in texts] + [b"0\r\n\r\n"]
+        if with_head:
+            pieces[:2] = [pieces[0] + pieces[1]]
         url, th = _threaded_server(pieces, [0.0] + [0.003] * (len(pieces) - 1))
 
         async def main():
@@ -121,3 +124,13 @@ def test_the_compiled_reader_is_built_where_a_compiler_is():
     if sys.platform != "linux" or not shutil.which("cc"):
         pytest.skip("no C compiler here: the event-loop reader is used")
     assert httpstream._streamread is not None, "setup.py's extension failed to build"
+
+
+@compiled_only
+def test_events_read_with_the_head_are_counted_once(monkeypatch):
+    # The head's read also holds the first events, which Python parses before handing the
+    # body over: the compiled reader's counts continue from Python's cumulative count.
+    texts = [ev(1) + ev(2), ev(3), ev(4), ev(6, fr="length"), USAGE % 6, DONE]
+    rec, n_fast = record(texts, True, monkeypatch, with_head=True)
+    assert [n for _, n in rec["chunks"]] == [1, 1, 1, 1, 2]
+    assert n_fast == 3 and rec["status"] == "ok" and rec["finish_reason"] == "length"
