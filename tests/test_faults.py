@@ -115,6 +115,8 @@ def pid_gone(pid: int) -> bool:
 @pytest.mark.engine
 def test_killed_embedded_server_fails_the_point_restarts_and_continues(tmp_path):
     # One request at a time: the client is not starved of CPU next to the engine on 2 cores.
+    # Points run for a fixed time, not a count: the kill must land inside point 2 however fast
+    # the engine answers (12 requests once took less time than the test needed to react).
     plan = write_plan(tmp_path / "p.toml", """
 [engine]
 mode = "embedded"
@@ -123,7 +125,7 @@ output_len = 32
 [sweep]
 concurrency = [1]
 input_len = [32, 48, 64]
-requests_per_point = 12
+duration_s = 6
 cooldown_s = 0.5
 [sampler]
 metrics_interval_s = 0.5
@@ -148,7 +150,7 @@ metrics_interval_s = 0.5
     assert wins["L48-c1"].reason.startswith("server stopped answering")
     # The point before the kill is intact: every request answered in full.
     first = ST.requests_of_point(b.requests, wins["L32-c1"])
-    assert len(first) == 12 + 1 and all(r["status"] == "ok" for r in first)
+    assert len(first) > 1 + 1 and all(r["status"] == "ok" for r in first)
     events = [e["event"] for e in b.points if e["point"] is None]
     assert events == ["server_start", "server_ready", "server_stop"] * 2
     assert [e["exit_status"] for e in b.points if e["event"] == "server_stop"][0] == -signal.SIGKILL
@@ -192,7 +194,7 @@ input_len = 16
 output_len = 16
 [sweep]
 concurrency = [1, 2, 4, 8]
-requests_per_point = 40
+duration_s = 2
 cooldown_s = 0.2
 [sampler]
 metrics_interval_s = 0.25
@@ -223,7 +225,7 @@ metrics_interval_s = 0.25
     assert wins["L16-c4"].reason.startswith("server stopped answering")
     for pid in ("L16-c1", "L16-c2"):
         reqs = ST.requests_of_point(b.requests, wins[pid])
-        assert len(reqs) == 40 + wins[pid].settings["concurrency"]
+        assert len(reqs) > 2 * wins[pid].settings["concurrency"]
         assert all(r["status"] == "ok" for r in reqs)
     text = page_text(build_html(out, tmp_path / "site"))
     assert "This round did not complete (status: failed)" in text
@@ -240,7 +242,7 @@ input_len = 32
 output_len = 16
 [sweep]
 concurrency = [1, 2, 3]
-requests_per_point = 8
+duration_s = 3
 cooldown_s = 0.5
 """)
     out = tmp_path / "b"
@@ -280,14 +282,16 @@ cooldown_s = 0.5
     assert min(r["t_send"] for r in b.requests[n_requests_before:]) > t_last
     wins = ST.point_windows(b.points)
     assert all(w.status == "ok" for w in wins.values())
+    n_measured = {}
     for pid, c in (("L32-c1", 1), ("L32-c2", 2), ("L32-c3", 3)):
         reqs = ST.requests_of_point(b.requests, wins[pid])
-        assert len(reqs) == 8 + c and all(r["status"] == "ok" for r in reqs)
+        assert len(reqs) > 2 * c and all(r["status"] == "ok" for r in reqs)
+        n_measured[pid] = len(ST.measured(reqs))
     summary = subprocess.run([sys.executable, "-m", "report", "summary", str(out), "--json"],
                              cwd=ROOT, capture_output=True, text=True, check=True)
     rows = json.loads(summary.stdout)["points"]
     assert [(r["point"], r["status"], r["requests"]) for r in rows] == [
-        ("L32-c1", "ok", 8), ("L32-c2", "ok", 8), ("L32-c3", "ok", 8)]
+        (pid, "ok", n) for pid, n in n_measured.items()]
 
 
 # ------------------------------------------------------------------ /metrics faults
