@@ -24,13 +24,33 @@
  *   (stamp, tokens). The first event that is anything else ends fast mode for the response:
  *   it and every byte after it go to Python as body bytes, so Python sees them in order
  *   and its parser stays the reference for every unusual event.
+ *
+ * Packet stamps (capture(), where the process may open an AF_PACKET socket): one read can
+ * hold several events once the client is behind, and a read has one kernel stamp, the
+ * newest segment's. A packet ring of the server's TCP segments (headers only, filtered in
+ * the kernel by source port) gives every segment its own arrival stamp, taken by the kernel
+ * before the bytes reach the socket; a read is then split where its segments end and each
+ * part carries its own segment's stamp, so the client's lag no longer enters the times.
+ * - a socket's bytes are matched to segments by TCP sequence number, from the SYN-ACK seen
+ *   in the ring; register() comes before any read of the socket;
+ * - a part's stamp is never earlier than the arrival of any of its bytes: stamps are made
+ *   non-decreasing along a stream, a retransmission raises the stamps of what it filled,
+ *   and bytes with no segment in the ring (ring full, a connection made before the
+ *   capture) take the next segment's stamp or, failing that, the read's.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <linux/filter.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <netinet/in.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +64,32 @@
 #define MAX_CHUNK ((long long)1 << 40)
 
 enum { RAW = 0, CHUNKED = 1, TRAILER = 2 };
+
+#define CAP_SNAP 128          /* bytes kept of each segment: IPv6 + the longest TCP header */
+#define CAP_FRAME 256
+#define CAP_BLOCK (1 << 22)
+#define CAP_BLOCKS 16         /* a 64 MB ring: 262,144 segments */
+#define CAP_PORTS 16          /* server ports watched at once */
+#ifndef PACKET_IGNORE_OUTGOING
+#define PACKET_IGNORE_OUTGOING 23
+#endif
+
+/* A connection as the ring saw it open (by our local port): the server's initial sequence
+ * number from its SYN-ACK, and the fd reading it once registered. */
+typedef struct {
+    uint32_t isn;
+    uint16_t rport;
+    uint8_t raddr[16];
+    int8_t valid;
+    int fd;               /* -1: no registered socket */
+} CapConn;
+
+/* A captured segment of a socket, not yet read: its end (sequence number after its last
+ * byte) and arrival stamp. */
+typedef struct {
+    uint32_t end;
+    double stamp;
+} Seg;
 
 typedef struct {
     PyObject *conn;       /* the Python transport; NULL when the fd is not registered */
@@ -70,6 +116,12 @@ typedef struct {
     long long left;       /* bytes left of the current chunk, its CRLF included */
     char line[LINE_MAX_BYTES + 2];   /* an incomplete size or trailer line */
     Py_ssize_t nline;
+    /* packet stamps: */
+    int cap;              /* this socket's bytes are matched to captured segments */
+    uint16_t lport;
+    uint32_t rx_seq;      /* sequence number of the next byte to read */
+    Seg *segs;            /* captured, not yet read, in stream order: segs[shead:nsegs] */
+    Py_ssize_t shead, nsegs, scap_;
 } FdState;
 
 typedef struct {
@@ -84,6 +136,19 @@ typedef struct {
     PyObject *k_choices, *k_usage, *k_tokens, *k_text, *k_finish, *k_error;
     long long reads, stamped;
     double wait_max;
+    /* packet stamps (cap_fd >= 0 once capture() succeeded): */
+    int cap_fd;
+    char *ring;
+    size_t ring_len;
+    unsigned frame_nr, cap_next;
+    uint16_t ports[CAP_PORTS];
+    int nports;
+    CapConn *conns;       /* by local port */
+    long long pstamped, segments, orphans;   /* reads with every byte segment-stamped; ... */
+    /* one read split where its segments end: part i is raw[poff[i-1]:poff[i]] */
+    Py_ssize_t *poff;
+    double *pstamp;
+    Py_ssize_t pcap;
 } Poller;
 
 static double realtime_now(void) {
@@ -95,6 +160,237 @@ static double realtime_now(void) {
 static FdState *state_of(Poller *self, int fd) {
     if (fd < 0 || fd >= self->nfds) return NULL;
     return self->fds[fd];
+}
+
+/* ------------------------------------------------------------------ packet stamps */
+
+static int seq_lt(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
+static int seq_le(uint32_t a, uint32_t b) { return (int32_t)(a - b) <= 0; }
+
+/* The kernel-side filter: IPv4 or IPv6 TCP segments from a watched port, not this host's
+ * own outgoing copies (loopback shows every packet twice); CAP_SNAP bytes of each. */
+static int cap_filter(Poller *self) {
+    struct sock_filter f[17 + CAP_PORTS];
+    int n = self->nports, PORTS = 15, DROP = 15 + n, ACCEPT = 16 + n, i = 0;
+#define J(code, k, t, e) f[i] = (struct sock_filter)BPF_JUMP(code, k, (t) - i - 1, (e) - i - 1), i++
+#define S(code, k) f[i] = (struct sock_filter)BPF_STMT(code, k), i++
+    S(BPF_LD | BPF_W | BPF_ABS, SKF_AD_OFF + SKF_AD_PKTTYPE);
+    J(BPF_JMP | BPF_JEQ | BPF_K, PACKET_OUTGOING, DROP, i + 1);
+    S(BPF_LD | BPF_W | BPF_ABS, SKF_AD_OFF + SKF_AD_PROTOCOL);
+    J(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, i + 1, 11);
+    S(BPF_LD | BPF_B | BPF_ABS, 9);                       /* IPv4: protocol */
+    J(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, i + 1, DROP);
+    S(BPF_LD | BPF_H | BPF_ABS, 6);                       /* not a later fragment */
+    J(BPF_JMP | BPF_JSET | BPF_K, 0x1fff, DROP, i + 1);
+    S(BPF_LDX | BPF_B | BPF_MSH, 0);                      /* X = header length */
+    S(BPF_LD | BPF_H | BPF_IND, 0);                       /* TCP source port */
+    S(BPF_JMP | BPF_JA, PORTS - i - 1);
+    J(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IPV6, i + 1, DROP); /* 11 */
+    S(BPF_LD | BPF_B | BPF_ABS, 6);                       /* IPv6: next header */
+    J(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, i + 1, DROP);
+    S(BPF_LD | BPF_H | BPF_ABS, 40);                      /* TCP source port */
+    for (int k = 0; k < n; k++)                           /* PORTS */
+        J(BPF_JMP | BPF_JEQ | BPF_K, self->ports[k], ACCEPT, i + 1);
+    S(BPF_RET | BPF_K, 0);                                /* DROP */
+    S(BPF_RET | BPF_K, CAP_SNAP);                         /* ACCEPT */
+#undef J
+#undef S
+    struct sock_fprog prog = {(unsigned short)i, f};
+    return setsockopt(self->cap_fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog);
+}
+
+/* Append a captured segment [START, END) of ST's stream, arrived at STAMP. */
+static void seg_add(Poller *self, FdState *st, uint32_t start, uint32_t end, double stamp) {
+    Py_ssize_t k = st->nsegs;
+    if (k > st->shead) {
+        Seg *last = &st->segs[k - 1];
+        if (seq_le(end, last->end)) {
+            /* a retransmission: the bytes it filled, and every byte after them, could be
+             * read only from now on */
+            for (Py_ssize_t i = st->shead; i < k; i++)
+                if (seq_lt(start, st->segs[i].end) && st->segs[i].stamp < stamp)
+                    st->segs[i].stamp = stamp;
+            return;
+        }
+        if (stamp < last->stamp) stamp = last->stamp;
+    } else if (seq_le(end, st->rx_seq)) {
+        return;                                /* bytes already read, sent again */
+    }
+    if (k == st->scap_) {
+        if (st->shead > 0) {
+            memmove(st->segs, st->segs + st->shead, (k - st->shead) * sizeof(Seg));
+            k = st->nsegs = k - st->shead;
+            st->shead = 0;
+        }
+        if (k == st->scap_) {
+            if (k >= (1 << 20)) { self->orphans++; return; }   /* a socket nobody reads */
+            Py_ssize_t cap = k ? 2 * k : 64;
+            Seg *g = PyMem_Realloc(st->segs, cap * sizeof(Seg));
+            if (!g) { self->orphans++; return; }
+            st->segs = g;
+            st->scap_ = cap;
+        }
+    }
+    st->segs[k].end = end;
+    st->segs[k].stamp = stamp;
+    st->nsegs = k + 1;
+}
+
+/* One captured frame: the IP header at P (N bytes kept), arrived at STAMP. */
+static void cap_frame(Poller *self, const uint8_t *p, unsigned n, double stamp) {
+    const uint8_t *tcp, *saddr;
+    unsigned iplen, alen;
+    if (n < 1) return;
+    if ((p[0] >> 4) == 4) {
+        unsigned ihl = (p[0] & 15) * 4;
+        if (ihl < 20 || n < ihl + 20) return;
+        iplen = ((unsigned)p[2] << 8 | p[3]) - ihl;
+        tcp = p + ihl;
+        saddr = p + 12;
+        alen = 4;
+    } else if ((p[0] >> 4) == 6) {
+        if (n < 60 || p[6] != IPPROTO_TCP) return;
+        iplen = (unsigned)p[4] << 8 | p[5];
+        tcp = p + 40;
+        saddr = p + 8;
+        alen = 16;
+    } else {
+        return;
+    }
+    uint16_t sport = (uint16_t)(tcp[0] << 8 | tcp[1]), dport = (uint16_t)(tcp[2] << 8 | tcp[3]);
+    uint32_t seq = (uint32_t)tcp[4] << 24 | (uint32_t)tcp[5] << 16 | (uint32_t)tcp[6] << 8 | tcp[7];
+    unsigned doff = (tcp[12] >> 4) * 4;
+    uint8_t flags = tcp[13];
+    if (iplen < doff) return;
+    unsigned len = iplen - doff;
+    CapConn *c = &self->conns[dport];
+    if ((flags & 0x12) == 0x12) {             /* SYN-ACK: a connection to our port DPORT */
+        c->isn = seq;
+        c->rport = sport;
+        memset(c->raddr, 0, sizeof c->raddr);
+        memcpy(c->raddr, saddr, alen);
+        c->valid = 1;
+        c->fd = -1;
+        return;
+    }
+    if (len == 0) return;
+    self->segments++;
+    if (!c->valid || c->fd < 0 || c->rport != sport || memcmp(c->raddr, saddr, alen) != 0) {
+        self->orphans++;
+        return;
+    }
+    FdState *st = state_of(self, c->fd);
+    if (!st || !st->cap) { self->orphans++; return; }
+    seg_add(self, st, seq, seq + len, stamp);
+}
+
+/* Take every frame the kernel has put in the ring. */
+static void cap_drain(Poller *self) {
+    if (self->cap_fd < 0) return;
+    for (;;) {
+        struct tpacket2_hdr *h = (struct tpacket2_hdr *)(self->ring + (size_t)self->cap_next * CAP_FRAME);
+        if (!(__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER)) break;
+        cap_frame(self, (const uint8_t *)h + h->tp_net, h->tp_snaplen,
+                  (double)h->tp_sec + (double)h->tp_nsec * 1e-9);
+        __atomic_store_n(&h->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
+        self->cap_next = (self->cap_next + 1) % self->frame_nr;
+    }
+}
+
+/* Match FD's bytes to captured segments, if the ring saw its connection open. */
+static void cap_attach(Poller *self, int fd, FdState *st) {
+    struct sockaddr_storage la, ra;
+    socklen_t ll = sizeof la, rl = sizeof ra;
+    if (getsockname(fd, (struct sockaddr *)&la, &ll) < 0) return;
+    if (getpeername(fd, (struct sockaddr *)&ra, &rl) < 0) return;
+    uint16_t lport, rport;
+    uint8_t raddr[16] = {0};
+    unsigned alen;
+    if (ra.ss_family == AF_INET) {
+        lport = ntohs(((struct sockaddr_in *)&la)->sin_port);
+        rport = ntohs(((struct sockaddr_in *)&ra)->sin_port);
+        memcpy(raddr, &((struct sockaddr_in *)&ra)->sin_addr, 4);
+        alen = 4;
+    } else if (ra.ss_family == AF_INET6) {
+        lport = ntohs(((struct sockaddr_in6 *)&la)->sin6_port);
+        rport = ntohs(((struct sockaddr_in6 *)&ra)->sin6_port);
+        memcpy(raddr, &((struct sockaddr_in6 *)&ra)->sin6_addr, 16);
+        alen = 16;
+    } else {
+        return;
+    }
+    int watched = 0;
+    for (int k = 0; k < self->nports; k++) watched |= self->ports[k] == rport;
+    if (!watched) return;
+    cap_drain(self);                          /* its SYN-ACK is in the ring by now */
+    CapConn *c = &self->conns[lport];
+    if (!c->valid || c->rport != rport || memcmp(c->raddr, raddr, alen) != 0) return;
+    c->fd = fd;
+    st->cap = 1;
+    st->lport = lport;
+    st->rx_seq = c->isn + 1;                  /* nothing of it has been read yet */
+    st->shead = st->nsegs = 0;
+}
+
+static void cap_detach(Poller *self, int fd, FdState *st) {
+    if (st->cap && self->conns && self->conns[st->lport].fd == fd) self->conns[st->lport].fd = -1;
+    st->cap = 0;
+    st->shead = st->nsegs = 0;
+}
+
+static int parts_room(Poller *self, Py_ssize_t need) {
+    if (need <= self->pcap) return 0;
+    Py_ssize_t cap = self->pcap ? self->pcap : 64;
+    while (cap < need) cap *= 2;
+    Py_ssize_t *o = PyMem_Realloc(self->poff, cap * sizeof(Py_ssize_t));
+    if (o) self->poff = o;
+    double *t = o ? PyMem_Realloc(self->pstamp, cap * sizeof(double)) : NULL;
+    if (!o || !t) { PyErr_NoMemory(); return -1; }
+    self->pstamp = t;
+    self->pcap = cap;
+    return 0;
+}
+
+/* Split a read of N bytes of ST at STAMP (the read's own) where its segments end: parts in
+ * self->poff/pstamp. Returns the number of parts (1 without capture), or -1 on an error;
+ * *COVERED: every byte had a segment. */
+static Py_ssize_t split_read(Poller *self, FdState *st, Py_ssize_t n, double stamp, int *covered) {
+    *covered = 0;
+    if (parts_room(self, 1) < 0) return -1;
+    if (!st->cap) {
+        self->poff[0] = n;
+        self->pstamp[0] = stamp;
+        return 1;
+    }
+    uint32_t start = st->rx_seq, end = start + (uint32_t)n, at = start;
+    if (st->nsegs == st->shead || seq_lt(st->segs[st->nsegs - 1].end, end)) cap_drain(self);
+    Py_ssize_t np = 0;
+    *covered = 1;
+    while (seq_lt(at, end)) {
+        while (st->shead < st->nsegs && seq_le(st->segs[st->shead].end, at)) st->shead++;
+        uint32_t pe = end;
+        double ps = stamp;
+        if (st->shead < st->nsegs) {
+            Seg *g = &st->segs[st->shead];
+            if (seq_lt(g->end, end)) pe = g->end;
+            ps = g->stamp;
+        } else {
+            *covered = 0;                     /* no segment: the read's stamp */
+        }
+        if (np > 0 && self->pstamp[np - 1] == ps) {
+            self->poff[np - 1] = (Py_ssize_t)(pe - start);
+        } else {
+            if (parts_room(self, np + 1) < 0) return -1;
+            self->poff[np] = (Py_ssize_t)(pe - start);
+            self->pstamp[np] = ps;
+            np++;
+        }
+        at = pe;
+    }
+    while (st->shead < st->nsegs && seq_le(st->segs[st->shead].end, end)) st->shead++;
+    if (st->shead == st->nsegs) st->shead = st->nsegs = 0;
+    st->rx_seq = end;
+    return np;
 }
 
 /* Empty the batch of reads and fast events not yet handed over. */
@@ -416,6 +712,56 @@ static void forget(Poller *self, int fd) {
     epoll_ctl(self->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
+/* Bytes P[0:N] of a 200 chunked body (one read, or one segment's part of it) that arrived
+ * at STAMP, REST more bytes of the read after them. Returns -1 on an error, 1 when the
+ * message ended or its framing failed (handed over; the rest is not this response's), 0 to
+ * go on. */
+static int chunked_part(Poller *self, int fd, FdState *st, PyObject *out, const char *p,
+                        Py_ssize_t n, double stamp, Py_ssize_t rest) {
+    /* a part adds at most two reads to the batch */
+    if (st->nreads + 2 > BATCH_READS && emit(out, st, NULL) < 0) return -1;
+    const char *data = p;
+    if (st->nline) {          /* an incomplete line from the last part goes first */
+        memcpy(self->scratch, st->line, st->nline);
+        memcpy(self->scratch + st->nline, p, n);
+        n += st->nline;
+        st->nline = 0;
+        data = self->scratch;
+    }
+    Py_ssize_t olen = 0, extra = 0, nbad = 0;
+    const char *bad = NULL;
+    int rc = dechunk(st, data, n, self->body, &olen, &extra, &bad, &nbad);
+    if (olen > 0) {
+        if (st->fast) {
+            if (sse_feed(self, st, self->body, olen, stamp) < 0) return -1;
+        } else if (batch_add(st, stamp, self->body, olen) < 0) {
+            return -1;
+        }
+    }
+    if (rc != GO_ON && st->fast) {
+        /* an incomplete last event goes to Python, which keeps it as it would */
+        if (st->slen && batch_add(st, stamp, st->sse, st->slen) < 0) return -1;
+        st->slen = 0;
+        st->fast = 0;
+    }
+    switch (rc) {
+    case MSG_DONE:
+        st->mode = RAW;
+        st->left = 0;
+        return emit(out, st, Py_BuildValue("(sn)", "done", extra + rest)) < 0 ? -1 : 1;
+    case BAD_SIZE:
+        st->mode = RAW;
+        forget(self, fd);
+        return emit(out, st, Py_BuildValue("(sy#)", "badsize", bad, nbad > 40 ? 40 : nbad)) < 0
+               ? -1 : 1;
+    case LONG_LINE:
+        st->mode = RAW;
+        forget(self, fd);
+        return emit(out, st, Py_BuildValue("(s)", "longline")) < 0 ? -1 : 1;
+    }
+    return 0;
+}
+
 /* One read of a ready socket; appends what Python must see to OUT. */
 static int read_one(Poller *self, int fd, FdState *st, PyObject *out) {
     char cbuf[CMSG_SPACE(sizeof(struct timespec)) * 2];
@@ -437,7 +783,8 @@ static int read_one(Poller *self, int fd, FdState *st, PyObject *out) {
         forget(self, fd);
         return emit(out, st, Py_BuildValue("(s)", "eof"));
     }
-    double now = realtime_now(), stamp = now;
+    double now = realtime_now(), stamp = now, wait = 0.0;
+    int kstamped = 0, covered;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS
             && c->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
@@ -446,56 +793,36 @@ static int read_one(Poller *self, int fd, FdState *st, PyObject *out) {
             double k = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
             if (k < now) {
                 stamp = k;
-                if (now - k > self->wait_max) self->wait_max = now - k;
+                wait = now - k;
             }
-            self->stamped++;
+            kstamped = 1;
             break;
         }
     }
     self->reads++;
+    self->stamped += kstamped;
+    Py_ssize_t np = split_read(self, st, n, stamp, &covered);
+    if (np < 0) return -1;
+    if (covered) self->pstamped++;
+    /* the wait of bytes in the socket buffer matters only where the read's stamp is used */
+    else if (kstamped && wait > self->wait_max) self->wait_max = wait;
     if (st->mode == RAW) {
-        if (batch_add(st, stamp, self->raw, n) < 0) return -1;
+        Py_ssize_t a = 0;
+        for (Py_ssize_t i = 0; i < np; i++) {
+            if (st->nreads == BATCH_READS && emit(out, st, NULL) < 0) return -1;
+            if (batch_add(st, self->pstamp[i], self->raw + a, self->poff[i] - a) < 0) return -1;
+            a = self->poff[i];
+        }
         return emit(out, st, NULL);
     }
-    const char *data = self->raw;
-    if (st->nline) {          /* an incomplete line from the last read goes first */
-        memcpy(self->scratch, st->line, st->nline);
-        memcpy(self->scratch + st->nline, self->raw, n);
-        n += st->nline;
-        st->nline = 0;
-        data = self->scratch;
-    }
-    Py_ssize_t olen = 0, extra = 0, nbad = 0;
-    const char *bad = NULL;
-    int rc = dechunk(st, data, n, self->body, &olen, &extra, &bad, &nbad);
-    if (olen > 0) {
-        if (st->fast) {
-            if (sse_feed(self, st, self->body, olen, stamp) < 0) return -1;
-        } else if (batch_add(st, stamp, self->body, olen) < 0) {
-            return -1;
-        }
+    Py_ssize_t a = 0;
+    for (Py_ssize_t i = 0; i < np; i++) {
+        Py_ssize_t b = self->poff[i];
+        int r = chunked_part(self, fd, st, out, self->raw + a, b - a, self->pstamp[i], n - b);
+        if (r != 0) return r < 0 ? -1 : 0;
+        a = b;
     }
     st->batch_reads++;
-    if (rc != GO_ON && st->fast) {
-        /* an incomplete last event goes to Python, which keeps it as it would */
-        if (st->slen && batch_add(st, stamp, st->sse, st->slen) < 0) return -1;
-        st->slen = 0;
-        st->fast = 0;
-    }
-    switch (rc) {
-    case MSG_DONE:
-        st->mode = RAW;
-        st->left = 0;
-        return emit(out, st, Py_BuildValue("(sn)", "done", extra));
-    case BAD_SIZE:
-        st->mode = RAW;
-        forget(self, fd);
-        return emit(out, st, Py_BuildValue("(sy#)", "badsize", bad, nbad > 40 ? 40 : nbad));
-    case LONG_LINE:
-        st->mode = RAW;
-        forget(self, fd);
-        return emit(out, st, Py_BuildValue("(s)", "longline"));
-    }
     /* Streams that started together would fill their batches together, and hand them all
      * over in one poll: the size a socket's batch is handed over at depends on its fd. */
     if (st->batch_reads >= BATCH_READS - (fd * 7) % (BATCH_READS / 2)
@@ -551,6 +878,8 @@ static PyObject *Poller_register(Poller *self, PyObject *args) {
     ev.data.fd = fd;
     if (epoll_ctl(self->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) return PyErr_SetFromErrno(PyExc_OSError);
     state_clear(st);
+    cap_detach(self, fd, st);
+    if (self->cap_fd >= 0) cap_attach(self, fd, st);
     Py_INCREF(conn);
     st->conn = conn;
     Py_RETURN_NONE;
@@ -593,12 +922,74 @@ static PyObject *Poller_unregister(Poller *self, PyObject *args) {
     if (take_reads(st, &stamps, &bodies, &fast) < 0) return NULL;
     if (st->conn && self->epfd >= 0) forget(self, fd);
     state_clear(st);
+    cap_detach(self, fd, st);
     return Py_BuildValue("(NNN)", stamps, bodies, fast);
 }
 
+/* Start the packet ring (first call), watching segments from PORT too. */
+static PyObject *Poller_capture(Poller *self, PyObject *args) {
+    int port;
+    if (!PyArg_ParseTuple(args, "i", &port)) return NULL;
+    if (self->epfd < 0) return PyErr_Format(PyExc_ValueError, "the poller is closed");
+    if (port <= 0 || port > 65535) return PyErr_Format(PyExc_ValueError, "bad port %d", port);
+    for (int k = 0; k < self->nports; k++)
+        if (self->ports[k] == port) Py_RETURN_NONE;
+    if (self->nports == CAP_PORTS)
+        return PyErr_Format(PyExc_ValueError, "at most %d ports are watched", CAP_PORTS);
+    int opened = 0;
+    if (self->cap_fd < 0) {
+        int fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, htons(ETH_P_ALL));
+        if (fd < 0) return PyErr_SetFromErrno(PyExc_OSError);
+        self->cap_fd = fd;
+        opened = 1;
+    }
+    self->ports[self->nports++] = (uint16_t)port;
+    if (cap_filter(self) < 0) goto fail;       /* the filter comes before the ring */
+    if (opened) {
+        int v = TPACKET_V2;
+        struct tpacket_req req = {CAP_BLOCK, CAP_BLOCKS, CAP_FRAME,
+                                  (CAP_BLOCK / CAP_FRAME) * CAP_BLOCKS};
+        if (setsockopt(self->cap_fd, SOL_PACKET, PACKET_VERSION, &v, sizeof v) < 0) goto fail;
+        if (setsockopt(self->cap_fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof req) < 0) goto fail;
+        size_t len = (size_t)CAP_BLOCK * CAP_BLOCKS;
+        void *ring = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, self->cap_fd, 0);
+        if (ring == MAP_FAILED) goto fail;
+        self->ring = ring;
+        self->ring_len = len;
+        self->frame_nr = req.tp_frame_nr;
+        self->cap_next = 0;
+        self->conns = PyMem_Calloc(65536, sizeof(CapConn));
+        if (!self->conns) { PyErr_NoMemory(); goto undo; }
+        for (int i = 0; i < 65536; i++) self->conns[i].fd = -1;
+    }
+    Py_RETURN_NONE;
+fail:
+    PyErr_SetFromErrno(PyExc_OSError);
+undo:
+    self->nports--;
+    if (opened) {
+        if (self->ring) munmap(self->ring, self->ring_len);
+        self->ring = NULL;
+        close(self->cap_fd);
+        self->cap_fd = -1;
+        self->nports = 0;
+    } else {
+        cap_filter(self);
+    }
+    return NULL;
+}
+
 static PyObject *Poller_take_stats(Poller *self, PyObject *Py_UNUSED(ignored)) {
-    PyObject *r = Py_BuildValue("(LLd)", self->reads, self->stamped, self->wait_max);
-    self->reads = self->stamped = 0;
+    long long drops = -1;            /* -1: no packet ring */
+    if (self->cap_fd >= 0) {
+        struct tpacket_stats ts;
+        socklen_t len = sizeof ts;
+        drops = getsockopt(self->cap_fd, SOL_PACKET, PACKET_STATISTICS, &ts, &len) == 0
+                ? (long long)ts.tp_drops : 0;
+    }
+    PyObject *r = Py_BuildValue("(LLdLLLL)", self->reads, self->stamped, self->wait_max,
+                                self->pstamped, self->segments, self->orphans, drops);
+    self->reads = self->stamped = self->pstamped = self->segments = self->orphans = 0;
     self->wait_max = 0.0;
     return r;
 }
@@ -615,6 +1006,7 @@ static void poller_release(Poller *self) {
             PyMem_Free(self->fds[i]->sse);
             PyMem_Free(self->fds[i]->fstamps);
             PyMem_Free(self->fds[i]->fcounts);
+            PyMem_Free(self->fds[i]->segs);
             PyMem_Free(self->fds[i]);
         }
     }
@@ -623,6 +1015,13 @@ static void poller_release(Poller *self) {
     self->nfds = 0;
     if (self->epfd >= 0) close(self->epfd);
     self->epfd = -1;
+    if (self->ring) munmap(self->ring, self->ring_len);
+    self->ring = NULL;
+    if (self->cap_fd >= 0) close(self->cap_fd);
+    self->cap_fd = -1;
+    self->nports = 0;
+    PyMem_Free(self->conns);
+    self->conns = NULL;
 }
 
 static PyObject *Poller_close(Poller *self, PyObject *Py_UNUSED(ignored)) {
@@ -655,7 +1054,7 @@ static int Poller_init(Poller *self, PyObject *args, PyObject *kwds) {
 
 static PyObject *Poller_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     Poller *self = (Poller *)type->tp_alloc(type, 0);
-    if (self) self->epfd = -1;
+    if (self) self->epfd = self->cap_fd = -1;
     return (PyObject *)self;
 }
 
@@ -683,6 +1082,8 @@ static void Poller_dealloc(Poller *self) {
     PyMem_Free(self->raw);
     PyMem_Free(self->scratch);
     PyMem_Free(self->body);
+    PyMem_Free(self->poff);
+    PyMem_Free(self->pstamp);
     Py_CLEAR(self->loads);
     Py_CLEAR(self->k_choices);
     Py_CLEAR(self->k_usage);
@@ -704,8 +1105,13 @@ static PyMethodDef Poller_methods[] = {
      "counts continuing from the cumulative count CUM."},
     {"unregister", (PyCFunction)Poller_unregister, METH_VARARGS,
      "unregister(fd): stop watching FD; (stamps, bodies, fast) not yet handed over."},
+    {"capture", (PyCFunction)Poller_capture, METH_VARARGS,
+     "capture(port): time the bytes of sockets connected to PORT by their TCP segments' "
+     "arrival (a packet ring; OSError where the process may not open one)."},
     {"take_stats", (PyCFunction)Poller_take_stats, METH_NOARGS,
-     "(reads, kernel-stamped reads, longest wait in a socket buffer s) since the last call."},
+     "(reads, kernel-stamped reads, longest wait in a socket buffer of bytes timed by their "
+     "read s, reads timed wholly by segments, segments captured, segments of no registered "
+     "socket, segments the ring dropped or -1 without one) since the last call."},
     {"fileno", (PyCFunction)Poller_fileno, METH_NOARGS, "The epoll descriptor."},
     {"close", (PyCFunction)Poller_close, METH_NOARGS, "Close the epoll set."},
     {NULL, NULL, 0, NULL},

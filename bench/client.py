@@ -27,10 +27,12 @@ UNKNOWN = -(1 << 63)    # a chunk whose token count the server did not give (nul
 
 
 def open_stream_session(headers: dict | None = None, kernel_timestamps: bool = True,
-                        compiled: bool | None = None) -> StreamPool:
+                        compiled: bool | None = None, packet_stamps: bool = True) -> StreamPool:
     """The connection pool streaming requests go through (closed with `await s.close()`);
-    COMPILED: the compiled reader where built (None), never (False) or required (True)."""
-    return StreamPool(headers=headers, kernel_timestamps=kernel_timestamps, compiled=compiled)
+    COMPILED: the compiled reader where built (None), never (False) or required (True);
+    PACKET_STAMPS: its segments timed from a packet ring where the process may open one."""
+    return StreamPool(headers=headers, kernel_timestamps=kernel_timestamps, compiled=compiled,
+                      packet_stamps=packet_stamps)
 
 
 def completion_payload(model: str, prompt: Any, max_tokens: int, *, api: str = "completions",

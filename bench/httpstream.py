@@ -14,6 +14,9 @@ Invariants:
   segments carries the newest one's stamp). Where the compiled reader (`bench._streamread`)
   is built, those sockets sit in one epoll set read in C, which also removes the chunked
   framing of a 200 body and hands the bodies over in batches, each read with its own stamp.
+  Where that process may also open a packet ring (AF_PACKET: root or CAP_NET_RAW), a read
+  is split where the server's TCP segments end and each part is timed by its own segment's
+  arrival, so events read together keep their own times (see bench/_streamread.c).
   Elsewhere, and for TLS, it is the time the read is delivered to the protocol callback;
 - a connection carries one request at a time and goes back to its pool only after a
   complete response (framing fully read, no `Connection: close`);
@@ -57,12 +60,23 @@ SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)   # Linux; Python does no
 _TIMESPEC = struct.Struct("@qq")                         # struct timespec, 64-bit Linux
 
 
+def packet_ring_allowed() -> bool:
+    """Whether this process may open the AF_PACKET socket the packet ring needs."""
+    try:
+        socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, 0).close()
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
 def reader_name(compiled: bool | None = None) -> str:
     """How a StreamPool(compiled=COMPILED) reads plain-HTTP streams here, for provenance."""
     if sys.platform != "linux":
         return "event-loop reads"
     if _streamread is not None and compiled is not False:
-        return "compiled epoll reader (bench._streamread), kernel receive stamps"
+        return ("compiled epoll reader (bench._streamread), kernel receive stamps"
+                + (", packet-ring segment stamps (one load process)" if packet_ring_allowed()
+                   else ", no packet ring (AF_PACKET not permitted)"))
     return "event-loop reads, kernel receive stamps"
 
 
@@ -562,10 +576,13 @@ class _PolledReader:
                             # a burst worked off sooner does not slow the reading.
     QUEUED_MAX = 200_000    # reads waiting, whatever else (a bound on memory)
 
-    def __init__(self, loop: asyncio.AbstractEventLoop):
+    def __init__(self, loop: asyncio.AbstractEventLoop, packet_stamps: bool = True):
         self.loop = loop
         self.poller = _streamread.Poller(_loads)
         self.closed = False
+        # None: segments of watched ports are timed from a packet ring; else why not
+        self.packet_stamps_off: str | None = None if packet_stamps else "not asked for"
+        self.watched: set[int] = set()
         self.backlog: collections.deque = collections.deque()
         self.queued = 0          # reads in the backlog
         self.behind_since: float | None = None   # when the backlog last became non-empty
@@ -626,7 +643,22 @@ class _PolledReader:
             sock.backlogged = 0
         return parts
 
-    def take(self) -> tuple[int, int, float]:
+    def watch(self, port: int) -> None:
+        """Time segments from PORT by their arrival (before connecting to it): the packet
+        ring, where this process may open one; otherwise reads keep their own stamps."""
+        if self.packet_stamps_off is not None or port in self.watched:
+            return
+        try:
+            self.poller.capture(port)
+        except OSError as e:
+            self.packet_stamps_off = f"no packet ring: {e.strerror or e}"
+            return
+        except ValueError as e:        # more ports than the ring's filter holds
+            self.packet_stamps_off = str(e)
+            return
+        self.watched.add(port)
+
+    def take(self) -> tuple:
         return self.poller.take_stats()
 
     def close(self) -> None:
@@ -639,23 +671,41 @@ class _PolledReader:
 class ReadStats:
     """Counters of a pool's reads since the last `take()`: for the client's self-diagnosis."""
 
-    __slots__ = ("reads", "stamped", "age_max", "compiled")
+    __slots__ = ("reads", "stamped", "age_max", "ring", "compiled")
 
     def __init__(self) -> None:
         self.reads = self.stamped = 0
         self.age_max = 0.0
+        self.ring = [0, 0, 0, -1]    # the compiled reader's: packet-stamped reads, segments,
+                                     # segments of no socket, dropped (-1: no packet ring)
         self.compiled: _PolledReader | None = None   # counts its own reads in C
 
-    def take(self) -> dict[str, float]:
-        """The counters so far (reads; of them kernel-stamped; the longest wait of bytes in a
-        socket buffer, s), then zero them."""
-        reads, stamped, age_max = self.reads, self.stamped, self.age_max
+    def _add_compiled(self, counts: tuple) -> None:
+        r, st, a, pst, segs, orphans, drops = counts
+        self.reads += r
+        self.stamped += st
+        self.age_max = max(self.age_max, a)
+        ring = self.ring
+        ring[0] += pst
+        ring[1] += segs
+        ring[2] += orphans
+        ring[3] = drops if ring[3] < 0 else ring[3] + max(drops, 0)
+
+    def take(self) -> dict[str, Any]:
+        """The counters so far, then zero them: reads; of them kernel-stamped, and timed by
+        their packets' arrival in every byte; the longest wait of bytes timed by their read in
+        a socket buffer (s); and, with a packet ring, its segments and drops."""
         if self.compiled is not None and not self.compiled.closed:
-            r, st, a = self.compiled.take()
-            reads, stamped, age_max = reads + r, stamped + st, max(age_max, a)
-        out = {"reads": reads, "reads_kernel_stamped": stamped, "read_wait_max_s": age_max}
+            self._add_compiled(self.compiled.take())
+        out: dict[str, Any] = {"reads": self.reads, "reads_kernel_stamped": self.stamped,
+                               "read_wait_max_s": self.age_max}
+        pst, segs, orphans, drops = self.ring
+        if drops >= 0:
+            out.update(reads_packet_stamped=pst, segments_captured=segs,
+                       segments_of_no_stream=orphans, segments_dropped=drops)
         self.reads = self.stamped = 0
         self.age_max = 0.0
+        self.ring = [0, 0, 0, -1]
         return out
 
 
@@ -663,8 +713,11 @@ class StreamPool:
     """Keep-alive connections per (scheme, host, port); any number open at once."""
 
     def __init__(self, headers: dict[str, str] | None = None, ssl: ssl_module.SSLContext | None = None,
-                 kernel_timestamps: bool = True, compiled: bool | None = None):
+                 kernel_timestamps: bool = True, compiled: bool | None = None,
+                 packet_stamps: bool = True):
         self.headers = dict(headers or {})
+        # the compiled reader times segments by their arrival where it may (PACKET_STAMPS)
+        self.packet_stamps = packet_stamps
         self.ssl = ssl
         # Plain-HTTP connections read with kernel receive stamps where the OS offers them,
         # in the compiled reader where it is built (COMPILED=None) or asked for (True).
@@ -698,6 +751,14 @@ class StreamPool:
                                now: Callable[[], float]) -> _Conn:
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         err: OSError | None = None
+        reader = None
+        if self.compiled:
+            reader = self.stats.compiled
+            if reader is None or reader.closed or reader.loop is not loop:
+                if reader is not None:
+                    reader.close()
+                reader = self.stats.compiled = _PolledReader(loop, self.packet_stamps)
+            reader.watch(port)        # before connecting: the ring must see the SYN-ACK
         for family, type_, proto, _name, addr in infos:
             sock = socket.socket(family, type_, proto)
             try:
@@ -710,12 +771,7 @@ class StreamPool:
                 err = e
                 continue
             conn = _Conn(now)
-            if self.compiled:
-                reader = self.stats.compiled
-                if reader is None or reader.closed or reader.loop is not loop:
-                    if reader is not None:
-                        reader.close()
-                    reader = self.stats.compiled = _PolledReader(loop)
+            if reader is not None:
                 _PolledSocket(reader, sock, conn)
             else:
                 _KernelStampedSocket(loop, sock, conn, self.stats)
@@ -794,10 +850,7 @@ class StreamPool:
         await asyncio.sleep(0)    # let the transports run their close callbacks
         reader = self.stats.compiled
         if reader is not None and not reader.closed:
-            reads, stamped, age_max = reader.take()      # kept for a last take()
-            self.stats.reads += reads
-            self.stats.stamped += stamped
-            self.stats.age_max = max(self.stats.age_max, age_max)
+            self.stats._add_compiled(reader.take())      # kept for a last take()
             reader.close()
 
 

@@ -156,7 +156,9 @@ async def _worker(k: int, plan: Plan, bundle: str, t0: float, secrets: tuple[str
                   headers: dict | None, commands, results, shared: Shared) -> None:
     ppid = os.getppid()
     shard = ShardWriter(bundle, k, t0, secrets)
-    session = open_stream_session(headers)
+    # No packet ring per worker: each would capture every worker's segments, and on loopback
+    # the kernel copies every segment once per ring on the server's own core.
+    session = open_stream_session(headers, packet_stamps=False)
     loop = asyncio.get_running_loop()
     stop_lag = asyncio.Event()
     lag = asyncio.create_task(_lag_monitor(k, shard, results, stop_lag, session))

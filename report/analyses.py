@@ -264,11 +264,25 @@ def kernel_stamped_read_share(client_samples: list, t_start: float, t_end: float
     return sum(s["reads_kernel_stamped"] for s in rows) / reads
 
 
+def packet_stamped_read_share(client_samples: list, t_start: float, t_end: float) -> float:
+    """Share of the client's stream reads in the window whose every byte was timed by its own TCP segment's arrival (packet ring)."""
+    rows = _read_samples(client_samples, t_start, t_end)
+    if not any("reads_packet_stamped" in s for s in rows):
+        raise Absent("the client had no packet ring (not permitted, not asked for, or a bundle "
+                     "from before it existed)")
+    reads = sum(s["reads"] for s in rows)
+    if not reads:
+        raise Absent("no stream reads in the window")
+    return sum(s.get("reads_packet_stamped", 0) for s in rows) / reads
+
+
 def socket_wait_p99_ms(client_samples: list, t_start: float, t_end: float) -> float:
-    """p99 over the window's lag samples of the longest socket-buffer wait of stream bytes, ms.
+    """p99 over the window's lag samples of the longest socket-buffer wait of stream bytes timed by their read, ms.
 
     Each 0.5 s sample holds the longest time bytes waited before the client read them, known
     from kernel-stamped reads only; a p99, not the max: one stall of the host is not the rule.
+    Reads whose bytes were all timed by their segments' arrival (packet ring) add no wait:
+    their times do not depend on when they were read.
     """
     from report.stats import percentile
     rows = [s for s in _read_samples(client_samples, t_start, t_end) if s["reads_kernel_stamped"]]
@@ -280,9 +294,11 @@ def socket_wait_p99_ms(client_samples: list, t_start: float, t_end: float) -> fl
 def client_timing_error_bound_ms(client_samples: list, t_start: float, t_end: float) -> float:
     """How late the client may have timed a chunk in the window, ms.
 
-    Every read kernel-stamped: the p99 socket-buffer wait (a read that holds several events
-    gives the older ones the newest one's stamp; a lone event is timed exactly). Otherwise:
-    the p99 of the event-loop delay (a chunk is timed when the loop reads it).
+    Every read kernel-stamped: the p99 socket-buffer wait of bytes timed by their read (a
+    read that holds several events gives the older ones the newest one's stamp; a lone event
+    is timed exactly; bytes timed by their own segment's arrival wait for nothing, so with
+    every read segment-stamped the bound is 0). Otherwise: the p99 of the event-loop delay
+    (a chunk is timed when the loop reads it).
     """
     try:
         if kernel_stamped_read_share(client_samples, t_start, t_end) == 1.0:

@@ -149,6 +149,8 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     cwin = {"client_samples": rd.bundle.client, "t_start": p.window.t_measure, "t_end": p.window.t_end}
     led.derive(k + "kernel_stamped_read_share", A.kernel_stamped_read_share, unit="fraction",
                sources=csrc, **cwin)
+    led.derive(k + "packet_stamped_read_share", A.packet_stamped_read_share, unit="fraction",
+               sources=csrc, **cwin)
     led.derive(k + "socket_wait_ms_p99", A.socket_wait_p99_ms, unit="ms", sources=csrc, **cwin)
     led.derive(k + "client_timing_error_ms", A.client_timing_error_bound_ms, unit="ms",
                sources=csrc, **cwin)

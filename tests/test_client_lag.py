@@ -43,6 +43,19 @@ def test_unstamped_or_partly_stamped_reads_fall_back_to_the_loop_delay():
     assert A.client_timing_error_bound_ms(none, 0, 5) == pytest.approx(4.0)
 
 
+def test_reads_timed_by_their_segments_add_no_wait_and_their_share_is_on_record():
+    ring = dict(segments_captured=300, segments_of_no_stream=0, segments_dropped=0)
+    every = [sample(t / 2, lag=0.2, reads=100, reads_packet_stamped=100, **ring) for t in range(10)]
+    assert A.packet_stamped_read_share(every, 0, 5) == 1.0
+    assert A.client_timing_error_bound_ms(every, 0, 5) == 0.0     # the stalled loop is not in it
+    mixed = [sample(t / 2, reads=100, reads_packet_stamped=90, wait=0.004, **ring) for t in range(10)]
+    assert A.packet_stamped_read_share(mixed, 0, 5) == pytest.approx(0.9)
+    assert A.client_timing_error_bound_ms(mixed, 0, 5) == pytest.approx(4.0)
+    no_ring = [sample(t / 2, reads=100, wait=0.004) for t in range(10)]
+    with pytest.raises(Absent, match="no packet ring"):
+        A.packet_stamped_read_share(no_ring, 0, 5)
+
+
 def test_bundles_from_before_the_read_counters_say_so():
     old = [sample(t / 2, lag=0.003) for t in range(10)]
     with pytest.raises(Absent, match="no read counters"):
@@ -83,6 +96,13 @@ metrics_interval_s = 0.5
         pytest.skip("this kernel gives TCP sockets no receive timestamps")
     assert share.value == 1.0
     assert bound.value == led[f"p.{pid}.socket_wait_ms_p99"].value
+    packet = led[f"p.{pid}.packet_stamped_read_share"]
+    if not any("reads_packet_stamped" in s for s in rows):
+        assert not packet.present and "no packet ring" in packet.missing
+        pytest.skip("no packet ring here (AF_PACKET not permitted)")
+    # Every connection was opened after the ring started: every byte has its segment.
+    assert packet.value == 1.0 and bound.value == 0.0
+    assert sum(s["segments_dropped"] for s in rows) == 0
 
 
 def test_points_the_client_may_have_distorted_are_listed_in_both_languages(tmp_path: Path):

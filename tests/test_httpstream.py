@@ -248,12 +248,18 @@ def test_cancelled_request_drops_its_connection():
     run(main())
 
 
-def _threaded_server(pieces: list[bytes], pauses_s: list[float]) -> tuple[str, threading.Thread]:
+def _threaded_server(pieces: list[bytes], pauses_s: list[float],
+                     host: str = "127.0.0.1") -> tuple[str, threading.Thread]:
     """A one-request server on its own thread (so it keeps sending while the client's loop
     is blocked): reads the request head, then writes each of PIECES after its pause."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
+    srv = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        srv.bind((host, 0))
+    except OSError:
+        srv.close()
+        raise
     srv.listen()
+    netloc = f"[{host}]" if ":" in host else host
 
     def serve() -> None:
         conn, _ = srv.accept()
@@ -268,7 +274,7 @@ def _threaded_server(pieces: list[bytes], pauses_s: list[float]) -> tuple[str, t
 
     th = threading.Thread(target=serve, daemon=True)
     th.start()
-    return f"http://127.0.0.1:{srv.getsockname()[1]}/v1/completions", th
+    return f"http://{netloc}:{srv.getsockname()[1]}/v1/completions", th
 
 
 @pytest.mark.parametrize("stamped", [True, False])
@@ -278,7 +284,8 @@ def test_kernel_receive_stamps_take_out_the_time_the_client_was_busy(stamped):
     url, th = _threaded_server([HEAD_CHUNKED + b"3\r\none\r\n", b"0\r\n\r\n"], [0.1, 0.5])
 
     async def main():
-        pool = StreamPool(kernel_timestamps=stamped)
+        # Reads timed by their own stamp here (the packet ring is tested below).
+        pool = StreamPool(kernel_timestamps=stamped, packet_stamps=False)
         sink = Collect()
         task = asyncio.create_task(pool.post(url, b"{}", sink, time.monotonic))
         await asyncio.sleep(0.02)     # the request is out; the answer comes 0.1 s after it
@@ -301,6 +308,74 @@ def test_kernel_receive_stamps_take_out_the_time_the_client_was_busy(stamped):
     assert first < 0.25, "timed when the kernel received it, not when the busy loop read it"
     assert stats["read_wait_max_s"] >= 0.15
     assert stats["reads"] >= 2 and again["reads"] == 0   # take() zeroes the counters
+
+
+def _ring_or_skip(pool: StreamPool) -> None:
+    reader = pool.stats.compiled
+    if reader is None:
+        pytest.skip("read through the event loop: no packet ring")
+    if reader.packet_stamps_off:
+        pytest.skip(f"packet stamps unavailable here ({reader.packet_stamps_off})")
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_segments_merged_in_one_read_keep_their_own_arrival_times(host):
+    # Three pieces 0.1 s apart reach the socket while the client is busy, and one read takes
+    # them all: its kernel stamp is the last one's, but the packet ring timed each segment.
+    pieces = [HEAD_CHUNKED + b"3\r\none\r\n", b"3\r\ntwo\r\n", b"5\r\nthree\r\n",
+              b"0\r\n\r\n"]
+    try:
+        url, th = _threaded_server(pieces, [0.05, 0.1, 0.1, 0.3], host=host)
+    except OSError:
+        pytest.skip(f"no {host} here")
+
+    async def main():
+        pool = StreamPool()
+        sink = Collect()
+        task = asyncio.create_task(pool.post(url, b"{}", sink, time.monotonic))
+        await asyncio.sleep(0.02)
+        t_busy = time.monotonic()
+        time.sleep(0.4)               # all three pieces arrive meanwhile
+        await task
+        _ring_or_skip(pool)
+        stats = pool.stats.take()
+        await pool.close()
+        return [(body, t - t_busy) for body, t in sink.parts], stats
+
+    parts, stats = run(main())
+    th.join(5)
+    assert b"".join(b for b, _ in parts) == b"onetwothree"
+    assert [b for b, _ in parts] == [b"one", b"two", b"three"]
+    ts = [t for _, t in parts]
+    assert ts[0] < 0.1 and 0.07 < ts[1] - ts[0] < 0.14 and 0.07 < ts[2] - ts[1] < 0.14, ts
+    assert stats["reads_packet_stamped"] == stats["reads"] >= 2
+    assert stats["read_wait_max_s"] == 0.0       # no byte was timed by its read
+    assert stats["segments_dropped"] == 0 and stats["segments_captured"] >= 4
+
+
+def test_without_a_packet_ring_the_merged_read_shares_one_stamp():
+    # The same stream with packet stamps off: the reference behaviour the ring improves on.
+    pieces = [HEAD_CHUNKED + b"3\r\none\r\n", b"3\r\ntwo\r\n", b"0\r\n\r\n"]
+    url, th = _threaded_server(pieces, [0.05, 0.1, 0.3])
+
+    async def main():
+        pool = StreamPool(packet_stamps=False)
+        sink = Collect()
+        task = asyncio.create_task(pool.post(url, b"{}", sink, time.monotonic))
+        await asyncio.sleep(0.02)
+        time.sleep(0.3)
+        await task
+        stats = pool.stats.take()
+        await pool.close()
+        return sink.parts, stats
+
+    parts, stats = run(main())
+    th.join(5)
+    assert "reads_packet_stamped" not in stats
+    if not stats["reads_kernel_stamped"]:
+        pytest.skip("this kernel gives TCP sockets no receive timestamps")
+    assert b"".join(b for b, _ in parts) == b"onetwo"
+    assert len({t for _, t in parts}) == 1       # one read, one stamp: the newest segment's
 
 
 def test_an_ipv6_endpoint_gets_a_bracketed_host_header():

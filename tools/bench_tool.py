@@ -114,7 +114,8 @@ def worker_ours(args: argparse.Namespace) -> None:
         gc_log.clear()     # the collections of this level only (not the loop's start-up)
         # The runner's stream pool, on the runner's event loop.
         session = open_stream_session(kernel_timestamps=not args.no_kernel_stamps,
-                                      compiled=False if args.python_reader else None)
+                                      compiled=False if args.python_reader else None,
+                                      packet_stamps=not args.no_packet_stamps)
         try:
             stop_at = time.monotonic() + args.seconds
             state = {"i": 0}
@@ -160,6 +161,8 @@ def worker_ours(args: argparse.Namespace) -> None:
                  "gc_collections": len(gc_log), "gc_total_ms": sum(p for _, p in gc_log) * 1e3,
                  "gc_full": len(full), "gc_full_max_ms": max(full, default=0) * 1e3,
                  "reads": reads.get("reads", 0), "reads_stamped": reads.get("reads_kernel_stamped", 0),
+                 "reads_packet_stamped": reads.get("reads_packet_stamped"),
+                 "segments_dropped": reads.get("segments_dropped"),
                  "read_wait_max_ms": reads.get("read_wait_max_s", 0.0) * 1e3})
     if prof:
         import pstats
@@ -640,7 +643,8 @@ class Worker:
 
     def __init__(self, python: Path | str, kind: str, url: str, seconds: float, max_tokens: int,
                  cpu: int | None, out: Path, gc_threshold: int = 0, on_asyncio: bool = False,
-                 reqfunc: str | None = None, no_stamps: bool = False, python_reader: bool = False):
+                 reqfunc: str | None = None, no_stamps: bool = False, python_reader: bool = False,
+                 no_packet_stamps: bool = False):
         import queue
         import threading
         cmd = [str(python), str(Path(__file__).resolve()), "--worker", kind, "--url", url,
@@ -653,6 +657,8 @@ class Worker:
             cmd += ["--no-kernel-stamps"]
         if kind == "ours" and python_reader:
             cmd += ["--python-reader"]
+        if kind == "ours" and no_packet_stamps:
+            cmd += ["--no-packet-stamps"]
         if kind == "vllmfunc":
             cmd += ["--vllm-reqfunc", str(reqfunc)]
         if cpu is not None:
@@ -846,6 +852,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python-reader", action="store_true",
                     help="our client without its compiled reader (bench._streamread): every "
                          "read through the event loop, framing and events parsed in Python")
+    ap.add_argument("--no-packet-stamps", action="store_true",
+                    help="no packet ring for our client: each read keeps the kernel's stamp "
+                         "of its newest segment (to see what segment stamps take out)")
     ap.add_argument("--no-kernel-stamps", action="store_true",
                     help="time our client's reads in the read callback, not by the kernel's "
                          "receive stamps (to see what the stamps take out)")
@@ -888,7 +897,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{max_tokens} tokens per request; client on cpu {args.client_cpu}, "
           f"stand-in on cpu {args.server_cpus or args.server_cpu}; our client on "
           f"{'asyncio' if args.asyncio else 'uvloop'}, "
-          f"{'read-callback times' if args.no_kernel_stamps else reader_name(False if args.python_reader else None)}")
+          f"{'read-callback times' if args.no_kernel_stamps else reader_name(False if args.python_reader else None)}"
+          f"{' (packet ring off: --no-packet-stamps)' if args.no_packet_stamps else ''}")
     report: dict = {"date": dt.datetime.now().isoformat(timespec="seconds"), "cores": ncpu,
                     "cpu": cpu_model, "levels": levels, "seconds": seconds,
                     "step_ms": args.step_ms, "max_tokens": max_tokens}
@@ -900,7 +910,8 @@ def main(argv: list[str] | None = None) -> int:
         workers = {"ours": Worker(sys.executable, "ours", url, seconds, max_tokens,
                                   args.client_cpu, tmp, args.gc_threshold, args.asyncio,
                                   no_stamps=args.no_kernel_stamps,
-                                  python_reader=args.python_reader)}
+                                  python_reader=args.python_reader,
+                                  no_packet_stamps=args.no_packet_stamps)}
         if args.vllm_reqfunc and not args.no_vllm:
             workers["vllm"] = Worker(ENGINE_PY if ENGINE_PY.exists() else sys.executable, "vllmfunc", url, seconds, max_tokens,
                                      args.client_cpu, tmp, reqfunc=args.vllm_reqfunc)
@@ -924,7 +935,7 @@ def main(argv: list[str] | None = None) -> int:
                     win = window_of(tr["runs"][run_id], seconds)
                     r = analyse(ev, tr["requests"], win, C, args.step_ms, err, n)
                     r["cpu"], r["server_cpu"], r["others_cpu"] = cpu_share(cpu, win)
-                    r.update({k: v for k, v in lv.items() if k.startswith(("gc_", "read"))})
+                    r.update({k: v for k, v in lv.items() if k.startswith(("gc_", "read", "segments_"))})
                     rows = rows_ours if kind == "ours" else rows_vllm
                     prev = rows.get(C)
                     r["runs"] = prev["runs"] + 1 if prev else 1
@@ -960,8 +971,12 @@ def main(argv: list[str] | None = None) -> int:
         for C, r in sorted(rows_ours.items()):
             print(f"  ours C={C}: {r.get('gc_collections', 0)} GC runs, {r.get('gc_total_ms', 0):.0f} ms "
                   f"in all; {r.get('gc_full', 0)} full, longest {r.get('gc_full_max_ms', 0):.1f} ms; "
-                  f"{r.get('reads', 0):,} reads, {r.get('reads_stamped', 0):,} kernel-stamped, bytes "
-                  f"waited up to {r.get('read_wait_max_ms', 0):.1f} ms in a socket buffer")
+                  f"{r.get('reads', 0):,} reads, {r.get('reads_stamped', 0):,} kernel-stamped, "
+                  + (f"{r['reads_packet_stamped']:,} timed by their segments in every byte "
+                     f"({r['segments_dropped']:,} segments dropped by the ring), "
+                     if r.get("reads_packet_stamped") is not None else "no packet ring, ")
+                  + f"bytes timed by their read waited up to {r.get('read_wait_max_ms', 0):.1f} ms "
+                  f"in a socket buffer")
         lines = targets(rows_ours, rows_vllm) if rows_vllm else []
         for ln in lines:
             print(ln)
