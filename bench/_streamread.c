@@ -236,21 +236,25 @@ static void seg_add(Poller *self, FdState *st, uint32_t start, uint32_t end, dou
     st->nsegs = k + 1;
 }
 
-/* One captured frame: the IP header at P (N bytes kept), arrived at STAMP. */
-static void cap_frame(Poller *self, const uint8_t *p, unsigned n, double stamp) {
+/* One captured frame: the IP header at P (N bytes kept of a LEN-byte packet), arrived at
+ * STAMP. */
+static void cap_frame(Poller *self, const uint8_t *p, unsigned n, unsigned len_all, double stamp) {
     const uint8_t *tcp, *saddr;
     unsigned iplen, alen;
     if (n < 1) return;
     if ((p[0] >> 4) == 4) {
         unsigned ihl = (p[0] & 15) * 4;
-        if (ihl < 20 || n < ihl + 20) return;
-        iplen = ((unsigned)p[2] << 8 | p[3]) - ihl;
+        unsigned tot = (unsigned)p[2] << 8 | p[3];
+        if (tot == 0) tot = len_all;          /* a segment over 64 KB (BIG TCP) */
+        if (ihl < 20 || n < ihl + 20 || tot < ihl) return;
+        iplen = tot - ihl;
         tcp = p + ihl;
         saddr = p + 12;
         alen = 4;
     } else if ((p[0] >> 4) == 6) {
         if (n < 60 || p[6] != IPPROTO_TCP) return;
         iplen = (unsigned)p[4] << 8 | p[5];
+        if (iplen == 0 && len_all >= 40) iplen = len_all - 40;   /* a jumbogram */
         tcp = p + 40;
         saddr = p + 8;
         alen = 16;
@@ -290,7 +294,7 @@ static void cap_drain(Poller *self) {
     for (;;) {
         struct tpacket2_hdr *h = (struct tpacket2_hdr *)(self->ring + (size_t)self->cap_next * CAP_FRAME);
         if (!(__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER)) break;
-        cap_frame(self, (const uint8_t *)h + h->tp_net, h->tp_snaplen,
+        cap_frame(self, (const uint8_t *)h + h->tp_net, h->tp_snaplen, h->tp_len,
                   (double)h->tp_sec + (double)h->tp_nsec * 1e-9);
         __atomic_store_n(&h->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
         self->cap_next = (self->cap_next + 1) % self->frame_nr;
@@ -807,11 +811,16 @@ static int read_one(Poller *self, int fd, FdState *st, PyObject *out) {
     /* the wait of bytes in the socket buffer matters only where the read's stamp is used */
     else if (kstamped && wait > self->wait_max) self->wait_max = wait;
     if (st->mode == RAW) {
+        /* A raw read is one hand-over (Python parses all of it before it hands the framing
+         * to C, which reads on from there): parts beyond the batch's room are joined into
+         * its last, with the newest stamp. The batch is empty here: raw reads go at once. */
         Py_ssize_t a = 0;
         for (Py_ssize_t i = 0; i < np; i++) {
-            if (st->nreads == BATCH_READS && emit(out, st, NULL) < 0) return -1;
-            if (batch_add(st, self->pstamp[i], self->raw + a, self->poff[i] - a) < 0) return -1;
-            a = self->poff[i];
+            int last = i == BATCH_READS - 1;
+            Py_ssize_t b = self->poff[last ? np - 1 : i];
+            if (batch_add(st, self->pstamp[last ? np - 1 : i], self->raw + a, b - a) < 0) return -1;
+            a = b;
+            if (last) break;
         }
         return emit(out, st, NULL);
     }

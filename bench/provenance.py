@@ -34,9 +34,12 @@ def collect_tool_metadata() -> dict:
     return {"name": "serving-ledger", "version": __version__, "git_revision": collect_git_revision(),
             "python": sys.version.split()[0], "platform": platform.platform(),
             "event_loop": loop_name(), "stream_reader": reader_name(),
-            "chunk_times": ("kernel receive time (SO_TIMESTAMPNS) on plain-HTTP reads the kernel "
-                            "stamps, else the read callback's clock" if sys.platform == "linux"
-                            else "the read callback's clock")}
+            "chunk_times": ("arrival of the chunk's own TCP segment (packet ring) on plain-HTTP "
+                            "reads where the process may open one and one process loads the "
+                            "server (client.jsonl's reads_packet_stamped counts them); else the "
+                            "kernel receive time (SO_TIMESTAMPNS) of the read's newest segment "
+                            "on reads the kernel stamps; else the read callback's clock"
+                            if sys.platform == "linux" else "the read callback's clock")}
 
 
 def collect_host_metadata() -> dict:

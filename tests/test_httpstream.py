@@ -248,10 +248,11 @@ def test_cancelled_request_drops_its_connection():
     run(main())
 
 
-def _threaded_server(pieces: list[bytes], pauses_s: list[float],
-                     host: str = "127.0.0.1") -> tuple[str, threading.Thread]:
-    """A one-request server on its own thread (so it keeps sending while the client's loop
-    is blocked): reads the request head, then writes each of PIECES after its pause."""
+def _threaded_server(pieces: list[bytes], pauses_s: list[float], host: str = "127.0.0.1",
+                     nodelay: bool = False, requests: int = 1) -> tuple[str, threading.Thread]:
+    """A server of REQUESTS requests on one connection, on its own thread (so it keeps sending
+    while the client's loop is blocked): reads a request head, then writes each of PIECES
+    after its pause."""
     srv = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     try:
         srv.bind((host, 0))
@@ -263,13 +264,16 @@ def _threaded_server(pieces: list[bytes], pauses_s: list[float],
 
     def serve() -> None:
         conn, _ = srv.accept()
+        if nodelay:        # one segment per piece, as an engine's server sends its events
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with conn:
-            buf = b""
-            while b"\r\n\r\n" not in buf:
-                buf += conn.recv(65536)
-            for piece, pause in zip(pieces, pauses_s):
-                time.sleep(pause)
-                conn.sendall(piece)
+            for _ in range(requests):
+                buf = b""
+                while b"\r\n\r\n" not in buf:
+                    buf += conn.recv(65536)
+                for piece, pause in zip(pieces, pauses_s):
+                    time.sleep(pause)
+                    conn.sendall(piece)
         srv.close()
 
     th = threading.Thread(target=serve, daemon=True)
@@ -351,6 +355,37 @@ def test_segments_merged_in_one_read_keep_their_own_arrival_times(host):
     assert stats["reads_packet_stamped"] == stats["reads"] >= 2
     assert stats["read_wait_max_s"] == 0.0       # no byte was timed by its read
     assert stats["segments_dropped"] == 0 and stats["segments_captured"] >= 4
+
+
+def test_a_whole_response_in_one_read_of_many_segments_completes_and_the_next_follows():
+    # Head, 40 chunks and the end, all waiting when the client reads: one read of more
+    # segments than a batch holds, parsed whole before any framing is handed to the compiled
+    # reader; the message ends inside it, so the next response on the connection is read
+    # from its head.
+    pieces = [HEAD_CHUNKED] + [b"4\r\ne%03d\r\n" % i for i in range(40)] + [b"0\r\n\r\n"]
+    url, th = _threaded_server(pieces, [0.01] + [0.002] * 41, nodelay=True, requests=2)
+
+    async def main():
+        pool = StreamPool()
+        out = []
+        for _ in range(2):
+            sink = Collect()
+            task = asyncio.create_task(pool.post(url, b"{}", sink, time.monotonic))
+            await asyncio.sleep(0.005)
+            time.sleep(0.4)           # everything arrives meanwhile
+            out.append((await asyncio.wait_for(task, 5), sink))
+        opened = len(pool._open)
+        await pool.close()
+        return out, opened
+
+    out, opened = run(main())
+    th.join(5)
+    assert opened == 1                # the second request went on the same connection
+    for resp, sink in out:
+        assert resp.status == 200
+        assert sink.body == b"".join(b"e%03d" % i for i in range(40))
+        ts = [t for _, t in sink.parts]
+        assert ts == sorted(ts)
 
 
 def test_without_a_packet_ring_the_merged_read_shares_one_stamp():
