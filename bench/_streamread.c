@@ -959,6 +959,10 @@ static PyObject *Poller_capture(Poller *self, PyObject *args) {
         struct tpacket_req req = {CAP_BLOCK, CAP_BLOCKS, CAP_FRAME,
                                   (CAP_BLOCK / CAP_FRAME) * CAP_BLOCKS};
         if (setsockopt(self->cap_fd, SOL_PACKET, PACKET_VERSION, &v, sizeof v) < 0) goto fail;
+        /* Outgoing packets are not offered to the ring at all (the filter drops them too,
+         * on kernels before 4.20): on loopback each would cost a clone on the sender. */
+        int one = 1;
+        setsockopt(self->cap_fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one);
         if (setsockopt(self->cap_fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof req) < 0) goto fail;
         size_t len = (size_t)CAP_BLOCK * CAP_BLOCKS;
         void *ring = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, self->cap_fd, 0);

@@ -318,7 +318,7 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
     # Two pools: streams, and the side requests (/metrics, /v1/models) kept off them.
     session = aiohttp.ClientSession(headers=headers)
-    streams = open_stream_session(headers)
+    streams = open_stream_session(headers, packet_stamps=plan.client.packet_stamps)
     side: list[asyncio.Task] = []
     workers = None   # the client worker processes, when [client].workers > 1
     sampling = False

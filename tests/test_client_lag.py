@@ -105,6 +105,33 @@ metrics_interval_s = 0.5
     assert sum(s["segments_dropped"] for s in rows) == 0
 
 
+def test_a_plan_can_turn_the_packet_ring_off(tmp_path: Path):
+    plan = tmp_path / "plan.toml"
+    plan.write_text("""
+[workload]
+input_len = 16
+output_len = 30
+[sweep]
+concurrency = [4]
+requests_per_point = 8
+warmup_requests = 0
+[sampler]
+gpu = false
+[client]
+packet_stamps = false
+""")
+    with StandInThread(step_ms=10.0) as url:
+        run_bench("run", "--plan", str(plan), "--endpoint", url, "--out", str(tmp_path / "b"),
+                  timeout=120)
+    b = read_bundle(tmp_path / "b")
+    rows = [s for s in b.client if "reads" in s]
+    assert sum(s["reads"] for s in rows) >= 8 * 30 / 4
+    assert not any("reads_packet_stamped" in s for s in rows)
+    led = build_ledger(read_round(b))
+    pid = next(p for p in read_round(b).points).pid
+    assert "no packet ring" in led[f"p.{pid}.packet_stamped_read_share"].missing
+
+
 def test_points_the_client_may_have_distorted_are_listed_in_both_languages(tmp_path: Path):
     from report.compose import CLIENT_LAG_SHARE_LIMIT, compose_rounds
     from report.render import render_round
