@@ -269,6 +269,8 @@ static void cap_frame(Poller *self, const uint8_t *p, unsigned n, unsigned len_a
     unsigned len = iplen - doff;
     CapConn *c = &self->conns[dport];
     if ((flags & 0x12) == 0x12) {             /* SYN-ACK: a connection to our port DPORT */
+        if (c->valid && c->isn == seq && c->rport == sport && memcmp(c->raddr, saddr, alen) == 0)
+            return;                           /* the same one again (a retransmission) */
         c->isn = seq;
         c->rport = sport;
         memset(c->raddr, 0, sizeof c->raddr);
