@@ -103,6 +103,15 @@ metrics_interval_s = 0.5
     # Every connection was opened after the ring started: every byte has its segment.
     assert packet.value == 1.0 and bound.value == 0.0
     assert sum(s["segments_dropped"] for s in rows) == 0
+    # ... and the client section says so, in both languages.
+    from report.compose import compose_rounds
+    from report.render import render_round
+    rep = compose_rounds([(tmp_path / "b", "x")])[0]
+    (tmp_path / "site").mkdir()
+    pages = {q.name: q.read_text() for q in render_round(rep, tmp_path / "site", formats=("html",)).paths
+             if q.suffix == ".html"}
+    assert "Every read was also matched, byte for byte, to the TCP segments" in pages["index.en.html"]
+    assert "每次读取还都逐字节对应到数据包环" in pages["index.zh.html"]
 
 
 def test_a_plan_can_turn_the_packet_ring_off(tmp_path: Path):
