@@ -688,25 +688,31 @@ class _PolledReader:
 class ReadStats:
     """Counters of a pool's reads since the last `take()`: for the client's self-diagnosis."""
 
-    __slots__ = ("reads", "stamped", "age_max", "ring", "compiled")
+    __slots__ = ("reads", "stamped", "age_max", "packet_stamped", "segments", "orphans",
+                 "dropped", "compiled")
 
     def __init__(self) -> None:
-        self.reads = self.stamped = 0
-        self.age_max = 0.0
-        self.ring = [0, 0, 0, -1]    # the compiled reader's: packet-stamped reads, segments,
-                                     # segments of no socket, dropped (-1: no packet ring)
+        self._zero()
         self.compiled: _PolledReader | None = None   # counts its own reads in C
 
+    def _zero(self) -> None:
+        self.reads = self.stamped = 0
+        self.age_max = 0.0
+        # the compiled reader's packet ring: reads timed by it in every byte, segments it
+        # captured, segments of no socket held, segments dropped (-1: no packet ring)
+        self.packet_stamped = self.segments = self.orphans = 0
+        self.dropped = -1
+
     def _add_compiled(self, counts: tuple) -> None:
-        r, st, a, pst, segs, orphans, drops = counts
-        self.reads += r
-        self.stamped += st
-        self.age_max = max(self.age_max, a)
-        ring = self.ring
-        ring[0] += pst
-        ring[1] += segs
-        ring[2] += orphans
-        ring[3] = drops if ring[3] < 0 else ring[3] + max(drops, 0)
+        reads, stamped, age_max, pstamped, segments, orphans, dropped = counts
+        self.reads += reads
+        self.stamped += stamped
+        self.age_max = max(self.age_max, age_max)
+        self.packet_stamped += pstamped
+        self.segments += segments
+        self.orphans += orphans
+        if dropped >= 0:
+            self.dropped = max(self.dropped, 0) + dropped
 
     def take(self) -> dict[str, Any]:
         """The counters so far, then zero them: reads; of them kernel-stamped, and timed by
@@ -716,13 +722,10 @@ class ReadStats:
             self._add_compiled(self.compiled.take())
         out: dict[str, Any] = {"reads": self.reads, "reads_kernel_stamped": self.stamped,
                                "read_wait_max_s": self.age_max}
-        pst, segs, orphans, drops = self.ring
-        if drops >= 0:
-            out.update(reads_packet_stamped=pst, segments_captured=segs,
-                       segments_of_no_stream=orphans, segments_dropped=drops)
-        self.reads = self.stamped = 0
-        self.age_max = 0.0
-        self.ring = [0, 0, 0, -1]
+        if self.dropped >= 0:
+            out.update(reads_packet_stamped=self.packet_stamped, segments_captured=self.segments,
+                       segments_of_no_stream=self.orphans, segments_dropped=self.dropped)
+        self._zero()
         return out
 
 

@@ -66,29 +66,43 @@ def test_bundles_from_before_the_read_counters_say_so():
         A.kernel_stamped_read_share(idle, 0, 5)
 
 
-def test_a_round_records_its_reads_and_the_ledger_bounds_its_timing_error(tmp_path: Path):
+def stand_in_round(tmp_path: Path, output_len: int, concurrency: int, requests: int,
+                   extra: str = "") -> tuple:
+    """A one-point round against the stand-in (10 ms step): its bundle, read-counter samples,
+    ledger and point id."""
     plan = tmp_path / "plan.toml"
-    plan.write_text("""
+    plan.write_text(f"""
 [workload]
 input_len = 16
-output_len = 100
+output_len = {output_len}
 [sweep]
-concurrency = [8]
-requests_per_point = 24
+concurrency = [{concurrency}]
+requests_per_point = {requests}
 warmup_requests = 0
 [sampler]
 gpu = false
 metrics_interval_s = 0.5
-""")
+{extra}""")
     with StandInThread(step_ms=10.0) as url:
         run_bench("run", "--plan", str(plan), "--endpoint", url, "--out", str(tmp_path / "b"),
                   timeout=120)
     b = read_bundle(tmp_path / "b")
-    rows = [s for s in b.client if "reads" in s]
+    rd = read_round(b)
+    return b, [s for s in b.client if "reads" in s], build_ledger(rd), rd.points[0].pid
+
+
+def html_pages(rep, site: Path) -> dict[str, str]:
+    """REP rendered as HTML into SITE: page name -> text."""
+    from report.render import render_round
+    site.mkdir(exist_ok=True)
+    return {q.name: q.read_text() for q in render_round(rep, site, formats=("html",)).paths
+            if q.suffix == ".html"}
+
+
+def test_a_round_records_its_reads_and_the_ledger_bounds_its_timing_error(tmp_path: Path):
+    b, rows, led, pid = stand_in_round(tmp_path, output_len=100, concurrency=8, requests=24)
     assert rows and sum(s["reads"] for s in rows) >= 24 * 100 / 4   # one read per few events at most
     assert b.manifest["tool"]["event_loop"].startswith(("uvloop", "asyncio"))
-    led = build_ledger(read_round(b))
-    pid = next(p for p in read_round(b).points).pid
     share = led[f"p.{pid}.kernel_stamped_read_share"]
     bound = led[f"p.{pid}.client_timing_error_ms"]
     assert bound.present and bound.value >= 0
@@ -105,45 +119,21 @@ metrics_interval_s = 0.5
     assert sum(s["segments_dropped"] for s in rows) == 0
     # ... and the client section says so, in both languages.
     from report.compose import compose_rounds
-    from report.render import render_round
-    rep = compose_rounds([(tmp_path / "b", "x")])[0]
-    (tmp_path / "site").mkdir()
-    pages = {q.name: q.read_text() for q in render_round(rep, tmp_path / "site", formats=("html",)).paths
-             if q.suffix == ".html"}
+    pages = html_pages(compose_rounds([(tmp_path / "b", "x")])[0], tmp_path / "site")
     assert "Every read was also matched, byte for byte, to the TCP segments" in pages["index.en.html"]
     assert "每次读取还都逐字节对应到数据包环" in pages["index.zh.html"]
 
 
 def test_a_plan_can_turn_the_packet_ring_off(tmp_path: Path):
-    plan = tmp_path / "plan.toml"
-    plan.write_text("""
-[workload]
-input_len = 16
-output_len = 30
-[sweep]
-concurrency = [4]
-requests_per_point = 8
-warmup_requests = 0
-[sampler]
-gpu = false
-[client]
-packet_stamps = false
-""")
-    with StandInThread(step_ms=10.0) as url:
-        run_bench("run", "--plan", str(plan), "--endpoint", url, "--out", str(tmp_path / "b"),
-                  timeout=120)
-    b = read_bundle(tmp_path / "b")
-    rows = [s for s in b.client if "reads" in s]
+    _, rows, led, pid = stand_in_round(tmp_path, output_len=30, concurrency=4, requests=8,
+                                       extra="[client]\npacket_stamps = false\n")
     assert sum(s["reads"] for s in rows) >= 8 * 30 / 4
     assert not any("reads_packet_stamped" in s for s in rows)
-    led = build_ledger(read_round(b))
-    pid = next(p for p in read_round(b).points).pid
     assert "no packet ring" in led[f"p.{pid}.packet_stamped_read_share"].missing
 
 
 def test_points_the_client_may_have_distorted_are_listed_in_both_languages(tmp_path: Path):
     from report.compose import CLIENT_LAG_SHARE_LIMIT, compose_rounds
-    from report.render import render_round
     bundle = Path(__file__).resolve().parents[1] / "runs" / "round-1" / "bundle"
     rep = compose_rounds([(bundle, "round-1")])[0]
     listed = rep.facts["client_distorted_points"]
@@ -157,8 +147,7 @@ def test_points_the_client_may_have_distorted_are_listed_in_both_languages(tmp_p
         rep.ledger[f"p.{first}.client_lag_ms_p99"].value
     if not listed:
         pytest.skip("no point of round 1 has a client timing error above the limit")
-    pages = {p.name: p.read_text() for p in render_round(rep, tmp_path, formats=("html",)).paths
-             if p.suffix == ".html"}
+    pages = html_pages(rep, tmp_path)
     assert "exceeds a tenth of the median ITL" in pages["index.en.html"]
     assert "中位数十分之一的点" in pages["index.zh.html"]
     assert f"<code>{listed[0]}</code>" in pages["index.en.html"]

@@ -70,14 +70,15 @@ def one_run(conns: int, events: int, ring: bool) -> dict:
         time.sleep(0.2)               # let loopback deliver everything
         taken = 0
         poller.take_stats()
-        total = [0] * 7
+        counts = {"reads": 0, "packet_stamped": 0, "dropped": 0}
 
         def take() -> int:
-            st = poller.take_stats()
-            for i in (0, 3, 4):
-                total[i] += st[i]
-            total[6] += max(st[6], 0)
-            return st[0]
+            """Add the poller's counters since the last call; the reads among them."""
+            reads, _stamped, _wait, pstamped, _segments, _orphans, dropped = poller.take_stats()
+            counts["reads"] += reads
+            counts["packet_stamped"] += pstamped
+            counts["dropped"] += max(dropped, 0)
+            return reads
 
         cpu0 = time.process_time()
         while True:                   # level-triggered: a poll that reads nothing means all is read
@@ -90,19 +91,17 @@ def one_run(conns: int, events: int, ring: bool) -> dict:
                 if bodies:
                     raise RuntimeError(f"a body went to the slow path: {bodies[0][:80]!r}")
         for c in clients:             # the batches not yet handed over
-            stamps, bodies, fast = poller.unregister(c.fileno())
+            _stamps, _bodies, fast = poller.unregister(c.fileno())
             taken += len(fast[0]) if fast else 0
         cpu = time.process_time() - cpu0
         if taken != conns * events:
             raise RuntimeError(f"took {taken} events of {conns * events}")
-        reads0, pstamped, segs, drops = total[0], total[3], total[4], total[6]
     finally:
         poller.close()
         for x in clients + servers + [srv]:
             x.close()
-    return {"us_per_event": cpu / (conns * events) * 1e6, "reads": reads0,
-            "events_per_read": conns * events / max(reads0, 1), "packet_stamped": pstamped,
-            "segments": segs, "dropped": drops}
+    return {"us_per_event": cpu / (conns * events) * 1e6,
+            "events_per_read": conns * events / max(counts["reads"], 1), **counts}
 
 
 def main(argv: list[str] | None = None) -> int:
