@@ -505,17 +505,14 @@ class _PolledSocket(_SocketTransport):
         self.reader = reader
         self.streaming = False
         self.backlogged = 0      # deliveries of this socket waiting in the reader's backlog
-        self.parsing = False     # the parts of a raw read are being parsed in Python
-        self.handover: tuple | None = None
+        self.handover: tuple | None = None   # framing state _Conn reached in a raw read
         reader.poller.register(self.fd, self)
 
     def hand_over(self, left: int, line: bytes, trailer: bool, fast: bool,
                   cum: int | None) -> None:
-        if self.parsing:      # a later part of the same read may end the message: wait
-            self.handover = (left, line, trailer, fast, cum)
-            return
-        self.reader.poller.stream(self.fd, left, line, trailer, fast, cum)
-        self.streaming = True
+        """_Conn parsed a 200 chunked head in a raw read (always inside `deliver`): the framing
+        state after the bytes parsed so far, applied once the whole read is parsed."""
+        self.handover = (left, line, trailer, fast, cum)
 
     def deliver(self, stamps: list[float], bodies: list[bytes], end: tuple | None,
                 fast: tuple | None) -> None:
@@ -532,12 +529,8 @@ class _PolledSocket(_SocketTransport):
             # Raw mode: one read, in parts where the packet ring split it. The framing goes
             # to C only after the whole read is parsed, from the state after its last byte,
             # and only if the message goes on (C reads on from where this read ended).
-            self.parsing = True
-            try:
-                for stamp, data in zip(stamps, bodies):
-                    conn.on_data(data, stamp + off)
-            finally:
-                self.parsing = False
+            for stamp, data in zip(stamps, bodies):
+                conn.on_data(data, stamp + off)
             handover, self.handover = self.handover, None
             if (handover is not None and conn.mode in ("chunked", "trailer") and not self.closing
                     and conn.done is not None and not conn.done.done()):
