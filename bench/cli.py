@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--launch", help="start this server command line instead of the embedded engine "
                                     "(needs --endpoint for where it will listen)")
     r.add_argument("--server-flags", default="", help="extra engine flags, one string")
+    r.add_argument("--model-config", help="the served model's config.json (or its directory), "
+                                          "for a server started elsewhere")
     r.add_argument("--concurrency", type=int_list)
     r.add_argument("--request-rate", type=float_list, help="open loop: requests per second")
     r.add_argument("--arrival", choices=("closed", "poisson", "gamma"))
@@ -57,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--requests-per-point", type=int)
     r.add_argument("--duration", type=float, help="seconds per point instead of a request count")
     r.add_argument("--warmup", type=int, help="warm-up requests per point (default: concurrency)")
+    r.add_argument("--ramp", type=float, help="closed loop: start the C streams spread over this "
+                                              "many seconds (requests sent before its end are warm-up)")
     r.add_argument("--metrics-interval", type=float)
     r.add_argument("--api", choices=("completions", "chat"))
     r.add_argument("--seed", type=int)
@@ -78,6 +82,8 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         if not args.endpoint:
             raise PlanError("--launch needs --endpoint (the URL the launched server listens on)")
         plan.engine.mode, plan.engine.command, plan.engine.endpoint = "launch", args.launch, args.endpoint
+    if args.model_config:
+        plan.engine.model_config = args.model_config
     if args.server_flags:
         plan.engine.flags = plan.engine.flags + shlex.split(args.server_flags)
     if args.concurrency:
@@ -100,6 +106,8 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         s.requests_per_point = args.requests_per_point
     if args.duration:
         s.duration_s = args.duration
+    if args.ramp is not None:
+        s.ramp_s = args.ramp
     if args.warmup is not None:
         s.warmup_requests = args.warmup
     if args.metrics_interval:

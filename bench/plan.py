@@ -60,6 +60,9 @@ class SweepSpec:
     warmup_requests: int = -1              # -1: one per concurrency slot
     server_flags: list[list[str]] = field(default_factory=lambda: [[]])
     cooldown_s: float = 2.0                # idle gap between points: a scrape falls between them
+    # closed loop: stream k of C starts at k * ramp_s / C, so the C streams do not start, and
+    # then run, in lockstep waves; every request sent before the ramp ends is warm-up
+    ramp_s: float = 0.0
 
 
 @dataclass
@@ -107,6 +110,7 @@ class Plan:
                 else:
                     p["concurrency"] = load
                     p["arrival"] = "closed"
+                    p["ramp_s"] = self.sweep.ramp_s
                 tag = f"r{load:g}" if open_loop else f"c{load}"
                 p["id"] = (f"s{s}-" if len(self.sweep.server_flags) > 1 else "") + f"L{L}-{tag}"
                 out.append(p)
@@ -234,6 +238,8 @@ def check_plan(plan: Plan) -> None:
         raise PlanError(f"{src} [sweep].request_rate: required for open-loop arrival")
     if any((not isinstance(c, int)) or c < 1 for c in s.concurrency):
         raise PlanError(f"{src} [sweep].concurrency: positive integers only")
+    if not (0 <= s.ramp_s < 3600):
+        raise PlanError(f"{src} [sweep].ramp_s: seconds from 0 up to 3600, got {s.ramp_s!r}")
     if s.requests_per_point < 1 and s.duration_s <= 0:
         raise PlanError(f"{src} [sweep]: requests_per_point or duration_s must be positive")
     if w.input_len < 1 or w.output_len < 1 or any(L < 1 for L in s.input_len):

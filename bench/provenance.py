@@ -72,3 +72,44 @@ def collect_model_config(path: str | Path | None) -> tuple[dict | None, str | No
         return json.loads(p.read_text(encoding="utf-8")), str(p)
     except (OSError, json.JSONDecodeError):
         return None, None
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    """The value of FLAG in ARGV (`--flag V` or `--flag=V`), the last one given, or None."""
+    value = None
+    for i, a in enumerate(argv):
+        if a == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif a.startswith(flag + "="):
+            value = a.split("=", 1)[1]
+    return value
+
+
+def model_dirs_of_command(argv: list[str]) -> tuple[str | None, str | None]:
+    """(model, tokenizer) paths named by a server command line: `--model DIR` or
+    `vllm serve DIR`, and `--tokenizer DIR` (the model's when absent)."""
+    model = _flag_value(argv, "--model")
+    if model is None:
+        for i, a in enumerate(argv[:-1]):
+            if Path(a).name == "vllm" and argv[i + 1] == "serve" and i + 2 < len(argv) \
+                    and not argv[i + 2].startswith("-"):
+                model = argv[i + 2]
+                break
+    return model, _flag_value(argv, "--tokenizer") or model
+
+
+def collect_tokenizer_vocab(path: str | Path | None) -> tuple[int | None, str | None]:
+    """One past the largest id the tokenizer in directory PATH knows (vocabulary and added
+    tokens), and the file it was read from; (None, None) without a readable tokenizer.json."""
+    if not path:
+        return None, None
+    p = Path(path)
+    p = p / "tokenizer.json" if p.is_dir() else p
+    try:
+        tok = json.loads(p.read_text(encoding="utf-8"))
+        ids = set((tok.get("model") or {}).get("vocab", {}).values())
+        ids |= {t.get("id") for t in tok.get("added_tokens") or [] if isinstance(t, dict)}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None, None
+    ids = {i for i in ids if isinstance(i, int)}
+    return (max(ids) + 1 if ids else None), str(p)

@@ -29,8 +29,14 @@ from bench.exposition import parse_exposition
 from bench.loop import collect_between_points, sleep_until
 from bench.loop import run as run_loop
 from bench.plan import Plan, PlanError
-from bench.provenance import collect_host_metadata, collect_model_config, collect_tool_metadata
-from bench.workload import arrival_offsets, make_prompts, point_seed
+from bench.provenance import (
+    collect_host_metadata,
+    collect_model_config,
+    collect_tokenizer_vocab,
+    collect_tool_metadata,
+    model_dirs_of_command,
+)
+from bench.workload import arrival_offsets, make_prompts, point_seed, stream_start_offsets
 
 
 class RoundFailed(Exception):
@@ -187,10 +193,12 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
         state["issued"] += 1
         return i
 
+    ramp_end = t_start + (point.get("ramp_s") or 0.0)
+
     async def one(i: int, t_slot: float, t_sched: float | None) -> None:
         nonlocal deadline
         p = pool[i % len(pool)]
-        is_warm = i < warmup
+        is_warm = is_warmup(i, warmup, t_slot, ramp_end)
         if not is_warm and not state["measure_sent"]:
             state["measure_sent"] = True
             w.append("points", {"point": point["id"], "event": "measure", "t": w.now()})
@@ -229,7 +237,8 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
             tasks.append(asyncio.create_task(gated(i, base + off)))
         await asyncio.gather(*tasks)
     else:
-        async def worker() -> None:
+        async def worker(start: float) -> None:
+            await sleep_until(start, w.now)
             while not state["died"]:
                 t_slot = w.now()
                 i = next_index(t_slot)
@@ -237,8 +246,14 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
                     return
                 await one(i, t_slot, None)
 
-        await asyncio.gather(*(worker() for _ in range(C)))
+        offsets = stream_start_offsets(C, point.get("ramp_s") or 0.0)
+        await asyncio.gather(*(worker(t_start + off) for off in offsets))
     return await end_point(w, point, state, engine, progress, index, t_start)
+
+
+def is_warmup(i: int, warmup: int, t_slot: float, ramp_end: float) -> bool:
+    """Whether request I is warm-up: among the first WARMUP, or sent before the ramp ended."""
+    return i < warmup or t_slot < ramp_end
 
 
 async def send_request(session, url: str, model: str, wl, p, point_id: str, i: int, is_warm: bool,
@@ -413,20 +428,49 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
         await stop_engine()
 
 
+def served_model_paths(plan: Plan) -> tuple[str | None, str | None, str | None]:
+    """(config path, tokenizer path, where the config path came from) of the served model:
+    the plan's model_config, else the embedded model, else the launch command's model."""
+    e = plan.engine
+    if e.mode == "embedded":
+        return e.model_config or str(TINY_MODEL_DIR), str(TINY_MODEL_DIR), \
+            "[engine].model_config" if e.model_config else "the embedded model"
+    model = tokenizer = None
+    if e.mode == "launch":
+        try:
+            argv = shlex.split(e.command) if isinstance(e.command, str) else list(e.command)
+        except ValueError:
+            argv = []
+        model, tokenizer = model_dirs_of_command(argv + list(e.flags))
+    if e.model_config:
+        return e.model_config, tokenizer, "[engine].model_config"
+    if model and (Path(model) / "config.json").is_file():
+        return str(Path(model) / "config.json"), tokenizer, "the launch command's model directory"
+    return None, tokenizer, None
+
+
 def initial_manifest(plan: Plan, endpoint_override: str | None) -> dict[str, Any]:
     """Provenance known before the engine starts."""
     from bench.gpu import describe_gpus
     gpus, absent = describe_gpus()
-    cfg_path = plan.engine.model_config or (TINY_MODEL_DIR if plan.engine.mode == "embedded" else None)
+    cfg_path, tok_path, cfg_how = served_model_paths(plan)
     config, cfg_src = collect_model_config(cfg_path)
     if plan.engine.model_config and config is None:
         raise PlanError(f"{plan.source or 'plan'} [engine].model_config: cannot read a JSON "
                         f"config.json at {plan.engine.model_config}")
+    vocab, vocab_src = collect_tokenizer_vocab(tok_path)
+    model_vocab = (config or {}).get("vocab_size")
+    if vocab and isinstance(model_vocab, int) and vocab < model_vocab:
+        print(f"warning: the served tokenizer ({vocab_src}) knows {vocab:,} ids but the model "
+              f"emits ids up to {model_vocab:,}: with random weights the server's detokenizer "
+              "can become the bottleneck", file=sys.stderr)
     return {
         "tool": collect_tool_metadata(), "host": collect_host_metadata(),
         "gpus": gpus, "gpu_absent_reason": absent,
         "engine": {"mode": plan.engine.mode, "endpoint_override": endpoint_override},
         "model": {"config": config, "config_source": cfg_src,
+                  "config_found_by": cfg_how if config is not None else None,
+                  "tokenizer_vocab_size": vocab, "tokenizer_source": vocab_src,
                   "name": "tiny-qwen2 (embedded, random weights via --load-format dummy)"
                   if plan.engine.mode == "embedded" else None},
         "plan": plan.to_dict(),

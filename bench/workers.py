@@ -53,6 +53,7 @@ from bench.plan import Plan, PlanError
 from bench.runner import (
     RoundFailed,
     end_point,
+    is_warmup,
     lag_sample,
     open_loop_arrivals,
     point_shape,
@@ -60,7 +61,7 @@ from bench.runner import (
     tally,
     transport_error,
 )
-from bench.workload import make_prompts
+from bench.workload import make_prompts, stream_start_offsets
 
 RUN, STOP, ABORT = 0, 1, 2     # shared stop flag: go on, stop issuing (server died), cancel now
 PROGRESS_EVERY_S = 0.25        # a worker reports its counts at most this often
@@ -234,7 +235,7 @@ async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter,
 
     async def one(i: int, t_slot: float, t_sched: float | None) -> None:
         p = pool[i % len(pool)]
-        is_warm = i < warmup
+        is_warm = is_warmup(i, warmup, t_slot, cmd.get("ramp_end", 0.0))
         if not is_warm and not shared.measured.value and first_measured():
             t = now()
             if by_duration:
@@ -276,7 +277,8 @@ async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter,
             counts["issued"] += 1
             return i
 
-        async def stream() -> None:
+        async def stream(start: float) -> None:
+            await sleep_until(start, now)
             while not shared.stop.value:
                 t_slot = now()
                 i = next_index(t_slot)
@@ -284,7 +286,7 @@ async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter,
                     return
                 await one(i, t_slot, None)
 
-        await asyncio.gather(*(stream() for _ in range(share["streams"])))
+        await asyncio.gather(*(stream(t) for t in share["starts"]))
     report(force=True)
 
 
@@ -421,11 +423,14 @@ class WorkerPool:
             shares = [{"arrivals": [(i, base + offs[i]) for i in range(k, len(offs), n)],
                        "cap": caps[k]} for k in range(n)]
         else:
-            shares = [{"streams": s} for s in split(C, n)]
+            # Stream g of the point starts at its ramp offset; worker k runs streams k, k+n, ...
+            starts = [t_start + off for off in stream_start_offsets(C, point.get("ramp_s") or 0.0)]
+            shares = [{"starts": starts[k::n]} for k in range(n)]
         for k in range(n):
             self.commands[k].put({"point": point, "url": url, "model": model, "warmup": warmup,
                                   "total": total, "by_duration": by_duration, "seed": seed,
-                                  "pool_size": pool_size, "share": shares[k]})
+                                  "pool_size": pool_size, "share": shares[k],
+                                  "ramp_end": t_start + (point.get("ramp_s") or 0.0)})
         state = {"done": 0, "tokens": 0, "errors": 0, "issued": 0, "died": None,
                  "transport_error": None}
         check: asyncio.Task | None = None

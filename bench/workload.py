@@ -85,3 +85,8 @@ def arrival_offsets(n: int, rate: float, burstiness: float, seed: int) -> list[f
         out.append(t)
         t += rng.gammavariate(burstiness, 1.0 / (rate * burstiness))
     return out
+
+
+def stream_start_offsets(concurrency: int, ramp_s: float) -> list[float]:
+    """When each of a closed loop's streams starts, in seconds from the point's start."""
+    return [k * ramp_s / concurrency for k in range(concurrency)]
