@@ -212,23 +212,28 @@ def max_input_len_in_tokens(pool_tokens: float, layout: KVLayout, concurrency: i
 
 
 def vllm_max_concurrency_logged(pool_blocks: int, layout: KVLayout, max_model_len: int,
-                                max_num_batched_tokens: int) -> float:
+                                max_in_flight_tokens: int) -> float:
     """vLLM's logged "Maximum concurrency" at max_model_len: blocks ÷ Σ groups' admission blocks (windows reserve a prefill chunk)."""
     _positive("pool_blocks", pool_blocks)
     _positive("max_model_len", max_model_len)
-    _positive("max_num_batched_tokens", max_num_batched_tokens)
+    _positive("max_in_flight_tokens", max_in_flight_tokens)
     b = layout.block_size
     need = 0
     for g in layout.groups:
         if g.window is None:
             need += math.ceil(max_model_len / b)
         else:
-            need += math.ceil(min(g.window - 1 + max_num_batched_tokens, max_model_len) / b) + 1
+            need += math.ceil(min(g.window - 1 + max_in_flight_tokens, max_model_len) / b) + 1
     return pool_blocks / need
 
 
 def vllm_kv_cache_tokens_logged(pool_blocks: int, layout: KVLayout, max_model_len: int,
-                                max_num_batched_tokens: int) -> int:
+                                max_in_flight_tokens: int) -> int:
     """vLLM 0.32's logged "KV cache size: N tokens": its maximum concurrency × max_model_len, truncated."""
-    return int(vllm_max_concurrency_logged(pool_blocks, layout, max_model_len, max_num_batched_tokens)
+    return int(vllm_max_concurrency_logged(pool_blocks, layout, max_model_len, max_in_flight_tokens)
                * max_model_len)
+
+
+def kv_bytes_per_token_beyond_windows(layout: KVLayout) -> int:
+    """KV bytes each token adds once the context is past every window: the full-attention layers only."""
+    return sum(g.layers for g in layout.groups if g.window is None) * layout.layer_bytes_per_token

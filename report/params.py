@@ -104,10 +104,9 @@ def _weight_bytes(dtype_bytes: float, quant: QuantScheme | None, quant_unmodelle
     return int(matrices * m + experts * q + plain * dtype_bytes)
 
 
-def weight_bytes_in_memory(counts: ParamCounts, dtype_bytes: float, quant: QuantScheme | None = None,
-                           quant_unmodelled: str | None = None) -> int:
+def weight_bytes_in_memory(counts: ParamCounts, shape: ModelShape) -> int:
     """Bytes the weights occupy: quantized matrices at the scheme's bytes per weight, scales included; the rest in the served dtype."""
-    return _weight_bytes(dtype_bytes, quant, quant_unmodelled,
+    return _weight_bytes(shape.dtype_bytes, shape.quant, shape.quant_unmodelled,
                          matrices=counts.attention + counts.dense_ffn + counts.shared_experts,
                          experts=counts.experts, plain=counts.router + counts.embedding + counts.lm_head)
 
@@ -146,3 +145,28 @@ def flops_per_token_at_context(matmul_flops: float, attention_width: int, attend
     _positive("attention_width", attention_width)
     _non_negative("attended_layer_tokens", attended_layer_tokens)
     return matmul_flops + 4 * attention_width * attended_layer_tokens
+
+
+def total_params(counts: ParamCounts) -> int:
+    """All matrix parameters, the embedding counted once when tied (experts all counted)."""
+    return counts.total
+
+
+def active_params(counts: ParamCounts) -> int:
+    """Matrix parameters one token uses: non-expert matrices, its top-k and shared experts, both embedding tables."""
+    return counts.active
+
+
+def active_params_non_embedding(counts: ParamCounts) -> int:
+    """Matrix parameters one token uses, the embedding tables left out (what 2N FLOPs per token counts)."""
+    return counts.active_non_embedding
+
+
+def non_embedding_params(counts: ParamCounts) -> int:
+    """All matrix parameters but the embedding tables (every expert counted)."""
+    return counts.non_embedding
+
+
+def unembedding_params(counts: ParamCounts) -> int:
+    """The LM head's vocab × hidden, which every decode token multiplies, tied or not."""
+    return counts.unembedding

@@ -403,7 +403,7 @@ def mfu_over_mbu_identity(arithmetic_intensity: float, ridge_flops_per_byte: flo
 def itl_kv_slope_ms_per_token(concurrency: float, kv_bytes_per_token: float, peak_bandwidth: float) -> float:
     """Theoretical ITL growth per token of context (ms): C × KV bytes per token ÷ peak bandwidth."""
     _positive("concurrency", concurrency)
-    _positive("kv_bytes_per_token", kv_bytes_per_token)
+    _non_negative("kv_bytes_per_token", kv_bytes_per_token)   # 0 past every sliding window
     _positive("peak_bandwidth", peak_bandwidth)
     return concurrency * kv_bytes_per_token / peak_bandwidth * 1e3
 
