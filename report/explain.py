@@ -6,8 +6,15 @@ per token, pool size, expected KV usage, the largest concurrency and prompt that
 ridge point, arithmetic intensities, the ITL slope, and the same for an MHA counterfactual
 ("if this were MHA, the pool would hold 12,409 tokens and L could be at most 519 at C=16").
 
-Every number is a `Ledger.derive` of a `report.theory` function, so a value that cannot be
-computed is null with a reason, never 0. Bad input gives one line on stderr and exit 2.
+Capacity follows vLLM's KV layout (report.kvlayout): sliding-window layers hold at most the
+window, cross-attention layers hold nothing per text token, and the pool, the largest
+concurrency and the longest prompt come from the per-request KV curve. Parameters and weight
+bytes count experts and quantization (report.params); a TP size vLLM refuses is refused here,
+and weights or a KV budget that cannot fit the GPU are warned about (report.fit). The answer
+says, in English or Chinese, what it modelled and what it did not (report.explain_notes).
+
+Every number is a `Ledger.derive` of a pure function, so a value that cannot be computed is
+null with a reason, never 0. Bad input gives one line on stderr and exit 2.
 """
 
 from __future__ import annotations

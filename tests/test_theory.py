@@ -194,10 +194,15 @@ def test_mla_kv_bytes():
     assert mla_params == 27 * (attn + 3 * 2048 * 10944)
 
 
-def test_moe_parameters_are_absent_not_guessed():
-    cfg = MLA_CONFIG | {"n_routed_experts": 64}
-    with pytest.raises(Absent, match="experts"):
+def test_moe_parameters_need_the_experts_per_token():
+    # Without num_experts_per_tok the active parameters are unknown: Absent, not guessed.
+    cfg = MLA_CONFIG | {"n_routed_experts": 64, "moe_intermediate_size": 1408}
+    with pytest.raises(Absent, match="num_experts_per_tok"):
         th.model_params_non_embedding(cfg)
+    # With it, every expert counts: 27 layers × (MLA attention + 64 × 3 × 2048 × 1408 + router).
+    attn = 2048 * 16 * 192 + 2048 * 576 + 512 * 16 * 256 + 16 * 128 * 2048
+    total = th.model_params_non_embedding(cfg | {"num_experts_per_tok": 6})
+    assert total == 27 * (attn + 64 * 3 * 2048 * 1408 + 2048 * 64)
     # The KV footprint does not depend on the FFN.
     assert th.model_kv_bytes_per_token(cfg) == 31_104
 
