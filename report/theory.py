@@ -37,14 +37,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from report.ledger import Absent
+from report.modelconfig import CROSS, ModelShape, dtype_bytes, model_shape  # noqa: F401 (callers read shapes here)
 
 GIB = 1024**3
-
-_DTYPE_BYTES = {
-    "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2,
-    "float32": 4, "fp32": 4, "float": 4,
-    "float8": 1, "fp8": 1, "int8": 1,
-}
 
 
 def _positive(name: str, value: float) -> None:
@@ -66,148 +61,6 @@ def _non_negative(name: str, value: float) -> None:
 def _ceil_to_block(tokens: float, block_size: int) -> int:
     """TOKENS rounded up to whole blocks."""
     return math.ceil(tokens / block_size) * block_size
-
-
-# --------------------------------------------------------------------------------------------
-# The model's shape, read from its config.json
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """The dimensions of a decoder that the theory needs, read from a Hugging Face config."""
-
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    intermediate: int
-    vocab: int
-    tied_embeddings: bool
-    dtype_bytes: int
-    dtype: str
-    kv_lora_rank: int | None = None        # MLA (DeepSeek-V2/V3): latent width per token
-    qk_rope_head_dim: int | None = None    # MLA: the RoPE part stored next to the latent
-    qk_nope_head_dim: int | None = None    # MLA: per-head non-RoPE query/key width
-    v_head_dim: int | None = None          # MLA: per-head value width
-    q_lora_rank: int | None = None         # MLA: low-rank query path, None when direct
-    num_experts: int = 0                   # mixture-of-experts: routed experts (0 = dense)
-    sliding_window: int | None = None      # uniform sliding-window attention, None = full
-
-    @property
-    def is_mla(self) -> bool:
-        """Whether the config describes multi-head latent attention (kv_lora_rank and qk_rope_head_dim set)."""
-        return self.kv_lora_rank is not None and self.qk_rope_head_dim is not None
-
-    @property
-    def attention_width(self) -> int:
-        """heads × head_dim: the width of Q (equals hidden for most models)."""
-        return self.heads * self.head_dim
-
-    @property
-    def attention_kind(self) -> str:
-        """MHA, GQA, MQA or MLA, from the head counts."""
-        if self.is_mla:
-            return "MLA"
-        if self.kv_heads == self.heads:
-            return "MHA"
-        if self.kv_heads == 1:
-            return "MQA"
-        return "GQA"
-
-
-def _field(cfg: Mapping[str, Any], *names: str) -> Any:
-    """The first of NAMES the config sets to a non-null value, else None."""
-    for n in names:
-        if cfg.get(n) is not None:
-            return cfg[n]
-    return None
-
-
-def _required_int(cfg: Mapping[str, Any], name: str, *aliases: str) -> int:
-    """A positive integer field of the config; Absent naming the field when missing or bad."""
-    v = _field(cfg, name, *aliases)
-    if v is None:
-        raise Absent(f"config.json has no {name}")
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v <= 0:
-        raise Absent(f"config.json field {name} is not a positive integer: {v!r}")
-    return int(v)
-
-
-def _optional_int(cfg: Mapping[str, Any], name: str) -> int | None:
-    """A non-negative integer field of the config, or None when it is not set."""
-    v = cfg.get(name)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v < 0:
-        raise Absent(f"config.json field {name} is not a non-negative integer: {v!r}")
-    return int(v)
-
-
-def dtype_bytes(dtype: str) -> int:
-    """Bytes per element of a dtype name (bfloat16 → 2, float32 → 4, fp8 → 1)."""
-    if not isinstance(dtype, str):
-        raise Absent(f"dtype is not a name: {dtype!r}")
-    name = dtype.lower().removeprefix("torch.")
-    if name.startswith("fp8") or name.startswith("float8"):
-        return 1
-    if name not in _DTYPE_BYTES:
-        raise Absent(f"unknown dtype {dtype!r}")
-    return _DTYPE_BYTES[name]
-
-
-def model_shape(config: Mapping[str, Any]) -> ModelShape:
-    """The model's dimensions (layers, heads, KV heads, head_dim, dtype…) from its config.json."""
-    if not isinstance(config, Mapping):
-        raise Absent("config is not a JSON object")
-    cfg: Mapping[str, Any] = config
-    # Multimodal wrappers keep the decoder's dimensions in text_config.
-    if isinstance(config.get("text_config"), Mapping) and "num_hidden_layers" not in config:
-        cfg = {**config, **config["text_config"]}
-    layers = _required_int(cfg, "num_hidden_layers", "n_layer", "num_layers")
-    hidden = _required_int(cfg, "hidden_size", "n_embd", "d_model")
-    heads = _required_int(cfg, "num_attention_heads", "n_head")
-    # Hugging Face convention: no num_key_value_heads means one KV head per query head (MHA).
-    kv_heads = _required_int(cfg, "num_key_value_heads") if cfg.get("num_key_value_heads") is not None else heads
-    mla_qk = [cfg.get("qk_nope_head_dim"), cfg.get("qk_rope_head_dim")]
-    if cfg.get("head_dim") is not None:
-        head_dim = _required_int(cfg, "head_dim")
-    elif cfg.get("kv_lora_rank") is not None and None not in mla_qk:
-        # MLA has no single head_dim; the query/key head width is nope + rope.
-        head_dim = _required_int(cfg, "qk_nope_head_dim") + _required_int(cfg, "qk_rope_head_dim")
-    else:
-        if hidden % heads:
-            raise Absent(f"config.json has no head_dim and hidden_size {hidden} is not a "
-                         f"multiple of num_attention_heads {heads}")
-        head_dim = hidden // heads
-    intermediate = _required_int(cfg, "intermediate_size", "n_inner", "ffn_dim")
-    vocab = _required_int(cfg, "vocab_size")
-    dtype = _field(cfg, "torch_dtype", "dtype")
-    if dtype is None:
-        raise Absent("config.json has no torch_dtype")
-    nbytes = dtype_bytes(str(dtype))
-    tied = bool(cfg.get("tie_word_embeddings", False))
-    num_experts = 0
-    for name in ("n_routed_experts", "num_experts", "num_local_experts"):
-        v = _optional_int(cfg, name)
-        if v:
-            num_experts = v
-            break
-    sliding = _optional_int(cfg, "sliding_window")
-    if cfg.get("use_sliding_window") is False or not sliding:
-        sliding = None
-    return ModelShape(
-        layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-        intermediate=intermediate, vocab=vocab, tied_embeddings=tied, dtype_bytes=nbytes,
-        dtype=str(dtype),
-        kv_lora_rank=_optional_int(cfg, "kv_lora_rank"),
-        qk_rope_head_dim=_optional_int(cfg, "qk_rope_head_dim"),
-        qk_nope_head_dim=_optional_int(cfg, "qk_nope_head_dim"),
-        v_head_dim=_optional_int(cfg, "v_head_dim"),
-        q_lora_rank=_optional_int(cfg, "q_lora_rank"),
-        num_experts=num_experts, sliding_window=sliding,
-    )
 
 
 def _shape(config: Mapping[str, Any] | ModelShape) -> ModelShape:
@@ -251,14 +104,21 @@ def kv_cache_dtype_bytes(kv_cache_dtype: str, model_dtype_bytes: int) -> int:
                      f"fp8_e4m3, fp8_e5m2, bfloat16, float16)") from None
 
 
-def model_kv_bytes_per_token(config: Mapping[str, Any] | ModelShape, kv_cache_dtype: str = "auto",
-                             tp: int = 1) -> int:
-    """KV cache bytes per token per GPU for this model, KV cache dtype and tensor parallelism (GQA/MHA/MQA or MLA)."""
+def model_layer_kv_bytes_per_token(config: Mapping[str, Any] | ModelShape, kv_cache_dtype: str = "auto",
+                                   tp: int = 1) -> int:
+    """KV cache bytes one token takes in one attention layer on one GPU (GQA/MHA/MQA K and V, or the MLA latent)."""
     shape = _shape(config)
     nbytes = kv_cache_dtype_bytes(kv_cache_dtype, shape.dtype_bytes)
     if shape.is_mla:
-        return mla_kv_bytes_per_token(shape.layers, shape.kv_lora_rank, shape.qk_rope_head_dim, nbytes)
-    return kv_bytes_per_token(shape.layers, shape.kv_heads, shape.head_dim, nbytes, tp)
+        return mla_kv_bytes_per_token(1, shape.kv_lora_rank, shape.qk_rope_head_dim, nbytes)
+    return kv_bytes_per_token(1, shape.kv_heads, shape.head_dim, nbytes, tp)
+
+
+def model_kv_bytes_per_token(config: Mapping[str, Any] | ModelShape, kv_cache_dtype: str = "auto",
+                             tp: int = 1) -> int:
+    """KV cache bytes per token per GPU over the layers that store K/V per text token (cross-attention layers do not)."""
+    shape = _shape(config)
+    return shape.kv_layers * model_layer_kv_bytes_per_token(shape, kv_cache_dtype, tp)
 
 
 def mha_kv_bytes_per_token(layers: int, heads: int, head_dim: int, dtype_bytes: int, tp: int = 1) -> int:
@@ -277,8 +137,8 @@ def model_mha_kv_bytes_per_token(config: Mapping[str, Any] | ModelShape, kv_cach
         _positive("tp", tp)
         per_rank = max(1, shape.heads // tp)
         k = shape.qk_nope_head_dim + shape.qk_rope_head_dim
-        return shape.layers * per_rank * (k + shape.v_head_dim) * nbytes
-    return mha_kv_bytes_per_token(shape.layers, shape.heads, shape.head_dim, nbytes, tp)
+        return shape.kv_layers * per_rank * (k + shape.v_head_dim) * nbytes
+    return mha_kv_bytes_per_token(shape.kv_layers, shape.heads, shape.head_dim, nbytes, tp)
 
 
 # --------------------------------------------------------------------------------------------
@@ -419,20 +279,10 @@ def mla_attention_params_per_layer(hidden: int, heads: int, kv_lora_rank: int, q
 
 
 def model_params_non_embedding(config: Mapping[str, Any] | ModelShape) -> int:
-    """Non-embedding parameters of this model, from its config (dense FFN; MLA attention handled)."""
-    shape = _shape(config)
-    if shape.num_experts:
-        raise Absent(f"the model has {shape.num_experts} routed experts; mixture-of-experts "
-                     f"parameters are not modelled")
-    if shape.is_mla:
-        if shape.qk_nope_head_dim is None or shape.v_head_dim is None:
-            raise Absent("an MLA config needs qk_nope_head_dim and v_head_dim to count parameters")
-        attn = mla_attention_params_per_layer(shape.hidden, shape.heads, shape.kv_lora_rank,
-                                              shape.qk_rope_head_dim, shape.qk_nope_head_dim,
-                                              shape.v_head_dim, shape.q_lora_rank)
-        return shape.layers * (attn + 3 * shape.hidden * shape.intermediate)
-    return params_non_embedding(shape.layers, shape.hidden, shape.heads, shape.kv_heads,
-                                shape.head_dim, shape.intermediate)
+    """Non-embedding parameters of this model, from its config (MLA attention and mixture-of-experts handled)."""
+    from report.params import param_counts  # params builds on this module's per-layer counts
+
+    return param_counts(_shape(config)).non_embedding
 
 
 def embedding_params(vocab: int, hidden: int, tied_embeddings: bool) -> int:
@@ -501,14 +351,24 @@ def ridge_flops_per_byte(peak_flops: float, peak_bandwidth: float) -> float:
     return peak_flops / peak_bandwidth
 
 
+def decode_step_arithmetic_intensity(concurrency: float, flops_per_token: float, weight_bytes: float,
+                                     kv_bytes_read_per_request: float, tp: int = 1) -> float:
+    """FLOP per byte of one decode step per GPU: C × FLOPs per token ÷ TP over weights ÷ TP + C × KV bytes each request reads per GPU."""
+    _positive("concurrency", concurrency)
+    _positive("flops_per_token", flops_per_token)
+    _positive("weight_bytes", weight_bytes)
+    _non_negative("kv_bytes_read_per_request", kv_bytes_read_per_request)
+    _positive("tp", tp)
+    return concurrency * flops_per_token / tp / (weight_bytes / tp + concurrency * kv_bytes_read_per_request)
+
+
 def decode_arithmetic_intensity(concurrency: float, context_len: float, params_non_embedding: float,
                                 attention_width: int, layers: int, weight_bytes: float,
                                 kv_bytes_per_token: float, tp: int = 1) -> float:
-    """FLOP per byte of one decode step per GPU: C × FLOPs per token ÷ TP over weights ÷ TP + C × context × KV bytes per GPU."""
-    _positive("concurrency", concurrency)
-    _positive("tp", tp)
-    flops = concurrency * flops_per_token(params_non_embedding, attention_width, layers, context_len) / tp
-    return flops / bytes_per_decode_step(weight_bytes / tp, concurrency, context_len, kv_bytes_per_token)
+    """FLOP per byte of one decode step per GPU for a dense model: 2N + attention FLOPs over weights + C × context × KV bytes."""
+    _non_negative("context_len", context_len)
+    flops = flops_per_token(params_non_embedding, attention_width, layers, context_len)
+    return decode_step_arithmetic_intensity(concurrency, flops, weight_bytes, context_len * kv_bytes_per_token, tp)
 
 
 def prefill_arithmetic_intensity(input_len: float, params_non_embedding: float, weight_bytes: float) -> float:
@@ -543,7 +403,7 @@ def mfu_over_mbu_identity(arithmetic_intensity: float, ridge_flops_per_byte: flo
 def itl_kv_slope_ms_per_token(concurrency: float, kv_bytes_per_token: float, peak_bandwidth: float) -> float:
     """Theoretical ITL growth per token of context (ms): C × KV bytes per token ÷ peak bandwidth."""
     _positive("concurrency", concurrency)
-    _positive("kv_bytes_per_token", kv_bytes_per_token)
+    _non_negative("kv_bytes_per_token", kv_bytes_per_token)   # 0 past every sliding window
     _positive("peak_bandwidth", peak_bandwidth)
     return concurrency * kv_bytes_per_token / peak_bandwidth * 1e3
 

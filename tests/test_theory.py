@@ -80,11 +80,17 @@ def test_head_dim_not_derivable():
 
 
 @pytest.mark.parametrize("field", ["num_hidden_layers", "hidden_size", "num_attention_heads",
-                                   "intermediate_size", "vocab_size", "torch_dtype"])
+                                   "intermediate_size", "vocab_size"])
 def test_missing_field_is_absent_naming_it(qwen, field):
     cfg = {k: v for k, v in qwen.items() if k != field}
     with pytest.raises(Absent, match=field):
         th.model_shape(cfg)
+
+
+def test_missing_dtype_is_served_in_bf16(qwen):
+    # vLLM reads a config without a dtype as float32 and serves float32 in bfloat16.
+    s = th.model_shape({k: v for k, v in qwen.items() if k != "torch_dtype"})
+    assert (s.dtype, s.dtype_bytes, s.config_dtype) == ("bfloat16", 2, None)
 
 
 def test_missing_kv_heads_means_mha(qwen):
@@ -95,8 +101,11 @@ def test_missing_kv_heads_means_mha(qwen):
 def test_dtype_field_newer_spelling(qwen):
     cfg = {k: v for k, v in qwen.items() if k != "torch_dtype"} | {"dtype": "float16"}
     assert th.model_shape(cfg).dtype_bytes == 2
+    # A float32 checkpoint is served in 16-bit under --dtype auto; float32 only when asked for.
     cfg["dtype"] = "float32"
-    assert th.model_shape(cfg).dtype_bytes == 4
+    s = th.model_shape(cfg)
+    assert (s.dtype, s.dtype_bytes, s.config_dtype) == ("bfloat16", 2, "float32")
+    assert th.model_shape(cfg, dtype="float32").dtype_bytes == 4
 
 
 def test_unknown_dtype_is_absent(qwen):
@@ -185,10 +194,15 @@ def test_mla_kv_bytes():
     assert mla_params == 27 * (attn + 3 * 2048 * 10944)
 
 
-def test_moe_parameters_are_absent_not_guessed():
-    cfg = MLA_CONFIG | {"n_routed_experts": 64}
-    with pytest.raises(Absent, match="experts"):
+def test_moe_parameters_need_the_experts_per_token():
+    # Without num_experts_per_tok the active parameters are unknown: Absent, not guessed.
+    cfg = MLA_CONFIG | {"n_routed_experts": 64, "moe_intermediate_size": 1408}
+    with pytest.raises(Absent, match="num_experts_per_tok"):
         th.model_params_non_embedding(cfg)
+    # With it, every expert counts: 27 layers × (MLA attention + 64 × 3 × 2048 × 1408 + router).
+    attn = 2048 * 16 * 192 + 2048 * 576 + 512 * 16 * 256 + 16 * 128 * 2048
+    total = th.model_params_non_embedding(cfg | {"num_experts_per_tok": 6})
+    assert total == 27 * (attn + 64 * 3 * 2048 * 1408 + 2048 * 64)
     # The KV footprint does not depend on the FFN.
     assert th.model_kv_bytes_per_token(cfg) == 31_104
 
