@@ -75,9 +75,9 @@ def product(a: float, b: float) -> float:
     return a * b
 
 
-def effective_concurrency(concurrency: float, running_median: float) -> float:
+def effective_concurrency(concurrency: float, server_running_median: float) -> float:
     """Requests actually holding KV: the median of running requests when the pool caps it below C, else C."""
-    return min(concurrency, running_median)
+    return min(concurrency, server_running_median)
 
 
 def usable_pool_tokens(pool_tokens: int, block_size: int) -> int:

@@ -13,10 +13,12 @@ from typing import Any
 from bench.bundle import Bundle
 from bench.request_table import RequestTable
 from report import analyses as A
+from report import delivery as DL
 from report import reconcile as R
 from report import series as S
 from report import stats as ST
 from report import theory as T
+from report import validity as V
 from report.ledger import Absent, Ledger, Value
 from report.serverlog import ServerLogFacts, server_log_facts
 
@@ -162,12 +164,29 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     # Counters and histograms: differenced between the scrapes that bracket the window.
     a, b = A.bracketing_window(sc, p.window.t_measure, p.window.t_end)
     ms = _src_metrics(rd, a, b, f"point {p.pid}, bracketing scrapes")
-    q = led.derive(k + "queue_ms_mean", A.mean_queue_ms, unit="ms", sources=ms, scrapes=sc, t_start=a, t_end=b)
-    pf = led.derive(k + "prefill_ms_mean", A.mean_prefill_ms, unit="ms", sources=ms, scrapes=sc, t_start=a, t_end=b)
-    led.derive(k + "frontend_ms_mean", A.frontend_ms, unit="ms", ttft_ms_mean=led[k + "ttft_ms_mean"],
+    # One population: queue and prefill are observed when a request finishes, so they are
+    # differenced from the first scrape after the last warm-up request ended: every finish
+    # they count is a measured request, and the client's TTFT is taken over the same ones.
+    pa, pb, pop_what = _population_window(sc, p, a, b)
+    pms = _src_metrics(rd, pa, pb, f"point {p.pid}, {pop_what}")
+    pop = DL.requests_ended_between(p.measured, pa, pb)
+    psrc = (src[0] + f"; {len(pop)} that ended in ({pa:.1f}, {pb:.1f}] s",)
+    q = led.derive(k + "queue_ms_mean", A.mean_queue_ms, unit="ms", sources=pms, scrapes=sc, t_start=pa, t_end=pb)
+    pf = led.derive(k + "prefill_ms_mean", A.mean_prefill_ms, unit="ms", sources=pms, scrapes=sc, t_start=pa, t_end=pb)
+    led.derive(k + "population_requests_client", A.count, unit="req", sources=psrc, values=pop)
+    led.derive(k + "population_requests_server", DL.server_finished_count, unit="req", sources=pms,
+               scrapes=sc, t_start=pa, t_end=pb)
+    led.derive(k + "population_mismatch", A.relative_difference, unit="fraction",
+               new=led[k + "population_requests_server"], old=led[k + "population_requests_client"])
+    led.derive(k + "warmup_ended_in_point_window", A.count, unit="req", sources=src,
+               values=DL.requests_ended_between(p.requests.take(p.requests.col("warmup").astype(bool)), a, b))
+    ttft_pop = led.derive(k + "ttft_ms_mean_population", ST.mean, unit="ms", sources=psrc,
+                          values=ST.ttfts_ms(pop))
+    led.derive(k + "frontend_ms_mean", A.frontend_ms, unit="ms", ttft_ms_mean=ttft_pop,
                queue_ms_mean=q, prefill_ms_mean=pf)
-    led.derive(k + "queue_share", A.share, unit="fraction", part=q, whole=led[k + "ttft_ms_mean"])
+    led.derive(k + "queue_share", A.share, unit="fraction", part=q, whole=ttft_pop)
     led.derive(k + "queue_over_prefill", A.ratio, unit="fraction", numerator=q, denominator=pf)
+    delivery_ledger(led, rd, p, k, pa, pb, pms, pop, psrc, (a, b, ms))
     led.derive(k + "server_queue_ms_mean", A.per_request_server_ms, unit="ms", sources=src,
                requests=p.measured, field="queue_time_ms")
     led.derive(k + "server_prefill_ms_mean", A.per_request_server_ms, unit="ms", sources=src,
@@ -185,11 +204,12 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
 
     running, waiting, kv = (gauge("vllm:num_requests_running"), gauge("vllm:num_requests_waiting"),
                             gauge("vllm:kv_cache_usage_perc"))
-    run_med = led.derive(k + "running_median", S.median_value, unit="req", sources=ss, values=running)
+    run_med = led.derive(k + "server_running_median", S.median_value, unit="req", sources=ss, values=running)
     led.derive(k + "waiting_peak", S.peak_value, unit="req", sources=ss, values=waiting)
     led.derive(k + "waiting_share", S.share_positive, unit="fraction", sources=ss, values=waiting)
     led.derive(k + "prefill_tokens_per_iteration", A.prefill_part_of_iteration, unit="tok",
                mean_iteration_tokens=it, decode_tokens=run_med)
+    led.derive(k + "step_tokens_per_running", A.ratio, unit="×", numerator=it, denominator=run_med)
     led.derive(k + "kv_usage_p50", S.median_value, unit="fraction", sources=ss, values=kv)
     led.derive(k + "kv_usage_peak", A.gauge_peak, unit="fraction",
                sources=_src_metrics(rd, p.window.t_measure, p.window.t_end, f"point {p.pid}"),
@@ -219,6 +239,68 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
                    sources=ms, missing=reason)
         led.record(k + "read_gb_s", None, unit="GB/s", doc="Estimated read-byte rate from vLLM's MFU counters",
                    sources=ms, missing=reason)
+
+
+def _population_window(sc: list, p: PointData, a: float, b: float) -> tuple[float, float, str]:
+    """The histogram window of one population (see point_ledger), or the point's bracketing
+    window with a note when the warm-up's end cannot be placed."""
+    try:
+        t_warm = DL.last_warmup_end(p.requests)
+        pa, pb = DL.population_window(sc, max(t_warm, a), p.window.t_end)
+        return pa, pb, "scrapes from the last warm-up request's end"
+    except Absent:
+        return a, b, "bracketing scrapes (warm-up finishes not excluded)"
+
+
+def delivery_ledger(led: Ledger, rd: RoundData, p: PointData, k: str, pa: float, pb: float,
+                    pms: tuple, pop, psrc: tuple, bracket: tuple) -> None:
+    """The engine's own ITL, TPOT and TTFT beside the client's, and the validity signals."""
+    sc = rd.bundle.metrics
+    a, b, ms = bracket
+    src = _src_requests(rd, p)
+    led.derive(k + "engine_itl_ms_mean", DL.engine_itl_ms_mean, unit="ms", sources=ms, scrapes=sc,
+               t_start=a, t_end=b)
+    led.derive(k + "client_itl_ms_mean", DL.client_itl_ms_mean, unit="ms", sources=src,
+               requests=p.measured)
+    led.derive(k + "delivery_itl_ms", A.difference, unit="ms", a=led[k + "client_itl_ms_mean"],
+               b=led[k + "engine_itl_ms_mean"])
+    e_tpot = led.derive(k + "engine_tpot_ms_mean", DL.engine_tpot_ms_mean, unit="ms", sources=pms,
+                        scrapes=sc, t_start=pa, t_end=pb)
+    c_tpot = led.derive(k + "client_tpot_ms_mean", ST.mean, unit="ms", sources=psrc,
+                        values=ST.tpots_ms(pop))
+    led.derive(k + "delivery_tpot_ratio", A.ratio, unit="×", numerator=c_tpot, denominator=e_tpot)
+    first = DL.requests_first_token_between(p.measured, pa, pb)
+    led.derive(k + "engine_ttft_ms_mean", DL.engine_ttft_ms_mean, unit="ms", sources=pms,
+               scrapes=sc, t_start=pa, t_end=pb)
+    led.derive(k + "client_ttft_ms_mean_first_in_window", ST.mean, unit="ms",
+               sources=(src[0] + f"; {len(first)} whose first token came in ({pa:.1f}, {pb:.1f}] s",),
+               values=ST.ttfts_ms(first))
+    led.derive(k + "delivery_ttft_ms", A.difference, unit="ms",
+               a=led[k + "client_ttft_ms_mean_first_in_window"], b=led[k + "engine_ttft_ms_mean"])
+    led.derive(k + "engine_steps_per_s", DL.engine_steps_per_s, unit="step/s", sources=ms,
+               scrapes=sc, t_start=a, t_end=b)
+    sa, sb = p.steady
+    ss = _src_metrics(rd, sa, sb, f"steady middle {STEADY_FRACTION:.0%} of point {p.pid}")
+    C = p.settings.get("concurrency")
+    led.derive(k + "held_concurrency_fraction", V.held_concurrency_fraction, unit="fraction",
+               sources=ss, scrapes=sc, t_start=sa, t_end=sb, concurrency=C)
+    led.derive(k + "send_synchrony", V.send_synchrony, unit="fraction", sources=src,
+               requests=p.measured, concurrency=C)
+    led.derive(k + "lifetimes_in_window", V.lifetimes_in_window, unit="",
+               window_s=led[k + "window_s"], e2e_ms_p50=led[k + "e2e_ms_p50"])
+    wms = _src_metrics(rd, p.window.t_measure, p.window.t_end, f"point {p.pid}")
+    led.derive(k + "failed_scrape_share", V.failed_scrape_share, unit="fraction", sources=wms,
+               scrapes=sc, t_start=p.window.t_measure, t_end=p.window.t_end)
+    led.derive(k + "waiting_capacity_peak", S.peak_value, unit="req", sources=ss,
+               values=_gauge_or_empty(sc, sa, sb, "vllm:num_requests_waiting_by_reason",
+                                      {"reason": "capacity"}))
+
+
+def _gauge_or_empty(sc: list, a: float, b: float, name: str, where=None) -> list[float]:
+    try:
+        return S.gauge_values(sc, a, b, name, where)
+    except Absent:
+        return []
 
 
 def _counter_moved(scrapes, a, b, name) -> bool:
@@ -339,15 +421,30 @@ def _plan_metrics(rd: RoundData) -> bool:
 
 def build_ledger(rd: RoundData) -> Ledger:
     """Every number of one round."""
+    from report.diagnosis import point_bottleneck, point_validity
     led = Ledger()
     pool_ledger(led, rd)
     peak_ledger(led, rd)
     sampler_ledger(led, rd)
+    log = rd.log
+    led.record("r.max_num_batched_tokens", log.max_num_batched_tokens if log else None, unit="tok",
+               doc="The scheduler's token budget per engine step, as the server log states it",
+               sources=(f"{rd.name}/server.log",),
+               missing="the server log states no max_num_batched_tokens" if log else
+               "the server log is not in the bundle")
+    led.record("r.kv_cache_memory_suggested_bytes", log.kv_cache_memory_fit_bytes if log else None,
+               unit="B", doc="The KV cache memory the server log suggests (--kv-cache-memory)",
+               sources=(f"{rd.name}/server.log",), missing="the server log suggests no --kv-cache-memory")
+    led.derive("r.kv_cache_memory_suggested_gib", A.ratio, unit="GiB",
+               numerator=led["r.kv_cache_memory_suggested_bytes"], denominator=2**30)
     for p in rd.points:
         point_ledger(led, rd, p)
         kv_point_ledger(led, rd, p)
         mfu_point_ledger(led, rd, p)
         power_point_ledger(led, rd, p)
+    # Verdicts read the points' values; fits and cross-point quantities use valid points only.
+    rd.extras["validity"] = {p.pid: point_validity(led, p.pid, p.window.status) for p in rd.points}
+    rd.extras["attribution"] = {p.pid: point_bottleneck(led, p.pid) for p in rd.points}
     cross_point_ledger(led, rd)
     if rd.axis == "input_len":
         length_axis_ledger(led, rd)
@@ -396,12 +493,12 @@ def kv_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
                           concurrency=C, mean_tokens=mean, pool_tokens=pool)
     # When the pool caps how many requests run, the median running count is the occupancy.
     eff = led.derive(k + "effective_concurrency", A.effective_concurrency, unit="req",
-                     concurrency=C, running_median=led[k + "running_median"])
+                     concurrency=C, server_running_median=led[k + "server_running_median"])
     exp_eff = led.derive(k + "kv_expected_mean_effective", T.expected_kv_mean_fraction, unit="fraction",
                          concurrency=eff, mean_tokens=mean, pool_tokens=pool)
     # The median of blocks held by C requests at uniform decode progress (reconcile.py).
     exp_med = led.derive(k + "kv_expected_median", R.expected_kv_usage_median_fraction_effective,
-                         unit="fraction", concurrency=C, running_median=led[k + "running_median"],
+                         unit="fraction", concurrency=C, server_running_median=led[k + "server_running_median"],
                          input_len=L, output_len=out, block_size=blk, usable_pool_tokens=pool)
     led.derive(k + "kv_error_pp", A.percentage_point_error, unit="pp",
                measured=led[k + "kv_usage_p50"], expected=exp_med)
@@ -414,6 +511,8 @@ def kv_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     led.derive(k + "kv_tokens_peak", A.kv_tokens_in_use, unit="tok",
                usage_fraction=led[k + "kv_usage_peak"], pool_tokens=pool)
     led.derive(k + "kv_tokens_theory", A.product, unit="tok", a=C, b=peak)
+    led.derive(k + "kv_peak_vs_blocks", A.relative_difference, unit="fraction",
+               new=led[k + "kv_tokens_peak"], old=led[k + "kv_tokens_theory"])
     led.derive(k + "kv_occupancy", A.kv_occupancy, unit="fraction", concurrency=C, input_len=L,
                output_len=out, pool_tokens=pool)
 
@@ -475,7 +574,8 @@ def power_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     specs = [("power_median_w", PW.median_power_w, "W"), ("power_peak_w", PW.peak_power_w, "W"),
              ("power_limit_w", PW.power_limit_w, "W"), ("temp_max_c", PW.max_temperature_c, "°C"),
              ("power_cap_share", PW.power_cap_share, "fraction"),
-             ("sm_clock_load_mhz", PW.median_sm_clock_under_load_mhz, "MHz")]
+             ("sm_clock_load_mhz", PW.median_sm_clock_under_load_mhz, "MHz"),
+             ("gpu_util_median_pct", PW.median_gpu_util_pct, "%")]
     for name, fn, unit in specs:
         if gpu is None:
             led.record(k + name, None, unit=unit, doc=A.doc_of(fn), sources=src, missing=absent)
@@ -492,8 +592,8 @@ def power_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
 
 
 def length_axis_ledger(led: Ledger, rd: RoundData) -> None:
-    """Length-sweep fits: KV linearity, ITL slope, throughput divergence (items 12, 18, 19)."""
-    pts = ok_points(rd)
+    """Length-sweep fits over the valid points: KV linearity, ITL slope, throughput divergence (items 12, 18, 19)."""
+    pts = valid_points(rd)
     if len(pts) < 2:
         return
     C = pts[-1].settings.get("concurrency")
@@ -541,15 +641,21 @@ def ok_points(rd: RoundData) -> list[PointData]:
     return [p for p in rd.points if p.window.status == "ok"]
 
 
+def valid_points(rd: RoundData) -> list[PointData]:
+    """Points measured to the end whose validity checks all passed (see report.diagnosis)."""
+    validity = rd.extras.get("validity") or {}
+    return [p for p in ok_points(rd) if p.pid not in validity or validity[p.pid].valid]
+
+
 def cross_point_ledger(led: Ledger, rd: RoundData) -> None:
-    """Quantities across the points of one round: scaling, growth, crossover (items 2, 3)."""
-    pts = ok_points(rd)
+    """Quantities across the valid points of one round: scaling, growth, crossover (items 2, 3)."""
+    pts = valid_points(rd)
     if not pts:
         return
     first = pts[0]
     if rd.axis == "concurrency":
         ref = next((p for p in pts if p.settings.get("concurrency") == 1), None)
-        for p in pts:
+        for p in ok_points(rd):
             k = f"p.{p.pid}."
             if ref is None:
                 led.record(k + "scaling_eff", None, unit="fraction", doc="Scaling efficiency tput(C)/(C·tput(1))",

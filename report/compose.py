@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 from bench.bundle import read_bundle
 from report import figures as F
 from report.build import RoundData, build_ledger, read_round
-from report.compare import cross_round_ledger, findings, next_steps
+from report.compare import cross_round_ledger
+from report.findings import round_findings
 from report.ledger import Ledger
 from report.model import LANGS, Column, RoundReport, Table
+from report.next_steps import next_steps
 
 AXIS_WORD = {"zh": {"concurrency": "并发扫描", "input_len": "长度扫描", "server": "服务端参数扫描",
                     "single": "单点测量"},
@@ -159,7 +162,12 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
         prev_pids = [p.pid for p in prev_rd.points if p.window.status == "ok"]
         cross_round_ledger(led, rd, prev_led, prev_rd, facts)
     facts["has_prev"] = prev is not None
-    facts["findings"] = findings(led, pids, prev_led if facts.get("comparable") else None, prev_pids)
+    validity, attribution = rd.extras["validity"], rd.extras["attribution"]
+    valid = [pid for pid in pids if validity[pid].valid]
+    facts["valid_points"] = valid
+    facts["invalid_points"] = {pid: validity[pid].reasons for pid in pids if not validity[pid].valid}
+    facts["bottlenecks"] = {pid: attribution[pid].bottleneck for pid in pids}
+    facts["findings"] = [asdict(f) for f in round_findings(led, validity, attribution, valid, facts)]
     facts["next_steps"] = next_steps(led, rd, facts)
     figs = {}
     makers = [F.fig_throughput, F.fig_latency, F.fig_ttft_breakdown, F.fig_queue_vs_prefill,
@@ -194,7 +202,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
         notices.append({"zh": "此数据为手工构造的测试夹具,不是实测。",
                         "en": "This data is a hand-built test fixture, not a measurement."})
     title = round_title(bundle.manifest, rd.axis, round_id)
-    sections = ["summary", "client", "decomposition", "kv", "mfu", "timeline", "power", "compare",
+    sections = ["summary", "diagnosis", "client", "decomposition", "kv", "mfu", "timeline", "power", "compare",
                 "results", "next", "method"]
     if not pids:
         # No point was measured to the end: the notices say why; only the method section applies.

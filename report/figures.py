@@ -183,7 +183,7 @@ def fig_queue_vs_prefill(led: Ledger, pids: list[str], axis: str) -> Figure | No
 
 def fig_iteration(led: Ledger, pids: list[str], axis: str) -> Figure | None:
     """Decode and prefill tokens per engine step (ANALYSES.md item 4)."""
-    parts = {"decode": "running_median", "prefill_chunk": "prefill_tokens_per_iteration"}
+    parts = {"decode": "server_running_median", "prefill_chunk": "prefill_tokens_per_iteration"}
     rows_any, keys = _rows(led, pids, axis, parts)
     if len(rows_any) < 2:
         return None

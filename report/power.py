@@ -51,6 +51,11 @@ def median_power_w(samples: Samples, t_start: float, t_end: float, gpu: int = 0)
     return float(statistics.median(_field(samples, t_start, t_end, gpu, "power_w")))
 
 
+def median_gpu_util_pct(samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
+    """Median of NVML's GPU utilisation (share of time a kernel ran) in the window, %."""
+    return float(statistics.median(_field(samples, t_start, t_end, gpu, "gpu_util_pct")))
+
+
 def mean_power_w(samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
     """Mean of the sampled board power in the window (W)."""
     return float(statistics.fmean(_field(samples, t_start, t_end, gpu, "power_w")))

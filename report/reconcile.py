@@ -745,18 +745,18 @@ def expected_kv_usage_median_fraction(concurrency: int, input_len: int, output_l
     return _median_of(dist) * block_size / usable_pool_tokens
 
 
-def effective_concurrency(concurrency: float, running_median: float) -> float:
+def effective_concurrency(concurrency: float, server_running_median: float) -> float:
     """Requests that actually hold KV: the median running count when the pool (or anything else) caps it below C, else C."""
     T._positive("concurrency", concurrency)
-    T._non_negative("running_median", running_median)
-    return min(concurrency, running_median)
+    T._non_negative("server_running_median", server_running_median)
+    return min(concurrency, server_running_median)
 
 
-def expected_kv_usage_median_fraction_effective(concurrency: int, running_median: float, input_len: int,
+def expected_kv_usage_median_fraction_effective(concurrency: int, server_running_median: float, input_len: int,
                                                 output_len: int, block_size: int, usable_pool_tokens: int,
                                                 lockstep: bool = False) -> float:
     """Expected median KV usage at the effective concurrency min(C, median running); a fractional one interpolates its neighbours."""
-    c = effective_concurrency(concurrency, running_median)
+    c = effective_concurrency(concurrency, server_running_median)
     lo, hi = math.floor(c), math.ceil(c)
 
     def at(n: int) -> float:

@@ -240,7 +240,7 @@ class Page:
         )
         env.filters["code"] = self._code
         env.globals.update(
-            n=self.n, v=self.v, fig=self.fig, table=self.table, ref=self.ref,
+            n=self.n, v=self.v, say=self.say, fig=self.fig, table=self.table, ref=self.ref,
             card=self.card, cards=self.cards,
             facts=self.report.facts, notices=self.report.notices, lang=self.lang,
         )
@@ -275,6 +275,20 @@ class Page:
           sign: bool = False) -> Markup:
         """A formatted, traced number (or the reason it is absent)."""
         return self._use(key, Format(digits, pct, unit, sign), "prose")
+
+    def say(self, text: str) -> Markup:
+        """A finding's sentence: its text as text, each [[key|pct]] as a traced number."""
+        from report.findings import PLACEHOLDER
+        out, at = [], 0
+        for m in PLACEHOLDER.finditer(text):
+            if m.start() > at:
+                out.append(self._finalize(text[at:m.start()]))
+            out.append(self.n(m.group(1), pct=m.group(2) == "pct",
+                              digits=0 if m.group(2) == "int" else None))
+            at = m.end()
+        if at < len(text):
+            out.append(self._finalize(text[at:]))
+        return Markup("").join(out)
 
     def _block(self, block: _Block) -> Markup:
         self.blocks.append(block)

@@ -61,6 +61,7 @@ class ServerLogFacts:
     cpu_kv_cache_set: str | None = None              # "explicit" or "auto"
     num_gpu_blocks_profiled: int | None = None       # "Overriding num_gpu_blocks=N with ..."
     num_gpu_blocks_override: int | None = None       # "... num_gpu_blocks_override=M"
+    max_num_batched_tokens: int | None = None        # "... enabled with max_num_batched_tokens=N"
     kv_cache_memory_fit_bytes: int | None = None     # suggestion A: fits the requested memory
     kv_cache_memory_full_bytes: int | None = None    # suggestion B: uses all free memory
     stats_lines: tuple[StatsLine, ...] = ()
@@ -89,6 +90,7 @@ _MAX_CONC = re.compile(r"Maximum concurrency for (?P<len>[\d,]+) tokens per requ
 _AVAILABLE = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
 _CPU_KV = re.compile(r"(Explicitly|Auto) set \(([\d.]+)/([\d.]+)\) GiB for KV cache")
 _OVERRIDE = re.compile(r"Overriding num_gpu_blocks=(\d+) with num_gpu_blocks_override=(\d+)")
+_BATCHED = re.compile(r"max_num_batched_tokens=(\d+)")
 _SUGGEST = re.compile(r"--kv-cache-memory=(\d+)")
 _STATS = re.compile(r"^(?:Engine (?P<engine>\d+): )?(?P<body>Avg prompt throughput: .*)$")
 _STATS_PART = re.compile(r"^(?P<label>[A-Za-z][A-Za-z ]*?): (?P<value>-?[\d.]+)")
@@ -198,6 +200,8 @@ def server_log_facts(text: str) -> ServerLogFacts:
         if "num_gpu_blocks_override" in msg and (m := _OVERRIDE.search(msg)):
             first("num_gpu_blocks_profiled", int(m.group(1)), "profiled num_gpu_blocks")
             first("num_gpu_blocks_override", int(m.group(2)), "num_gpu_blocks_override")
+        if "enabled with max_num_batched_tokens=" in msg and (m := _BATCHED.search(msg)):
+            first("max_num_batched_tokens", int(m.group(1)), "max_num_batched_tokens")
         if "--kv-cache-memory=" in msg and ("requested memory" in msg
                                             or "kv cache memory in use" in msg):
             values = [int(v) for v in _SUGGEST.findall(msg)]

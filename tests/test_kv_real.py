@@ -106,7 +106,7 @@ def test_steady_state_median_closes_within_one_point(bundle, ledger):
     assert len(steady) >= 5, f"the 10 Hz sampler got only {len(steady)} samples into the steady window"
     usable = R.usable_pool_tokens_from_cache_config(S.cache_config_info(bundle.metrics))
     measured = led[k + "kv_usage_p50"].value
-    running = led[k + "running_median"].value
+    running = led[k + "server_running_median"].value
     expected = R.expected_kv_usage_median_fraction_effective(C, running, INPUT_LEN, OUTPUT_LEN,
                                                              128, usable)
     err = R.kv_usage_error_pp(measured, expected)

@@ -56,7 +56,7 @@ KNOWN_WRONG_CAUSE: tuple[str, ...] = ()
 KNOWN_WORDLESS_REASONS: tuple[str, ...] = ()
 # Server-side keys per point that must be absent in this fixture (some lack a source, above).
 SERVER_POINT_KEYS = ("queue_ms_mean", "prefill_ms_mean", "frontend_ms_mean", "queue_share",
-                     "iteration_tokens_mean", "running_median", "waiting_peak", "kv_usage_p50",
+                     "iteration_tokens_mean", "server_running_median", "waiting_peak", "kv_usage_p50",
                      "kv_usage_peak", "preemptions", "prefix_cache_hits", "generation_tokens_server",
                      "tflops_s", "read_gb_s", "kv_error_pp")
 SERVER_ROUND_KEYS = ("r.pool_tokens_log", "r.pool_tokens_metrics", "r.pool_tokens", "r.block_size",
