@@ -60,8 +60,9 @@ class SweepSpec:
     warmup_requests: int = -1              # -1: one per concurrency slot
     server_flags: list[list[str]] = field(default_factory=lambda: [[]])
     cooldown_s: float = 2.0                # idle gap between points: a scrape falls between them
-    # closed loop: stream k of C starts at k * ramp_s / C, so the C streams do not start, and
-    # then run, in lockstep waves; every request sent before the ramp ends is warm-up
+    # closed loop: the C streams start at seeded random times over ramp_s seconds, so they do
+    # not start, and then run, in lockstep waves; every request sent before the ramp ends is
+    # warm-up
     ramp_s: float = 0.0
 
 
@@ -111,6 +112,7 @@ class Plan:
                     p["concurrency"] = load
                     p["arrival"] = "closed"
                     p["ramp_s"] = self.sweep.ramp_s
+                    p["ramp"] = "random"
                 tag = f"r{load:g}" if open_loop else f"c{load}"
                 p["id"] = (f"s{s}-" if len(self.sweep.server_flags) > 1 else "") + f"L{L}-{tag}"
                 out.append(p)

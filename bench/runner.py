@@ -246,7 +246,7 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
                     return
                 await one(i, t_slot, None)
 
-        offsets = stream_start_offsets(C, point.get("ramp_s") or 0.0)
+        offsets = stream_start_offsets(C, point.get("ramp_s") or 0.0, seed)
         await asyncio.gather(*(worker(t_start + off) for off in offsets))
     return await end_point(w, point, state, engine, progress, index, t_start)
 

@@ -424,7 +424,7 @@ class WorkerPool:
                        "cap": caps[k]} for k in range(n)]
         else:
             # Stream g of the point starts at its ramp offset; worker k runs streams k, k+n, ...
-            starts = [t_start + off for off in stream_start_offsets(C, point.get("ramp_s") or 0.0)]
+            starts = [t_start + off for off in stream_start_offsets(C, point.get("ramp_s") or 0.0, seed)]
             shares = [{"starts": starts[k::n]} for k in range(n)]
         for k in range(n):
             self.commands[k].put({"point": point, "url": url, "model": model, "warmup": warmup,

@@ -87,6 +87,11 @@ def arrival_offsets(n: int, rate: float, burstiness: float, seed: int) -> list[f
     return out
 
 
-def stream_start_offsets(concurrency: int, ramp_s: float) -> list[float]:
-    """When each of a closed loop's streams starts, in seconds from the point's start."""
-    return [k * ramp_s / concurrency for k in range(concurrency)]
+def stream_start_offsets(concurrency: int, ramp_s: float, seed: int) -> list[float]:
+    """When each of a closed loop's streams starts, in seconds from the point's start: drawn
+    uniformly over the ramp (seeded), sorted. Evenly spaced starts can fall a whole request
+    lifetime apart and so start in phase; random ones do not line up with any lifetime."""
+    if concurrency <= 1 or ramp_s <= 0:
+        return [0.0] * concurrency
+    rng = random.Random(seed ^ 0x5EED)
+    return [0.0] + sorted(rng.uniform(0.0, ramp_s) for _ in range(concurrency - 1))

@@ -116,6 +116,34 @@ def cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ledger(args: argparse.Namespace) -> int:
+    from report.numbers import format_value
+    from report.verdicts import ledger_json, read_bundle_ledger
+    _, led = read_bundle_ledger(args.run_dir)
+    if args.json:
+        print(json.dumps(ledger_json(led), indent=1, ensure_ascii=False))
+        return 0
+    for key, v in led.values.items():
+        print(f"{key}\t{format_value(v, 'en')}")
+    return 0
+
+
+def cmd_findings(args: argparse.Namespace) -> int:
+    from report.verdicts import findings_json, read_bundle_ledger
+    rd, led = read_bundle_ledger(args.run_dir)
+    out = findings_json(rd, led)
+    if args.json:
+        print(json.dumps(out, indent=1, ensure_ascii=False))
+        return 0
+    for p in out["points"]:
+        why = ", ".join(p["invalid_reasons"])
+        print(f"{p['point']}: {'valid' if p['valid'] else 'invalid (' + why + ')'}; "
+              f"bottleneck {p['bottleneck']}")
+    for f in out["findings"]:
+        print(f"- {f['text_en']}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["explain"]:
@@ -132,10 +160,16 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("summary", help="per-point client statistics of one bundle")
     s.add_argument("run_dir")
     s.add_argument("--json", action="store_true")
+    for name, text in (("ledger", "every ledger value of one bundle, with its unit or why it is absent"),
+                       ("findings", "each point's validity and bottleneck with evidence, and the findings")):
+        c = sub.add_parser(name, help=text)
+        c.add_argument("run_dir")
+        c.add_argument("--json", action="store_true")
     sub.add_parser("explain", help="capacity planner from a model config (see explain --help)")
     args = ap.parse_args(argv)
     try:
-        return {"build": cmd_build, "summary": cmd_summary}[args.cmd](args)
+        return {"build": cmd_build, "summary": cmd_summary, "ledger": cmd_ledger,
+                "findings": cmd_findings}[args.cmd](args)
     except BundleError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

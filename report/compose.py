@@ -139,8 +139,11 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     axis = rd.axis if rd.axis in ("concurrency", "input_len") else "concurrency"
     facts = facts_of(rd)
     facts["ok_points"] = pids
-    if len(pids) < 2:
-        # A round cut short with one point measured to the end has no sweep to narrate.
+    facts["sweep_axis"] = rd.axis
+    validity = rd.extras["validity"]
+    if len([pid for pid in pids if validity[pid].valid]) < 2:
+        # Fewer than two valid points (a round cut short, points that failed their checks):
+        # no sweep to narrate; the diagnosis says why.
         facts["axis"] = "single"
     # The client's lag counts as distortion above this share of the ITL median (a policy).
     facts["lag_share_limit"] = CLIENT_LAG_SHARE_LIMIT
@@ -162,7 +165,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
         prev_pids = [p.pid for p in prev_rd.points if p.window.status == "ok"]
         cross_round_ledger(led, rd, prev_led, prev_rd, facts)
     facts["has_prev"] = prev is not None
-    validity, attribution = rd.extras["validity"], rd.extras["attribution"]
+    attribution = rd.extras["attribution"]
     valid = [pid for pid in pids if validity[pid].valid]
     facts["valid_points"] = valid
     facts["invalid_points"] = {pid: validity[pid].reasons for pid in pids if not validity[pid].valid}

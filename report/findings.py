@@ -15,7 +15,7 @@ from report.diagnosis import Attribution, Validity, val
 from report.ledger import Ledger
 from report.numbers import Format, format_value
 
-PLACEHOLDER = re.compile(r"\[\[([^\]|]+)(?:\|(pct|int))?\]\]")
+PLACEHOLDER = re.compile(r"\[\[([^\]|]+)(?:\|(pct|int))?\]\]")  # int: a count, no unit
 # Two rounds reproduce when output throughput at their common points differs by at most this.
 REPRO_TPUT_TOL = 0.05
 # A step "carries the batch several times over" at this many tokens per running request.
@@ -24,8 +24,8 @@ STEP_MIX_MIN = 2.0
 REASON_WORDS = {
     "not_held": ("the server held less than 90 % of the set concurrency ([[p.{p}.held_concurrency_fraction|pct]])",
                  "服务端只维持了设定并发的 [[p.{p}.held_concurrency_fraction|pct]](低于 90%)"),
-    "lockstep": ("the streams ran in lockstep waves (each send was together with [[p.{p}.send_synchrony|pct]] of the other streams', and up to [[p.{p}.waiting_peak]] requests queued at once)",
-                 "各路请求成波次同步运行(每次发送平均与 [[p.{p}.send_synchrony|pct]] 的其他流同时,最多 [[p.{p}.waiting_peak]] 个请求同时排队)"),
+    "lockstep": ("the streams ran in lockstep waves (each send was together with [[p.{p}.send_synchrony|pct]] of the other streams', and up to [[p.{p}.waiting_peak|int]] requests queued at once)",
+                 "各路请求成波次同步运行(每次发送平均与 [[p.{p}.send_synchrony|pct]] 的其他流同时,最多 [[p.{p}.waiting_peak|int]] 个请求同时排队)"),
     "not_steady": ("the window covered only [[p.{p}.lifetimes_in_window]] request lifetimes (3 needed)",
                    "窗口只覆盖了 [[p.{p}.lifetimes_in_window]] 个请求生命周期(至少需要 3 个)"),
     "scrapes_failed": ("[[p.{p}.failed_scrape_share|pct]] of its /metrics scrapes failed",
@@ -47,11 +47,11 @@ MECHANISMS = {
         "At {p} delivery, not the engine, set the pace: the engine core produced each request's tokens every [[p.{p}.engine_tpot_ms_mean]] (vLLM's per-request TPOT), but the client received them every [[p.{p}.client_tpot_ms_mean]] ([[p.{p}.delivery_tpot_ratio]]). The client timed its reads by the arrival of their bytes and its own timing error was [[p.{p}.client_lag_share_of_itl|pct]] of the ITL, so the delay arose upstream of it: in the API server, which detokenises and streams every request from one process.",
         "{p} 点的节奏由下发环节而非引擎决定:引擎核心每 [[p.{p}.engine_tpot_ms_mean]] 产出一个 token(vLLM 的逐请求 TPOT),客户端却每 [[p.{p}.client_tpot_ms_mean]] 才收到一个([[p.{p}.delivery_tpot_ratio]])。客户端按字节到达时刻计时,自身计时误差只有 ITL 的 [[p.{p}.client_lag_share_of_itl|pct]],所以延迟发生在它的上游:API 服务进程在一个进程里为所有请求做反分词和流式下发。"),
     "pool_full_and_waiting": (
-        "At {p} the KV pool limited the engine: at its peak it was [[p.{p}.kv_usage_peak|pct]] full, leaving fewer free tokens than one more request holds ([[p.{p}.request_peak_tokens]]), while up to [[p.{p}.waiting_peak]] requests waited and the server preempted [[p.{p}.preemptions]].",
-        "{p} 点受 KV 池限制:峰值时池已用 [[p.{p}.kv_usage_peak|pct]],剩余容量不足再容纳一个请求([[p.{p}.request_peak_tokens]]),同时最多 [[p.{p}.waiting_peak]] 个请求在等待,服务端抢占 [[p.{p}.preemptions|int]] 次。"),
+        "At {p} the KV pool limited the engine: at its peak it was [[p.{p}.kv_usage_peak|pct]] full, leaving fewer free tokens than one more request holds ([[p.{p}.request_peak_tokens]]), while up to [[p.{p}.waiting_peak|int]] requests waited and the server preempted [[p.{p}.preemptions]].",
+        "{p} 点受 KV 池限制:峰值时池已用 [[p.{p}.kv_usage_peak|pct]],剩余容量不足再容纳一个请求([[p.{p}.request_peak_tokens]]),同时最多 [[p.{p}.waiting_peak|int]] 个请求在等待,服务端抢占 [[p.{p}.preemptions|int]] 次。"),
     "queue_with_free_kv": (
-        "At {p} requests queued with memory to spare: up to [[p.{p}.waiting_peak]] waited and the mean queue time ([[p.{p}.queue_ms_mean]]) exceeded prefill ([[p.{p}.prefill_ms_mean]]) while the KV pool peaked at only [[p.{p}.kv_usage_peak|pct]]. The scheduler's per-step token budget, not memory, admitted them: a step carried [[p.{p}.iteration_tokens_mean]] on average.",
-        "{p} 点在显存充裕时仍有排队:最多 [[p.{p}.waiting_peak]] 个请求等待,平均排队 [[p.{p}.queue_ms_mean]] 超过 prefill 的 [[p.{p}.prefill_ms_mean]],而 KV 池峰值只用了 [[p.{p}.kv_usage_peak|pct]]。限制准入的是调度器每步的 token 预算而不是显存:每步平均 [[p.{p}.iteration_tokens_mean]]。"),
+        "At {p} requests queued with memory to spare: up to [[p.{p}.waiting_peak|int]] waited and the mean queue time ([[p.{p}.queue_ms_mean]]) exceeded prefill ([[p.{p}.prefill_ms_mean]]) while the KV pool peaked at only [[p.{p}.kv_usage_peak|pct]]. The scheduler's per-step token budget, not memory, admitted them: a step carried [[p.{p}.iteration_tokens_mean]] on average.",
+        "{p} 点在显存充裕时仍有排队:最多 [[p.{p}.waiting_peak|int]] 个请求等待,平均排队 [[p.{p}.queue_ms_mean]] 超过 prefill 的 [[p.{p}.prefill_ms_mean]],而 KV 池峰值只用了 [[p.{p}.kv_usage_peak|pct]]。限制准入的是调度器每步的 token 预算而不是显存:每步平均 [[p.{p}.iteration_tokens_mean]]。"),
     "client_lag": (
         "At {p} the client limited what was measured: its timing error bound ([[p.{p}.client_timing_error_ms]]) was [[p.{p}.client_lag_share_of_itl|pct]] of the ITL p50 ([[p.{p}.itl_ms_p50]]), so its latencies carry its own delay; the engine's own ITL there was [[p.{p}.engine_itl_ms_mean]] against the client's [[p.{p}.client_itl_ms_mean]].",
         "{p} 点受客户端限制:其计时误差上界 [[p.{p}.client_timing_error_ms]] 达到 ITL p50([[p.{p}.itl_ms_p50]])的 [[p.{p}.client_lag_share_of_itl|pct]],测得的延迟含客户端自身的延迟;该点引擎自报 ITL 为 [[p.{p}.engine_itl_ms_mean]],客户端为 [[p.{p}.client_itl_ms_mean]]。"),
@@ -59,8 +59,8 @@ MECHANISMS = {
         "At {p} the load stressed nothing: no request waited, the GPU was busy [[p.{p}.gpu_util_median_pct]] of the time, MFU [[p.{p}.mfu|pct]] and MBU [[p.{p}.mbu|pct]]; a higher concurrency would find the limit.",
         "{p} 点的负载没有触及任何瓶颈:无请求排队,GPU 忙碌时间中位数 [[p.{p}.gpu_util_median_pct]],MFU [[p.{p}.mfu|pct]],MBU [[p.{p}.mbu|pct]];需要更高并发才能找到上限。"),
     "no_signal_agrees": (
-        "At {p} no limit is named: the signals do not agree on one (MFU [[p.{p}.mfu|pct]], MBU [[p.{p}.mbu|pct]], GPU busy [[p.{p}.gpu_util_median_pct]], up to [[p.{p}.waiting_peak]] waiting).",
-        "{p} 点无法判定瓶颈:各项信号不一致(MFU [[p.{p}.mfu|pct]],MBU [[p.{p}.mbu|pct]],GPU 忙碌 [[p.{p}.gpu_util_median_pct]],最多 [[p.{p}.waiting_peak]] 个请求等待)。"),
+        "At {p} no limit is named: the signals do not agree on one (MFU [[p.{p}.mfu|pct]], MBU [[p.{p}.mbu|pct]], GPU busy [[p.{p}.gpu_util_median_pct]], up to [[p.{p}.waiting_peak|int]] waiting).",
+        "{p} 点无法判定瓶颈:各项信号不一致(MFU [[p.{p}.mfu|pct]],MBU [[p.{p}.mbu|pct]],GPU 忙碌 [[p.{p}.gpu_util_median_pct]],最多 [[p.{p}.waiting_peak|int]] 个请求等待)。"),
     "no_gpu_signals": (
         "At {p} no limit is named: without GPU telemetry or FLOP counters against a known peak, and with no full pool, queue or delivery gap, the data do not single one out.",
         "{p} 点无法判定瓶颈:没有 GPU 遥测,也没有相对已知峰值的 FLOP 计数,KV 池未满、没有排队、也没有下发延迟,数据不足以指认某一项。"),
@@ -85,7 +85,8 @@ class Finding:
 def plain_text(text: str, led: Ledger, lang: str) -> str:
     """TEXT with every [[key]] replaced by its formatted value (for machine-readable output)."""
     def one(m: re.Match) -> str:
-        fmt = Format(pct=m.group(2) == "pct", digits=0 if m.group(2) == "int" else None)
+        fmt = Format(pct=m.group(2) == "pct", digits=0 if m.group(2) == "int" else None,
+                     unit=m.group(2) != "int")
         return format_value(led[m.group(1)], lang, fmt)
     return PLACEHOLDER.sub(one, text)
 
@@ -131,8 +132,8 @@ def step_mix_finding(led: Ledger, pid: str) -> Finding | None:
         return None
     k = f"p.{pid}."
     return _make(led, "step_mix", "mechanism",
-                 f"At {pid} a step carries [[{k}step_tokens_per_running]] the batch in tokens ([[{k}iteration_tokens_mean]] for [[{k}server_running_median]] running requests): the rest are prefill chunks mixed in, which is what puts spikes in ITL p99 ([[{k}itl_ms_p99]] against a p50 of [[{k}itl_ms_p50]]).",
-                 f"{pid} 点每个引擎步携带的 token 是批大小的 [[{k}step_tokens_per_running]]([[{k}server_running_median]] 个运行中请求对应 [[{k}iteration_tokens_mean]]):多出来的是混入的 prefill 分块,这正是 ITL p99 出现尖峰([[{k}itl_ms_p99]],p50 为 [[{k}itl_ms_p50]])的原因。",
+                 f"At {pid} a step carries [[{k}step_tokens_per_running]] the batch in tokens ([[{k}iteration_tokens_mean]] for [[{k}server_running_median|int]] running requests): the rest are prefill chunks mixed in, which is what puts spikes in ITL p99 ([[{k}itl_ms_p99]] against a p50 of [[{k}itl_ms_p50]]).",
+                 f"{pid} 点每个引擎步携带的 token 是批大小的 [[{k}step_tokens_per_running]]([[{k}server_running_median|int]] 个运行中请求对应 [[{k}iteration_tokens_mean]]):多出来的是混入的 prefill 分块,这正是 ITL p99 出现尖峰([[{k}itl_ms_p99]],p50 为 [[{k}itl_ms_p50]])的原因。",
                  [])
 
 
@@ -140,21 +141,21 @@ def population_finding(led: Ledger, pid: str) -> Finding | None:
     """Which requests the server's queue and prefill means describe."""
     k = f"p.{pid}."
     return _make(led, "population", "method",
-                 f"At {pid} the server's queue and prefill means describe the [[{k}population_requests_client]] measured requests that ended after the last warm-up request; the server counted [[{k}population_requests_server]] finishes in that window ([[{k}population_mismatch|pct]] apart). The [[{k}warmup_ended_in_point_window]] warm-up requests that ended inside the point's window are left out of both sides.",
-                 f"{pid} 点服务端的排队与 prefill 均值对应最后一个预热请求结束之后完成的 [[{k}population_requests_client]] 个实测请求;服务端在同一窗口内记录了 [[{k}population_requests_server]] 个完成(相差 [[{k}population_mismatch|pct]])。在该点窗口内结束的 [[{k}warmup_ended_in_point_window]] 个预热请求两边都不计入。",
+                 f"At {pid} the server's queue and prefill means describe the [[{k}population_requests_client|int]] measured requests that ended after the last warm-up request; the server counted [[{k}population_requests_server|int]] finishes in that window ([[{k}population_mismatch|pct]] apart). The [[{k}warmup_ended_in_point_window|int]] warm-up requests that ended inside the point's window are left out of both sides.",
+                 f"{pid} 点服务端的排队与 prefill 均值对应最后一个预热请求结束之后完成的 [[{k}population_requests_client|int]] 个实测请求;服务端在同一窗口内记录了 [[{k}population_requests_server|int]] 个完成(相差 [[{k}population_mismatch|pct]])。在该点窗口内结束的 [[{k}warmup_ended_in_point_window|int]] 个预热请求两边都不计入。",
                  [])
 
 
 def block_rounding_finding(led: Ledger, pids: list[str]) -> Finding | None:
-    """The KV fit's deviation from slope C explained by whole blocks, when the peaks say so."""
-    if len(pids) < 2 or val(led, "r.kv_lin_slope_vs_theory") is None:
-        return None
+    """Measured KV peaks that equal C requests of whole blocks: a line fitted through them
+    deviates from slope C by block rounding alone."""
     diffs = [val(led, f"p.{p}.kv_peak_vs_blocks") for p in pids]
-    if any(d is None or abs(d) > 0.01 for d in diffs):
+    if len(pids) < 2 or any(d is None or abs(d) > 0.01 for d in diffs):
         return None
+    first, last = pids[0], pids[-1]
     return _make(led, "kv_block_rounding", "mechanism",
-                 "The KV fit's slope is [[r.kv_lin_slope]] (off the concurrency by [[r.kv_lin_slope_vs_theory|pct]]) with an intercept of [[r.kv_lin_intercept]], yet at every valid point the measured peak equals C requests of whole blocks, C·⌈(L + output)/block⌉·block, within 1 %: the deviation is block rounding, not extra memory.",
-                 "KV 线性拟合的斜率为 [[r.kv_lin_slope]](与并发数相差 [[r.kv_lin_slope_vs_theory|pct]]),截距 [[r.kv_lin_intercept]];但每个有效点的实测峰值都在 1% 以内等于 C 个请求按整块计的占用 C·⌈(L+输出)/块⌉·块:偏差来自按块取整,不是额外的显存。",
+                 f"At every point the measured KV peak equals C requests of whole blocks, C·⌈(L + output)/block⌉·block, within 1 % ([[p.{first}.kv_tokens_peak]] against [[p.{first}.kv_tokens_theory]] at {first}, [[p.{last}.kv_tokens_peak]] against [[p.{last}.kv_tokens_theory]] at {last}): a straight line through these peaks leaves slope C and gains an intercept by block rounding, not by extra memory.",
+                 f"每个点的 KV 实测峰值都在 1% 以内等于 C 个请求按整块计的占用 C·⌈(L+输出)/块⌉·块({first} 点 [[p.{first}.kv_tokens_peak]] 对 [[p.{first}.kv_tokens_theory]],{last} 点 [[p.{last}.kv_tokens_peak]] 对 [[p.{last}.kv_tokens_theory]]):对这些峰值做直线拟合时,斜率偏离 C、出现截距,原因是按块取整,而不是额外的显存。",
                  [f"p.{p}.kv_peak_vs_blocks" for p in pids])
 
 
@@ -190,6 +191,7 @@ def round_findings(led: Ledger, validity: dict[str, Validity], attributions: dic
         out.append(step_mix_finding(led, last))
         out.append(population_finding(led, last))
     out.append(invalid_points_finding(led, validity))
-    out.append(block_rounding_finding(led, valid_pids))
+    if facts.get("sweep_axis") == "input_len":
+        out.append(block_rounding_finding(led, facts.get("ok_points") or []))
     out.append(reproducibility_finding(led, facts))
     return [f for f in out if f is not None]

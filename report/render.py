@@ -284,7 +284,7 @@ class Page:
             if m.start() > at:
                 out.append(self._finalize(text[at:m.start()]))
             out.append(self.n(m.group(1), pct=m.group(2) == "pct",
-                              digits=0 if m.group(2) == "int" else None))
+                              digits=0 if m.group(2) == "int" else None, unit=m.group(2) != "int"))
             at = m.end()
         if at < len(text):
             out.append(self._finalize(text[at:]))

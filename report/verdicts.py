@@ -1,0 +1,57 @@
+"""Machine-readable dumps of one bundle: every ledger value, and the verdicts with their evidence."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from report.ledger import Ledger
+
+
+def _plain(x: Any) -> Any:
+    """A JSON-safe value: numpy scalars as Python numbers, non-finite floats as None."""
+    if hasattr(x, "item") and not isinstance(x, (list, dict, str)):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x if isinstance(x, (int, float, str, bool)) or x is None else str(x)
+
+
+def ledger_json(led: Ledger) -> dict:
+    """{"values": {key: {"value", "unit", "missing"}}}: every value, absent ones with their reason."""
+    return {"values": {k: {"value": _plain(v.value), "unit": v.unit,
+                           "missing": None if v.present else (v.missing or "absent")}
+                       for k, v in led.values.items()}}
+
+
+def findings_json(rd, led: Ledger) -> dict:
+    """Each point's validity and bottleneck with evidence, and the round's findings as plain text."""
+    from report.findings import plain_text, round_findings
+    validity, attribution = rd.extras["validity"], rd.extras["attribution"]
+    ok = [p.pid for p in rd.points if p.window.status == "ok"]
+    valid = [pid for pid in ok if validity[pid].valid]
+    points = []
+    for p in rd.points:
+        v, a = validity[p.pid], attribution[p.pid]
+        points.append({"point": p.pid, "valid": v.valid, "invalid_reasons": v.reasons,
+                       "unchecked": v.unchecked, "bottleneck": a.bottleneck,
+                       "mechanism": a.mechanism,
+                       "evidence": {k: _plain(x) for k, x in {**v.evidence, **a.evidence}.items()}})
+    facts = {"prev_round": None, "sweep_axis": rd.axis, "ok_points": ok}
+    found = round_findings(led, validity, attribution, valid, facts)
+    return {"points": points,
+            "findings": [{"id": f.id, "kind": f.kind, "text_en": plain_text(f.en, led, "en"),
+                          "text_zh": plain_text(f.zh, led, "zh"), "evidence": f.evidence}
+                         for f in found]}
+
+
+def read_bundle_ledger(path: str | Path):
+    """(RoundData, Ledger) of the bundle at PATH (a run directory or its bundle/)."""
+    from bench.bundle import read_bundle
+    from report.build import build_ledger, read_round
+    d = Path(path)
+    if (d / "bundle" / "manifest.json").exists():
+        d = d / "bundle"
+    rd = read_round(read_bundle(d))
+    return rd, build_ledger(rd)
