@@ -103,11 +103,35 @@ def write_model_dir(out: Path) -> Path:
     return out
 
 
+def write_config_dir(config_path: Path, out: Path) -> Path:
+    """Write CONFIG_PATH's config.json into OUT with a word-level tokenizer that knows every id
+    of its vocab_size: random weights emit ids across the whole vocabulary, and ids a smaller
+    tokenizer lacks make the server's detokeniser the bottleneck."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    config = json.loads(Path(config_path).read_text(encoding="utf-8"))
+    n = config.get("vocab_size")
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= 4_000_000:
+        raise SystemExit(f"{config_path}: vocab_size must be a positive integer, got {n!r}")
+    out.mkdir(parents=True, exist_ok=True)
+    tok = Tokenizer(models.WordLevel(vocab={f"t{i}": i for i in range(n)}, unk_token="t0"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.save(str(out / "tokenizer.json"))
+    (out / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "t0",
+         "model_max_length": config.get("max_position_embeddings", 32768)}, indent=2) + "\n")
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Generate the embedded tiny model directory.")
+    ap = argparse.ArgumentParser(description="Generate the embedded tiny model directory, or a "
+                                             "served model directory for a given config.json.")
     ap.add_argument("--out", default=".engine/tiny-qwen2")
+    ap.add_argument("--config", help="a model's config.json: write it with a tokenizer covering "
+                                     "its whole vocabulary (for --load-format dummy)")
     args = ap.parse_args(argv)
-    path = write_model_dir(Path(args.out))
+    path = (write_config_dir(Path(args.config), Path(args.out)) if args.config
+            else write_model_dir(Path(args.out)))
     print(f"model directory: {path}")
     return 0
 

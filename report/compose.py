@@ -201,6 +201,14 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
         notices.append({"zh": "以下测量点失败,已从分析中排除:" + "、".join(facts["failed_points"]),
                         "en": "These points failed and are left out of the analyses: "
                               + ", ".join(facts["failed_points"])})
+    model = bundle.manifest.get("model") or {}
+    vocab, model_vocab = model.get("tokenizer_vocab_size"), ((model.get("config") or {}).get("vocab_size"))
+    if isinstance(vocab, int) and isinstance(model_vocab, int) and vocab < model_vocab:
+        notices.append({"zh": f"服务端的分词器只认识 {vocab:,} 个 id,而模型会输出最大到 {model_vocab:,} 的 id:"
+                              "随机权重下,API 服务的反分词可能成为瓶颈,下发环节的数字因此偏慢。",
+                        "en": f"The served tokenizer knows {vocab:,} ids but the model emits ids up to "
+                              f"{model_vocab:,}: with random weights the API server's detokeniser can "
+                              "become the bottleneck, so delivery figures may be slow for that reason."})
     if facts["origin"] != "recorded":
         notices.append({"zh": "此数据为手工构造的测试夹具,不是实测。",
                         "en": "This data is a hand-built test fixture, not a measurement."})

@@ -177,3 +177,32 @@ def test_the_whole_report_of_the_real_gpu_fixture_renders_in_both_languages(tmp_
     assert "GPU memory bandwidth" in en and "GPU 显存带宽" in zh
     assert "lockstep waves" in en and "波次同步" in zh
     assert "[[p." not in en + zh and "[[r." not in en + zh
+
+
+def test_a_served_model_directory_covers_the_whole_vocabulary(tmp_path):
+    from bench.provenance import collect_tokenizer_vocab, model_dirs_of_command
+    from bench.tinymodel import write_config_dir
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"model_type": "qwen2", "vocab_size": 5000}))
+    out = write_config_dir(cfg, tmp_path / "m")
+    assert collect_tokenizer_vocab(out) == (5000, str(out / "tokenizer.json"))
+    model, tok = model_dirs_of_command(["vllm", "serve", str(out), "--port", "8000"])
+    assert model == tok == str(out)
+    model, tok = model_dirs_of_command(["python", "-m", "x", "--model=/a", "--tokenizer", "/b"])
+    assert (model, tok) == ("/a", "/b")
+
+
+def test_a_tokenizer_smaller_than_the_vocabulary_is_said_in_both_languages(tmp_path):
+    import shutil
+
+    from report.compose import compose_round
+    b = tmp_path / "b"
+    shutil.copytree(FIX / "h200-lockstep", b)
+    m = json.loads((b / "manifest.json").read_text())
+    assert m["model"]["tokenizer_vocab_size"] == m["model"]["config"]["vocab_size"] == 152064
+    assert not any("tokenizer" in n["en"] for n in compose_round(b, "x").notices)
+    m["model"]["tokenizer_vocab_size"] = 4096   # as the CPU demo's tokenizer would give
+    (b / "manifest.json").write_text(json.dumps(m))
+    notes = compose_round(b, "x").notices
+    assert any("4,096" in n["en"] and "152,064" in n["en"] for n in notes)
+    assert any("4,096" in n["zh"] and "反分词" in n["zh"] for n in notes)
