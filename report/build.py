@@ -437,6 +437,7 @@ def build_ledger(rd: RoundData) -> Ledger:
                sources=(f"{rd.name}/server.log",), missing="the server log suggests no --kv-cache-memory")
     led.derive("r.kv_cache_memory_suggested_gib", A.ratio, unit="GiB",
                numerator=led["r.kv_cache_memory_suggested_bytes"], denominator=2**30)
+    rule_ledger(led)
     for p in rd.points:
         point_ledger(led, rd, p)
         kv_point_ledger(led, rd, p)
@@ -637,6 +638,17 @@ def length_axis_ledger(led: Ledger, rd: RoundData) -> None:
                pool_tokens=led["r.pool_tokens"], concurrency=C, output_len=last.settings["output_len"])
 
 
+def rule_ledger(led: Ledger) -> None:
+    """The validity thresholds (policy, report.validity), so the page prints them traced."""
+    for key, value, unit, doc in (
+            ("r.rule_held_min", V.HELD_MIN, "fraction", "Least share of C the server must hold on average (policy)"),
+            ("r.rule_sync_max", V.SYNC_MAX, "fraction", "Most send synchrony before a point counts as lockstep (policy)"),
+            ("r.rule_lifetimes_min", V.LIFETIMES_MIN, "", "Fewest request lifetimes a window must cover (policy)"),
+            ("r.rule_scrape_fail_max", V.SCRAPE_FAIL_MAX, "fraction", "Largest share of failed /metrics scrapes in a window (policy)"),
+            ("r.rule_client_error_max", V.CLIENT_ERROR_MAX, "fraction", "Largest client timing error as a share of the ITL p50 (policy)")):
+        led.record(key, value, unit=unit, doc=doc, sources=("report/validity.py",))
+
+
 def ok_points(rd: RoundData) -> list[PointData]:
     return [p for p in rd.points if p.window.status == "ok"]
 
@@ -650,6 +662,12 @@ def valid_points(rd: RoundData) -> list[PointData]:
 def cross_point_ledger(led: Ledger, rd: RoundData) -> None:
     """Quantities across the valid points of one round: scaling, growth, crossover (items 2, 3)."""
     pts = valid_points(rd)
+    host = rd.bundle.manifest.get("host") or {}
+    led.record("r.cpu_count", host.get("cpu_count"), doc="Logical CPU cores of the client host",
+               sources=(f"{rd.name}/manifest.json: host",), missing="not recorded")
+    led.record("r.points", len(ok_points(rd)), doc="Points measured to the end", sources=(f"{rd.name}/points.jsonl",))
+    led.record("r.valid_points", len(pts), doc="Points measured to the end that passed every validity check",
+               sources=(f"{rd.name}/points.jsonl",))
     if not pts:
         return
     first = pts[0]
@@ -680,10 +698,6 @@ def cross_point_ledger(led: Ledger, rd: RoundData) -> None:
                        denominator=led[f"p.{first.pid}.output_tok_s"])
             led.derive("r.ttft_p99_growth", A.ratio, unit="×", numerator=led[f"p.{b.pid}.ttft_ms_p99"],
                        denominator=led[f"p.{first.pid}.ttft_ms_p99"])
-    host = rd.bundle.manifest.get("host") or {}
-    led.record("r.cpu_count", host.get("cpu_count"), doc="Logical CPU cores of the client host",
-               sources=(f"{rd.name}/manifest.json: host",), missing="not recorded")
-    led.record("r.points", len(pts), doc="Points measured to the end", sources=(f"{rd.name}/points.jsonl",))
 
 
 def value_or_none(v: Value | None) -> Any:

@@ -22,12 +22,12 @@ REPRO_TPUT_TOL = 0.05
 STEP_MIX_MIN = 2.0
 
 REASON_WORDS = {
-    "not_held": ("the server held less than 90 % of the set concurrency ([[p.{p}.held_concurrency_fraction|pct]])",
-                 "服务端只维持了设定并发的 [[p.{p}.held_concurrency_fraction|pct]](低于 90%)"),
+    "not_held": ("the server held [[p.{p}.held_concurrency_fraction|pct]] of the set concurrency on average (at least [[r.rule_held_min|pct]] needed)",
+                 "服务端平均只维持了设定并发的 [[p.{p}.held_concurrency_fraction|pct]](至少需要 [[r.rule_held_min|pct]])"),
     "lockstep": ("the streams ran in lockstep waves (each send was together with [[p.{p}.send_synchrony|pct]] of the other streams', and up to [[p.{p}.waiting_peak|int]] requests queued at once)",
                  "各路请求成波次同步运行(每次发送平均与 [[p.{p}.send_synchrony|pct]] 的其他流同时,最多 [[p.{p}.waiting_peak|int]] 个请求同时排队)"),
-    "not_steady": ("the window covered only [[p.{p}.lifetimes_in_window]] request lifetimes (3 needed)",
-                   "窗口只覆盖了 [[p.{p}.lifetimes_in_window]] 个请求生命周期(至少需要 3 个)"),
+    "not_steady": ("the window covered only [[p.{p}.lifetimes_in_window]] request lifetimes ([[r.rule_lifetimes_min]] needed)",
+                   "窗口只覆盖了 [[p.{p}.lifetimes_in_window]] 个请求生命周期(至少需要 [[r.rule_lifetimes_min]] 个)"),
     "scrapes_failed": ("[[p.{p}.failed_scrape_share|pct]] of its /metrics scrapes failed",
                        "窗口内 [[p.{p}.failed_scrape_share|pct]] 的 /metrics 抓取失败"),
     "client_distorted": ("the client's timing error bound was [[p.{p}.client_lag_share_of_itl|pct]] of the ITL p50",

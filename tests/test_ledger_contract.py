@@ -39,6 +39,7 @@ SERVER_FILES = ("metrics.jsonl", "server.log")
 
 # Keys whose value may be 0 in this fixture, and why 0 is the observation, not a stand-in.
 LEGITIMATE_ZEROS = {
+    "warmup_ended_in_point_window": "no warm-up request ended inside the point's window",
     "r.scrapes": "counts the records of metrics.jsonl itself: none were written",
     "r.scrape_gaps": "counts failed scrapes among those records: none were written",
     "r.failed": "no request of the fixture failed",
