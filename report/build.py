@@ -82,6 +82,8 @@ def read_round(bundle: Bundle) -> RoundData:
     pts = []
     for w in wins.values():
         reqs = ST.requests_of_point(bundle.request_table, w)
+        if w.status == ST.INTERRUPTED:
+            w = ST.interrupted_window(w, reqs)
         pts.append(PointData(window=w, requests=reqs, measured=ST.measured(reqs),
                              failed=ST.failed(reqs),
                              steady=S.steady_window(w.t_measure, w.t_end, STEADY_FRACTION)

@@ -104,7 +104,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"bundle": str(d), "points": rows}, indent=2))
         return 0
-    cols = [("point", "point", None), ("C", "concurrency", 0), ("in", "input_len", 0),
+    cols = [("point", "point", None), ("status", "status", None), ("C", "concurrency", 0), ("in", "input_len", 0),
             ("out", "output_len", 0)] + [(n, n, dg) for n, _, dg in SUMMARY_KEYS]
     table = [[c[0] for c in cols]]
     for r in rows:

@@ -13,6 +13,7 @@ from report.findings import round_findings
 from report.ledger import Ledger
 from report.model import LANGS, Column, RoundReport, Table
 from report.next_steps import next_steps
+from report.stats import INTERRUPTED
 
 AXIS_WORD = {"zh": {"concurrency": "并发扫描", "input_len": "长度扫描", "server": "服务端参数扫描",
                     "single": "单点测量"},
@@ -94,7 +95,8 @@ def facts_of(rd: RoundData) -> dict:
         "mfu_enabled": any("--enable-mfu-metrics" in " ".join(c or [])
                            for c in (eng.get("server_sets") or {}).values()),
         "points": [p.pid for p in rd.points],
-        "failed_points": [p.pid for p in rd.points if p.window.status != "ok"],
+        "failed_points": [p.pid for p in rd.points if p.window.status not in ("ok", INTERRUPTED)],
+        "interrupted_points": [p.pid for p in rd.points if p.window.status == INTERRUPTED],
         "warnings": list(rd.bundle.warnings),
     }
 
@@ -197,6 +199,8 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
         notices.append({"zh": f"本轮未完整结束(状态:{facts['status']})。{facts['status_reason'] or ''}",
                         "en": f"This round did not complete (status: {facts['status']}). "
                               f"{facts['status_reason'] or ''}"})
+    if facts["interrupted_points"]:
+        notices.append(interrupted_notice(facts["interrupted_points"]))
     if facts["failed_points"]:
         notices.append({"zh": "以下测量点失败,已从分析中排除:" + "、".join(facts["failed_points"]),
                         "en": "These points failed and are left out of the analyses: "
@@ -216,13 +220,32 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     sections = ["summary", "diagnosis", "client", "decomposition", "kv", "mfu", "timeline", "power", "compare",
                 "results", "next", "method"]
     if not pids:
-        # No point was measured to the end: the notices say why; only the method section applies.
-        sections = ["method"]
+        # No point was measured to the end: the notices say why; only what was recorded applies.
+        sections = (["results"] if facts["interrupted_points"] else []) + ["method"]
+    results = results_table(led, pids + facts["interrupted_points"])
+    results.row_labels[len(pids):] = [interrupted_label(pid) for pid in facts["interrupted_points"]]
     return RoundReport(round_id=round_id, title=title, ledger=led, sections=sections, figures=figs,
-                       tables={"results": results_table(led, pids),
+                       tables={"results": results,
                                "kv_table": point_table(led, pids, "kv_table", {"zh": "KV 对账", "en": "KV reconciliation"},
                                                  KV_COLUMNS)}, facts=facts, notices=notices,
                        bundles=[str(bundle_path)])
+
+
+def interrupted_label(pid: str) -> dict[str, str]:
+    """A results-table row label that says the point was interrupted, in each language."""
+    return {"zh": f"{pid}(中断)", "en": f"{pid} (interrupted)"}
+
+
+def interrupted_notice(pids: list[str]) -> dict[str, str]:
+    """The notice for points cut short by an interruption, in each language."""
+    return {"zh": "以下测量点被中断(有开始、没有结束):" + "、".join(pids) + "。它们的窗口止于最后一个"
+                  "已记录请求的结束时刻;中断时仍在进行的请求没有被记录,因此其吞吐量是下限。"
+                  "这些点在全部结果表中标为“中断”,不参与扫描分析。",
+            "en": "These points were interrupted (a start and no end): " + ", ".join(pids)
+                  + ". Their window ends when the last of their recorded requests ended; requests "
+                  "still in flight at the interruption were not recorded, so their throughput is a "
+                  "lower bound. They are marked \"interrupted\" in the full results table and left "
+                  "out of the sweep analyses."}
 
 
 def round_title(manifest: dict, axis: str, round_id: str) -> dict[str, str]:

@@ -135,8 +135,10 @@ def _in_window(rec: Scrape, t_start: float | None, t_end: float | None) -> bool:
 
 
 def _check_window(t_start: float | None, t_end: float | None) -> None:
+    # An empty window is data, not a bug: an interrupted point, a round with one scrape.
     if t_start is not None and t_end is not None and not t_end > t_start:
-        raise ValueError(f"window end {t_end} is not after its start {t_start}")
+        raise Absent(f"the window {_window_text(t_start, t_end)} is empty: its end is not "
+                     "after its start, so nothing was measured in it")
 
 
 def _window_text(t_start: float | None, t_end: float | None) -> str:

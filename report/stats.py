@@ -22,6 +22,9 @@ import numpy as np
 from bench.request_table import RequestTable, as_request_table
 from report.ledger import Absent
 
+# A point's status when it has a `start` and no `end` event (the round was stopped inside it).
+INTERRUPTED = "interrupted"
+
 
 @dataclass(frozen=True)
 class Window:
@@ -59,9 +62,26 @@ def point_windows(events: list[dict]) -> dict[str, Window]:
                               e.get("reason"), s.get("settings", {}))
     for pid, s in starts.items():
         if pid not in out:  # started, never ended: the round stopped inside it
-            out[pid] = Window(pid, s["t"], measures.get(pid, s["t"]), s["t"], "incomplete",
+            out[pid] = Window(pid, s["t"], measures.get(pid, s["t"]), math.inf, INTERRUPTED,
                               "the round stopped before this point ended", s.get("settings", {}))
     return out
+
+
+def interrupted_window(window: Window, requests: RequestTable) -> Window:
+    """An interrupted point's window, ending when the last of its recorded requests ended.
+
+    Requests are recorded when they end, so those still in flight at the interruption are
+    not in the bundle: the window stops where the raw samples stop (at its measure time
+    when none was recorded, an empty window whose statistics are absent).
+    """
+    ends = as_request_table(requests).col("t_end")
+    ends = ends[np.isfinite(ends) & (ends >= window.t_measure)]
+    t_end = float(ends.max()) if len(ends) else window.t_measure
+    reason = (f"the round stopped before this point ended; its window ends at {t_end:.3f} s, "
+              "when the last of its recorded requests ended" if len(ends) else
+              "the round stopped before this point ended, before any of its requests ended")
+    return Window(window.point, window.t_start, window.t_measure, t_end, INTERRUPTED, reason,
+                  window.settings)
 
 
 def requests_of_point(requests: RequestTable, window: Window) -> RequestTable:

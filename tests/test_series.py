@@ -245,3 +245,14 @@ def test_functions_work_through_the_ledger():
     v = led.derive("gen", S.counter_increase, scrapes=scrapes, t_start=0, t_end=1, name=GEN)
     assert v.value is None and "needs 2 successful scrapes" in v.missing
     assert v.doc.startswith("Increase of counter NAME")
+
+
+def test_an_empty_window_is_absent_not_an_error():
+    """A window whose end is not after its start (a point cut short, a round of one scrape)."""
+    real = real_samples("metrics_kvsmall.txt")
+    scrapes = [scrape(5.0, real)]  # HAND-BUILT: the one scrape of a round
+    for f in (lambda: S.scrapes_in_window(scrapes, 5.0, 5.0),
+              lambda: S.counter_increase(scrapes, 5.0, 5.0, "vllm:prompt_tokens_total"),
+              lambda: S.steady_window(7.0, 7.0)):
+        with pytest.raises(Absent, match=r"window \[5.000 s, 5.000 s\] is empty|\[7.000 s"):
+            f()
