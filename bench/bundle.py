@@ -41,6 +41,7 @@ from bench.bundlefiles import (
     refuse_constant,
     stream_file,
 )
+from bench.redact import REDACTED, SECRET_MIN_LEN, Redactor  # noqa: F401 - REDACTED re-exported
 from bench.request_table import RequestTable, line_blocks, read_request_files
 
 SCHEMA_VERSION = 1
@@ -55,8 +56,6 @@ MANIFEST_KEYS = {
 }
 REQUIRED_KEYS = {"schema_version", "kind", "origin", "status", "clock", "tool", "engine", "plan"}
 STATUSES = {"running", "complete", "interrupted", "failed"}
-REDACTED = "[redacted]"
-SECRET_MIN_LEN = 8
 # Manifest keys that hold a JSON object (or null) and a list (or null).
 OBJECT_KEYS = ("clock", "tool", "host", "engine", "model", "plan", "files")
 LIST_KEYS = ("gpus",)
@@ -140,23 +139,22 @@ def compress_in_members(src: Path, dst: Path, member_bytes: int = GZ_MEMBER_BYTE
     os.replace(tmp, dst)
 
 
+def _json_line(record: dict[str, Any]) -> str:
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
+
+
 class BundleWriter:
     """Appends raw samples to a bundle directory; refuses to overwrite an existing bundle.
 
     SECRETS (an API key, a token from the server's command line) are replaced by
-    `[redacted]` in everything this writer puts in the bundle, and in server.log on close.
-    Strings shorter than SECRET_MIN_LEN are not treated as secrets: redacting "test" or
-    "1024" everywhere would corrupt the samples.
+    `[redacted]` in everything this writer puts in the bundle, and in server.log on close,
+    whatever their length (bench/redact.py: a short one where it stands as a whole token).
     """
 
     def __init__(self, path: str | os.PathLike, manifest: dict[str, Any], resume: bool = False,
                  secrets: tuple[str, ...] | list[str] = ()):
         self.path = Path(path)
-        forms = set()
-        for secret in secrets:
-            if secret and len(secret) >= SECRET_MIN_LEN:
-                forms.update((secret, json.dumps(secret, ensure_ascii=False)[1:-1]))
-        self.secrets = tuple(sorted(forms, key=len, reverse=True))
+        self.secrets = Redactor(secrets)
         if (self.path / "manifest.json").exists() and not resume:
             raise BundleError(f"{self.path}/manifest.json: a bundle already exists here; "
                               "choose another --out or remove it (bundles are never overwritten)")
@@ -201,17 +199,13 @@ class BundleWriter:
         if f is None:
             f = open(self.path / f"{stream}.jsonl", "a", encoding="utf-8")
             self._files[stream] = f
-        line = request_line(record) if stream == "requests" else \
-            json.dumps(record, separators=(",", ":"), ensure_ascii=False)
-        f.write((self.scrub(line) if self.secrets else line) + "\n")
+        dumps = request_line if stream == "requests" else _json_line
+        f.write((self.secrets.line(record, dumps) if self.secrets else dumps(record)) + "\n")
         f.flush()
 
     def scrub(self, text: str) -> str:
         """TEXT with every secret replaced by `[redacted]`."""
-        for secret in self.secrets:
-            if secret in text:
-                text = text.replace(secret, REDACTED)
-        return text
+        return self.secrets.text(text)
 
     def scrub_server_log(self) -> None:
         """Redact secrets a server printed (vLLM logs its --api-key among non-default args)."""
@@ -235,8 +229,9 @@ class BundleWriter:
         if unknown:
             raise BundleError(f"manifest fields not in format v{SCHEMA_VERSION}: {sorted(unknown)}")
         tmp = self.path / "manifest.json.tmp"
-        text = json.dumps(self.manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
-        tmp.write_text(self.scrub(text) if self.secrets else text)
+        text = self.secrets.line(self.manifest, lambda m: json.dumps(
+            m, indent=2, ensure_ascii=False, sort_keys=True)) + "\n"
+        tmp.write_text(text)
         os.replace(tmp, self.path / "manifest.json")
 
     def close(self, status: str, reason: str | None = None, compress_over: int = 1 << 20) -> None:

@@ -23,8 +23,7 @@ from bench.plan import (
     check_plan,
     load_plan,
 )
-
-API_KEY_ENV = "SERVING_LEDGER_API_KEY"
+from bench.redact import API_KEY_ENV
 
 
 def int_list(text: str) -> list[int]:
