@@ -32,6 +32,16 @@ try:
 except ImportError:     # pragma: no cover - orjson is a dependency
     orjson = None
 
+from bench.bundlefiles import (
+    BundleError,
+    bundle_file,
+    finite_float,
+    lines_of,
+    loads_finite,
+    refuse_constant,
+    stream_file,
+)
+from bench.redact import REDACTED, SECRET_MIN_LEN, Redactor  # noqa: F401 - REDACTED re-exported
 from bench.request_table import RequestTable, line_blocks, read_request_files
 
 SCHEMA_VERSION = 1
@@ -46,8 +56,6 @@ MANIFEST_KEYS = {
 }
 REQUIRED_KEYS = {"schema_version", "kind", "origin", "status", "clock", "tool", "engine", "plan"}
 STATUSES = {"running", "complete", "interrupted", "failed"}
-REDACTED = "[redacted]"
-SECRET_MIN_LEN = 8
 # Manifest keys that hold a JSON object (or null) and a list (or null).
 OBJECT_KEYS = ("clock", "tool", "host", "engine", "model", "plan", "files")
 LIST_KEYS = ("gpus",)
@@ -87,10 +95,6 @@ def request_line(record: dict[str, Any]) -> str:
         except TypeError:
             pass
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
-
-
-class BundleError(Exception):
-    """A bundle that cannot be read; the message names the file and the fix."""
 
 
 def reopen_for_append(p: Path) -> None:
@@ -135,23 +139,22 @@ def compress_in_members(src: Path, dst: Path, member_bytes: int = GZ_MEMBER_BYTE
     os.replace(tmp, dst)
 
 
+def _json_line(record: dict[str, Any]) -> str:
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
+
+
 class BundleWriter:
     """Appends raw samples to a bundle directory; refuses to overwrite an existing bundle.
 
     SECRETS (an API key, a token from the server's command line) are replaced by
-    `[redacted]` in everything this writer puts in the bundle, and in server.log on close.
-    Strings shorter than SECRET_MIN_LEN are not treated as secrets: redacting "test" or
-    "1024" everywhere would corrupt the samples.
+    `[redacted]` in everything this writer puts in the bundle, and in server.log on close,
+    whatever their length (bench/redact.py: a short one where it stands as a whole token).
     """
 
     def __init__(self, path: str | os.PathLike, manifest: dict[str, Any], resume: bool = False,
                  secrets: tuple[str, ...] | list[str] = ()):
         self.path = Path(path)
-        forms = set()
-        for secret in secrets:
-            if secret and len(secret) >= SECRET_MIN_LEN:
-                forms.update((secret, json.dumps(secret, ensure_ascii=False)[1:-1]))
-        self.secrets = tuple(sorted(forms, key=len, reverse=True))
+        self.secrets = Redactor(secrets)
         if (self.path / "manifest.json").exists() and not resume:
             raise BundleError(f"{self.path}/manifest.json: a bundle already exists here; "
                               "choose another --out or remove it (bundles are never overwritten)")
@@ -196,17 +199,13 @@ class BundleWriter:
         if f is None:
             f = open(self.path / f"{stream}.jsonl", "a", encoding="utf-8")
             self._files[stream] = f
-        line = request_line(record) if stream == "requests" else \
-            json.dumps(record, separators=(",", ":"), ensure_ascii=False)
-        f.write((self.scrub(line) if self.secrets else line) + "\n")
+        dumps = request_line if stream == "requests" else _json_line
+        f.write((self.secrets.line(record, dumps) if self.secrets else dumps(record)) + "\n")
         f.flush()
 
     def scrub(self, text: str) -> str:
         """TEXT with every secret replaced by `[redacted]`."""
-        for secret in self.secrets:
-            if secret in text:
-                text = text.replace(secret, REDACTED)
-        return text
+        return self.secrets.text(text)
 
     def scrub_server_log(self) -> None:
         """Redact secrets a server printed (vLLM logs its --api-key among non-default args)."""
@@ -230,8 +229,9 @@ class BundleWriter:
         if unknown:
             raise BundleError(f"manifest fields not in format v{SCHEMA_VERSION}: {sorted(unknown)}")
         tmp = self.path / "manifest.json.tmp"
-        text = json.dumps(self.manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
-        tmp.write_text(self.scrub(text) if self.secrets else text)
+        text = self.secrets.line(self.manifest, lambda m: json.dumps(
+            m, indent=2, ensure_ascii=False, sort_keys=True)) + "\n"
+        tmp.write_text(text)
         os.replace(tmp, self.path / "manifest.json")
 
     def close(self, status: str, reason: str | None = None, compress_over: int = 1 << 20) -> None:
@@ -325,25 +325,21 @@ UPGRADES: dict[int, Any] = {}
 def iter_jsonl(path: Path, warnings: list[str], fields: tuple[str, ...] = ()) -> Iterator[dict]:
     """Yield records of a .jsonl or .jsonl.gz file; a truncated last line is reported and skipped.
 
-    Every record must hold FIELDS (a `t` must be a number), or BundleError names the line.
+    Every record must be finite JSON holding FIELDS (a `t` must be a number), or BundleError
+    names the line; lines and inflation are bounded (bench/bundlefiles.py).
     """
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            lines = f.readlines()
-    except (EOFError, gzip.BadGzipFile) as e:
-        raise BundleError(f"{path}: corrupt compressed file ({e}); restore it from git") from None
-    for n, line in enumerate(lines, 1):
+    for n, line, ended in lines_of(path):
         if not line.strip():
             continue
+        where = f"{path} line {n}"
         try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            if n == len(lines) and not line.endswith("\n"):
+            rec = loads_finite(line, where)
+        except BundleError:
+            if not ended:
                 warnings.append(f"{path.name} line {n}: truncated last line skipped")
                 continue
-            raise BundleError(f"{path} line {n}: not valid JSON ({e.msg})") from None
-        yield check_record(rec, f"{path} line {n}", fields)
+            raise
+        yield check_record(rec, where, fields)
 
 
 def check_record(rec: Any, where: str, fields: tuple[str, ...] = ()) -> dict:
@@ -362,12 +358,9 @@ def read_bundle(path: str | os.PathLike) -> Bundle:
     """Read and validate a bundle directory; raise BundleError naming the file on bad input."""
     path = Path(path)
     mpath = path / "manifest.json"
-    if not mpath.exists():
+    if bundle_file(path, "manifest.json") is None:
         raise BundleError(f"{mpath}: missing; not a bundle directory")
-    try:
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise BundleError(f"{mpath} line {e.lineno}: not valid JSON ({e.msg})") from None
+    manifest = read_manifest(mpath)
     if not isinstance(manifest, dict):
         raise BundleError(f"{mpath}: expected a JSON object")
     manifest = upgrade_manifest(manifest, mpath)
@@ -392,18 +385,36 @@ def read_bundle(path: str | os.PathLike) -> Bundle:
     if not isinstance(t0, (int, float)) or isinstance(t0, bool):
         raise BundleError(f"{mpath}: clock.t0_wall_unix must be a number, not {t0!r:.60}")
     b = Bundle(path=path, manifest=manifest)
+    files = {stream: stream_file(path, stream) for stream in stream_names(path)}
     for stream in SAMPLE_FILES:
-        if stream == "requests":
-            continue
-        for cand in (path / f"{stream}.jsonl", path / f"{stream}.jsonl.gz"):
-            if cand.exists():
-                getattr(b, stream).extend(iter_jsonl(cand, b.warnings, RECORD_FIELDS[stream]))
+        if stream != "requests" and files[stream] is not None:
+            getattr(b, stream).extend(iter_jsonl(files[stream], b.warnings, RECORD_FIELDS[stream]))
     # Requests: requests.jsonl, then each worker's shard in k order, as one columnar table.
-    req = [cand for stream in ["requests"] + shard_streams(path)
-           for cand in (path / f"{stream}.jsonl", path / f"{stream}.jsonl.gz") if cand.exists()]
+    req = [files[s] for s in ["requests"] + shard_streams(path) if files[s] is not None]
     b.request_table = read_request_files(req, b.warnings, RECORD_FIELDS["requests"])
     b.request_files = [p.name for p in req]
     return b
+
+
+MAX_MANIFEST_BYTES = 16 << 20
+
+
+def read_manifest(mpath: Path) -> Any:
+    """The JSON of a manifest.json: UTF-8, finite numbers, at most MAX_MANIFEST_BYTES."""
+    with open(mpath, "rb") as f:
+        data = f.read(MAX_MANIFEST_BYTES + 1)
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise BundleError(f"{mpath}: over {MAX_MANIFEST_BYTES >> 20} MiB; not a manifest")
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=refuse_constant,
+                          parse_float=finite_float)
+    except UnicodeDecodeError as e:
+        raise BundleError(f"{mpath}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
+                          f"{e.start})") from None
+    except json.JSONDecodeError as e:
+        raise BundleError(f"{mpath} line {e.lineno}: not valid JSON ({e.msg})") from None
+    except ValueError as e:     # NotFinite
+        raise BundleError(f"{mpath}: {e}; a bundle holds finite numbers only") from None
 
 
 def find_bundles(root: str | os.PathLike) -> list[Path]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shlex
 import signal
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 from bench.bundle import BundleError
 from bench.engine import EngineError
 from bench.plan import (
+    OPEN_FILES_RESERVED,
     Plan,
     PlanError,
     SamplerSpec,
@@ -21,22 +23,27 @@ from bench.plan import (
     check_plan,
     load_plan,
 )
-
-API_KEY_ENV = "SERVING_LEDGER_API_KEY"
+from bench.redact import API_KEY_ENV
 
 
 def int_list(text: str) -> list[int]:
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected at least one integer, got {text!r}")
+    return values
 
 
 def float_list(text: str) -> list[float]:
     try:
-        return [float(x) for x in text.split(",") if x.strip()]
+        values = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected at least one number, got {text!r}")
+    return values
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,35 +89,35 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         if not args.endpoint:
             raise PlanError("--launch needs --endpoint (the URL the launched server listens on)")
         plan.engine.mode, plan.engine.command, plan.engine.endpoint = "launch", args.launch, args.endpoint
-    if args.model_config:
+    if args.model_config is not None:
         plan.engine.model_config = args.model_config
     if args.server_flags:
         plan.engine.flags = plan.engine.flags + shlex.split(args.server_flags)
-    if args.concurrency:
+    if args.concurrency is not None:
         s.concurrency = args.concurrency
-    if args.request_rate:
+    if args.request_rate is not None:
         s.request_rate = args.request_rate
         s.arrival = args.arrival or "poisson"
     elif args.arrival:
         s.arrival = args.arrival
     if args.burstiness is not None:
         s.burstiness = args.burstiness
-    if args.input_len:
+    if args.input_len is not None:
         if len(args.input_len) == 1:
             w.input_len, s.input_len = args.input_len[0], []
         else:
             s.input_len = args.input_len
-    if args.output_len:
+    if args.output_len is not None:
         w.output_len = args.output_len
-    if args.requests_per_point:
+    if args.requests_per_point is not None:
         s.requests_per_point = args.requests_per_point
-    if args.duration:
+    if args.duration is not None:
         s.duration_s = args.duration
     if args.ramp is not None:
         s.ramp_s = args.ramp
     if args.warmup is not None:
         s.warmup_requests = args.warmup
-    if args.metrics_interval:
+    if args.metrics_interval is not None:
         plan.sampler.metrics_interval_s = args.metrics_interval
     if args.api:
         w.api = args.api
@@ -118,9 +125,12 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         plan.seed = args.seed
     if args.workers is not None:
         plan.client.workers = args.workers
-    if args.worker_cpus:
+    if args.worker_cpus is not None:
         plan.client.cpu_affinity = args.worker_cpus
-    check_plan(plan)
+    try:
+        check_plan(plan)
+    except PlanError as e:
+        raise PlanError(name_the_flag(str(e), args)) from None
     if args.endpoint:
         check_endpoint(args.endpoint, "--endpoint")
     elif plan.engine.mode != "embedded":
@@ -128,11 +138,39 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
     return plan
 
 
+# The plan key each ad-hoc flag sets (argparse dest -> key as check_plan names it).
+FLAG_KEYS = {
+    "concurrency": "[sweep].concurrency", "request_rate": "[sweep].request_rate",
+    "burstiness": "[sweep].burstiness", "input_len": "].input_len",
+    "output_len": "[workload].output_len", "requests_per_point": "[sweep].requests_per_point",
+    "duration": "[sweep].duration_s", "ramp": "[sweep].ramp_s", "warmup": "[sweep].warmup_requests",
+    "metrics_interval": "[sampler].metrics_interval_s", "seed": "seed",
+    "workers": "[client].workers", "worker_cpus": "[client].cpu_affinity",
+}
+
+
+def name_the_flag(message: str, args: argparse.Namespace) -> str:
+    """MESSAGE about a plan key, led by the flag that set the key when a flag did."""
+    for dest, key in FLAG_KEYS.items():
+        if getattr(args, dest, None) is not None and key in message:
+            return f"--{dest.replace('_', '-')}: {message}"
+    return message
+
+
 def check_endpoint(url: str, where: str) -> None:
     """Refuse an endpoint that is not an http(s) URL with a host."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise PlanError(f"{where}: {url!r} is not an http:// or https:// URL with a host")
+
+
+def raise_open_files_limit(plan: Plan) -> None:
+    """Let this process open a connection per request in flight (check_plan bounds the need)."""
+    need = max(plan.sweep.concurrency) + OPEN_FILES_RESERVED
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(need, hard) if hard != resource.RLIM_INFINITY
+                                                    else need, hard))
 
 
 def _raise_interrupt(signum, frame):
@@ -147,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     except PlanError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    raise_open_files_limit(plan)
     # SIGTERM is handled like Ctrl-C: flush, mark the bundle interrupted, stop the engine.
     signal.signal(signal.SIGTERM, _raise_interrupt)
     out = Path(args.out)

@@ -25,6 +25,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.redact import API_KEY_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE_PYTHON = ROOT / ".venv-engine" / "bin" / "python"
 TINY_MODEL_DIR = ROOT / ".engine" / "tiny-qwen2"
@@ -39,6 +41,12 @@ EMBEDDED_FLAGS = [
 ]
 EMBEDDED_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "TRANSFORMERS_OFFLINE": "1",
                 "VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def server_environment(inherited: dict[str, str], given: dict[str, str]) -> dict[str, str]:
+    """A launched server's environment: this process's, less the client's API key (a server
+    gets a key only where the plan's [engine].env or its command line gives one), plus GIVEN."""
+    return {**{k: v for k, v in inherited.items() if k != API_KEY_ENV}, **given}
 
 
 class EngineError(Exception):
@@ -115,7 +123,7 @@ class Engine:
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = open(self.log_path, "ab")
-        env = {**os.environ, **self.env}
+        env = server_environment(os.environ, self.env)
         self.proc = subprocess.Popen(
             self.command, stdout=self._log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=env, start_new_session=True, cwd=str(ROOT),

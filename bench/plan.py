@@ -9,6 +9,9 @@ nesting order, so that the server restarts only when its flags change.
 from __future__ import annotations
 
 import itertools
+import math
+import os
+import resource
 import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -143,6 +146,10 @@ def _build(cls, data: dict[str, Any], where: str):
         if isinstance(default, (int, float)) and not isinstance(default, bool):
             if not isinstance(v, (int, float)) or isinstance(v, bool):
                 raise PlanError(f"{where}.{k}: expected a number, got {v!r}")
+            if not math.isfinite(v):
+                raise PlanError(f"{where}.{k}: expected a finite number, got {v!r}")
+            if isinstance(default, int) and not isinstance(v, int):
+                raise PlanError(f"{where}.{k}: expected a whole number, got {v!r}")
         if isinstance(default, list) and not isinstance(v, list):
             raise PlanError(f"{where}.{k}: expected a list, got {v!r}")
         setattr(obj, k, v)
@@ -216,10 +223,128 @@ def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
     return plan
 
 
+MAX_TOKENS = 2**31 - 1     # a token count must fit the bundle's int32 chunk column
+# Bounds of the numeric keys: (section, key) -> (lowest, highest, lowest allowed itself).
+BOUNDS: dict[tuple[str, str], tuple[float, float, bool]] = {
+    ("engine", "startup_timeout_s"): (0, 7 * 86400, False),
+    ("engine", "port"): (0, 65535, True),
+    ("workload", "input_len"): (1, MAX_TOKENS, True),
+    ("workload", "output_len"): (1, MAX_TOKENS, True),
+    ("workload", "prefix_len"): (0, MAX_TOKENS, True),
+    ("workload", "num_prefixes"): (1, 1 << 20, True),
+    ("workload", "token_id_low"): (0, MAX_TOKENS, True),
+    ("workload", "token_id_high"): (1, MAX_TOKENS, True),
+    ("sweep", "burstiness"): (0, 1000, False),
+    ("sweep", "requests_per_point"): (0, 10**9, True),
+    ("sweep", "duration_s"): (0, 7 * 86400, True),
+    ("sweep", "warmup_requests"): (-1, 10**9, True),
+    ("sweep", "cooldown_s"): (0, 3600, True),
+    ("sweep", "ramp_s"): (0, 3600, True),
+    # a scrape takes ~10 ms of the server's time; below 0.1 s the sampler would load the server
+    ("sampler", "metrics_interval_s"): (0.1, 3600, True),
+    ("sampler", "gpu_interval_s"): (0.1, 3600, True),
+    ("client", "workers"): (1, 1024, True),
+}
+LIST_BOUNDS: dict[tuple[str, str], tuple[float, float, bool]] = {
+    ("sweep", "concurrency"): (1, MAX_TOKENS, True),   # bounded by check_capacity
+    ("sweep", "input_len"): (1, MAX_TOKENS, True),
+    ("sweep", "request_rate"): (0, 10**6, False),
+    ("client", "cpu_affinity"): (0, 1 << 16, True),
+}
+WHOLE_LISTS = {("sweep", "concurrency"), ("sweep", "input_len"), ("client", "cpu_affinity")}
+# Client memory per prompt token held in a point's prompt pool (a Python int in a list, and
+# its share of the request's JSON), and per open-loop arrival time.
+PROMPT_TOKEN_BYTES = 48
+ARRIVAL_BYTES = 32
+OPEN_FILES_RESERVED = 64   # log, bundle streams, pipes: file descriptors besides connections
+
+
+def _bounded(value, bounds: tuple[float, float, bool], where: str) -> None:
+    low, high, closed = bounds
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise PlanError(f"{where}: expected a finite number, got {value!r}")
+    if value > high or value < low or (value == low and not closed):
+        lo = f"from {low:,}" if closed else f"above {low:,}"
+        raise PlanError(f"{where}: {value!r} is out of range ({lo} up to {high:,})")
+
+
+def warmup_count(sweep: SweepSpec, concurrency: int) -> int:
+    """Warm-up requests of a point: the plan's count, or one per concurrency slot."""
+    return sweep.warmup_requests if sweep.warmup_requests >= 0 else concurrency
+
+
+def prompt_pool_size(sweep: SweepSpec, concurrency: int) -> int:
+    """Prompts a point draws before it starts (each load process holds them all)."""
+    warmup = warmup_count(sweep, concurrency)
+    if sweep.duration_s > 0:
+        return min(warmup + 10**9, 4096)
+    return warmup + max(sweep.requests_per_point, 1)
+
+
+def host_memory_bytes() -> int:
+    """Physical memory of this host."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def open_files_limit() -> int:
+    """The most files (sockets included) this process may raise its limit to."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return hard if hard != resource.RLIM_INFINITY else 1 << 20
+
+
+def client_memory_bytes(plan: Plan, point: dict[str, Any]) -> int:
+    """Client memory a point needs before its first request: prompt pools and arrival schedule."""
+    s = plan.sweep
+    C = point.get("concurrency") or 1
+    pool = prompt_pool_size(s, C) * point["input_len"] * PROMPT_TOKEN_BYTES * plan.client.workers
+    rate = point.get("request_rate")
+    arrivals = 0
+    if rate:
+        n = (int(rate * s.duration_s) if s.duration_s > 0 else s.requests_per_point)
+        arrivals = (n + warmup_count(s, C)) * ARRIVAL_BYTES
+    return pool + arrivals
+
+
+def check_capacity(plan: Plan, points: list[dict[str, Any]]) -> None:
+    """Refuse points this host cannot hold: client memory over half of RAM, too many sockets."""
+    src = plan.source or "plan"
+    budget = host_memory_bytes() // 2
+    for p in points:
+        need = client_memory_bytes(plan, p)
+        if need > budget:
+            raise PlanError(
+                f"{src}: point {p['id']} needs about {need / 2**30:,.1f} GiB of client memory "
+                f"before it sends a request (its prompt pool of input_len {p['input_len']} tokens "
+                f"per prompt and its arrival schedule), over half of this host's "
+                f"{2 * budget / 2**30:,.1f} GiB; lower input_len, concurrency or requests_per_point")
+    streams = max((p.get("concurrency") or 1) for p in points)
+    per_process = -(-streams // plan.client.workers)
+    limit = open_files_limit() - OPEN_FILES_RESERVED
+    if per_process > limit:
+        raise PlanError(f"{src} [sweep].concurrency: {streams} requests in flight need "
+                        f"{per_process} connections per client process, over the {limit} this "
+                        "host allows a process (ulimit -Hn, less files of its own); raise the "
+                        "limit or use more [client].workers")
+
+
 def check_plan(plan: Plan) -> None:
-    """Refuse settings no run could honour, naming the key."""
+    """Refuse settings no run could honour, naming the key: before anything starts."""
     src = plan.source or "plan"
     e, w, s = plan.engine, plan.workload, plan.sweep
+    sections = {"engine": e, "workload": w, "sweep": s, "sampler": plan.sampler,
+                "client": plan.client}
+    if not isinstance(plan.seed, int) or isinstance(plan.seed, bool):
+        raise PlanError(f"{src}: seed must be an integer, got {plan.seed!r}")
+    for (section, key), bounds in BOUNDS.items():
+        _bounded(getattr(sections[section], key), bounds, f"{src} [{section}].{key}")
+    for (section, key), bounds in LIST_BOUNDS.items():
+        values = getattr(sections[section], key)
+        if not isinstance(values, list):
+            raise PlanError(f"{src} [{section}].{key}: expected a list, got {values!r}")
+        for v in values:
+            if (section, key) in WHOLE_LISTS and not isinstance(v, int):
+                raise PlanError(f"{src} [{section}].{key}: {v!r} is not a whole number")
+            _bounded(v, bounds, f"{src} [{section}].{key}")
     if e.mode not in ("embedded", "launch", "endpoint"):
         raise PlanError(f"{src} [engine].mode: {e.mode!r} is not embedded, launch or endpoint")
     if e.mode in ("launch", "endpoint") and not e.endpoint:
@@ -230,30 +355,60 @@ def check_plan(plan: Plan) -> None:
         raise PlanError(f"{src} [workload].kind: {w.kind!r} is not random, shared-prefix or jsonl")
     if w.api not in ("completions", "chat"):
         raise PlanError(f"{src} [workload].api: {w.api!r} is not completions or chat")
-    if w.kind == "jsonl" and not w.jsonl:
-        raise PlanError(f"{src} [workload].jsonl: required for kind = \"jsonl\"")
+    if w.kind == "jsonl":
+        check_prompt_file(w.jsonl, f"{src} [workload].jsonl")
+    if w.kind == "shared-prefix":
+        for L in s.input_len or [w.input_len]:
+            if not 0 < w.prefix_len < L:
+                raise PlanError(f"{src} [workload].prefix_len: {w.prefix_len} is not between 1 "
+                                f"and input_len - 1 (input_len {L})")
+    if w.token_id_low >= w.token_id_high:
+        raise PlanError(f"{src} [workload].token_id_low: {w.token_id_low} is not below "
+                        f"token_id_high {w.token_id_high} (ids are drawn from [low, high))")
     if w.chunk_token_counts not in ("usage", "token_ids", "none"):
         raise PlanError(f"{src} [workload].chunk_token_counts: usage, token_ids or none")
     if s.arrival not in ("closed", "poisson", "gamma"):
         raise PlanError(f"{src} [sweep].arrival: {s.arrival!r} is not closed, poisson or gamma")
     if s.arrival != "closed" and not s.request_rate:
         raise PlanError(f"{src} [sweep].request_rate: required for open-loop arrival")
-    if any((not isinstance(c, int)) or c < 1 for c in s.concurrency):
-        raise PlanError(f"{src} [sweep].concurrency: positive integers only")
-    if not (0 <= s.ramp_s < 3600):
-        raise PlanError(f"{src} [sweep].ramp_s: seconds from 0 up to 3600, got {s.ramp_s!r}")
+    if not s.concurrency:
+        raise PlanError(f"{src} [sweep].concurrency: at least one value")
     if s.requests_per_point < 1 and s.duration_s <= 0:
-        raise PlanError(f"{src} [sweep]: requests_per_point or duration_s must be positive")
-    if w.input_len < 1 or w.output_len < 1 or any(L < 1 for L in s.input_len):
-        raise PlanError(f"{src}: lengths must be positive")
+        raise PlanError(f"{src} [sweep].requests_per_point: {s.requests_per_point} requests; "
+                        "a point needs at least 1 (or a positive duration_s)")
     if not s.server_flags or not all(isinstance(f, list) for f in s.server_flags):
         raise PlanError(f"{src} [sweep].server_flags: a list of flag lists, e.g. [[], [\"--x\"]]")
-    c = plan.client
-    if not isinstance(c.workers, int) or isinstance(c.workers, bool) or c.workers < 1:
-        raise PlanError(f"{src} [client].workers: a positive integer, got {c.workers!r}")
-    if any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in c.cpu_affinity):
-        raise PlanError(f"{src} [client].cpu_affinity: CPU numbers (integers >= 0) only")
-    plan.points()
+    check_capacity(plan, plan.points())
+
+
+MAX_TEXT_FILE_BYTES = 1 << 30   # a prompt file larger than this is not one
+MAX_PLAN_BYTES = 1 << 20
+
+
+def read_text_file(path: str | Path, where: str, limit: int = MAX_TEXT_FILE_BYTES) -> str:
+    """The UTF-8 text of PATH, up to LIMIT bytes; PlanError led by WHERE for anything else."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except FileNotFoundError:
+        raise PlanError(f"{where}: does not exist") from None
+    except OSError as e:
+        raise PlanError(f"{where}: {e.strerror or e}") from None
+    if len(data) > limit:
+        raise PlanError(f"{where}: over {limit >> 20} MiB; not a file this tool reads")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise PlanError(f"{where}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
+                        f"{e.start})") from None
+
+
+def check_prompt_file(path: str, where: str) -> None:
+    """Refuse a JSONL prompt file that is missing, not UTF-8 or too large, before the round."""
+    from bench.workload import read_prompt_file  # workload reads plans: imported here
+    if not path:
+        raise PlanError(f"{where}: required for kind = \"jsonl\"")
+    read_prompt_file(path, 1, where)
 
 
 def load_plan(path: str | Path) -> Plan:
@@ -261,8 +416,9 @@ def load_plan(path: str | Path) -> Plan:
     path = Path(path)
     if not path.exists():
         raise PlanError(f"{path}: no such plan file")
+    text = read_text_file(path, str(path), limit=MAX_PLAN_BYTES)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise PlanError(f"{path}: {e}") from None
     return plan_from_dict(data, source=str(path))

@@ -24,7 +24,6 @@ import io
 import json
 import os
 import re
-import zlib
 from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
@@ -34,6 +33,14 @@ import numpy as np
 import orjson
 
 from bench.allocator import keep_freed_memory
+from bench.bundlefiles import (
+    INFLATE_ERRORS,
+    MAX_INFLATE_RATIO,
+    MAX_LINE_BYTES,
+    BundleError,
+    loads_finite,
+    open_stream,
+)
 
 # Scalar columns: name -> how to read it from a record (float64, NaN where absent or null).
 FLOAT_FIELDS = ("t_slot", "t_sched", "t_send", "t_headers", "t_first", "t_end", "input_len")
@@ -48,11 +55,8 @@ _CHUNK_TEXT = b"0123456789.eE+-,[]nul\n"
 
 try:    # ISA-L's gzip decompresses a large request file 2-3x faster than zlib; same bytes
     from isal.igzip import decompress as gunzip
-    from isal.igzip import open as gunzip_open
-    from isal.isal_zlib import error as _InflateError
 except ImportError:     # pragma: no cover - isal is a dependency where it installs
-    gunzip, gunzip_open = gzip.decompress, gzip.open
-    _InflateError = zlib.error
+    gunzip = gzip.decompress
 
 
 class RecordError(ValueError):
@@ -544,28 +548,22 @@ def _fast_block(block: bytes) -> tuple[_Block | None, int]:
 def _slow_block(lines: list[bytes], first: int, path: Path, last_unterminated: bool,
                 warnings: list[str], fields: tuple[str, ...]) -> _Block:
     """Records line by line, with iter_jsonl's checks and messages (line numbers from FIRST)."""
-    from bench.bundle import BundleError, check_record
+    from bench.bundle import check_record
     recs, heads, where = [], [], []
     for j, line in enumerate(lines):
         no = first + j
         if not line.strip():
             continue
         try:
-            rec = orjson.loads(line)
-            dumps = orjson.dumps
-        except orjson.JSONDecodeError:
-            try:
-                rec = json.loads(line)
-                dumps = None
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                if last_unterminated and j == len(lines) - 1:
-                    warnings.append(f"{path.name} line {no}: truncated last line skipped")
-                    continue
-                msg = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
-                raise BundleError(f"{path} line {no}: not valid JSON ({msg})") from None
+            rec = loads_finite(line, f"{path} line {no}")
+        except BundleError:
+            if last_unterminated and j == len(lines) - 1:
+                warnings.append(f"{path.name} line {no}: truncated last line skipped")
+                continue
+            raise
         where.append(f"{path} line {no}")
         recs.append(check_record(rec, where[-1], fields))
-        heads.append(_head_json(rec, dumps))
+        heads.append(_head_json(rec))
     try:
         return _records_block(recs, heads, where)
     except RecordError as e:
@@ -575,25 +573,25 @@ def _slow_block(lines: list[bytes], first: int, path: Path, last_unterminated: b
 def line_blocks(path: Path, size: int | None = None) -> Iterator[tuple[bytes, int, bool]]:
     """(whole lines, their count, False) blocks of about SIZE bytes (BLOCK_BYTES) of PATH
     (plain or gzip), then (the unterminated rest, 1, True) if the file does not end in a newline."""
-    from bench.bundle import BundleError
-    opener = gunzip_open if path.suffix == ".gz" else open
-    rest = b""
-    with opener(path, "rb") as f:
+    rest, lines = b"", 0
+    with open_stream(path) as f:
         while True:
-            try:
-                raw = f.read(size or BLOCK_BYTES)
-            except (EOFError, gzip.BadGzipFile, zlib.error, _InflateError) as e:
-                raise BundleError(f"{path}: corrupt compressed file ({e}); restore it from git") from None
+            raw = f.read(size or BLOCK_BYTES)
             if not raw:
                 break
             data = rest + raw if rest else raw
             cut = data.rfind(b"\n") + 1
             if cut == 0:
                 rest = data
+                if len(rest) > MAX_LINE_BYTES:
+                    raise BundleError(f"{path} line {lines + 1}: longer than "
+                                      f"{MAX_LINE_BYTES >> 20} MiB without a newline; not a "
+                                      "line of samples")
                 continue
             rest = data[cut:]
             block = data[:cut] if cut < len(data) else data
             del data
+            lines += block.count(b"\n")
             yield block, block.count(b"\n"), False
     if rest:
         yield rest, 1, True
@@ -655,10 +653,15 @@ def _parse_member(path: str, start: int, end: int) -> tuple[_Block | None, int]:
 
 
 def _inflate_range(path: str | Path, start: int, end: int) -> bytes:
-    from bench.bundle import BundleError
+    member = _read_range(path, start, end)
+    # A member's last 4 bytes are its inflated size (mod 2^32): a bomb is refused unopened.
+    size = int.from_bytes(member[-4:], "little") if len(member) >= 4 else 0
+    if size > max(MAX_LINE_BYTES, MAX_INFLATE_RATIO * len(member)):
+        raise BundleError(f"{path}: a gzip member of {len(member)} bytes inflates to {size}, more "
+                          f"than {MAX_INFLATE_RATIO} times its size; a decompression bomb")
     try:
-        return gunzip(_read_range(path, start, end))
-    except (EOFError, gzip.BadGzipFile, zlib.error, _InflateError) as e:
+        return gunzip(member)
+    except INFLATE_ERRORS as e:
         raise BundleError(f"{path}: corrupt compressed file ({e}); restore it from git") from None
 
 

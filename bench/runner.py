@@ -28,7 +28,7 @@ from bench.engine import TINY_MODEL_DIR, Engine, EngineError, free_port
 from bench.exposition import parse_exposition
 from bench.loop import collect_between_points, sleep_until
 from bench.loop import run as run_loop
-from bench.plan import Plan, PlanError
+from bench.plan import Plan, PlanError, prompt_pool_size, warmup_count
 from bench.provenance import (
     collect_host_metadata,
     collect_model_config,
@@ -149,11 +149,10 @@ def point_shape(plan: Plan, point: dict, index: int) -> tuple[int, int, int, boo
     """(concurrency, warm-up requests, total requests, by duration, seed, prompt-pool size)."""
     sw = plan.sweep
     C = point.get("concurrency") or 1
-    warmup = sw.warmup_requests if sw.warmup_requests >= 0 else C
-    n_measured = sw.requests_per_point
+    warmup = warmup_count(sw, C)
     by_duration = sw.duration_s > 0
-    total = warmup + (n_measured if not by_duration else 10**9)
-    pool_size = min(total, warmup + max(n_measured, 1) if not by_duration else 4096)
+    total = warmup + (sw.requests_per_point if not by_duration else 10**9)
+    pool_size = min(total, prompt_pool_size(sw, C))
     return C, warmup, total, by_duration, point_seed(plan.seed, index), pool_size
 
 

@@ -45,11 +45,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench.bundle import REDACTED, BundleWriter, reopen_for_append, request_line
+from bench.bundle import BundleWriter, reopen_for_append, request_line
 from bench.client import open_stream_session
 from bench.loop import collect_between_points, sleep_until
 from bench.loop import run as run_loop
 from bench.plan import Plan, PlanError
+from bench.redact import Redactor
 from bench.runner import (
     RoundFailed,
     end_point,
@@ -77,15 +78,15 @@ def shard_name(k: int) -> str:
 class ShardWriter:
     """Appends one worker's request records to its shard, each line flushed, secrets redacted.
 
-    SECRETS are the forms BundleWriter.secrets holds (already expanded and sorted longest
-    first). The file is opened on the first record; a resumed bundle's shard that close()
+    SECRETS is BundleWriter.secrets (a Redactor), or the secrets themselves. The file is opened on the first record; a resumed bundle's shard that close()
     compressed goes back to plain .jsonl and a truncated last line is cut, as BundleWriter
     does for its own streams.
     """
 
-    def __init__(self, bundle: str | os.PathLike, k: int, t0: float, secrets: tuple[str, ...] = ()):
+    def __init__(self, bundle: str | os.PathLike, k: int, t0: float, secrets: Redactor | tuple = ()):
         self.path = Path(bundle) / shard_name(k)
-        self.t0, self.secrets = t0, tuple(secrets)
+        self.t0 = t0
+        self.secrets = secrets if isinstance(secrets, Redactor) else Redactor(secrets)
         self._f = None
 
     def now(self) -> float:
@@ -99,10 +100,7 @@ class ShardWriter:
     def append(self, record: dict[str, Any]) -> None:
         if self._f is None:
             self._f = self._open()
-        line = request_line(record)
-        for secret in self.secrets:
-            if secret in line:
-                line = line.replace(secret, REDACTED)
+        line = self.secrets.line(record, request_line) if self.secrets else request_line(record)
         self._f.write(line + "\n")
         self._f.flush()
 
@@ -129,7 +127,7 @@ class Shared:
         self.stop.value = RUN
 
 
-def worker_main(k: int, plan: Plan, bundle: str, t0: float, secrets: tuple[str, ...],
+def worker_main(k: int, plan: Plan, bundle: str, t0: float, secrets: Redactor,
                 headers: dict | None, cpus: list[int] | None, commands, results,
                 shared: Shared) -> None:
     """Entry point of worker K (a spawned process)."""
@@ -153,7 +151,7 @@ def _next_command(commands, shared: Shared, ppid: int):
                 return None
 
 
-async def _worker(k: int, plan: Plan, bundle: str, t0: float, secrets: tuple[str, ...],
+async def _worker(k: int, plan: Plan, bundle: str, t0: float, secrets: Redactor,
                   headers: dict | None, commands, results, shared: Shared) -> None:
     ppid = os.getppid()
     shard = ShardWriter(bundle, k, t0, secrets)

@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from bench.plan import PlanError, WorkloadSpec
+from bench.plan import PlanError, WorkloadSpec, read_text_file
 
 
 @dataclass(frozen=True)
@@ -51,11 +50,16 @@ def make_prompts(w: WorkloadSpec, input_len: int, output_len: int, count: int,
             suffix = random_ids(rng, input_len - w.prefix_len, w.token_id_low, w.token_id_high)
             out.append(Prompt(prefixes[g] + suffix, input_len, output_len, group=g))
         return out
-    path = Path(w.jsonl)
-    if not path.exists():
-        raise PlanError(f"[workload].jsonl: {path} does not exist")
+    rows = read_prompt_file(w.jsonl, output_len)
+    rng.shuffle(rows)
+    return [rows[i % len(rows)] for i in range(count)]
+
+
+def read_prompt_file(path: str, output_len: int, where: str = "[workload].jsonl") -> list[Prompt]:
+    """The prompts of a JSONL file ({"prompt" or "messages", "max_tokens"?} a line), checked."""
+    text = read_text_file(path, f"{where}: {path}")
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -64,12 +68,14 @@ def make_prompts(w: WorkloadSpec, input_len: int, output_len: int, count: int,
         except (json.JSONDecodeError, KeyError, TypeError):
             raise PlanError(f"{path} line {n}: expected an object with \"prompt\" or "
                             "\"messages\"") from None
+        max_tokens = row.get("max_tokens", output_len)
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise PlanError(f"{path} line {n}: max_tokens {max_tokens!r} is not a positive integer")
         n_in = len(prompt) if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt) else None
-        rows.append(Prompt(prompt, n_in, int(row.get("max_tokens", output_len))))
+        rows.append(Prompt(prompt, n_in, max_tokens))
     if not rows:
         raise PlanError(f"{path}: no prompts")
-    rng.shuffle(rows)
-    return [rows[i % len(rows)] for i in range(count)]
+    return rows
 
 
 def arrival_offsets(n: int, rate: float, burstiness: float, seed: int) -> list[float]:

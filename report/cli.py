@@ -111,8 +111,9 @@ def cmd_summary(args: argparse.Namespace) -> int:
         table.append(["—" if r[k] is None else (f"{r[k]:,.{dg}f}" if isinstance(r[k], float) else str(r[k]))
                       if dg is not None else str(r[k]) for _, k, dg in cols])
     widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
+    from report.textsafety import neutralise_controls
     for row in table:
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+        print(neutralise_controls("  ".join(c.rjust(w) for c, w in zip(row, widths))))
     return 0
 
 

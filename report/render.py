@@ -42,6 +42,7 @@ from report.numbers import (
     missing_reason,
     raw_text,
 )
+from report.textsafety import neutralise_controls
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 FONT_STACK = "Noto Sans CJK SC, WenQuanYi Micro Hei, sans-serif"
@@ -498,7 +499,7 @@ class _Assembly:
         doc = _PH.sub(self._final_sub, doc)
         if "\ue000" in doc or "\ue001" in doc:
             raise RenderError("unresolved placeholder left in the page")
-        return doc
+        return neutralise_controls(doc)   # every rendered string, in HTML and PDF alike
 
     # -- skeleton --
 

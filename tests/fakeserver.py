@@ -253,6 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.api_key:  # vLLM prints its non-default arguments, the key included
         print(f"(APIServer pid={pid}) INFO 01-01 00:00:00 [utils.py:1] non-default args: "
               f"{{'api_key': ['{args.api_key}'], 'port': {args.port}}}", flush=True)
+    # What a server could leak: whether the client's key variable reached its environment.
+    inherited = "SERVING_LEDGER_API_KEY" in os.environ
+    print(f"(APIServer pid={pid}) INFO 01-01 00:00:00 [fake.py:2] client key variable in "
+          f"environment: {inherited}", flush=True)
     web.run_app(srv.app(), host="127.0.0.1", port=args.port, print=None)
     return 0
 

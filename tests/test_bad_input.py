@@ -170,6 +170,28 @@ def test_report_build_into_a_file(recorded, tmp_path):
     ("seed = 'x'\n", ("seed must be an integer",)),
     ("[engine]\nmodel_config = '/nonexistent/config.json'\n",
      ("[engine].model_config", "/nonexistent/config.json")),
+    # Issue 16: each once a traceback mid-round, a NaN in points.jsonl or a silent oddity.
+    ("[workload]\ninput_len = 16.5\n", ("[workload].input_len", "whole number, got 16.5")),
+    ("[workload]\ninput_len = 16.0\n", ("[workload].input_len", "whole number, got 16.0")),
+    ("[sweep]\nrequests_per_point = 2.5\n", ("[sweep].requests_per_point", "got 2.5")),
+    ("[sweep]\nrequests_per_point = 0\n", ("[sweep].requests_per_point", "at least 1")),
+    ("[sweep]\narrival = 'poisson'\nrequest_rate = [-1]\n", ("[sweep].request_rate", "-1 is out of range")),
+    ("[sweep]\narrival = 'poisson'\nrequest_rate = [inf]\n", ("[sweep].request_rate", "finite number, got inf")),
+    ("[sweep]\narrival = 'poisson'\nrequest_rate = [nan]\n", ("[sweep].request_rate", "finite number, got nan")),
+    ("[sweep]\narrival = 'poisson'\nrequest_rate = [0]\n", ("[sweep].request_rate", "0 is out of range (above 0")),
+    ("[sweep]\narrival = 'gamma'\nrequest_rate = [1]\nburstiness = 0.0\n", ("[sweep].burstiness", "above 0")),
+    ("[sweep]\ncooldown_s = nan\n", ("[sweep].cooldown_s", "finite number, got nan")),
+    ("[workload]\ntoken_id_low = 5000\ntoken_id_high = 10\n",
+     ("[workload].token_id_low", "5000 is not below token_id_high 10")),
+    ("[workload]\ntoken_id_low = -1\n", ("[workload].token_id_low", "-1 is out of range")),
+    ("[sampler]\nmetrics_interval_s = -1\n", ("[sampler].metrics_interval_s", "from 0.1 up to 3,600")),
+    ("[sampler]\nmetrics_interval_s = 0.001\n", ("[sampler].metrics_interval_s", "0.001")),
+    ("[engine]\nport = 70000\n", ("[engine].port", "70000 is out of range")),
+    ("[sweep]\nconcurrency = [1000000000]\n", ("point L128-c1000000000 needs about", "GiB of client memory")),
+    ("[workload]\ninput_len = 2000000000\n", ("point L2000000000-c1 needs about", "half of this host's")),
+    ("[workload]\nkind = 'jsonl'\njsonl = '/nonexistent/prompts.jsonl'\n",
+     ("[workload].jsonl: /nonexistent/prompts.jsonl: does not exist",)),
+    ("[workload]\nkind = 'shared-prefix'\nprefix_len = 200\n", ("[workload].prefix_len: 200",)),
 ])
 def test_bad_plan(tmp_path, body, needles):
     plan = tmp_path / "plan.toml"
@@ -178,6 +200,48 @@ def test_bad_plan(tmp_path, body, needles):
     assert_refused(cli("bench", "run", "--plan", str(plan), "--endpoint", DEAD_ENDPOINT,
                        "--out", str(out)), str(plan), *needles)
     assert not out.exists()  # nothing recorded for a plan that cannot run
+
+
+@pytest.mark.parametrize("data, needle", [
+    (b'title = "caf\xe9"\n', "not UTF-8 text (byte 0xe9 at offset 12)"),
+    (b"\xff\xfe[\x00s\x00", "not UTF-8 text (byte 0xff at offset 0)"),
+    (b"# " + b"x" * (1 << 20) + b"\n", "over 1 MiB"),
+])
+def test_plan_file_that_is_not_a_plan(tmp_path, data, needle):
+    plan = tmp_path / "plan.toml"
+    plan.write_bytes(data)
+    assert_refused(cli("bench", "run", "--plan", str(plan), "--endpoint", DEAD_ENDPOINT,
+                       "--out", str(tmp_path / "b")), str(plan), needle)
+    assert not (tmp_path / "b").exists()
+
+
+def test_prompt_file_that_is_not_utf8_is_refused_before_the_round(tmp_path):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_bytes(b'{"prompt": "caf\xe9"}\n')
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f"[workload]\nkind = 'jsonl'\njsonl = '{prompts}'\n")
+    assert_refused(cli("bench", "run", "--plan", str(plan), "--endpoint", DEAD_ENDPOINT,
+                       "--out", str(tmp_path / "b")), f"{prompts}: not UTF-8 text")
+    assert not (tmp_path / "b").exists()
+
+
+def test_capacity_bounds_say_why(monkeypatch):
+    """Client memory over half of the host's, and more sockets than a process may open."""
+    from bench import plan as P
+    monkeypatch.setattr(P, "host_memory_bytes", lambda: 8 << 30)
+    monkeypatch.setattr(P, "open_files_limit", lambda: 1024)
+    plan = P.Plan(workload=P.WorkloadSpec(input_len=4096),
+                  sweep=P.SweepSpec(concurrency=[2048], requests_per_point=100_000))
+    # (2048 warm-up + 100,000 prompts) x 4096 tokens x 48 B = 18.7 GiB
+    with pytest.raises(P.PlanError, match=r"L4096-c2048 needs about 18.7 GiB of client memory"
+                                          r".*over half of this host's 8.0 GiB"):
+        P.check_plan(plan)
+    plan.sweep.requests_per_point, plan.workload.input_len = 16, 128
+    with pytest.raises(P.PlanError, match=r"2048 requests in flight need 2048 connections per "
+                                          r"client process, over the 960 this host allows"):
+        P.check_plan(plan)
+    plan.client.workers = 4      # 512 connections each
+    P.check_plan(plan)
 
 
 def test_missing_plan_file(tmp_path):
@@ -202,6 +266,19 @@ def test_plan_strings_are_data(tmp_path):
     (("--endpoint", "not-a-url"), "--endpoint: 'not-a-url' is not an http"),
     (("--launch", "serve --port 1"), "--launch needs --endpoint"),
     (("--endpoint", DEAD_ENDPOINT, "--concurrency", "1,x"), "comma-separated integers"),
+    (("--endpoint", DEAD_ENDPOINT, "--concurrency", ","), "at least one integer"),
+    # Explicit values are checked, never replaced by a default (issue 16).
+    (("--endpoint", DEAD_ENDPOINT, "--output-len", "0"),
+     "--output-len: plan [workload].output_len: 0 is out of range"),
+    (("--endpoint", DEAD_ENDPOINT, "--requests-per-point", "0"),
+     "--requests-per-point: plan [sweep].requests_per_point: 0 requests"),
+    (("--endpoint", DEAD_ENDPOINT, "--request-rate", "nan"), "--request-rate: plan [sweep].request_rate"),
+    (("--endpoint", DEAD_ENDPOINT, "--request-rate", "0"), "0.0 is out of range (above 0"),
+    (("--endpoint", DEAD_ENDPOINT, "--request-rate", "1", "--arrival", "gamma", "--burstiness", "0"),
+     "--burstiness: plan [sweep].burstiness"),
+    (("--endpoint", DEAD_ENDPOINT, "--metrics-interval", "-1"), "--metrics-interval: plan [sampler]"),
+    (("--endpoint", DEAD_ENDPOINT, "--duration", "inf"), "--duration: plan [sweep].duration_s"),
+    (("--endpoint", DEAD_ENDPOINT, "--workers", "0"), "--workers: plan [client].workers"),
 ])
 def test_bad_run_arguments(tmp_path, args, needle):
     proc = cli("bench", "run", *args, "--out", str(tmp_path / "b"))

@@ -478,3 +478,17 @@ def test_timings_per_stage(site):
     totals = built.stage_totals()
     assert all(v >= 0 for v in totals.values())
     assert "pdf" in built.summary()
+
+
+def test_bidi_and_invisible_characters_are_shown_not_obeyed(tmp_path):
+    """A model name with U+202E once printed raw, and the PDF showed it reversed (issue 16)."""
+    model = "evil\u202egnp.exe\u2066x\u200b"
+    shown = "evil[U+202E]gnp.exe[U+2066]x[U+200B]"
+    report = hand_built_report(model=model)
+    for lang in ("en", "zh"):
+        page = Page(report, lang)
+        svgs = {b.ref: "<svg></svg>" for b in page.blocks if b.kind == "figure"}
+        for mode in ("html", "pdf"):   # the PDF is printed from the "pdf" page
+            text = page.assemble(mode, svgs=svgs)
+            assert shown in text, (lang, mode)
+            assert not any(c in text for c in "\u202e\u2066\u200b"), (lang, mode)

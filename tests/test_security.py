@@ -6,6 +6,7 @@ given and keeps the Authorization headers it received); no engine is needed.
 
 from __future__ import annotations
 
+import gzip
 import html as html_lib
 import json
 import re
@@ -154,3 +155,56 @@ cooldown_s = 0
     assert "non-default args" in b.server_log() and REDACTED in b.server_log()
     assert REDACTED in b.manifest["engine"]["command"]
     assert b.manifest["engine"]["env"]["HF_TOKEN"] == REDACTED
+
+
+def test_short_credentials_are_redacted_and_the_key_variable_is_not_inherited(tmp_path):
+    """Keys under 8 characters were once written verbatim (server.log, manifest, points.jsonl),
+    and a launched server inherited SERVING_LEDGER_API_KEY. Short keys are redacted where they
+    stand as a whole token; a number or a word that merely contains one is kept."""
+    port = free_port()
+    key, token = "k3y", "t0k"
+    plan = tmp_path / "p.toml"
+    plan.write_text(f"""
+[engine]
+mode = "launch"
+command = "{sys.executable} -m tests.fakeserver --port {port} --api-key {key} --model k3yring"
+endpoint = "http://127.0.0.1:{port}"
+env = {{HF_TOKEN = "{token}"}}
+startup_timeout_s = 30
+[workload]
+input_len = 8
+output_len = 4
+[sweep]
+concurrency = [1]
+requests_per_point = 3
+cooldown_s = 0
+""")
+    out = tmp_path / "b"
+    run_bench("run", "--plan", str(plan), "--out", str(out), env={"SERVING_LEDGER_API_KEY": key},
+              timeout=120)
+    b = read_bundle(out)
+    assert b.manifest["status"] == "complete"
+    assert all(r["status"] == "ok" for r in b.requests)  # the server got the key it wanted
+    token_re = re.compile(rb"(?<![A-Za-z0-9_-])(?:k3y|t0k)(?![A-Za-z0-9_-])")
+    for p in out.rglob("*"):
+        data = p.read_bytes()
+        data = gzip.decompress(data) if p.suffix == ".gz" else data
+        assert not token_re.search(data), (p.name, token_re.search(data))
+    log = b.server_log()
+    assert "'api_key': ['[redacted]']" in log
+    assert "client key variable in environment: False" in log
+    assert REDACTED in b.manifest["engine"]["command"]
+    assert b.manifest["engine"]["env"]["HF_TOKEN"] == REDACTED
+    assert b.manifest["model"]["served_name"] == "k3yring"   # contains the key: kept
+
+
+def test_redactor_keeps_numbers_and_words_that_contain_a_short_secret():
+    from bench.redact import Redactor
+    r = Redactor(["1024", "abc"])
+    rec = {"input_len": 1024, "cmd": ["--api-key", "abc", "--max-model-len", "10240"],
+           "note": "abcdef x-abc 1024.5 v1.abc"}
+    assert r.record(rec) == {"input_len": 1024,
+                             "cmd": ["--api-key", REDACTED, "--max-model-len", "10240"],
+                             "note": "abcdef x-abc 1024.5 v1.abc"}
+    assert r.text("key=abc, len 1024. The key: abc.\n") == \
+        f"key={REDACTED}, len {REDACTED}. The key: {REDACTED}.\n"

@@ -344,7 +344,9 @@ def test_workers_exit_when_their_coordinator_is_killed(tmp_path):
     all_requests(out)   # what they wrote stays whole JSON lines
 
 
-def test_a_worker_side_plan_error_fails_the_round_cleanly(tmp_path):
+def test_a_plan_error_a_worker_would_hit_is_refused_before_the_round(tmp_path):
+    """A prefix longer than the prompt once failed inside the workers, mid-round; the plan
+    check now refuses it before a bundle exists."""
     plan = plan_file(tmp_path, "concurrency = [2]\nrequests_per_point = 4")
     text = plan.read_text().replace('[workload]\n', '[workload]\nkind = "shared-prefix"\n'
                                                    'prefix_len = 99\n')
@@ -354,8 +356,9 @@ def test_a_worker_side_plan_error_fails_the_round_cleanly(tmp_path):
         proc = run_bench("run", "--plan", str(plan), "--endpoint", url, "--out", str(out),
                          check=False, timeout=120)
     assert proc.returncode == 2, proc.stderr[-3000:]
-    assert "prefix_len must be between" in proc.stderr and "Traceback" not in proc.stderr
-    assert read_bundle(out).manifest["status"] == "failed"
+    assert "[workload].prefix_len: 99 is not between 1 and input_len - 1" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not out.exists()
 
 
 # ------------------------------------------------------------------ plan and shard writer

@@ -1,0 +1,180 @@
+"""Reading a bundle's files with limits: one file per stream, no symlink out of the bundle or in
+a loop, lines of bounded length, gzip of bounded inflation, finite numbers, UTF-8 text.
+
+Every refusal is a BundleError whose message names the file (and line) and what is wrong, so a
+damaged or hostile bundle costs at most MAX_LINE_BYTES of memory per line read and stops at the
+first bad line instead of being read whole.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import math
+import os
+import zlib
+from pathlib import Path
+from typing import Any, BinaryIO, Iterator
+
+import orjson
+
+try:    # ISA-L's gzip decompresses a large request file 2-3x faster than zlib; same bytes
+    from isal.igzip import open as gunzip_open
+    from isal.isal_zlib import error as _InflateError
+except ImportError:     # pragma: no cover - isal is a dependency where it installs
+    gunzip_open = gzip.open
+    _InflateError = zlib.error
+
+# The longest line a stream may hold: a scrape is ~30 KB, a request of 128 k streamed tokens
+# ~4 MB; a longer "line" is a damaged file (a run of zero bytes, random data).
+MAX_LINE_BYTES = 64 << 20
+# Recorded streams inflate 4x (requests) to 31x (an idle /metrics series); deflate reaches
+# ~1000x on repeated bytes. Past this ratio, once over INFLATE_FLOOR, a .gz file is refused.
+MAX_INFLATE_RATIO = 100
+INFLATE_FLOOR = 16 << 20
+INFLATE_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error, _InflateError)
+
+
+class BundleError(Exception):
+    """A bundle that cannot be read; the message names the file and the fix."""
+
+
+def bundle_file(directory: Path, name: str) -> Path | None:
+    """DIRECTORY/NAME if it exists as a regular file inside the bundle, None if absent.
+
+    A symlink is followed only when it resolves inside the bundle; one that loops, dangles or
+    leaves the bundle is refused (a bundle is a self-contained directory of samples).
+    """
+    p = directory / name
+    if not os.path.lexists(p):
+        return None
+    if p.is_symlink():
+        try:
+            real = p.resolve(strict=True)
+        except (OSError, RuntimeError) as e:   # RuntimeError: a loop, before Python 3.13
+            raise BundleError(f"{p}: a symlink that loops or leads nowhere ({e}); replace it "
+                              "with the file") from None
+        if not real.is_relative_to(directory.resolve()):
+            raise BundleError(f"{p}: a symlink to {real}, outside the bundle; copy the file in")
+    if not p.is_file():
+        raise BundleError(f"{p}: not a regular file")
+    return p
+
+
+def stream_file(directory: Path, stream: str) -> Path | None:
+    """The one file of STREAM (`STREAM.jsonl` or `STREAM.jsonl.gz`), None if neither exists."""
+    plain = bundle_file(directory, f"{stream}.jsonl")
+    packed = bundle_file(directory, f"{stream}.jsonl.gz")
+    if plain and packed:
+        raise BundleError(f"{directory}: both {plain.name} and {packed.name} are present, so "
+                          f"every record would count twice; keep only the one the manifest's "
+                          f"files lists")
+    return plain or packed
+
+
+class _ShortReads(io.RawIOBase):
+    """A file read at most 64 KiB at a time, so a gzip reader does not read far ahead of what
+    it inflates (the ratio of _BoundedInflate is then measured at that granularity)."""
+
+    def __init__(self, f: BinaryIO):
+        self.f = f
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        data = self.f.read(min(len(buf), 1 << 16))
+        buf[:len(data)] = data
+        return len(data)
+
+
+class _BoundedInflate:
+    """A gzip file read as bytes, refused once what it inflated so far is over MAX_INFLATE_RATIO
+    times the compressed bytes read so far (past INFLATE_FLOOR): a bomb stops early."""
+
+    def __init__(self, path: Path):
+        self.path, self.raw = path, open(path, "rb")
+        self.f = gunzip_open(_ShortReads(self.raw), "rb")
+        self.inflated = 0
+
+    def read(self, n: int) -> bytes:
+        try:
+            data = self.f.read(n)
+        except INFLATE_ERRORS as e:
+            raise BundleError(f"{self.path}: corrupt compressed file ({e}); restore it from "
+                              "git") from None
+        self.inflated += len(data)
+        if self.inflated > max(INFLATE_FLOOR, MAX_INFLATE_RATIO * self.raw.tell()):
+            raise BundleError(f"{self.path}: {self.raw.tell():,} compressed bytes inflate to "
+                              f"over {self.inflated:,}, more than {MAX_INFLATE_RATIO} times; a "
+                              "decompression bomb, not a recorded stream")
+        return data
+
+    def close(self) -> None:
+        self.f.close()
+        self.raw.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def open_stream(path: Path) -> BinaryIO | _BoundedInflate:
+    """PATH opened for reading bytes; a .gz file inflated under the ratio bound."""
+    return _BoundedInflate(path) if path.suffix == ".gz" else open(path, "rb")
+
+
+def lines_of(path: Path, block: int = 1 << 20) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, line without its newline, ended by a newline) of PATH, each line at most
+    MAX_LINE_BYTES long (else BundleError), read in blocks of BLOCK bytes."""
+    rest, n = b"", 0
+    with open_stream(path) as f:
+        while True:
+            data = f.read(block)
+            if not data:
+                break
+            parts = (rest + data).split(b"\n") if rest else data.split(b"\n")
+            rest = parts.pop()
+            for line in parts:
+                n += 1
+                yield n, line, True
+            if len(rest) > MAX_LINE_BYTES:
+                raise BundleError(f"{path} line {n + 1}: longer than {MAX_LINE_BYTES >> 20} MiB "
+                                  "without a newline; not a line of samples")
+    if rest:
+        yield n + 1, rest, False
+
+
+class NotFinite(ValueError):
+    """A JSON number that is NaN or infinite."""
+
+
+def refuse_constant(name: str) -> float:
+    raise NotFinite(f"{name} is not a finite number")
+
+
+def finite_float(text: str) -> float:
+    x = float(text)
+    if not math.isfinite(x):
+        raise NotFinite(f"{text} is not a finite number")
+    return x
+
+
+def loads_finite(line: bytes, where: str) -> Any:
+    """The JSON value of LINE, finite numbers only; BundleError naming WHERE otherwise."""
+    try:
+        return orjson.loads(line)   # refuses NaN, Infinity and overflowing numbers
+    except orjson.JSONDecodeError:
+        pass
+    try:    # what orjson refuses and json reads: integers over 64 bits
+        return json.loads(line, parse_constant=refuse_constant, parse_float=finite_float)
+    except NotFinite as e:
+        raise BundleError(f"{where}: {e}; a bundle holds finite numbers only") from None
+    except UnicodeDecodeError as e:
+        raise BundleError(f"{where}: not UTF-8 text (byte 0x{line[e.start]:02x} at offset "
+                          f"{e.start})") from None
+    except json.JSONDecodeError as e:
+        raise BundleError(f"{where}: not valid JSON ({e.msg})") from None
