@@ -423,7 +423,7 @@ def _plan_metrics(rd: RoundData) -> bool:
 
 def build_ledger(rd: RoundData) -> Ledger:
     """Every number of one round."""
-    from report.diagnosis import point_bottleneck, point_validity
+    from report.diagnosis import passed_every_check, point_bottleneck, point_validity
     led = Ledger()
     pool_ledger(led, rd)
     peak_ledger(led, rd)
@@ -447,6 +447,9 @@ def build_ledger(rd: RoundData) -> Ledger:
         power_point_ledger(led, rd, p)
     # Verdicts read the points' values; fits and cross-point quantities use valid points only.
     rd.extras["validity"] = {p.pid: point_validity(led, p.pid, p.window.status) for p in rd.points}
+    for pid, v in rd.extras["validity"].items():
+        led.derive(f"p.{pid}.valid", passed_every_check, unit="",
+                   sources=tuple(k for k in v.evidence), failed_checks=tuple(v.reasons))
     rd.extras["attribution"] = {p.pid: point_bottleneck(led, p.pid) for p in rd.points}
     cross_point_ledger(led, rd)
     if rd.axis == "input_len":

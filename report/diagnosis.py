@@ -79,6 +79,11 @@ def point_validity(led: Ledger, pid: str, status: str = "ok") -> Validity:
     return out
 
 
+def passed_every_check(failed_checks: tuple[str, ...]) -> bool:
+    """Whether the point passed every validity check (none failed)."""
+    return not failed_checks
+
+
 @dataclass
 class Attribution:
     """What limited the engine at one point, and the ledger values that say so."""

@@ -37,6 +37,8 @@ TEXT: dict[str, dict[str, str]] = {
         "mfu_title": "MFU / MBU 随 {axis} 的变化", "pct": "%", "mfu": "MFU", "mbu": "MBU",
         "itl_fit_title": "ITL p50 随输入长度的变化", "kvlin_title": "KV 峰值 token 与输入长度",
         "kv_tokens": "KV 峰值 token", "fit": "最小二乘拟合", "theory": "理论",
+        "invalid_note": "叉号:未通过有效性检查的点(见“诊断”),不参与连线与拟合", "valid": "有效",
+        "yes": "是", "no": "否",
     },
     "en": {
         "concurrency": "Concurrency C", "input_len": "Input length L (tokens)", "server": "Server flag set",
@@ -58,6 +60,8 @@ TEXT: dict[str, dict[str, str]] = {
         "mfu_title": "MFU / MBU against {axis}", "pct": "%", "mfu": "MFU", "mbu": "MBU",
         "itl_fit_title": "ITL p50 against input length", "kvlin_title": "Peak KV tokens against input length",
         "kv_tokens": "Peak KV tokens", "fit": "Least-squares fit", "theory": "Theory",
+        "invalid_note": "Crosses: points that failed their validity checks (see Diagnosis), left out of lines and fits",
+        "valid": "Valid", "yes": "yes", "no": "no",
     },
 }
 
@@ -78,7 +82,8 @@ def _rows(led: Ledger, pids: list[str], axis_key: str, series: dict[str, str],
             key = f"p.{pid}.{q}"
             y = _val(led, key)
             if x is not None and y is not None:
-                rows.append({"x": x, "y": y * scale, "series": label, "point": pid})
+                rows.append({"x": x, "y": y * scale, "series": label, "point": pid,
+                             "valid": _val(led, f"p.{pid}.valid") is not False})
                 keys.append(key)
     return rows, keys
 
@@ -93,15 +98,26 @@ def _line(rows, t: dict, axis: str, y_title: str, title: str = "", log_y: bool =
     ticks = sorted({r["x"] for r in rows})
     # Series keep the order they were given in, so a quantity has one colour in every chart.
     domain = list(dict.fromkeys(r["series"] for r in rows))
-    ch = alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X("x:Q", title=t[axis], scale=xs, axis=alt.Axis(values=ticks, format="d" if all(float(x).is_integer() for x in ticks) else "~s")),
-        y=alt.Y("y:Q", title=y_title, scale=ys),
-        color=alt.Color("series:N", title=t["series"], sort=domain,
-                        scale=alt.Scale(domain=domain, range=PALETTE[:len(domain)]),
-                        legend=alt.Legend(orient="bottom")),
-        tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("series:N", title=t["series"]),
-                 alt.Tooltip("y:Q", title=y_title, format=",.2f")],
-    ).properties(width=WIDTH, height=HEIGHT)
+    x = alt.X("x:Q", title=t[axis], scale=xs, axis=alt.Axis(values=ticks, format="d" if all(float(x).is_integer() for x in ticks) else "~s"))
+    y = alt.Y("y:Q", title=y_title, scale=ys)
+    color = alt.Color("series:N", title=t["series"], sort=domain,
+                      scale=alt.Scale(domain=domain, range=PALETTE[:len(domain)]),
+                      legend=alt.Legend(orient="bottom"))
+    tip = [alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("series:N", title=t["series"]),
+           alt.Tooltip("y:Q", title=y_title, format=",.2f")]
+    good = df[df["valid"]] if "valid" in df else df
+    bad = df[~df["valid"]] if "valid" in df else df.iloc[0:0]
+    # Lines join valid points only; a point that failed its checks is a cross on its own.
+    layers = []
+    if len(good):
+        layers.append(alt.Chart(good).mark_line(point=True).encode(x=x, y=y, color=color, tooltip=tip))
+    if len(bad):
+        layers.append(alt.Chart(bad).mark_point(shape="cross", size=90, filled=True).encode(
+            x=x, y=y, color=color, tooltip=tip + [alt.Tooltip("valid:N", title=t["valid"])]))
+    ch = alt.layer(*layers).properties(width=WIDTH, height=HEIGHT)
+    if len(bad):
+        ch = ch.properties(title=alt.TitleParams(text=t["invalid_note"], fontSize=10,
+                                                 fontWeight="normal", anchor="start"))
     return ch.to_dict()
 
 
@@ -369,9 +385,14 @@ def fig_roofline(led: Ledger, pids: list[str]) -> Figure | None:
     keys = tuple(f"p.{pid}.{q}" for pid, _, _ in pts for q in ("intensity", "tflops_s"))
 
     def make(t):
-        df = pd.DataFrame([{"x": x, "y": y, "point": pid} for pid, x, y in pts])
+        df = pd.DataFrame([{"x": x, "y": y, "point": pid,
+                            "shape": t["yes"] if _val(led, f"p.{pid}.valid") is not False else t["no"]}
+                           for pid, x, y in pts])
         scale_x, scale_y = alt.Scale(type="log"), alt.Scale(type="log")
         dots = alt.Chart(df).mark_point(filled=True, size=60, color=PALETTE[0]).encode(
+            shape=alt.Shape("shape:N", title=t["valid"], sort=[t["yes"], t["no"]],
+                            scale=alt.Scale(domain=[t["yes"], t["no"]], range=["circle", "cross"]),
+                            legend=alt.Legend(orient="bottom")),
             x=alt.X("x:Q", title=t["intensity"], scale=scale_x),
             y=alt.Y("y:Q", title=t["tflops"], scale=scale_y),
             tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("x:Q", format=",.1f"),

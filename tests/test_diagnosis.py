@@ -206,3 +206,21 @@ def test_a_tokenizer_smaller_than_the_vocabulary_is_said_in_both_languages(tmp_p
     notes = compose_round(b, "x").notices
     assert any("4,096" in n["en"] and "152,064" in n["en"] for n in notes)
     assert any("4,096" in n["zh"] and "反分词" in n["zh"] for n in notes)
+
+
+def test_invalid_points_are_drawn_apart_and_off_the_lines(h200):
+    from report import figures as F
+    _, led = h200
+    assert led["p.L1024-c256.valid"].value is False and led["p.L1024-c64.valid"].value is True
+    spec = F.fig_throughput(led, ["L1024-c1", "L1024-c64", "L1024-c256"], "concurrency").specs["en"]
+    marks = {}
+    for layer in spec["layer"]:
+        mark = layer["mark"] if isinstance(layer["mark"], dict) else {"type": layer["mark"]}
+        rows = spec["datasets"][layer["data"]["name"]]
+        marks[mark.get("shape", mark["type"])] = {r["point"] for r in rows}
+    assert marks["line"] == {"L1024-c1", "L1024-c64"}
+    assert marks["cross"] == {"L1024-c256"}
+    assert "validity" in spec["title"]["text"]
+    # A round whose points are all valid draws no cross and no note.
+    spec = F.fig_throughput(led, ["L1024-c1", "L1024-c64"], "concurrency").specs["en"]
+    assert "title" not in spec and all("shape" not in str(layer["mark"]) for layer in spec["layer"])
