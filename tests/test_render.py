@@ -492,3 +492,11 @@ def test_bidi_and_invisible_characters_are_shown_not_obeyed(tmp_path):
             text = page.assemble(mode, svgs=svgs)
             assert shown in text, (lang, mode)
             assert not any(c in text for c in "\u202e\u2066\u200b"), (lang, mode)
+
+
+def test_a_pdf_with_chinese_text_and_no_font_for_it_is_refused_in_one_line():
+    from report.render import RenderError, check_glyph_fonts
+    with pytest.raises(RenderError, match=r"no installed font has a glyph for '结' .*fonts-noto-cjk"):
+        check_glyph_fonts("<p>结论</p>", fonts_for=lambda ch: [])
+    check_glyph_fonts("<p>结论</p>", fonts_for=lambda ch: ["Noto Sans CJK SC"])
+    check_glyph_fonts("<p>English only</p>", fonts_for=lambda ch: [])
