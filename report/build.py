@@ -629,6 +629,9 @@ def length_axis_ledger(led: Ledger, rd: RoundData) -> None:
         led.derive("r.itl_r2", A.fit_r_squared, unit="", sources=fsrc, xs=xs, ys=ys)
     led.derive("r.itl_slope_theory", T.itl_kv_slope_ms_per_token, unit="ms/tok", concurrency=C,
                kv_bytes_per_token=led["r.kv_bytes_per_token"], peak_bandwidth=led["r.peak_bandwidth"])
+    if "r.itl_slope" in led:
+        led.derive("r.itl_slope_vs_theory", A.ratio, unit="fraction", numerator=led["r.itl_slope"],
+                   denominator=led["r.itl_slope_theory"])
     first, last = pts[0], pts[-1]
     led.derive("r.output_tok_s_change", A.relative_difference, unit="fraction",
                new=led[f"p.{last.pid}.output_tok_s"], old=led[f"p.{first.pid}.output_tok_s"])
@@ -650,7 +653,9 @@ def rule_ledger(led: Ledger) -> None:
             ("r.rule_sync_max", V.SYNC_MAX, "fraction", "Most send synchrony before a point counts as lockstep (policy)"),
             ("r.rule_lifetimes_min", V.LIFETIMES_MIN, "", "Fewest request lifetimes a window must cover (policy)"),
             ("r.rule_scrape_fail_max", V.SCRAPE_FAIL_MAX, "fraction", "Largest share of failed /metrics scrapes in a window (policy)"),
-            ("r.rule_client_error_max", V.CLIENT_ERROR_MAX, "fraction", "Largest client timing error as a share of the ITL p50 (policy)")):
+            ("r.rule_client_error_max", V.CLIENT_ERROR_MAX, "fraction", "Largest client timing error as a share of the ITL p50 (policy)"),
+            ("r.rule_itl_slope_min", V.ITL_SLOPE_AGREES[0], "fraction", "Least measured/theory ITL slope the seeds accept"),
+            ("r.rule_itl_slope_max", V.ITL_SLOPE_AGREES[1], "fraction", "Largest measured/theory ITL slope the seeds accept")):
         led.record(key, value, unit=unit, doc=doc, sources=("report/validity.py",))
 
 

@@ -29,6 +29,8 @@ LIFETIMES_MIN = 3.0
 SCRAPE_FAIL_MAX = 0.2
 # The client's timing error counts as distortion above this share of the ITL median.
 CLIENT_ERROR_MAX = 0.1
+# The seeds accept a measured ITL slope within this range of the KV-bandwidth theory.
+ITL_SLOPE_AGREES = (0.8, 1.2)
 
 
 def held_concurrency_fraction(scrapes: list, t_start: float, t_end: float,
