@@ -166,12 +166,15 @@ def reproducibility_finding(led: Ledger, facts: dict) -> Finding | None:
         return None
     ok = max(abs(lo), abs(hi)) <= REPRO_TPUT_TOL
     prev = facts.get("prev_round")
+    one = lo == hi   # a single common point: one difference, not a range
+    span_en = "by [[x.repro_tput_min|pct]]" if one else "by [[x.repro_tput_min|pct]] to [[x.repro_tput_max|pct]]"
+    span_zh = "相差 [[x.repro_tput_min|pct]]" if one else "相差 [[x.repro_tput_min|pct]] 至 [[x.repro_tput_max|pct]]"
     if ok:
-        en = f"Reproduced: at the points shared with {prev}, output throughput differs by [[x.repro_tput_min|pct]] to [[x.repro_tput_max|pct]], within the ±5 % tolerance."
-        zh = f"可复现:与 {prev} 相同设置的点上,输出吞吐相差 [[x.repro_tput_min|pct]] 至 [[x.repro_tput_max|pct]],在 ±5% 容差之内。"
+        en = f"Reproduced: at the points shared with {prev}, output throughput differs {span_en}, within the ±5 % tolerance."
+        zh = f"可复现:与 {prev} 相同设置的点上,输出吞吐{span_zh},在 ±5% 容差之内。"
     else:
-        en = f"Not reproduced: at the points shared with {prev}, output throughput differs by [[x.repro_tput_min|pct]] to [[x.repro_tput_max|pct]], beyond the ±5 % tolerance; compare the two rounds' validity and bottlenecks before trusting either."
-        zh = f"未能复现:与 {prev} 相同设置的点上,输出吞吐相差 [[x.repro_tput_min|pct]] 至 [[x.repro_tput_max|pct]],超出 ±5% 容差;在采信任一轮之前,先比较两轮的有效性与瓶颈判定。"
+        en = f"Not reproduced: at the points shared with {prev}, output throughput differs {span_en}, beyond the ±5 % tolerance; compare the two rounds' validity and bottlenecks before trusting either."
+        zh = f"未能复现:与 {prev} 相同设置的点上,输出吞吐{span_zh},超出 ±5% 容差;在采信任一轮之前,先比较两轮的有效性与瓶颈判定。"
     return _make(led, "reproducibility", "comparison", en, zh, [])
 
 

@@ -224,3 +224,15 @@ def test_invalid_points_are_drawn_apart_and_off_the_lines(h200):
     # A round whose points are all valid draws no cross and no note.
     spec = F.fig_throughput(led, ["L1024-c1", "L1024-c64"], "concurrency").specs["en"]
     assert "title" not in spec and all("shape" not in str(layer["mark"]) for layer in spec["layer"])
+
+
+def test_the_shared_point_of_two_h200_rounds_gets_a_reproducibility_verdict():
+    from report.compose import compose_rounds
+    from report.findings import plain_text
+    r4, r5 = compose_rounds([(ROOT / "runs" / "round-4" / "bundle", "round-4"),
+                             (ROOT / "runs" / "round-5" / "bundle", "round-5")])
+    found = [f for f in r5.facts["findings"] if f["id"] == "reproducibility"]
+    assert len(found) == 1 and r5.facts["repro_points"] == 1   # L1024-c16 in both rounds
+    text = plain_text(found[0]["en"], r5.ledger, "en")
+    assert text.startswith("Reproduced") and " to " not in text.split("differs")[1].split(",")[0]
+    assert abs(val(r5.ledger, "x.repro_tput_min")) <= 0.05
