@@ -54,16 +54,28 @@ def cmd_build(args: argparse.Namespace) -> int:
               "'-'); give one with --round", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    if args.round and not args.bundle:
-        # One round is compared with the round before it, so read that one too.
-        from report.compose import previous_round_id
-        prev = previous_round_id(args.round)
-        extra = [(b, r) for b, r in ((b, round_id_for(b)) for b in find_bundles(args.runs)) if r == prev]
-        reports = [r for r in compose_rounds(extra + pairs) if r.round_id == args.round]
-    else:
+    keys: dict[str, str] = {}
+    if args.bundle:
         reports = compose_rounds(pairs)
+    else:
+        # A round whose bundle, previous round, code, templates and formats are unchanged
+        # keeps its pages; each stale round is composed with the round before it.
+        from report.buildkey import code_digest, round_key, up_to_date
+        from report.compose import previous_round_id
+        every = {r: b for b, r in ((b, round_id_for(b)) for b in find_bundles(args.runs))}
+        code = code_digest()
+        stale = []
+        for b, r in pairs:
+            keys[r] = round_key(b, every.get(previous_round_id(r) or ""), code, formats)
+            if args.force or not up_to_date(Path(args.out), r, keys[r]):
+                stale.append(r)
+        for r in sorted(set(keys) - set(stale)):
+            print(f"{r}: up to date", file=sys.stderr)
+        wanted = set(stale) | {previous_round_id(r) for r in stale}
+        reports = [rep for rep in compose_rounds([(b, r) for r, b in every.items() if r in wanted])
+                   if rep.round_id in stale]
     t1 = time.perf_counter()
-    built = build_site(reports, Path(args.out), formats=formats)
+    built = build_site(reports, Path(args.out), formats=formats, keys=keys)
     t2 = time.perf_counter()
     for p in built:
         print(p)
@@ -158,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--round", help="only this round (e.g. round-2), or the id for --bundle")
     b.add_argument("--out", default="site")
     b.add_argument("--formats", default="html,pdf")
+    b.add_argument("--force", action="store_true",
+                   help="rebuild every round, even those whose inputs are unchanged")
     s = sub.add_parser("summary", help="per-point client statistics of one bundle")
     s.add_argument("run_dir")
     s.add_argument("--json", action="store_true")

@@ -54,8 +54,9 @@ def _natural(s: str) -> list:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", s)]
 
 
-def _manifest(report: RoundReport, formats: tuple[str, ...]) -> dict:
+def _manifest(report: RoundReport, formats: tuple[str, ...], key: str | None) -> dict:
     return {
+        "build_key": key,
         "round_id": report.round_id,
         "title": {lang: report.title.get(lang, report.round_id) for lang in LANGS},
         "files": [{"lang": lang, "format": fmt, "name": page_name(lang, fmt)}
@@ -84,7 +85,7 @@ def build_index(out_dir: Path, templates_dir: Path = TEMPLATES_DIR) -> Path:
 
 
 def build_site(reports: list[RoundReport], out_dir: Path, formats=("html", "pdf"),
-               templates_dir: Path = TEMPLATES_DIR) -> Built:
+               templates_dir: Path = TEMPLATES_DIR, keys: dict[str, str] | None = None) -> Built:
     """Render every report into OUT_DIR/<round>/ and rewrite OUT_DIR/index.html."""
     out_dir = Path(out_dir)
     formats = tuple(formats)
@@ -104,7 +105,7 @@ def build_site(reports: list[RoundReport], out_dir: Path, formats=("html", "pdf"
         stage.mkdir()
         try:
             out = render_round(report, stage, formats, templates_dir=templates_dir)
-            manifest = _manifest(report, formats)
+            manifest = _manifest(report, formats, (keys or {}).get(report.round_id))
             (stage / "round.json").write_text(
                 json.dumps(manifest, ensure_ascii=False, indent=2, sort_keys=True) + "\n",
                 encoding="utf-8")
