@@ -260,7 +260,7 @@ cooldown_s = 0.5
     before = read_bundle(out)
     assert before.manifest["status"] == "interrupted"
     wins = ST.point_windows(before.points)
-    assert [(p, w.status) for p, w in wins.items()] == [("L32-c1", "ok"), ("L32-c2", "incomplete")]
+    assert [(p, w.status) for p, w in wins.items()] == [("L32-c1", "ok"), ("L32-c2", "interrupted")]
     n_requests_before = len(before.requests)
     t_last = max([e["t"] for e in before.points] + [r["t_end"] for r in before.requests])
 
