@@ -68,7 +68,7 @@ bench-workers: setup-tool
 	$(TOOL_PY) tools/bench_workers.py $(ARGS)
 
 lint: setup-tool
-	$(VENV)/bin/ruff check bench report tests
+	$(VENV)/bin/ruff check bundle bench report tests
 
 clean:
 	rm -rf site .pytest_cache

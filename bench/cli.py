@@ -11,7 +11,6 @@ import sys
 import urllib.parse
 from pathlib import Path
 
-from bench.bundle import BundleError
 from bench.engine import EngineError
 from bench.plan import (
     OPEN_FILES_RESERVED,
@@ -23,7 +22,8 @@ from bench.plan import (
     check_plan,
     load_plan,
 )
-from bench.redact import API_KEY_ENV
+from bundle.redact import API_KEY_ENV
+from bundle.store import BundleError
 
 
 def int_list(text: str) -> list[int]:

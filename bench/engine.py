@@ -25,7 +25,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.redact import API_KEY_ENV
+from bundle.redact import API_KEY_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE_PYTHON = ROOT / ".venv-engine" / "bin" / "python"

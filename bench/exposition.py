@@ -15,9 +15,9 @@ whole-text parse on real vLLM pages.
 
 from __future__ import annotations
 
-import re
-
 from prometheus_client.parser import text_string_to_metric_families
+
+from bundle.metric_keys import sample_key, split_key
 
 __all__ = ["parse_exposition", "parse_exposition_uncached", "sample_key", "split_key"]
 
@@ -25,46 +25,6 @@ __all__ = ["parse_exposition", "parse_exposition_uncached", "sample_key", "split
 # (e.g. a LoRA info gauge) cannot grow it without limit.
 _SERIES_CACHE: dict[str, tuple[str, str]] = {}
 _SERIES_CACHE_MAX = 50_000
-
-
-def _escape(value: str) -> str:
-    if "\\" in value or '"' in value or "\n" in value:
-        return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return value
-
-
-def sample_key(name: str, labels: dict[str, str]) -> str:
-    """The sample key: NAME{label="value",...} with labels sorted by name (just NAME without labels)."""
-    if not labels:
-        return name
-    inner = ",".join(f'{k}="{_escape(labels[k])}"' for k in sorted(labels))
-    return f"{name}{{{inner}}}"
-
-
-_KEY_RE = re.compile(r"([^{}]+)(?:\{(.*)\})?", re.S)
-_LABEL_RE = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$)', re.S)
-_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
-
-
-def split_key(key: str) -> tuple[str, dict[str, str]]:
-    """The (sample name, labels) a sample key was built from; ValueError if KEY is not one."""
-    m = _KEY_RE.fullmatch(key)
-    if m is None:
-        raise ValueError(f"not a sample key: {key!r}")
-    name, inner = m.group(1), m.group(2)
-    labels: dict[str, str] = {}
-    if inner:
-        pos = 0
-        while pos < len(inner):
-            lm = _LABEL_RE.match(inner, pos)
-            if lm is None or (lm.group(3) == "," and lm.end() == len(inner)):
-                raise ValueError(f"not a sample key: {key!r}")
-            value = lm.group(2)
-            if "\\" in value:
-                value = re.sub(r"\\.", lambda e: _UNESCAPE.get(e.group(0), e.group(0)), value)
-            labels[lm.group(1)] = value
-            pos = lm.end()
-    return name, labels
 
 
 def _parse_series(series: str) -> tuple[str, str]:

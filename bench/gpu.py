@@ -19,83 +19,12 @@ try:  # the package is a dependency, but a missing one must read as "no NVML", n
 except ImportError:  # pragma: no cover - exercised by monkeypatching _nvml in tests
     pynvml = None
 
-# Clock event ("throttle") reason bits, named as the report shows them. The bit values come
-# from pynvml's nvmlClocksEventReason*/nvmlClocksThrottleReason* constants where the
-# installed package has them; the numbers here are nvml.h's, used only when it does not.
-_REASON_BITS: tuple[tuple[str, str, int], ...] = (
-    ("GpuIdle", "gpu_idle", 0x1),
-    ("ApplicationsClocksSetting", "applications_clocks_setting", 0x2),
-    ("SwPowerCap", "sw_power_cap", 0x4),
-    ("HwSlowdown", "hw_slowdown", 0x8),
-    ("SyncBoost", "sync_boost", 0x10),
-    ("SwThermalSlowdown", "sw_thermal_slowdown", 0x20),
-    ("HwThermalSlowdown", "hw_thermal_slowdown", 0x40),
-    ("HwPowerBrakeSlowdown", "hw_power_brake_slowdown", 0x80),
-    ("DisplayClockSetting", "display_clock_setting", 0x100),
-    ("BoardLimit", "board_limit", 0x200),
-    ("Reliability", "reliability", 0x400),
-)
-
-# English words for each reason name, for captions and the report's glossary.
-REASON_TEXT = {
-    "gpu_idle": "GPU idle",
-    "applications_clocks_setting": "applications clocks setting",
-    "sw_power_cap": "SW power cap",
-    "hw_slowdown": "HW slowdown",
-    "sync_boost": "sync boost",
-    "sw_thermal_slowdown": "SW thermal slowdown",
-    "hw_thermal_slowdown": "HW thermal slowdown",
-    "hw_power_brake_slowdown": "HW power brake slowdown",
-    "display_clock_setting": "display clock setting",
-    "board_limit": "board limit",
-    "reliability": "reliability",
-}
-
-# The sample fields, in the order they are written.
-SAMPLE_FIELDS = (
-    "power_w", "power_limit_w", "temperature_c", "sm_clock_mhz", "mem_clock_mhz",
-    "gpu_util_pct", "mem_util_pct", "mem_used_bytes", "energy_mj", "throttle_reasons", "pstate",
-)
+from bundle.gpu_fields import REASON_TEXT, SAMPLE_FIELDS, decode_throttle_reasons, reason_bits  # noqa: F401
 
 
 def _nvml():
     """The pynvml module, or None when it is not installed (a seam for tests)."""
     return pynvml
-
-
-def reason_bits() -> list[tuple[int, str]]:
-    """(bit, name) for every known clock event reason, taken from pynvml where it has them."""
-    nv = _nvml()
-    out = []
-    for suffix, name, fallback in _REASON_BITS:
-        bit = None
-        if nv is not None:
-            for prefix in ("nvmlClocksEventReason", "nvmlClocksThrottleReason"):
-                bit = getattr(nv, prefix + suffix, None)
-                if bit is not None:
-                    break
-        out.append((int(bit if bit is not None else fallback), name))
-    return out
-
-
-def decode_throttle_reasons(mask: int) -> list[str]:
-    """The names of the clock event reasons set in MASK; an unknown bit reads 'unknown_0x…'."""
-    if mask is None:
-        return []
-    mask = int(mask)
-    names, known = [], 0
-    for bit, name in reason_bits():
-        known |= bit
-        if mask & bit:
-            names.append(name)
-    rest = mask & ~known
-    b = 1
-    while rest:
-        if rest & b:
-            names.append(f"unknown_{b:#x}")
-            rest &= ~b
-        b <<= 1
-    return names
 
 
 def _text(v: Any) -> Any:

@@ -21,7 +21,7 @@ def collect_git_revision() -> str | None:
         rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
                              text=True, timeout=5).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--",
-                                "bench", "report"], capture_output=True, text=True, timeout=5).stdout
+                                "bundle", "bench", "report"], capture_output=True, text=True, timeout=5).stdout
         return (rev + ("-dirty" if dirty.strip() else "")) if rev else None
     except (OSError, subprocess.SubprocessError):
         return None

@@ -22,7 +22,6 @@ from typing import Any
 
 import aiohttp
 
-from bench.bundle import BundleWriter, read_bundle
 from bench.client import completion_payload, open_stream_session, stream_request
 from bench.engine import TINY_MODEL_DIR, Engine, EngineError, free_port
 from bench.exposition import parse_exposition
@@ -37,6 +36,7 @@ from bench.provenance import (
     model_dirs_of_command,
 )
 from bench.workload import arrival_offsets, make_prompts, point_seed, stream_start_offsets
+from bundle.store import BundleWriter, read_bundle
 
 
 class RoundFailed(Exception):

@@ -45,12 +45,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench.bundle import BundleWriter, reopen_for_append, request_line
 from bench.client import open_stream_session
 from bench.loop import collect_between_points, sleep_until
 from bench.loop import run as run_loop
 from bench.plan import Plan, PlanError
-from bench.redact import Redactor
 from bench.runner import (
     RoundFailed,
     end_point,
@@ -63,6 +61,8 @@ from bench.runner import (
     transport_error,
 )
 from bench.workload import make_prompts, stream_start_offsets
+from bundle.redact import Redactor
+from bundle.store import BundleWriter, reopen_for_append, request_line
 
 RUN, STOP, ABORT = 0, 1, 2     # shared stop flag: go on, stop issuing (server died), cancel now
 PROGRESS_EVERY_S = 0.25        # a worker reports its counts at most this often

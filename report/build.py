@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.bundle import Bundle
-from bench.request_table import RequestTable
+from bundle.request_table import RequestTable
+from bundle.store import Bundle
 from report import analyses as A
 from report import delivery as DL
 from report import reconcile as R

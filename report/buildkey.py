@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CODE_DIRS = ("bench", "report", "templates")
+CODE_DIRS = ("bundle", "bench", "report", "templates")
 CODE_SUFFIXES = {".py", ".c", ".j2", ".css", ".toml", ".js"}
 
 

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.bundle import BundleError, find_bundles
+from bundle.store import BundleError, find_bundles
 
 FORMATS = ("html", "pdf")
 
@@ -86,7 +86,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def point_summaries(bundle_dir: Path, warnings: list[str] | None = None) -> list[dict]:
     """Per point, the client statistics from the ledger (None where absent); the bundle's
     read warnings (a truncated last line) are appended to WARNINGS."""
-    from bench.bundle import read_bundle
+    from bundle.store import read_bundle
     from report.build import build_ledger, read_round
     bundle = read_bundle(bundle_dir)
     if warnings is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from bench.bundle import read_bundle
+from bundle.store import read_bundle
 from report import figures as F
 from report.build import RoundData, build_ledger, read_round
 from report.compare import cross_round_ledger

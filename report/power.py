@@ -12,7 +12,7 @@ import statistics
 from itertools import pairwise
 from typing import Any, Iterable
 
-from bench.gpu import decode_throttle_reasons, reason_bits
+from bundle.gpu_fields import decode_throttle_reasons, reason_bits
 from report.ledger import Absent
 
 Samples = Iterable[dict[str, Any]]

@@ -66,7 +66,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.request_table import RequestTable, as_request_table
+from bundle.request_table import RequestTable, as_request_table
 from report import series as S
 from report import theory as T
 from report.ledger import Absent

@@ -28,7 +28,7 @@ from functools import lru_cache
 from itertools import pairwise
 from typing import Mapping, Sequence
 
-from bench.exposition import split_key
+from bundle.metric_keys import split_key
 from report.ledger import Absent
 
 Scrape = Mapping

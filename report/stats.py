@@ -1,6 +1,6 @@
 """Per-point client statistics, pure functions over raw request records.
 
-The records come as a RequestTable (bench/request_table.py: one numpy column per field, the
+The records come as a RequestTable (bundle/request_table.py: one numpy column per field, the
 chunks of all requests in flat arrays); a list of record dicts is converted first. Lists of
 values are numpy arrays.
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.request_table import RequestTable, as_request_table
+from bundle.request_table import RequestTable, as_request_table
 from report.ledger import Absent
 
 # A point's status when it has a `start` and no `end` event (the round was stopped inside it).

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.request_table import RequestTable, as_request_table
+from bundle.request_table import RequestTable, as_request_table
 from report import series
 from report.ledger import Absent
 

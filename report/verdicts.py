@@ -48,7 +48,7 @@ def findings_json(rd, led: Ledger) -> dict:
 
 def read_bundle_ledger(path: str | Path):
     """(RoundData, Ledger) of the bundle at PATH (a run directory or its bundle/)."""
-    from bench.bundle import read_bundle
+    from bundle.store import read_bundle
     from report.build import build_ledger, read_round
     d = Path(path)
     if (d / "bundle" / "manifest.json").exists():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.bundle import BundleError, BundleWriter, read_bundle
+from bundle.store import BundleError, BundleWriter, read_bundle
 
 MANIFEST = {"tool": {"name": "test"}, "engine": None, "plan": {}}
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.bundle import read_bundle
 from bench.standin import StandInThread
+from bundle.store import read_bundle
 from report import analyses as A
 from report.build import build_ledger, read_round
 from report.ledger import Absent

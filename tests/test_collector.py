@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from bench.bundle import SCHEMA_VERSION, read_bundle
 from bench.exposition import split_key
+from bundle.store import SCHEMA_VERSION, read_bundle
 from tests.conftest import ROOT, run_bench
 
 pytestmark = pytest.mark.engine

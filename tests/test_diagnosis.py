@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.bundle import read_bundle
+from bundle.store import read_bundle
 from report.build import build_ledger, read_round
 from report.diagnosis import kv_pool_full, point_bottleneck, point_validity, val
 

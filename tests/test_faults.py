@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.bundle import BundleWriter, read_bundle
 from bench.engine import TINY_MODEL_DIR, http_get
+from bundle.store import BundleWriter, read_bundle
 from report import stats as ST
 from report.build import build_ledger, read_round
 from report.compose import compose_round

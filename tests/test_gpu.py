@@ -10,7 +10,7 @@ import pynvml
 import pytest
 
 from bench import gpu
-from bench.bundle import BundleWriter, read_bundle
+from bundle.store import BundleWriter, read_bundle
 
 
 def writer_at(tmp_path):

@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from bench.bundle import read_bundle
+from bundle.store import read_bundle
 from report.compose import compose_rounds
 from report.render import render_round
 from tests.conftest import ROOT

@@ -27,9 +27,9 @@ import re
 
 import pytest
 
-from bench.bundle import BundleWriter, read_bundle
 from bench.engine import TINY_MODEL_DIR
 from bench.plan import Plan, SweepSpec, WorkloadSpec
+from bundle.store import BundleWriter, read_bundle
 from report import build as B
 from report.ledger import Ledger, Value
 

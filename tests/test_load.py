@@ -24,9 +24,9 @@ import urllib.request
 
 import pytest
 
-from bench.bundle import iter_jsonl
 from bench.engine import free_port
 from bench.exposition import parse_exposition
+from bundle.store import iter_jsonl
 from tests.conftest import ROOT
 
 pytestmark = [

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.bundle import read_bundle
+from bundle.store import read_bundle
 from report.build import build_ledger, read_round
 from tests.conftest import ROOT
 

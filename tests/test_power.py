@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.bundle import read_bundle
+from bundle.store import read_bundle
 from report import power
 from report.ledger import Absent, Ledger
 

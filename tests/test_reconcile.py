@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.bundle import read_bundle
 from bench.engine import TINY_MODEL_DIR
+from bundle.store import read_bundle
 from report import reconcile as R
 from report import series as S
 from report import stats as ST

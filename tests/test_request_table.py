@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import request_table as RT
-from bench.bundle import BundleError, compress_in_members, read_bundle
+from bundle import request_table as RT
+from bundle.store import BundleError, compress_in_members, read_bundle
 from report import stats as ST
 from report.analyses import per_request_server_ms
 from report.reconcile import engine_busy_periods, requests_inside_window, requests_straddling_window

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.bundle import REDACTED, read_bundle
 from bench.engine import free_port
+from bundle.store import REDACTED, read_bundle
 from tests.conftest import ROOT, run_bench
 from tests.fakeserver import FAKE_ROUND_PLAN, FakeServer
 
@@ -199,7 +199,7 @@ cooldown_s = 0
 
 
 def test_redactor_keeps_numbers_and_words_that_contain_a_short_secret():
-    from bench.redact import Redactor
+    from bundle.redact import Redactor
     r = Redactor(["1024", "abc"])
     rec = {"input_len": 1024, "cmd": ["--api-key", "abc", "--max-model-len", "10240"],
            "note": "abcdef x-abc 1024.5 v1.abc"}

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from bench.bundle import read_bundle
 from bench.client import EventSink, completion_payload, open_stream_session, stream_request
 from bench.standin import StandIn, StandInThread
+from bundle.store import read_bundle
 from report.stats import itl_gaps_ms, output_tokens
 from tests.conftest import run_bench
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.bundle import read_bundle
 from bench.exposition import split_key
+from bundle.store import read_bundle
 from report import series as S
 from report import stats as ST
 from tests.conftest import run_bench

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.bundle import BundleWriter, read_bundle
 from bench.engine import free_port, http_get
 from bench.plan import PlanError, plan_from_dict
 from bench.standin import StandInThread
 from bench.workers import ShardWriter, split
 from bench.workload import arrival_offsets, point_seed
+from bundle.store import BundleWriter, read_bundle
 from tests.conftest import ROOT, run_bench
 
 STEP_MS = 5.0

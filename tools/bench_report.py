@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bundle import SAMPLE_FILES, compress_in_members, find_bundles, read_bundle  # noqa: E402
+from bundle.store import SAMPLE_FILES, compress_in_members, find_bundles, read_bundle  # noqa: E402
 from report.build import build_ledger, read_round  # noqa: E402
 
 TARGET_REPORT_S = 60.0

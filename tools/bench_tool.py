@@ -89,7 +89,7 @@ def worker_ours(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT))
     import gc
 
-    from bench.bundle import BundleWriter
+    from bundle.store import BundleWriter
     from bench.client import completion_payload, open_stream_session, stream_request
     from bench.loop import loop_name
     from bench.loop import run as run_loop
@@ -472,7 +472,7 @@ def sampler_jitter(url: str, interval: float, seconds: float, load: int, max_tok
     import aiohttp
     import numpy as np
 
-    from bench.bundle import BundleWriter, read_bundle
+    from bundle.store import BundleWriter, read_bundle
     from bench.client import completion_payload, open_stream_session, stream_request
     from bench.loop import run as run_loop
     from bench.runner import MetricsSampler

@@ -14,7 +14,7 @@ selection keeps the order of the records in the bundle.
 Reading (`read_request_files`) parses whole blocks of lines at once: the chunk pairs, most of
 a line, go through pandas' C number parser in bulk; the rest of each record through orjson. A
 block that is not of the usual shape is read line by line instead, with the same result and
-the same checks and messages as any other stream (`bench.bundle.iter_jsonl`).
+the same checks and messages as any other stream (`bundle.store.iter_jsonl`).
 """
 
 from __future__ import annotations
@@ -32,12 +32,13 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import orjson
 
-from bench.allocator import keep_freed_memory
-from bench.bundlefiles import (
+from bundle.allocator import keep_freed_memory
+from bundle.files import (
     INFLATE_ERRORS,
     MAX_INFLATE_RATIO,
     MAX_LINE_BYTES,
     BundleError,
+    check_record,
     loads_finite,
     open_stream,
 )
@@ -548,7 +549,6 @@ def _fast_block(block: bytes) -> tuple[_Block | None, int]:
 def _slow_block(lines: list[bytes], first: int, path: Path, last_unterminated: bool,
                 warnings: list[str], fields: tuple[str, ...]) -> _Block:
     """Records line by line, with iter_jsonl's checks and messages (line numbers from FIRST)."""
-    from bench.bundle import check_record
     recs, heads, where = [], [], []
     for j, line in enumerate(lines):
         no = first + j

@@ -32,17 +32,18 @@ try:
 except ImportError:     # pragma: no cover - orjson is a dependency
     orjson = None
 
-from bench.bundlefiles import (
+from bundle.files import (
     BundleError,
     bundle_file,
+    check_record,
     finite_float,
     lines_of,
     loads_finite,
     refuse_constant,
     stream_file,
 )
-from bench.redact import REDACTED, SECRET_MIN_LEN, Redactor  # noqa: F401 - REDACTED re-exported
-from bench.request_table import RequestTable, line_blocks, read_request_files
+from bundle.redact import REDACTED, SECRET_MIN_LEN, Redactor  # noqa: F401 - REDACTED re-exported
+from bundle.request_table import RequestTable, line_blocks, read_request_files
 
 SCHEMA_VERSION = 1
 KIND = "serving-ledger/bundle"
@@ -148,7 +149,7 @@ class BundleWriter:
 
     SECRETS (an API key, a token from the server's command line) are replaced by
     `[redacted]` in everything this writer puts in the bundle, and in server.log on close,
-    whatever their length (bench/redact.py: a short one where it stands as a whole token).
+    whatever their length (bundle/redact.py: a short one where it stands as a whole token).
     """
 
     def __init__(self, path: str | os.PathLike, manifest: dict[str, Any], resume: bool = False,
@@ -326,7 +327,7 @@ def iter_jsonl(path: Path, warnings: list[str], fields: tuple[str, ...] = ()) ->
     """Yield records of a .jsonl or .jsonl.gz file; a truncated last line is reported and skipped.
 
     Every record must be finite JSON holding FIELDS (a `t` must be a number), or BundleError
-    names the line; lines and inflation are bounded (bench/bundlefiles.py).
+    names the line; lines and inflation are bounded (bundle/files.py).
     """
     for n, line, ended in lines_of(path):
         if not line.strip():
@@ -340,18 +341,6 @@ def iter_jsonl(path: Path, warnings: list[str], fields: tuple[str, ...] = ()) ->
                 continue
             raise
         yield check_record(rec, where, fields)
-
-
-def check_record(rec: Any, where: str, fields: tuple[str, ...] = ()) -> dict:
-    """REC if it is a JSON object holding FIELDS (a `t` a number); else BundleError naming WHERE."""
-    if not isinstance(rec, dict):
-        raise BundleError(f"{where}: expected a JSON object")
-    for name in fields:
-        if name not in rec:
-            raise BundleError(f"{where}: the record has no {name!r} field")
-    if "t" in fields and (not isinstance(rec["t"], (int, float)) or isinstance(rec["t"], bool)):
-        raise BundleError(f"{where}: 't' is {rec['t']!r}, not a number")
-    return rec
 
 
 def read_bundle(path: str | os.PathLike) -> Bundle:

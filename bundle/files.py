@@ -178,3 +178,15 @@ def loads_finite(line: bytes, where: str) -> Any:
                           f"{e.start})") from None
     except json.JSONDecodeError as e:
         raise BundleError(f"{where}: not valid JSON ({e.msg})") from None
+
+
+def check_record(rec: Any, where: str, fields: tuple[str, ...] = ()) -> dict:
+    """REC if it is a JSON object holding FIELDS (a `t` a number); else BundleError naming WHERE."""
+    if not isinstance(rec, dict):
+        raise BundleError(f"{where}: expected a JSON object")
+    for name in fields:
+        if name not in rec:
+            raise BundleError(f"{where}: the record has no {name!r} field")
+    if "t" in fields and (not isinstance(rec["t"], (int, float)) or isinstance(rec["t"], bool)):
+        raise BundleError(f"{where}: 't' is {rec['t']!r}, not a number")
+    return rec
