@@ -17,9 +17,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-
-class PlanError(Exception):
-    """A plan that cannot be used; the message names the file and the key."""
+from bench.prompts import PlanError, read_prompt_file, read_text_file  # noqa: F401 - PlanError re-exported
 
 
 @dataclass
@@ -381,31 +379,11 @@ def check_plan(plan: Plan) -> None:
     check_capacity(plan, plan.points())
 
 
-MAX_TEXT_FILE_BYTES = 1 << 30   # a prompt file larger than this is not one
 MAX_PLAN_BYTES = 1 << 20
-
-
-def read_text_file(path: str | Path, where: str, limit: int = MAX_TEXT_FILE_BYTES) -> str:
-    """The UTF-8 text of PATH, up to LIMIT bytes; PlanError led by WHERE for anything else."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read(limit + 1)
-    except FileNotFoundError:
-        raise PlanError(f"{where}: does not exist") from None
-    except OSError as e:
-        raise PlanError(f"{where}: {e.strerror or e}") from None
-    if len(data) > limit:
-        raise PlanError(f"{where}: over {limit >> 20} MiB; not a file this tool reads")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise PlanError(f"{where}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
-                        f"{e.start})") from None
 
 
 def check_prompt_file(path: str, where: str) -> None:
     """Refuse a JSONL prompt file that is missing, not UTF-8 or too large, before the round."""
-    from bench.workload import read_prompt_file  # workload reads plans: imported here
     if not path:
         raise PlanError(f"{where}: required for kind = \"jsonl\"")
     read_prompt_file(path, 1, where)

@@ -22,12 +22,27 @@ from typing import Any
 
 import aiohttp
 
-from bench.client import completion_payload, open_stream_session, stream_request
+from bench.client import open_stream_session
 from bench.engine import TINY_MODEL_DIR, Engine, EngineError, free_port
 from bench.exposition import parse_exposition
-from bench.loop import collect_between_points, sleep_until
+from bench.loop import collect_between_points
 from bench.loop import run as run_loop
-from bench.plan import Plan, PlanError, prompt_pool_size, warmup_count
+from bench.plan import Plan, PlanError
+from bench.point_driver import (
+    LocalSlots,
+    PointRun,
+    RoundFailed,
+    ServerDied,
+    drive_closed,
+    drive_open,
+    end_point,
+    lag_sample,
+    open_loop_arrivals,
+    point_shape,
+    send_request,
+    tally,
+    transport_error,
+)
 from bench.provenance import (
     collect_host_metadata,
     collect_model_config,
@@ -35,16 +50,8 @@ from bench.provenance import (
     collect_tool_metadata,
     model_dirs_of_command,
 )
-from bench.workload import arrival_offsets, make_prompts, point_seed, stream_start_offsets
+from bench.workload import make_prompts, stream_start_offsets
 from bundle.store import BundleWriter, read_bundle
-
-
-class RoundFailed(Exception):
-    """The round could not continue; earlier points are kept in the bundle."""
-
-
-class ServerDied(Exception):
-    """The server stopped answering during a point."""
 
 
 def make_engine(plan: Plan, port: int, flags: list[str]) -> Engine:
@@ -112,14 +119,6 @@ async def lag_monitor(writer: BundleWriter, stop: asyncio.Event, interval_s: flo
         writer.append("client", lag_sample(t, writer.now() - t - interval_s, streams))
 
 
-def lag_sample(t: float, loop_lag_s: float, streams=None) -> dict[str, Any]:
-    """One client.jsonl record."""
-    rec: dict[str, Any] = {"t": t, "loop_lag_s": loop_lag_s, "tasks": len(asyncio.all_tasks())}
-    if streams is not None:
-        rec.update(streams.stats.take())
-    return rec
-
-
 class Progress:
     """Prints point progress: requests done, output tok/s, errors, ETA (plain lines)."""
 
@@ -145,153 +144,51 @@ class Progress:
         self.stream.flush()
 
 
-def point_shape(plan: Plan, point: dict, index: int) -> tuple[int, int, int, bool, int, int]:
-    """(concurrency, warm-up requests, total requests, by duration, seed, prompt-pool size)."""
-    sw = plan.sweep
-    C = point.get("concurrency") or 1
-    warmup = warmup_count(sw, C)
-    by_duration = sw.duration_s > 0
-    total = warmup + (sw.requests_per_point if not by_duration else 10**9)
-    pool_size = min(total, prompt_pool_size(sw, C))
-    return C, warmup, total, by_duration, point_seed(plan.seed, index), pool_size
-
-
-def open_loop_arrivals(plan: Plan, point: dict, total: int, warmup: int, by_duration: bool,
-                       seed: int) -> list[float]:
-    """The seeded open-loop schedule of a point: send offsets (s) from its base time."""
-    sw = plan.sweep
-    n = total if not by_duration else int(point["request_rate"] * sw.duration_s) + warmup
-    return arrival_offsets(n, point["request_rate"],
-                           sw.burstiness if sw.arrival == "gamma" else 1.0, seed)
-
-
 async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, point: dict,
                     index: int, writer: BundleWriter, progress: Progress, model: str,
                     headers: dict | None) -> str:
-    """Run one point; return "ok" or raise ServerDied."""
+    """Run one point in this process; return "ok" or raise ServerDied."""
     w, wl, sw = writer, plan.workload, plan.sweep
     C, warmup, total, by_duration, seed, pool_size = point_shape(plan, point, index)
-    pool = make_prompts(wl, point["input_len"], point["output_len"], pool_size, seed)
     url = engine.endpoint + ("/v1/chat/completions" if wl.api == "chat" else "/v1/completions")
     w.append("points", {"point": point["id"], "event": "start", "t": w.now(), "settings": point,
                         "seed": seed})
-    state = {"issued": 0, "done": 0, "tokens": 0, "errors": 0, "measure_sent": False,
-             "died": None, "transport_error": None}
+    state = {"issued": 0, "done": 0, "tokens": 0, "errors": 0, "died": None,
+             "transport_error": None}
     t_start = w.now()
-    deadline = None
+    slots = LocalSlots(total=total, by_duration=by_duration)
 
-    def next_index(t_slot: float) -> int | None:
-        """The next request's index, or None when the point is done. T_SLOT, the time the
-        slot came free, is the time the duration deadline is checked against."""
-        i = state["issued"]
-        if by_duration:
-            if deadline is not None and t_slot >= deadline:
-                return None
-        elif i >= total:
-            return None
-        state["issued"] += 1
-        return i
-
-    ramp_end = t_start + (point.get("ramp_s") or 0.0)
-
-    async def one(i: int, t_slot: float, t_sched: float | None) -> None:
-        nonlocal deadline
-        p = pool[i % len(pool)]
-        is_warm = is_warmup(i, warmup, t_slot, ramp_end)
-        if not is_warm and not state["measure_sent"]:
-            state["measure_sent"] = True
-            w.append("points", {"point": point["id"], "event": "measure", "t": w.now()})
-            if by_duration:
-                deadline = w.now() + sw.duration_s
-        rec = await send_request(session, url, model, wl, p, point["id"], i, is_warm, t_slot,
-                                 t_sched, w.now, headers)
+    async def record(rec: dict) -> None:
         w.append("requests", rec)
-        if not tally(state, rec):
-            if transport_error(rec):
-                # The connection failed (refused, reset, cut mid-stream): ask whether the
-                # server still answers, off the event loop so other streams keep their clock.
-                state["transport_error"] = rec["error"]
-                if not state["died"] and not await asyncio.to_thread(engine.alive):
-                    state["died"] = rec["error"]
+        if not tally(state, rec) and transport_error(rec):
+            # The connection failed (refused, reset, cut mid-stream): ask whether the
+            # server still answers, off the event loop so other streams keep their clock.
+            state["transport_error"] = rec["error"]
+            if not state["died"] and not await asyncio.to_thread(engine.alive):
+                state["died"] = rec["error"]
+                slots.stop = True
         progress.update(index, point["id"], state["done"], total if not by_duration else state["issued"],
                         state["tokens"], state["errors"], w.now() - t_start)
 
+    def issued() -> None:
+        state["issued"] += 1
+
+    run = PointRun(
+        pool=make_prompts(wl, point["input_len"], point["output_len"], pool_size, seed),
+        warmup=warmup, ramp_end=t_start + (point.get("ramp_s") or 0.0), by_duration=by_duration,
+        duration_s=sw.duration_s, slots=slots, now=w.now,
+        send=lambda p, i, warm, t_slot, t_sched: send_request(
+            session, url, model, wl, p, point["id"], i, warm, t_slot, t_sched, w.now, headers),
+        on_measure=lambda t: w.append("points", {"point": point["id"], "event": "measure", "t": t}),
+        on_record=record, on_issue=issued)
     if point.get("request_rate"):
-        # Open loop: arrivals on a seeded schedule; a concurrency cap (if any) makes late
-        # requests wait for a slot, and that wait is recorded apart (t_sched vs t_send).
         offs = open_loop_arrivals(plan, point, total, warmup, by_duration, seed)
-        cap = asyncio.Semaphore(point["concurrency"] or 10**9)
         base = w.now()
-        tasks = []
-
-        async def gated(i: int, t_sched: float) -> None:
-            async with cap:
-                await one(i, t_sched, t_sched)
-
-        for i, off in enumerate(offs):
-            if state["died"]:
-                break
-            await sleep_until(base + off, w.now)
-            state["issued"] += 1
-            tasks.append(asyncio.create_task(gated(i, base + off)))
-        await asyncio.gather(*tasks)
+        await drive_open(run, [(i, base + off) for i, off in enumerate(offs)], point["concurrency"])
     else:
-        async def worker(start: float) -> None:
-            await sleep_until(start, w.now)
-            while not state["died"]:
-                t_slot = w.now()
-                i = next_index(t_slot)
-                if i is None:
-                    return
-                await one(i, t_slot, None)
-
         offsets = stream_start_offsets(C, point.get("ramp_s") or 0.0, seed)
-        await asyncio.gather(*(worker(t_start + off) for off in offsets))
+        await drive_closed(run, [t_start + off for off in offsets])
     return await end_point(w, point, state, engine, progress, index, t_start)
-
-
-def is_warmup(i: int, warmup: int, t_slot: float, ramp_end: float) -> bool:
-    """Whether request I is warm-up: among the first WARMUP, or sent before the ramp ended."""
-    return i < warmup or t_slot < ramp_end
-
-
-async def send_request(session, url: str, model: str, wl, p, point_id: str, i: int, is_warm: bool,
-                       t_slot: float, t_sched: float | None, now, headers: dict | None) -> dict:
-    """Stream request I of a point (prompt P) and return its record."""
-    body = completion_payload(model, p.prompt, p.max_tokens, api=wl.api,
-                              ignore_eos=wl.ignore_eos, chunk_token_counts=wl.chunk_token_counts)
-    rec: dict[str, Any] = {"point": point_id, "i": i, "warmup": is_warm, "t_slot": t_slot,
-                           "t_sched": t_sched, "input_len": p.input_len,
-                           "max_tokens": p.max_tokens, "group": p.group}
-    return await stream_request(session, url, body, rec, now, api=wl.api,
-                                chunk_token_counts=wl.chunk_token_counts, headers=headers)
-
-
-def tally(counts: dict, rec: dict) -> bool:
-    """Count a finished request into COUNTS (done, tokens, errors); True if it succeeded."""
-    counts["done"] += 1
-    if rec["status"] == "ok":
-        counts["tokens"] += sum(n or 0 for _, n in rec["chunks"])
-        return True
-    counts["errors"] += 1
-    return False
-
-
-async def end_point(w: BundleWriter, point: dict, state: dict, engine: Engine, progress: Progress,
-                    index: int, t_start: float) -> str:
-    """Write the point's end event: failed (and raise ServerDied) when the server is gone."""
-    progress.update(index, point["id"], state["done"], state["done"], state["tokens"],
-                    state["errors"], w.now() - t_start, final=True)
-    if not state["died"] and state["transport_error"] and not await asyncio.to_thread(engine.alive):
-        # The last requests were cut and none came after them to find the server gone.
-        state["died"] = state["transport_error"]
-    if state["died"]:
-        w.append("points", {"point": point["id"], "event": "end", "t": w.now(), "status": "failed",
-                            "reason": f"server stopped answering: {state['died']}"})
-        raise ServerDied(state["died"])
-    w.append("points", {"point": point["id"], "event": "end", "t": w.now(), "status": "ok",
-                        "reason": None})
-    return "ok"
 
 
 async def models_with_key(session: aiohttp.ClientSession, endpoint: str) -> list | None:
@@ -304,15 +201,6 @@ async def models_with_key(session: aiohttp.ClientSession, endpoint: str) -> list
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
         return None
     return body.get("data") if isinstance(body, dict) else None
-
-
-def transport_error(rec: dict) -> bool:
-    """Whether a failed request failed at the connection (no HTTP answer, or a 200 stream cut)."""
-    if rec["http_status"] is None:
-        return not (rec["error"] or "").startswith("cancelled")
-    return rec["http_status"] == 200 and (rec["error"] or "").startswith(
-        ("ClientPayloadError", "ServerDisconnectedError", "ClientOSError",
-         "ClientConnectionError", "ClientConnectorError", "stream ended without [DONE]"))
 
 
 def completed_points(out: Path) -> set[str]:

@@ -46,13 +46,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.client import open_stream_session
-from bench.loop import collect_between_points, sleep_until
+from bench.loop import collect_between_points
 from bench.loop import run as run_loop
 from bench.plan import Plan, PlanError
-from bench.runner import (
+from bench.point_driver import (
+    PointRun,
     RoundFailed,
+    drive_closed,
+    drive_open,
     end_point,
-    is_warmup,
     lag_sample,
     open_loop_arrivals,
     point_shape,
@@ -202,14 +204,47 @@ async def _lag_monitor(k: int, shard: ShardWriter, results, stop: asyncio.Event,
                                 "worker": k}))
 
 
+class SharedSlots:
+    """A point's counter, measured flag, deadline and stop flag in the round's shared memory."""
+
+    def __init__(self, shared: Shared, total: int, by_duration: bool):
+        self.shared, self.total, self.by_duration = shared, total, by_duration
+
+    def next_index(self, t_slot: float) -> int | None:
+        """The next request's index of any worker, or None when the point is done."""
+        sh = self.shared
+        if self.by_duration and t_slot >= sh.deadline.value:
+            return None
+        with sh.lock:
+            i = sh.counter.value
+            if i >= self.total:
+                return None
+            sh.counter.value = i + 1
+        return i
+
+    def first_measured(self) -> bool:
+        """True for the point's first non-warm-up request of any worker, False ever after."""
+        sh = self.shared
+        if sh.measured.value:
+            return False
+        with sh.lock:
+            if sh.measured.value:
+                return False
+            sh.measured.value = 1
+            return True
+
+    def set_deadline(self, t: float) -> None:
+        self.shared.deadline.value = t
+
+    def stopped(self) -> bool:
+        return bool(self.shared.stop.value)
+
+
 async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter, results,
                      shared: Shared, headers: dict | None) -> None:
-    """Worker K's share of one point; request records as runner.run_point's one() makes them."""
-    wl, sw = plan.workload, plan.sweep
-    point, warmup, total, by_duration = cmd["point"], cmd["warmup"], cmd["total"], cmd["by_duration"]
-    pool = make_prompts(wl, point["input_len"], point["output_len"], cmd["pool_size"], cmd["seed"])
-    url, model = cmd["url"], cmd["model"]
-    now = shard.now
+    """Worker K's share of one point, through the same driver as one process."""
+    wl, point = plan.workload, cmd["point"]
+    url, model, now = cmd["url"], cmd["model"], shard.now
     counts = {"done": 0, "tokens": 0, "errors": 0, "issued": 0}
     sent = dict(counts)
     last = [time.monotonic()]
@@ -221,70 +256,28 @@ async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter,
             sent.update(counts)
             results.put(("progress", k, delta))
 
-    def first_measured() -> bool:
-        """Whether this request is the point's first non-warm-up one (of any worker)."""
-        if shared.measured.value:
-            return False
-        with shared.lock:
-            if shared.measured.value:
-                return False
-            shared.measured.value = 1
-            return True
-
-    async def one(i: int, t_slot: float, t_sched: float | None) -> None:
-        p = pool[i % len(pool)]
-        is_warm = is_warmup(i, warmup, t_slot, cmd.get("ramp_end", 0.0))
-        if not is_warm and not shared.measured.value and first_measured():
-            t = now()
-            if by_duration:
-                shared.deadline.value = t + sw.duration_s
-            results.put(("measure", k, t))
-        rec = await send_request(session, url, model, wl, p, point["id"], i, is_warm, t_slot,
-                                 t_sched, now, headers)
+    async def record(rec: dict) -> None:
         shard.append(rec)
         if not tally(counts, rec) and transport_error(rec):
             results.put(("transport_error", k, rec["error"]))
         report()
 
+    def issued() -> None:
+        counts["issued"] += 1
+
+    run = PointRun(
+        pool=make_prompts(wl, point["input_len"], point["output_len"], cmd["pool_size"], cmd["seed"]),
+        warmup=cmd["warmup"], ramp_end=cmd.get("ramp_end", 0.0), by_duration=cmd["by_duration"],
+        duration_s=plan.sweep.duration_s,
+        slots=SharedSlots(shared, cmd["total"], cmd["by_duration"]), now=now,
+        send=lambda p, i, warm, t_slot, t_sched: send_request(
+            session, url, model, wl, p, point["id"], i, warm, t_slot, t_sched, now, headers),
+        on_measure=lambda t: results.put(("measure", k, t)), on_record=record, on_issue=issued)
     share = cmd["share"]
     if "arrivals" in share:
-        cap = asyncio.Semaphore(share["cap"] or 10**9)
-        tasks = []
-
-        async def gated(i: int, t_sched: float) -> None:
-            async with cap:
-                await one(i, t_sched, t_sched)
-
-        for i, t_sched in share["arrivals"]:
-            if shared.stop.value:
-                break
-            await sleep_until(t_sched, now)
-            counts["issued"] += 1
-            tasks.append(asyncio.create_task(gated(i, t_sched)))
-        await asyncio.gather(*tasks)
+        await drive_open(run, share["arrivals"], share["cap"])
     else:
-        def next_index(t_slot: float) -> int | None:
-            # The deadline is checked against the slot's own time, recorded as t_slot.
-            if by_duration and t_slot >= shared.deadline.value:
-                return None
-            with shared.lock:
-                i = shared.counter.value
-                if i >= total:
-                    return None
-                shared.counter.value = i + 1
-            counts["issued"] += 1
-            return i
-
-        async def stream(start: float) -> None:
-            await sleep_until(start, now)
-            while not shared.stop.value:
-                t_slot = now()
-                i = next_index(t_slot)
-                if i is None:
-                    return
-                await one(i, t_slot, None)
-
-        await asyncio.gather(*(stream(t) for t in share["starts"]))
+        await drive_closed(run, share["starts"])
     report(force=True)
 
 

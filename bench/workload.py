@@ -5,20 +5,10 @@ Everything random comes from one `random.Random(seed)` per point, so a round is 
 
 from __future__ import annotations
 
-import json
 import random
-from dataclasses import dataclass
-from typing import Any
 
-from bench.plan import PlanError, WorkloadSpec, read_text_file
-
-
-@dataclass(frozen=True)
-class Prompt:
-    prompt: Any          # list[int] token ids, a string, or chat messages
-    input_len: int | None  # exact length when known (token-id prompts), else None
-    max_tokens: int
-    group: int | None = None  # shared-prefix group
+from bench.plan import WorkloadSpec
+from bench.prompts import PlanError, Prompt, read_prompt_file
 
 
 def random_ids(rng: random.Random, n: int, low: int, high: int) -> list[int]:
@@ -53,29 +43,6 @@ def make_prompts(w: WorkloadSpec, input_len: int, output_len: int, count: int,
     rows = read_prompt_file(w.jsonl, output_len)
     rng.shuffle(rows)
     return [rows[i % len(rows)] for i in range(count)]
-
-
-def read_prompt_file(path: str, output_len: int, where: str = "[workload].jsonl") -> list[Prompt]:
-    """The prompts of a JSONL file ({"prompt" or "messages", "max_tokens"?} a line), checked."""
-    text = read_text_file(path, f"{where}: {path}")
-    rows = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            prompt = row["prompt"] if "prompt" in row else row["messages"]
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise PlanError(f"{path} line {n}: expected an object with \"prompt\" or "
-                            "\"messages\"") from None
-        max_tokens = row.get("max_tokens", output_len)
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise PlanError(f"{path} line {n}: max_tokens {max_tokens!r} is not a positive integer")
-        n_in = len(prompt) if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt) else None
-        rows.append(Prompt(prompt, n_in, max_tokens))
-    if not rows:
-        raise PlanError(f"{path}: no prompts")
-    return rows
 
 
 def arrival_offsets(n: int, rate: float, burstiness: float, seed: int) -> list[float]:

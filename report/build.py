@@ -14,6 +14,7 @@ from bundle.request_table import RequestTable
 from bundle.store import Bundle
 from report import analyses as A
 from report import delivery as DL
+from report import params as PA
 from report import reconcile as R
 from report import series as S
 from report import stats as ST
@@ -366,7 +367,7 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
     else:
         led.derive("r.kv_bytes_per_token", T.model_kv_bytes_per_token, unit="B", sources=csrc, config=cfg)
         led.derive("r.kv_bytes_per_token_mha", T.model_mha_kv_bytes_per_token, unit="B", sources=csrc, config=cfg)
-        led.derive("r.params_non_embedding", T.model_params_non_embedding, unit="", sources=csrc, config=cfg)
+        led.derive("r.params_non_embedding", PA.model_params_non_embedding, unit="", sources=csrc, config=cfg)
     # The pool from memory: the KV memory the log states, divided by bytes per token (whole blocks).
     kv_gib = None
     if log is not None:

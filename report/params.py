@@ -12,12 +12,14 @@ quantizes only the experts there.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 from report.ledger import Absent
 from report.modelconfig import ModelShape, QuantScheme
 from report.theory import (
     _non_negative,
     _positive,
+    _shape,
     attention_params_per_layer,
     mla_attention_params_per_layer,
 )
@@ -170,3 +172,8 @@ def non_embedding_params(counts: ParamCounts) -> int:
 def unembedding_params(counts: ParamCounts) -> int:
     """The LM head's vocab × hidden, which every decode token multiplies, tied or not."""
     return counts.unembedding
+
+
+def model_params_non_embedding(config: Mapping[str, Any] | ModelShape) -> int:
+    """Non-embedding parameters of this model, from its config (MLA attention and mixture-of-experts handled)."""
+    return param_counts(_shape(config)).non_embedding

@@ -278,13 +278,6 @@ def mla_attention_params_per_layer(hidden: int, heads: int, kv_lora_rank: int, q
     return q + kv_a + kv_b + out
 
 
-def model_params_non_embedding(config: Mapping[str, Any] | ModelShape) -> int:
-    """Non-embedding parameters of this model, from its config (MLA attention and mixture-of-experts handled)."""
-    from report.params import param_counts  # params builds on this module's per-layer counts
-
-    return param_counts(_shape(config)).non_embedding
-
-
 def embedding_params(vocab: int, hidden: int, tied_embeddings: bool) -> int:
     """Embedding parameters: the input table plus the LM head, counted once when they are tied."""
     _positive("vocab", vocab)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from report import params as pa
 from report import theory as th
 from report.gpus import lookup_gpu
 from report.ledger import Absent, Ledger
@@ -186,7 +187,7 @@ def test_mla_kv_bytes():
     assert th.model_kv_bytes_per_token(MLA_CONFIG, tp=4) == 31_104
     # Counterfactual MHA: K of 128 + 64 and V of 128 for each of 16 heads
     assert th.model_mha_kv_bytes_per_token(MLA_CONFIG) == 27 * 16 * (192 + 128) * 2
-    mla_params = th.model_params_non_embedding(MLA_CONFIG)
+    mla_params = pa.model_params_non_embedding(MLA_CONFIG)
     attn = 2048 * 16 * 192 + 2048 * 576 + 512 * 16 * 256 + 16 * 128 * 2048
     assert mla_params == 27 * (attn + 3 * 2048 * 10944)
 
@@ -195,10 +196,10 @@ def test_moe_parameters_need_the_experts_per_token():
     # Without num_experts_per_tok the active parameters are unknown: Absent, not guessed.
     cfg = MLA_CONFIG | {"n_routed_experts": 64, "moe_intermediate_size": 1408}
     with pytest.raises(Absent, match="num_experts_per_tok"):
-        th.model_params_non_embedding(cfg)
+        pa.model_params_non_embedding(cfg)
     # With it, every expert counts: 27 layers × (MLA attention + 64 × 3 × 2048 × 1408 + router).
     attn = 2048 * 16 * 192 + 2048 * 576 + 512 * 16 * 256 + 16 * 128 * 2048
-    total = th.model_params_non_embedding(cfg | {"num_experts_per_tok": 6})
+    total = pa.model_params_non_embedding(cfg | {"num_experts_per_tok": 6})
     assert total == 27 * (attn + 64 * 3 * 2048 * 1408 + 2048 * 64)
     # The KV footprint does not depend on the FFN.
     assert th.model_kv_bytes_per_token(cfg) == 31_104
@@ -263,7 +264,7 @@ def test_too_small_pool_is_absent_not_zero_or_negative():
 
 
 def test_params_and_weights_from_config(shape):
-    n = th.model_params_non_embedding(shape)
+    n = pa.model_params_non_embedding(shape)
     assert n == th.params_non_embedding(28, 3584, 28, 4, 128, 18944) == 6_525_288_448
     assert round(n / 1e9, 2) == 6.53              # the model card's "6.53B non-embedding"
     total = n + th.embedding_params(shape.vocab, shape.hidden, False)
@@ -281,7 +282,7 @@ def test_params_and_weights_from_config(shape):
 def test_tied_embeddings_counted_once(qwen):
     s = th.model_shape(qwen | {"tie_word_embeddings": True})
     assert s.tied_embeddings
-    n = th.model_params_non_embedding(s)
+    n = pa.model_params_non_embedding(s)
     untied = th.weight_bytes(n, s.vocab, s.hidden, 2, False)
     tied = th.weight_bytes(n, s.vocab, s.hidden, 2, True)
     assert untied - tied == s.vocab * s.hidden * 2
@@ -297,7 +298,7 @@ def test_golden_flops_per_token(shape):
     assert round(attn / 1e9, 6) == 0.000401
     assert th.flops_per_token(6.75e9, 3584, 28, context_len=1000) == 13.5e9 + 1000 * 401_408
     # From the config: 2N = 13.05 GFLOP, with the LM head 14.14 GFLOP (the seed's fit is between)
-    n = th.model_params_non_embedding(shape)
+    n = pa.model_params_non_embedding(shape)
     assert round(th.flops_per_token(n, 3584, 28) / 1e9, 2) == 13.05
     assert 13.05e9 < 13.5e9 < 2 * (n + shape.vocab * shape.hidden)
 
@@ -440,7 +441,7 @@ def test_vllm_estimator_mla_matches_vllm_breakdown():
 def test_vllm_estimator_decode_step_reconciles_with_theory(shape):
     # 16 decoding requests at context 384 (L=256, out 256, halfway)
     step = [(1, 384)] * 16
-    n = th.model_params_non_embedding(shape)
+    n = pa.model_params_non_embedding(shape)
     flops = th.vllm_estimated_flops_terms(shape, step)
     # vLLM's FLOPs = 2 per matrix parameter per token, LM head on every decode token,
     # plus the attention term 4 × d_model × layers per context token.
