@@ -28,8 +28,11 @@ from pathlib import Path
 from bundle.redact import API_KEY_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
-ENGINE_PYTHON = ROOT / ".venv-engine" / "bin" / "python"
-TINY_MODEL_DIR = ROOT / ".engine" / "tiny-qwen2"
+# The embedded engine's home: its environment (.venv-engine) and model (.engine/tiny-qwen2).
+# SERVING_LEDGER_HOME sets it; by default it is the checkout the package runs from.
+ENGINE_HOME = Path(os.environ.get("SERVING_LEDGER_HOME") or ROOT)
+ENGINE_PYTHON = ENGINE_HOME / ".venv-engine" / "bin" / "python"
+TINY_MODEL_DIR = ENGINE_HOME / ".engine" / "tiny-qwen2"
 SERVED_NAME = "tiny"
 
 # Flags of the embedded engine: eager mode and the uni executor start in ~40-55 s instead of

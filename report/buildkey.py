@@ -24,11 +24,12 @@ def _hash_files(h, files: list[Path], base: Path) -> None:
 
 
 def code_digest(root: Path = ROOT) -> str:
-    """SHA-256 over the tool's own sources and templates."""
+    """SHA-256 over the tool's own sources and templates (wherever they are installed)."""
+    from report.render import TEMPLATES_DIR
     h = hashlib.sha256()
-    for d in CODE_DIRS:
-        _hash_files(h, [p for p in (root / d).rglob("*") if p.is_file()
-                        and p.suffix in CODE_SUFFIXES and "__pycache__" not in p.parts], root)
+    for d in [root / name for name in CODE_DIRS[:-1]] + [TEMPLATES_DIR]:
+        _hash_files(h, [p for p in d.rglob("*") if p.is_file()
+                        and p.suffix in CODE_SUFFIXES and "__pycache__" not in p.parts], d.parent)
     return h.hexdigest()
 
 

@@ -44,7 +44,17 @@ from report.numbers import (
 )
 from report.textsafety import neutralise_controls
 
-TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
+
+def templates_dir() -> Path:
+    """The narrative templates: templates/ beside the package in a checkout, else the copy
+    installed as package data `report.templates` (pyproject maps one onto the other)."""
+    checkout = Path(__file__).resolve().parent.parent / "templates"
+    if (checkout / "base.html.j2").is_file():
+        return checkout
+    return Path(__file__).resolve().parent / "templates"
+
+
+TEMPLATES_DIR = templates_dir()
 FONT_STACK = "Noto Sans CJK SC, WenQuanYi Micro Hei, sans-serif"
 HTML_LANG = {"zh": "zh-CN", "en": "en"}
 MODES = ("html", "pdf")
