@@ -34,11 +34,6 @@ def mean_prefill_ms(scrapes: list, t_start: float, t_end: float) -> float:
     return 1e3 * series.histogram_window_mean(scrapes, t_start, t_end, PREFILL)
 
 
-def mean_server_ttft_ms(scrapes: list, t_start: float, t_end: float) -> float:
-    """Mean TTFT as the server's frontend measures it (arrival to first output), ms."""
-    return 1e3 * series.histogram_window_mean(scrapes, t_start, t_end, SERVER_TTFT)
-
-
 def mean_iteration_tokens(scrapes: list, t_start: float, t_end: float) -> float:
     """Mean tokens per engine step: Δsum/Δcount of iteration_tokens_total."""
     return series.histogram_window_mean(scrapes, t_start, t_end, ITERATION_TOKENS)
@@ -185,13 +180,6 @@ def kv_occupancy(concurrency: float, input_len: float, output_len: float, pool_t
     return concurrency * (input_len + output_len) / pool_tokens
 
 
-def per_second_rate(increase: float, seconds: float) -> float:
-    """An increase per second."""
-    if seconds <= 0:
-        raise Absent("the window has no duration")
-    return increase / seconds
-
-
 def tera(value: float) -> float:
     """A value in units of 10^12."""
     return value / 1e12
@@ -231,12 +219,6 @@ def maximum(values: list) -> float:
 def count(values: list) -> int:
     """How many values."""
     return len(values)
-
-
-def percentile_of(values: list, q: float) -> float:
-    """The q-th percentile (0-100), linear interpolation."""
-    from report.stats import percentile
-    return percentile(values, q)
 
 
 def loop_lag_p99_ms(client_samples: list, t_start: float, t_end: float) -> float:

@@ -20,7 +20,7 @@ from report import series as S
 from report import stats as ST
 from report import theory as T
 from report import validity as V
-from report.ledger import Absent, Ledger, Value
+from report.ledger import Absent, Ledger
 from report.serverlog import ServerLogFacts, server_log_facts
 
 # The steady part of a point's window used for gauge statistics (KV usage, running, waiting):
@@ -711,5 +711,3 @@ def cross_point_ledger(led: Ledger, rd: RoundData) -> None:
                        denominator=led[f"p.{first.pid}.ttft_ms_p99"])
 
 
-def value_or_none(v: Value | None) -> Any:
-    return v.value if v is not None and v.present else None

@@ -252,16 +252,6 @@ def predicted_flops(config: Config, requests: Sequence[Mapping], tp: int = 1, pp
     return sum(predicted_flops_terms(config, requests, tp, pp, dp).values())
 
 
-def predicted_flops_term(config: Config, requests: Sequence[Mapping], term: str, tp: int = 1,
-                         pp: int = 1, dp: int = 1) -> int:
-    """One term (qkv_proj, out_proj, attn_qk, attn_av, ffn or unembed) of the predicted FLOPs per GPU."""
-    terms = predicted_flops_terms(config, requests, tp, pp, dp)
-    if term not in terms:
-        raise Absent(f"vLLM's estimator has no FLOPs term {term!r} for this model "
-                     f"(terms: {', '.join(terms)})")
-    return terms[term]
-
-
 def predicted_write_bytes_terms(config: Config, requests: Sequence[Mapping], tp: int = 1, pp: int = 1,
                                 dp: int = 1, kv_cache_dtype_bytes: float | None = None) -> dict[str, int]:
     """vLLM's estimated bytes written per GPU summed over the requests' lifecycles, term by term."""
@@ -534,15 +524,6 @@ def flops_reconciliation(config: Config, scrapes: Sequence[Mapping], requests: S
         ratio=estimator_ratio(measured, predicted), requests_inside=len(ev.inside),
         requests_straddling=len(ev.straddling),
         explanation=_flops_explanation(shape, ev, terms, measured, predicted))
-
-
-def flops_difference_explanation(config: Config, scrapes: Sequence[Mapping], requests: Sequence[Mapping],
-                                 t_start: float | None = None, t_end: float | None = None,
-                                 concurrency: int | None = None,
-                                 max_num_batched_tokens: int | None = None) -> dict[str, str]:
-    """Term by term, what can make the FLOPs counter differ from the lifecycle prediction in this window, in words."""
-    return flops_reconciliation(config, scrapes, requests, t_start, t_end, concurrency=concurrency,
-                                max_num_batched_tokens=max_num_batched_tokens).explanation
 
 
 def read_bytes_reconciliation(config: Config, scrapes: Sequence[Mapping], requests: Sequence[Mapping],

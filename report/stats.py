@@ -280,6 +280,3 @@ def scaling_efficiency(throughput: float, concurrency: int, throughput_at_1: flo
     return throughput / (concurrency * throughput_at_1)
 
 
-def token_count_agreement(client_tokens: int, server_tokens: float) -> float:
-    """Client-counted tokens minus the server's counter increase (0 means they agree)."""
-    return client_tokens - server_tokens
