@@ -54,6 +54,22 @@ RESULT_COLUMNS = [
 ]
 
 
+DETAIL_COLUMNS = [
+    ("concurrency", {"zh": "C", "en": "C"}, "", 0),
+    ("input_len", {"zh": "输入", "en": "In"}, "tok", 0),
+    ("ttft_ms_mean", {"zh": "TTFT 均值", "en": "TTFT mean"}, "ms", 1),
+    ("queue_ms_mean", {"zh": "排队", "en": "Queue"}, "ms", 1),
+    ("prefill_ms_mean", {"zh": "prefill", "en": "Prefill"}, "ms", 1),
+    ("frontend_ms_mean", {"zh": "前端", "en": "Frontend"}, "ms", 1),
+    ("itl_ms_p90", {"zh": "ITL p90", "en": "ITL p90"}, "ms", 2),
+    ("tpot_ms_mean", {"zh": "TPOT", "en": "TPOT"}, "ms", 2),
+    ("e2e_ms_p50", {"zh": "E2E p50", "en": "E2E p50"}, "ms", 0),
+    ("e2e_ms_p99", {"zh": "E2E p99", "en": "E2E p99"}, "ms", 0),
+    ("server_running_median", {"zh": "运行中", "en": "Running"}, "", 1),
+    ("waiting_peak", {"zh": "等待峰值", "en": "Waiting peak"}, "", 0),
+]
+
+
 def point_table(led: Ledger, pids: list[str], table_id: str, title: dict[str, str],
                 columns: list) -> Table:
     """A table with one row per point; each cell a ledger key."""
@@ -224,8 +240,10 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
         sections = (["results"] if facts["interrupted_points"] else []) + ["method"]
     results = results_table(led, pids + facts["interrupted_points"])
     results.row_labels[len(pids):] = [interrupted_label(pid) for pid in facts["interrupted_points"]]
+    detail = point_table(led, pids, "results_detail", {"zh": "延迟与服务端细节", "en": "Latency and server detail"},
+                         DETAIL_COLUMNS)
     return RoundReport(round_id=round_id, title=title, ledger=led, sections=sections, figures=figs,
-                       tables={"results": results,
+                       tables={"results": results, "results_detail": detail,
                                "kv_table": point_table(led, pids, "kv_table", {"zh": "KV 对账", "en": "KV reconciliation"},
                                                  KV_COLUMNS)}, facts=facts, notices=notices,
                        bundles=[str(bundle_path)])
