@@ -311,12 +311,14 @@ EXTRA_TEXT = {
     "zh": {"power_title": "功耗与温度", "power": "功耗 W", "limit": "功耗墙", "temp": "温度 °C",
            "tflops_title": "每秒 TF/s(vLLM 估算计数器)", "tflops": "TFLOP/s",
            "roof_title": "Roofline:算术强度与实际算力", "intensity": "算术强度 (FLOP/字节)",
+           "noroof_title": "算术强度与实际算力(峰值未知,无屋顶与屋脊)",
            "roof": "屋顶", "repro_title": "两轮复现性:输出吞吐之差", "diff": "相差 %",
            "occ_title": "相同 KV 占用下的输出吞吐", "occupancy": "KV 占用(理论)%",
            "this_round": "本轮", "prev_round": "上一轮"},
     "en": {"power_title": "Power and temperature", "power": "Power W", "limit": "Power limit",
            "temp": "Temperature °C", "tflops_title": "TF/s per second (vLLM's estimated counters)",
            "tflops": "TFLOP/s", "roof_title": "Roofline: arithmetic intensity and achieved compute",
+           "noroof_title": "Arithmetic intensity and achieved compute (peaks unknown: no roof, no ridge)",
            "intensity": "Arithmetic intensity (FLOP/byte)", "roof": "Roof",
            "repro_title": "Reproducibility: output throughput difference",
            "diff": "Difference %", "occ_title": "Output throughput at the same KV occupancy",
@@ -407,7 +409,8 @@ def fig_roofline(led: Ledger, pids: list[str]) -> Figure | None:
             layers.insert(0, alt.Chart(roof).mark_line(color=PALETTE[3], strokeDash=[4, 3]).encode(
                 x="x:Q", y="y:Q"))
         return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT).to_dict()
-    return Figure("roofline", per_lang(make), {lang: TEXT[lang]["roof_title"] for lang in LANGS}, keys=keys)
+    title = "roof_title" if peak and bw else "noroof_title"
+    return Figure("roofline", per_lang(make), {lang: TEXT[lang][title] for lang in LANGS}, keys=keys)
 
 
 def fig_repro(led: Ledger, pids: list[str], axis: str) -> Figure | None:
@@ -444,8 +447,11 @@ def fig_occupancy(led: Ledger, pids: list[str], prev_led: Ledger | None, prev_pi
     def make(t):
         df = pd.DataFrame([{"x": x * 100, "y": y, "series": t["this_round"]} for x, y in mine]
                           + [{"x": x * 100, "y": y, "series": t["prev_round"]} for x, y in theirs])
+        # The axis spans the data (a log axis left to itself runs to the next decade).
+        lo, hi = float(df["x"].min()), float(df["x"].max())
         return alt.Chart(df).mark_line(point=True).encode(
-            x=alt.X("x:Q", title=t["occupancy"], scale=alt.Scale(type="log")),
+            x=alt.X("x:Q", title=t["occupancy"],
+                    scale=alt.Scale(type="log", domain=[lo * 0.9, hi * 1.1], nice=False)),
             y=alt.Y("y:Q", title=t["tok_s"]),
             color=alt.Color("series:N", title=t["series"], scale=alt.Scale(range=PALETTE[:2]),
                             legend=alt.Legend(orient="bottom")),

@@ -236,3 +236,13 @@ def test_the_shared_point_of_two_h200_rounds_gets_a_reproducibility_verdict():
     text = plain_text(found[0]["en"], r5.ledger, "en")
     assert text.startswith("Reproduced") and " to " not in text.split("differs")[1].split(",")[0]
     assert abs(val(r5.ledger, "x.repro_tput_min")) <= 0.05
+
+
+def test_the_roofline_is_titled_for_what_it_can_show(round3, h200):
+    from report import figures as F
+    rd, led = round3
+    cpu = F.fig_roofline(led, [p.pid for p in rd.points])
+    assert "no roof" in cpu.title["en"] and "无屋顶" in cpu.title["zh"]
+    rd, led = h200
+    gpu = F.fig_roofline(led, [p.pid for p in rd.points])
+    assert gpu.title["en"].startswith("Roofline")
