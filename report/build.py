@@ -170,9 +170,17 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     # One population: queue and prefill are observed when a request finishes, so they are
     # differenced from the first scrape after the last warm-up request ended: every finish
     # they count is a measured request, and the client's TTFT is taken over the same ones.
-    pa, pb, pop_what = _population_window(sc, p, a, b)
+    pa, pb, pop_what, excludes_warmup = _population_window(sc, p, a, b)
     pms = _src_metrics(rd, pa, pb, f"point {p.pid}, {pop_what}")
-    pop = DL.requests_ended_between(p.measured, pa, pb)
+    # Without a scrape after the warm-up's end, both sides take every answered request of
+    # the point's window, warm-up included, so they still describe one population.
+    pop = DL.requests_ended_between(
+        p.measured if excludes_warmup else p.requests.take(p.requests.col("ok").astype(bool)), pa, pb)
+    led.record(k + "population_excludes_warmup",
+               excludes_warmup if any(s.get("ok") for s in sc) else None, sources=ms,
+               missing="no /metrics scrape was recorded, so no histogram window to place",
+               doc="Whether a scrape fell between the last warm-up request's end and the point's end, "
+                   "so the server's finish-time histograms could leave the warm-up out")
     psrc = (src[0] + f"; {len(pop)} that ended in ({pa:.1f}, {pb:.1f}] s",)
     q = led.derive(k + "queue_ms_mean", A.mean_queue_ms, unit="ms", sources=pms, scrapes=sc, t_start=pa, t_end=pb)
     pf = led.derive(k + "prefill_ms_mean", A.mean_prefill_ms, unit="ms", sources=pms, scrapes=sc, t_start=pa, t_end=pb)
@@ -244,15 +252,16 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
                    sources=ms, missing=reason)
 
 
-def _population_window(sc: list, p: PointData, a: float, b: float) -> tuple[float, float, str]:
-    """The histogram window of one population (see point_ledger), or the point's bracketing
-    window with a note when the warm-up's end cannot be placed."""
+def _population_window(sc: list, p: PointData, a: float,
+                       b: float) -> tuple[float, float, str, bool]:
+    """The histogram window of one population (see point_ledger) and whether it leaves the
+    warm-up out; the point's bracketing window when no scrape follows the warm-up's end."""
     try:
         t_warm = DL.last_warmup_end(p.requests)
         pa, pb = DL.population_window(sc, max(t_warm, a), p.window.t_end)
-        return pa, pb, "scrapes from the last warm-up request's end"
+        return pa, pb, "scrapes from the last warm-up request's end", True
     except Absent:
-        return a, b, "bracketing scrapes (warm-up finishes not excluded)"
+        return a, b, "bracketing scrapes (warm-up included on both sides)", False
 
 
 def delivery_ledger(led: Ledger, rd: RoundData, p: PointData, k: str, pa: float, pb: float,

@@ -140,6 +140,11 @@ def step_mix_finding(led: Ledger, pid: str) -> Finding | None:
 def population_finding(led: Ledger, pid: str) -> Finding | None:
     """Which requests the server's queue and prefill means describe."""
     k = f"p.{pid}."
+    if val(led, k + "population_excludes_warmup") is False:
+        return _make(led, "population", "method",
+                     f"At {pid} no /metrics scrape fell between the last warm-up request's end and the point's end, so the server's queue and prefill means cover the point's whole window, warm-up requests included; the client's TTFT beside them is taken over the same [[{k}population_requests_client|int]] requests, and the server counted [[{k}population_requests_server|int]] finishes there ([[{k}population_mismatch|pct]] apart).",
+                     f"{pid} 点在最后一个预热请求结束到该点结束之间没有 /metrics 抓取,所以服务端的排队与 prefill 均值覆盖该点整个窗口,包括预热请求;与之对照的客户端 TTFT 取自同样的 [[{k}population_requests_client|int]] 个请求,服务端在该窗口记录了 [[{k}population_requests_server|int]] 个完成(相差 [[{k}population_mismatch|pct]])。",
+                     [k + "population_excludes_warmup"])
     return _make(led, "population", "method",
                  f"At {pid} the server's queue and prefill means describe the [[{k}population_requests_client|int]] measured requests that ended after the last warm-up request; the server counted [[{k}population_requests_server|int]] finishes in that window ([[{k}population_mismatch|pct]] apart). The [[{k}warmup_ended_in_point_window|int]] warm-up requests that ended inside the point's window are left out of both sides.",
                  f"{pid} 点服务端的排队与 prefill 均值对应最后一个预热请求结束之后完成的 [[{k}population_requests_client|int]] 个实测请求;服务端在同一窗口内记录了 [[{k}population_requests_server|int]] 个完成(相差 [[{k}population_mismatch|pct]])。在该点窗口内结束的 [[{k}warmup_ended_in_point_window|int]] 个预热请求两边都不计入。",

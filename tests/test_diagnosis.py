@@ -246,3 +246,27 @@ def test_the_roofline_is_titled_for_what_it_can_show(round3, h200):
     rd, led = h200
     gpu = F.fig_roofline(led, [p.pid for p in rd.points])
     assert gpu.title["en"].startswith("Roofline")
+
+
+def test_without_a_scrape_after_the_warm_up_both_sides_include_it():
+    # Round 1 ran without the /metrics sampler: no scrape can leave the warm-up out, so the
+    # client's side takes the warm-up requests too; with no scrape at all the flag is absent.
+    rd, led = ledger_of(ROOT / "runs" / "round-1" / "bundle")
+    p = rd.points[-1]
+    k = f"p.{p.pid}."
+    assert not led[k + "population_excludes_warmup"].present
+    assert val(led, k + "population_requests_client") > len(p.measured)
+    _, led = ledger_of(FIX / "h200-round-4")
+    assert val(led, "p.L1024-c64.population_excludes_warmup") is True
+
+
+def test_a_short_point_with_no_scrape_after_its_warm_up_compares_like_with_like():
+    # cpu-demo: C=8 of `make demo` (24 requests, about a second long) on the embedded CPU
+    # engine, trimmed by tools/trim_bundle.py; no scrape falls after its warm-up ends.
+    from report.findings import population_finding
+    _, led = ledger_of(FIX / "cpu-demo")
+    k = "p.L128-c8."
+    assert val(led, k + "population_excludes_warmup") is False
+    assert val(led, k + "population_requests_client") == val(led, k + "population_requests_server")
+    f = population_finding(led, "L128-c8")
+    assert "warm-up requests included" in f.en and "包括预热请求" in f.zh
