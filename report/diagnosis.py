@@ -31,8 +31,7 @@ MFU_LOW, MBU_LOW, GPU_IDLE_PCT = 0.1, 0.2, 50.0
 
 def val(led: Ledger, key: str) -> Any:
     """The value at KEY, or None when absent or unknown."""
-    v = led.get(key)
-    return v.value if v is not None and v.present else None
+    return led.value_of(key)
 
 
 @dataclass

@@ -70,8 +70,7 @@ def _layer_notes(shape: ModelShape, layout: KVLayout) -> list[Note]:
 
 def _value(lg: Ledger, key: str) -> Any:
     """A ledger value, or None when the key is absent or missing."""
-    v = lg.get(key)
-    return v.value if v is not None else None
+    return lg.value_of(key)
 
 
 def modelled_notes(shape: ModelShape, layout: KVLayout, lg: Ledger, settings: Mapping[str, Any]) -> list[Note]:

@@ -69,8 +69,7 @@ PALETTE = ["#2f6db5", "#e07b39", "#5aa469", "#b5443c", "#8a6bbf", "#7f7f7f"]
 
 
 def _val(led: Ledger, key: str) -> float | None:
-    v = led.get(key)
-    return v.value if v is not None and v.present else None
+    return led.value_of(key)
 
 
 def _rows(led: Ledger, pids: list[str], axis_key: str, series: dict[str, str],

@@ -114,5 +114,10 @@ class Ledger:
     def __contains__(self, key: str) -> bool:
         return key in self.values
 
+    def value_of(self, key: str) -> Any:
+        """The number at KEY, or None when the key is not there or its value is absent."""
+        v = self.values.get(key)
+        return v.value if v is not None and v.present else None
+
     def get(self, key: str) -> Value | None:
         return self.values.get(key)
