@@ -36,22 +36,22 @@ $(ENGINE)/.ok:
 
 setup-model: .engine/tiny-qwen2/config.json
 .engine/tiny-qwen2/config.json: bench/tinymodel.py $(VENV)/.ok
-	$(TOOL_PY) -m bench.tinymodel --out .engine/tiny-qwen2
+	$(TOOL_PY) -m serving_ledger.bench.tinymodel --out .engine/tiny-qwen2
 
 demo: setup
 	rm -rf site/demo-bundle
-	$(TOOL_PY) -m bench run --concurrency 1,2,4,8 --input-len 128 --output-len 64 \
+	$(TOOL_PY) -m serving_ledger run --concurrency 1,2,4,8 --input-len 128 --output-len 64 \
 	  --requests-per-point 24 --out site/demo-bundle
-	$(TOOL_PY) -m report build --bundle site/demo-bundle --round demo --out site
+	$(TOOL_PY) -m serving_ledger build --bundle site/demo-bundle --round demo --out site
 	@echo "report: $(CURDIR)/site/index.html"
 
 run: setup
 	@test -n "$(ROUND)" || (echo "usage: make run ROUND=N [ENDPOINT=http://host:port] [RESUME=1]"; exit 2)
-	$(TOOL_PY) -m bench run --plan runs/round-$(ROUND)/plan.toml --out runs/round-$(ROUND)/bundle \
+	$(TOOL_PY) -m serving_ledger run --plan runs/round-$(ROUND)/plan.toml --out runs/round-$(ROUND)/bundle \
 	  $(if $(ENDPOINT),--endpoint $(ENDPOINT)) $(if $(RESUME),--resume)
 
 report: setup-tool
-	$(TOOL_PY) -m report build --out site $(if $(ROUND),--round round-$(ROUND))
+	$(TOOL_PY) -m serving_ledger build --out site $(if $(ROUND),--round round-$(ROUND))
 	@echo "report: $(CURDIR)/site/index.html"
 
 test: setup
@@ -68,7 +68,7 @@ bench-workers: setup-tool
 	$(TOOL_PY) tools/bench_workers.py $(ARGS)
 
 lint: setup-tool
-	$(VENV)/bin/ruff check bundle bench report tests
+	$(VENV)/bin/ruff check serving_ledger bundle bench report tests tools
 
 clean:
 	rm -rf site .pytest_cache

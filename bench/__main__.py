@@ -1,5 +1,5 @@
 import sys
 
-from bench.cli import main
+from serving_ledger.bench.cli import main
 
 sys.exit(main())

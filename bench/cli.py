@@ -11,8 +11,8 @@ import sys
 import urllib.parse
 from pathlib import Path
 
-from bench.engine import EngineError
-from bench.plan import (
+from serving_ledger.bench.engine import EngineError
+from serving_ledger.bench.plan import (
     OPEN_FILES_RESERVED,
     Plan,
     PlanError,
@@ -22,8 +22,8 @@ from bench.plan import (
     check_plan,
     load_plan,
 )
-from bundle.redact import API_KEY_ENV
-from bundle.store import BundleError
+from serving_ledger.bundle.redact import API_KEY_ENV
+from serving_ledger.bundle.store import BundleError
 
 
 def int_list(text: str) -> list[int]:
@@ -179,7 +179,7 @@ def _raise_interrupt(signum, frame):
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from bench.runner import RoundFailed, run_round
+    from serving_ledger.bench.runner import RoundFailed, run_round
     try:
         plan = plan_from_args(args)
     except PlanError as e:

@@ -15,7 +15,7 @@ import asyncio
 from array import array
 from typing import Any, Callable
 
-from bench.httpstream import StreamError, StreamPool, dumps
+from serving_ledger.bench.httpstream import StreamError, StreamPool, dumps
 
 try:
     from orjson import loads  # 5-10x faster on small events; same results on valid JSON

@@ -25,7 +25,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bundle.redact import API_KEY_ENV
+from serving_ledger.bundle.redact import API_KEY_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 # The embedded engine's home: its environment (.venv-engine) and model (.engine/tiny-qwen2).

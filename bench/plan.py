@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from bench.prompts import PlanError, read_prompt_file, read_text_file  # noqa: F401 - PlanError re-exported
+from serving_ledger.bench.prompts import PlanError, read_prompt_file, read_text_file  # noqa: F401 - PlanError re-exported
 
 
 @dataclass

@@ -21,14 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-
-from bench.client import open_stream_session
-from bench.engine import TINY_MODEL_DIR, Engine, EngineError, free_port
-from bench.exposition import parse_exposition
-from bench.loop import collect_between_points
-from bench.loop import run as run_loop
-from bench.plan import Plan, PlanError
-from bench.point_driver import (
+from serving_ledger.bench.client import open_stream_session
+from serving_ledger.bench.engine import TINY_MODEL_DIR, Engine, EngineError, free_port
+from serving_ledger.bench.exposition import parse_exposition
+from serving_ledger.bench.loop import collect_between_points
+from serving_ledger.bench.loop import run as run_loop
+from serving_ledger.bench.plan import Plan, PlanError
+from serving_ledger.bench.point_driver import (
     LocalSlots,
     PointRun,
     RoundFailed,
@@ -43,15 +42,15 @@ from bench.point_driver import (
     tally,
     transport_error,
 )
-from bench.provenance import (
+from serving_ledger.bench.provenance import (
     collect_host_metadata,
     collect_model_config,
     collect_tokenizer_vocab,
     collect_tool_metadata,
     model_dirs_of_command,
 )
-from bench.workload import make_prompts, stream_start_offsets
-from bundle.store import BundleWriter, read_bundle
+from serving_ledger.bench.workload import make_prompts, stream_start_offsets
+from serving_ledger.bundle.store import BundleWriter, read_bundle
 
 
 def make_engine(plan: Plan, port: int, flags: list[str]) -> Engine:
@@ -252,11 +251,11 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
 
     try:
         if plan.sampler.gpu and w.manifest.get("gpus"):
-            from bench.gpu import GpuSampler
+            from serving_ledger.bench.gpu import GpuSampler
             side.append(asyncio.create_task(GpuSampler().run(w, plan.sampler.gpu_interval_s, stop)))
         side.append(asyncio.create_task(lag_monitor(w, stop, streams=streams)))
         if plan.client.workers > 1 and any(p["id"] not in skip for p in points):
-            from bench.workers import WorkerPool
+            from serving_ledger.bench.workers import WorkerPool
             workers = WorkerPool(plan, w, headers)
             await workers.start()
         for idx, point in enumerate(points):
@@ -338,7 +337,7 @@ def served_model_paths(plan: Plan) -> tuple[str | None, str | None, str | None]:
 
 def initial_manifest(plan: Plan, endpoint_override: str | None) -> dict[str, Any]:
     """Provenance known before the engine starts."""
-    from bench.gpu import describe_gpus
+    from serving_ledger.bench.gpu import describe_gpus
     gpus, absent = describe_gpus()
     cfg_path, tok_path, cfg_how = served_model_paths(plan)
     config, cfg_src = collect_model_config(cfg_path)

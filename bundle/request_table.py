@@ -31,9 +31,8 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 import orjson
-
-from bundle.allocator import keep_freed_memory
-from bundle.files import (
+from serving_ledger.bundle.allocator import keep_freed_memory
+from serving_ledger.bundle.files import (
     INFLATE_ERRORS,
     MAX_INFLATE_RATIO,
     MAX_LINE_BYTES,

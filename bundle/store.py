@@ -32,7 +32,7 @@ try:
 except ImportError:     # pragma: no cover - orjson is a dependency
     orjson = None
 
-from bundle.files import (
+from serving_ledger.bundle.files import (
     BundleError,
     bundle_file,
     check_record,
@@ -42,8 +42,8 @@ from bundle.files import (
     refuse_constant,
     stream_file,
 )
-from bundle.redact import REDACTED, SECRET_MIN_LEN, Redactor  # noqa: F401 - REDACTED re-exported
-from bundle.request_table import RequestTable, line_blocks, read_request_files
+from serving_ledger.bundle.redact import REDACTED, SECRET_MIN_LEN, Redactor  # noqa: F401 - REDACTED re-exported
+from serving_ledger.bundle.request_table import RequestTable, line_blocks, read_request_files
 
 SCHEMA_VERSION = 1
 KIND = "serving-ledger/bundle"

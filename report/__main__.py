@@ -1,5 +1,5 @@
 import sys
 
-from report.cli import main
+from serving_ledger.report.cli import main
 
 sys.exit(main())

@@ -10,10 +10,9 @@ import math
 from typing import Sequence
 
 import numpy as np
-
-from bundle.request_table import RequestTable, as_request_table
-from report import series
-from report.ledger import Absent
+from serving_ledger.bundle.request_table import RequestTable, as_request_table
+from serving_ledger.report import series
+from serving_ledger.report.ledger import Absent
 
 # -------------------------------------------------------------- server-side means (ms)
 
@@ -223,7 +222,7 @@ def count(values: list) -> int:
 
 def loop_lag_p99_ms(client_samples: list, t_start: float, t_end: float) -> float:
     """p99 of the client's own event-loop delay inside the window, ms (the client's lag)."""
-    from report.stats import percentile
+    from serving_ledger.report.stats import percentile
     vals = [s["loop_lag_s"] * 1e3 for s in client_samples if t_start <= s["t"] <= t_end]
     if not vals:
         raise Absent("no client lag samples in the window")
@@ -266,7 +265,7 @@ def socket_wait_p99_ms(client_samples: list, t_start: float, t_end: float) -> fl
     Reads whose bytes were all timed by their segments' arrival (packet ring) add no wait:
     their times do not depend on when they were read.
     """
-    from report.stats import percentile
+    from serving_ledger.report.stats import percentile
     rows = [s for s in _read_samples(client_samples, t_start, t_end) if s["reads_kernel_stamped"]]
     if not rows:
         raise Absent("no read carried a kernel receive stamp, so the wait is unknown")
@@ -320,7 +319,7 @@ def interpolate(x: float, xs: list, ys: list) -> float:
 
 def doc_of(func) -> str:
     """The one-line docstring of a quantity function (for values recorded as absent)."""
-    from report.ledger import doc_line
+    from serving_ledger.report.ledger import doc_line
     return doc_line(func)
 
 

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from bundle.store import BundleError, find_bundles
+from serving_ledger.bundle.store import BundleError, find_bundles
 
 FORMATS = ("html", "pdf")
 
@@ -27,8 +27,8 @@ def round_id_for(bundle: Path) -> str:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from report.compose import compose_rounds
-    from report.site import ROUND_ID, build_site
+    from serving_ledger.report.compose import compose_rounds
+    from serving_ledger.report.site import ROUND_ID, build_site
     if args.bundle:
         pairs = [(Path(args.bundle), args.round or round_id_for(Path(args.bundle)))]
     else:
@@ -60,8 +60,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     else:
         # A round whose bundle, previous round, code, templates and formats are unchanged
         # keeps its pages; each stale round is composed with the round before it.
-        from report.buildkey import code_digest, round_key, up_to_date
-        from report.compose import previous_round_id
+        from serving_ledger.report.buildkey import code_digest, round_key, up_to_date
+        from serving_ledger.report.compose import previous_round_id
         every = {r: b for b, r in ((b, round_id_for(b)) for b in find_bundles(args.runs))}
         code = code_digest()
         stale = []
@@ -86,8 +86,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 def point_summaries(bundle_dir: Path, warnings: list[str] | None = None) -> list[dict]:
     """Per point, the client statistics from the ledger (None where absent); the bundle's
     read warnings (a truncated last line) are appended to WARNINGS."""
-    from bundle.store import read_bundle
-    from report.build import build_ledger, read_round
+    from serving_ledger.bundle.store import read_bundle
+    from serving_ledger.report.build import build_ledger, read_round
     bundle = read_bundle(bundle_dir)
     if warnings is not None:
         warnings.extend(bundle.warnings)
@@ -123,15 +123,15 @@ def cmd_summary(args: argparse.Namespace) -> int:
         table.append(["—" if r[k] is None else (f"{r[k]:,.{dg}f}" if isinstance(r[k], float) else str(r[k]))
                       if dg is not None else str(r[k]) for _, k, dg in cols])
     widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
-    from report.textsafety import neutralise_controls
+    from serving_ledger.report.textsafety import neutralise_controls
     for row in table:
         print(neutralise_controls("  ".join(c.rjust(w) for c, w in zip(row, widths))))
     return 0
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
-    from report.numbers import format_value
-    from report.verdicts import ledger_json, read_bundle_ledger
+    from serving_ledger.report.numbers import format_value
+    from serving_ledger.report.verdicts import ledger_json, read_bundle_ledger
     _, led = read_bundle_ledger(args.run_dir)
     if args.json:
         print(json.dumps(ledger_json(led), indent=1, ensure_ascii=False))
@@ -142,7 +142,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
 
 def cmd_findings(args: argparse.Namespace) -> int:
-    from report.verdicts import findings_json, read_bundle_ledger
+    from serving_ledger.report.verdicts import findings_json, read_bundle_ledger
     rd, led = read_bundle_ledger(args.run_dir)
     out = findings_json(rd, led)
     if args.json:
@@ -160,7 +160,7 @@ def cmd_findings(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["explain"]:
-        from report.explain import main as explain_main
+        from serving_ledger.report.explain import main as explain_main
         return explain_main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m report", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)

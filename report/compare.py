@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from report import analyses as A
-from report.build import RoundData, ok_points
-from report.ledger import Absent, Ledger, Value
+from serving_ledger.report import analyses as A
+from serving_ledger.report.build import RoundData, ok_points
+from serving_ledger.report.ledger import Absent, Ledger, Value
 
 # Workload settings that must match for two points to count as "the same point".
 POINT_KEYS = ("concurrency", "input_len", "output_len", "request_rate", "arrival")

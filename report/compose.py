@@ -5,15 +5,15 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from bundle.store import read_bundle
-from report import figures as F
-from report.build import RoundData, build_ledger, read_round
-from report.compare import cross_round_ledger
-from report.findings import round_findings
-from report.ledger import Ledger
-from report.model import LANGS, Column, RoundReport, Table
-from report.next_steps import next_steps
-from report.stats import INTERRUPTED
+from serving_ledger.bundle.store import read_bundle
+from serving_ledger.report import figures as F
+from serving_ledger.report.build import RoundData, build_ledger, read_round
+from serving_ledger.report.compare import cross_round_ledger
+from serving_ledger.report.findings import round_findings
+from serving_ledger.report.ledger import Ledger
+from serving_ledger.report.model import LANGS, Column, RoundReport, Table
+from serving_ledger.report.next_steps import next_steps
+from serving_ledger.report.stats import INTERRUPTED
 
 AXIS_WORD = {"zh": {"concurrency": "并发扫描", "input_len": "长度扫描", "server": "服务端参数扫描",
                     "single": "单点测量"},
@@ -170,7 +170,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     facts["flops_close"] = FLOPS_CLOSE
     facts["peak_label"] = rd.extras.get("peak_label")
     facts["peak_missing"] = rd.extras.get("peak_missing")
-    from report.reasons import to_chinese
+    from serving_ledger.report.reasons import to_chinese
     facts["peak_missing_zh"] = to_chinese(facts["peak_missing"]) if facts["peak_missing"] else None
     facts["gpu_absent_reason_zh"] = (to_chinese(facts["gpu_absent_reason"])
                                      if facts.get("gpu_absent_reason") else None)

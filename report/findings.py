@@ -11,9 +11,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from report.diagnosis import Attribution, Validity, val
-from report.ledger import Ledger
-from report.numbers import Format, format_value
+from serving_ledger.report.diagnosis import Attribution, Validity, val
+from serving_ledger.report.ledger import Ledger
+from serving_ledger.report.numbers import Format, format_value
 
 PLACEHOLDER = re.compile(r"\[\[([^\]|]+)(?:\|(pct|int))?\]\]")  # int: a count, no unit
 # Two rounds reproduce when output throughput at their common points differs by at most this.

@@ -5,8 +5,8 @@ Each step is a sentence per language with `[[ledger.key]]` numbers, as findings 
 
 from __future__ import annotations
 
-from report.diagnosis import val
-from report.ledger import Ledger
+from serving_ledger.report.diagnosis import val
+from serving_ledger.report.ledger import Ledger
 
 # Throughput that grew less than this between the last two valid points has saturated.
 SATURATION_GROWTH = 0.10

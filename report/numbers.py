@@ -11,7 +11,7 @@ import math
 import numbers
 from dataclasses import dataclass
 
-from report.ledger import Value
+from serving_ledger.report.ledger import Value
 
 # Units a fraction may carry; pct=True multiplies these by 100 and prints "%".
 FRACTION_UNITS = ("", "fraction", "ratio", "share")
@@ -83,7 +83,7 @@ def missing_text(value: Value, lang: str, short: bool = False) -> str:
         return w["missing_short"]
     reason = value.missing or w["no_reason"]
     if lang == "zh" and value.missing:
-        from report.reasons import to_chinese
+        from serving_ledger.report.reasons import to_chinese
         reason = to_chinese(reason)
     return w["missing"].format(reason=reason)
 

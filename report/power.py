@@ -12,8 +12,8 @@ import statistics
 from itertools import pairwise
 from typing import Any, Iterable
 
-from bundle.gpu_fields import decode_throttle_reasons, reason_bits
-from report.ledger import Absent
+from serving_ledger.bundle.gpu_fields import decode_throttle_reasons, reason_bits
+from serving_ledger.report.ledger import Absent
 
 Samples = Iterable[dict[str, Any]]
 

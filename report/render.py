@@ -31,10 +31,9 @@ from typing import Any
 import jinja2
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
-
-from report.ledger import Value
-from report.model import RoundReport
-from report.numbers import (
+from serving_ledger.report.ledger import Value
+from serving_ledger.report.model import RoundReport
+from serving_ledger.report.numbers import (
     Format,
     absent,
     format_parts,
@@ -42,12 +41,12 @@ from report.numbers import (
     missing_reason,
     raw_text,
 )
-from report.textsafety import neutralise_controls
+from serving_ledger.report.textsafety import neutralise_controls
 
 
 def templates_dir() -> Path:
     """The narrative templates: templates/ beside the package in a checkout, else the copy
-    installed as package data `report.templates` (pyproject maps one onto the other)."""
+    installed as package data `serving_ledger.report.templates` (pyproject maps one onto the other)."""
     checkout = Path(__file__).resolve().parent.parent / "templates"
     if (checkout / "base.html.j2").is_file():
         return checkout
@@ -289,7 +288,7 @@ class Page:
 
     def say(self, text: str) -> Markup:
         """A finding's sentence: its text as text, each [[key|pct]] as a traced number."""
-        from report.findings import PLACEHOLDER
+        from serving_ledger.report.findings import PLACEHOLDER
         out, at = [], 0
         for m in PLACEHOLDER.finditer(text):
             if m.start() > at:
@@ -665,7 +664,7 @@ class _Assembly:
         """Why VALUE is absent, in the page's language where the wording is known."""
         reason = missing_reason(value)
         if reason and self.lang == "zh":
-            from report.reasons import to_chinese
+            from serving_ledger.report.reasons import to_chinese
             reason = to_chinese(reason)
         return reason
 

@@ -19,9 +19,15 @@ from pathlib import Path
 
 import jinja2
 from markupsafe import Markup
-
-from report.model import LANGS, RoundReport
-from report.render import TEMPLATES_DIR, Timing, _sha256, _static, page_name, render_round
+from serving_ledger.report.model import LANGS, RoundReport
+from serving_ledger.report.render import (
+    TEMPLATES_DIR,
+    Timing,
+    _sha256,
+    _static,
+    page_name,
+    render_round,
+)
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,7 @@ import sys
 import threading
 
 from aiohttp import web
-
-from bench.engine import TINY_MODEL_DIR
+from serving_ledger.bench.engine import TINY_MODEL_DIR
 
 # A short two-point round against a fake server (the embedded model's config gives the
 # report its architecture; the fake serves no real model).

@@ -12,9 +12,8 @@ import statistics
 
 import altair as alt
 import pandas as pd
-
-from report.ledger import Absent, Ledger
-from report.model import Column, Figure, RoundReport, Table
+from serving_ledger.report.ledger import Absent, Ledger
+from serving_ledger.report.model import Column, Figure, RoundReport, Table
 
 ROUND_ID = "fixture-hand-built"
 POINTS = (1, 4, 16, 64)

@@ -7,8 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from bundle.store import BundleError, BundleWriter, read_bundle
+from serving_ledger.bundle.store import BundleError, BundleWriter, read_bundle
 
 MANIFEST = {"tool": {"name": "test"}, "engine": None, "plan": {}}
 

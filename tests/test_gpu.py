@@ -8,9 +8,8 @@ import types
 
 import pynvml
 import pytest
-
-from bench import gpu
-from bundle.store import BundleWriter, read_bundle
+from serving_ledger.bench import gpu
+from serving_ledger.bundle.store import BundleWriter, read_bundle
 
 
 def writer_at(tmp_path):

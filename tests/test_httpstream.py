@@ -10,9 +10,8 @@ import threading
 import time
 
 import pytest
-
-from bench import httpstream
-from bench.httpstream import StreamError, StreamPool
+from serving_ledger.bench import httpstream
+from serving_ledger.bench.httpstream import StreamError, StreamPool
 
 
 @pytest.fixture(autouse=True, params=["compiled", "python"])

@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-
-from bundle.store import read_bundle
-from report import power
-from report.ledger import Absent, Ledger
+from serving_ledger.bundle.store import read_bundle
+from serving_ledger.report import power
+from serving_ledger.report.ledger import Absent, Ledger
 
 FIXTURE = Path(__file__).parent / "fixtures" / "gpu-h200"
 

@@ -15,12 +15,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from bundle import request_table as RT
-from bundle.store import BundleError, compress_in_members, read_bundle
-from report import stats as ST
-from report.analyses import per_request_server_ms
-from report.reconcile import engine_busy_periods, requests_inside_window, requests_straddling_window
+from serving_ledger.bundle import request_table as RT
+from serving_ledger.bundle.store import BundleError, compress_in_members, read_bundle
+from serving_ledger.report import stats as ST
+from serving_ledger.report.analyses import per_request_server_ms
+from serving_ledger.report.reconcile import (
+    engine_busy_periods,
+    requests_inside_window,
+    requests_straddling_window,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 ROUNDS = sorted((ROOT / "runs").glob("round-*/bundle"))

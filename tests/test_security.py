@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from serving_ledger.bench.engine import free_port
+from serving_ledger.bundle.store import REDACTED, read_bundle
 
-from bench.engine import free_port
-from bundle.store import REDACTED, read_bundle
 from tests.conftest import ROOT, run_bench
 from tests.fakeserver import FAKE_ROUND_PLAN, FakeServer
 
@@ -31,7 +31,7 @@ PLAN = FAKE_ROUND_PLAN
 
 def build(bundle: Path, out: Path, round_id: str = "x") -> dict[str, str]:
     """`python -m report build` (HTML); every page written, by path."""
-    proc = subprocess.run([sys.executable, "-m", "report", "build", "--bundle", str(bundle),
+    proc = subprocess.run([sys.executable, "-m", "serving_ledger.report", "build", "--bundle", str(bundle),
                            "--round", round_id, "--out", str(out), "--formats", "html"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
@@ -199,7 +199,7 @@ cooldown_s = 0
 
 
 def test_redactor_keeps_numbers_and_words_that_contain_a_short_secret():
-    from bundle.redact import Redactor
+    from serving_ledger.bundle.redact import Redactor
     r = Redactor(["1024", "abc"])
     rec = {"input_len": 1024, "cmd": ["--api-key", "abc", "--max-model-len", "10240"],
            "note": "abcdef x-abc 1024.5 v1.abc"}

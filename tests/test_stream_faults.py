@@ -7,11 +7,16 @@ import asyncio
 import time
 
 import pytest
+from serving_ledger.bench.client import (
+    EventSink,
+    completion_payload,
+    open_stream_session,
+    stream_request,
+)
+from serving_ledger.bench.standin import StandIn, StandInThread
+from serving_ledger.bundle.store import read_bundle
+from serving_ledger.report.stats import itl_gaps_ms, output_tokens
 
-from bench.client import EventSink, completion_payload, open_stream_session, stream_request
-from bench.standin import StandIn, StandInThread
-from bundle.store import read_bundle
-from report.stats import itl_gaps_ms, output_tokens
 from tests.conftest import run_bench
 
 STEP_MS = 10.0

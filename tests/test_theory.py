@@ -13,11 +13,10 @@ import math
 from pathlib import Path
 
 import pytest
-
-from report import params as pa
-from report import theory as th
-from report.gpus import lookup_gpu
-from report.ledger import Absent, Ledger
+from serving_ledger.report import params as pa
+from serving_ledger.report import theory as th
+from serving_ledger.report.gpus import lookup_gpu
+from serving_ledger.report.ledger import Absent, Ledger
 
 QWEN = Path(__file__).resolve().parent / "fixtures" / "models" / "qwen2.5-7b-instruct.config.json"
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import httpstream  # noqa: E402
+from serving_ledger.bench import httpstream  # noqa: E402
 
 
 def event(n: int) -> bytes:
@@ -85,7 +85,7 @@ def one_run(conns: int, events: int, ring: bool) -> dict:
             items = poller.poll()
             if take() == 0 and not items:
                 break
-            for _conn, stamps, bodies, end, fast in items:
+            for _conn, _stamps, bodies, _end, fast in items:
                 if fast is not None:
                     taken += len(fast[0])
                 if bodies:
