@@ -1,0 +1,57 @@
+"""The catalogue of words: every text the report prints that is not a number, per language.
+
+Texts live in package data, one TOML file per section and language
+(`report/data/words/<section>.<lang>.toml`), each a flat table from a code to a text with
+`{name}` fields. A code is `<section>.<key>`. Invariant (tests/test_words.py): every code has
+a text in every language, every field a text uses is given, and every text is used.
+"""
+
+from __future__ import annotations
+
+import string
+import tomllib
+from functools import cache
+from importlib import resources
+from typing import Any
+
+LANGS = ("en", "zh")
+SECTIONS = ("reason", "label", "quantity")
+
+
+class WordError(KeyError):
+    """A code has no text in a language, or a text's field was not given."""
+
+
+@cache
+def section(name: str, lang: str) -> dict[str, str]:
+    """The texts of one section in one language (code key without the section prefix)."""
+    if name not in SECTIONS or lang not in LANGS:
+        raise WordError(f"no catalogue {name}.{lang}")
+    path = resources.files("serving_ledger.report").joinpath(f"data/words/{name}.{lang}.toml")
+    if not path.is_file():
+        return {}
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+def fields_of(text: str) -> set[str]:
+    """The `{name}` fields a text fills."""
+    return {f for _, f, _, _ in string.Formatter().parse(text) if f}
+
+
+def has(code: str, lang: str) -> bool:
+    """Whether CODE has a text in LANG."""
+    name, _, key = code.partition(".")
+    return name in SECTIONS and key in section(name, lang)
+
+
+def word(code: str, lang: str, **params: Any) -> str:
+    """The text of CODE in LANG with its fields filled from PARAMS."""
+    name, _, key = code.partition(".")
+    texts = section(name, lang)
+    if key not in texts:
+        raise WordError(f"{code!r} has no {lang} text in report/data/words/{name}.{lang}.toml")
+    text = texts[key]
+    missing = fields_of(text) - params.keys()
+    if missing:
+        raise WordError(f"{code!r} ({lang}) needs {sorted(missing)}")
+    return text.format(**params)
