@@ -357,8 +357,8 @@ def initial_manifest(plan: Plan, endpoint_override: str | None) -> dict[str, Any
         "model": {"config": config, "config_source": cfg_src,
                   "config_found_by": cfg_how if config is not None else None,
                   "tokenizer_vocab_size": vocab, "tokenizer_source": vocab_src,
-                  "name": "tiny-qwen2 (embedded, random weights via --load-format dummy)"
-                  if plan.engine.mode == "embedded" else None},
+                  "name": "tiny-qwen2" if plan.engine.mode == "embedded" else None,
+                  "load_format": "dummy" if plan.engine.mode == "embedded" else None},
         "plan": plan.to_dict(),
     }
 

@@ -70,6 +70,27 @@ DETAIL_COLUMNS = [
 ]
 
 
+# Bundles recorded before the manifest had `model.load_format` named the embedded model
+# with this English note; it states the load format, so it is read as that fact.
+_EMBEDDED_NOTE = " (embedded, random weights via --load-format dummy)"
+
+
+def model_name(model: dict) -> str | None:
+    """The served model's name as the manifest gives it, without the old embedded note."""
+    name = model.get("name")
+    if isinstance(name, str) and name.endswith(_EMBEDDED_NOTE):
+        return name[: -len(_EMBEDDED_NOTE)]
+    return name
+
+
+def model_load_format(model: dict) -> str | None:
+    """The engine's --load-format for the model ("dummy": random weights), where recorded."""
+    name = model.get("name")
+    if isinstance(name, str) and name.endswith(_EMBEDDED_NOTE):
+        return "dummy"
+    return model.get("load_format")
+
+
 def point_table(led: Ledger, pids: list[str], table_id: str, title: dict[str, str],
                 columns: list) -> Table:
     """A table with one row per point; each cell a ledger key."""
@@ -97,7 +118,8 @@ def facts_of(rd: RoundData) -> dict:
         "engine_mode": eng.get("mode"),
         "vllm_version": eng.get("vllm_version"),
         "model": model.get("served_name") or model.get("name"),
-        "model_desc": model.get("name"),
+        "model_desc": model_name(model),
+        "random_weights": model_load_format(model) == "dummy",
         "cpu": host.get("cpu_model"),
         "gpu": ", ".join(g.get("name", "?") for g in gpus) if gpus else None,
         "gpu_absent_reason": m.get("gpu_absent_reason"),

@@ -250,7 +250,7 @@ class Page:
         )
         env.filters["code"] = self._code
         env.globals.update(
-            n=self.n, v=self.v, say=self.say, fig=self.fig, table=self.table, ref=self.ref,
+            n=self.n, c=self.c, v=self.v, say=self.say, fig=self.fig, table=self.table, ref=self.ref,
             card=self.card, cards=self.cards,
             facts=self.report.facts, notices=self.report.notices, lang=self.lang,
         )
@@ -285,6 +285,12 @@ class Page:
           sign: bool = False) -> Markup:
         """A formatted, traced number (or the reason it is absent)."""
         return self._use(key, Format(digits, pct, unit, sign), "prose")
+
+    def c(self, key: str, digits: int | None = None, pct: bool = False, unit: bool = True,
+          sign: bool = False) -> Markup:
+        """A traced number for a table cell: an absent value prints short, its reason in the
+        appendix."""
+        return self._use(key, Format(digits, pct, unit, sign), "cell")
 
     def say(self, text: str) -> Markup:
         """A finding's sentence: its text as text, each [[key|pct]] as a traced number."""

@@ -406,7 +406,11 @@ def test_pdf_text(site, lang, footer, notice):
     assert notice in text
     assert HOSTILE in text  # escaped in HTML, shown literally as text
     assert re.search(r"976 ms\s*N1\b", text)  # superscript id after the number (a card)
-    assert re.search(r"976\.0\s*N1\b", text)  # ... and in the table
+    # ... and in a table cell, on the line under its number, in the same column
+    lines = text.splitlines()
+    row = next(i for i, line in enumerate(lines) if re.search(r"\b976\.0\b", line))
+    col = lines[row].index("976.0")
+    assert re.match(r"\s*N1\b", lines[row + 1][col - 2:]), lines[row:row + 2]
     assert "N1 976 ms" in re.sub(r"\s+", " ", text)  # ... and its appendix entry
     title = hand_built_report().title[lang]
     assert text.count(title.split(" ")[0]) >= 3  # running header on the following pages
