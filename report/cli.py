@@ -53,6 +53,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"error: round id {bad!r} is not a safe directory name (letters, digits, '.', '_', "
               "'-'); give one with --round", file=sys.stderr)
         return 2
+    if args.jobs is not None and args.jobs < 1:
+        print(f"error: --jobs must be at least 1, not {args.jobs}", file=sys.stderr)
+        return 2
+    from serving_ledger.report.site import default_workers
+    workers = args.jobs or default_workers()
     t0 = time.perf_counter()
     keys: dict[str, str] = {}
     if args.bundle:
@@ -75,11 +80,17 @@ def cmd_build(args: argparse.Namespace) -> int:
         reports = [rep for rep in compose_rounds([(b, r) for r, b in every.items() if r in wanted])
                    if rep.round_id in stale]
     t1 = time.perf_counter()
-    built = build_site(reports, Path(args.out), formats=formats, keys=keys)
+    built = build_site(reports, Path(args.out), formats=formats, keys=keys, workers=workers)
     t2 = time.perf_counter()
     for p in built:
         print(p)
-    print(f"ledger {t1 - t0:.2f} s, render {t2 - t1:.2f} s", file=sys.stderr)
+    rebuilt = [r.round_id for r in reports]
+    reused = sorted(set(keys) - set(rebuilt))
+    docs = len(rebuilt) * 2
+    print(f"rebuilt {len(rebuilt)} round(s){': ' + ', '.join(rebuilt) if rebuilt else ''}"
+          f" ({docs} documents, {min(workers, docs) if docs else 0} process(es)); "
+          f"reused {len(reused)}{': ' + ', '.join(reused) if reused else ''}; "
+          f"ledger {t1 - t0:.2f} s, render {t2 - t1:.2f} s", file=sys.stderr)
     return 0
 
 
@@ -172,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--formats", default="html,pdf")
     b.add_argument("--force", action="store_true",
                    help="rebuild every round, even those whose inputs are unchanged")
+    b.add_argument("--jobs", type=int, default=None,
+                   help="processes rendering documents at once (default: the usable cores)")
     s = sub.add_parser("summary", help="per-point client statistics of one bundle")
     s.add_argument("run_dir")
     s.add_argument("--json", action="store_true")

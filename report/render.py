@@ -32,7 +32,7 @@ import jinja2
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 from serving_ledger.report.ledger import Value
-from serving_ledger.report.model import RoundReport
+from serving_ledger.report.model import LANGS, RoundReport
 from serving_ledger.report.numbers import (
     Format,
     absent,
@@ -800,7 +800,8 @@ def render_round(report: RoundReport, round_dir: Path, formats: tuple[str, ...] 
         out.timings.append(Timing(report.round_id, lang, stage, time.perf_counter() - t0))
 
     for lang in langs:
-        links = {f"{lg}.{fm}": page_name(lg, fm) for lg in langs for fm in formats}
+        # every page links to both languages, also when this call renders only one
+        links = {f"{lg}.{fm}": page_name(lg, fm) for lg in LANGS for fm in formats}
         t0 = time.perf_counter()
         page = Page(report, lang, templates_dir)
         timed(lang, "sections", t0)

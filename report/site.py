@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
+import os
 import re
 import shutil
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import jinja2
@@ -90,9 +93,35 @@ def build_index(out_dir: Path, templates_dir: Path = TEMPLATES_DIR) -> Path:
     return path
 
 
+def default_workers() -> int:
+    """Processes for rendering: the cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def _render_document(report: RoundReport, lang: str, stage: Path, formats: tuple[str, ...],
+                     templates_dir: Path):
+    return render_round(report, stage, formats, langs=(lang,), templates_dir=templates_dir)
+
+
+def _render_documents(jobs, stages, formats, templates_dir, workers):
+    """Render every (report, lang) job, in WORKERS processes when there is more than one job."""
+    args = [(report, lang, stages[report.round_id], formats, templates_dir) for report, lang in jobs]
+    workers = min(workers or default_workers(), len(args))
+    if workers <= 1:
+        return [_render_document(*a) for a in args]
+    # spawn, not fork: the parent may already hold the chart renderer's threads
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(_render_document, *zip(*args)))
+
+
 def build_site(reports: list[RoundReport], out_dir: Path, formats=("html", "pdf"),
-               templates_dir: Path = TEMPLATES_DIR, keys: dict[str, str] | None = None) -> Built:
-    """Render every report into OUT_DIR/<round>/ and rewrite OUT_DIR/index.html."""
+               templates_dir: Path = TEMPLATES_DIR, keys: dict[str, str] | None = None,
+               workers: int | None = None) -> Built:
+    """Render every report into OUT_DIR/<round>/ (documents in parallel across WORKERS
+    processes, default: the usable cores) and rewrite OUT_DIR/index.html."""
     out_dir = Path(out_dir)
     formats = tuple(formats)
     ids = [r.round_id for r in reports]
@@ -103,27 +132,38 @@ def build_site(reports: list[RoundReport], out_dir: Path, formats=("html", "pdf"
         raise ValueError(f"duplicate round ids: {ids}")
     out_dir.mkdir(parents=True, exist_ok=True)
     built = Built()
+    stages = {}
     for report in reports:
-        final = out_dir / report.round_id
         stage = out_dir / f".{report.round_id}.building"
         if stage.exists():
             shutil.rmtree(stage)
         stage.mkdir()
-        try:
-            out = render_round(report, stage, formats, templates_dir=templates_dir)
+        stages[report.round_id] = stage
+    # One document (a round in one language) per job; the rounds' directories are swapped
+    # in only after every document of the round was written.
+    jobs = [(report, lang) for report in reports for lang in LANGS]
+    try:
+        outs = _render_documents(jobs, stages, formats, templates_dir, workers)
+        for report in reports:
+            stage = stages[report.round_id]
             manifest = _manifest(report, formats, (keys or {}).get(report.round_id))
             (stage / "round.json").write_text(
                 json.dumps(manifest, ensure_ascii=False, indent=2, sort_keys=True) + "\n",
                 encoding="utf-8")
-        except BaseException:
+    except BaseException:
+        for stage in stages.values():
             shutil.rmtree(stage, ignore_errors=True)
-            raise
+        raise
+    for report in reports:
+        final, stage = out_dir / report.round_id, stages[report.round_id]
         if final.exists():
             shutil.rmtree(final)
         stage.rename(final)
-        built.extend(final / p.name for p in out.paths)
+        for (r, _lang), out in zip(jobs, outs):
+            if r is report:
+                built.extend(final / p.name for p in out.paths)
+                built.timings.extend(out.timings)
         built.append(final / "round.json")
-        built.timings.extend(out.timings)
     t0 = time.perf_counter()
     built.append(build_index(out_dir, templates_dir))
     built.timings.append(Timing("*", "*", "index", time.perf_counter() - t0))
