@@ -577,8 +577,10 @@ def plan_text(p: Plan, settings: dict[str, Any], lang: str) -> str:
         lines += ["", f"[{w[title]}]"]
         for k in keys:
             v = lg[k]
+            why = v.missing.text(lang) if not v.present else ""
             shown = (format_number(v.value, FORMATS[k], lang) if v.present
-                     else f"{w['absent']} ({w['because']}: {v.missing.text(lang)})")
+                     else f"{w['absent']}（{w['because']}：{why}）" if lang == "zh"
+                     else f"{w['absent']} ({w['because']}: {why})")
             pad = " " * (width - display_width(w[k]))
             lines.append(f"  {w[k]}{pad}  {shown}")
     lines += ["", _mha_sentence(p, settings, w)]
