@@ -10,9 +10,13 @@ import string
 from pathlib import Path
 
 import pytest
-
 from serving_ledger.bundle.store import read_bundle
-from serving_ledger.report.build import GPU_ABSENT_CODES, build_ledger, gpu_absent_reason, read_round
+from serving_ledger.report.build import (
+    GPU_ABSENT_CODES,
+    build_ledger,
+    gpu_absent_reason,
+    read_round,
+)
 from serving_ledger.report.ledger import Absent, Ledger, Reason
 from serving_ledger.report.words import LANGS, fields_of, section, word
 
