@@ -46,21 +46,21 @@ def frontend_ms(ttft_ms_mean: float, queue_ms_mean: float, prefill_ms_mean: floa
 def share(part: float, whole: float) -> float:
     """A part as a fraction of its whole."""
     if whole == 0:
-        raise Absent("the whole is zero")
+        raise Absent("reason.whole_zero")
     return part / whole
 
 
 def ratio(numerator: float, denominator: float, scale: float = 1.0) -> float:
     """One quantity divided by another (times a unit scale)."""
     if denominator == 0:
-        raise Absent("the denominator is zero")
+        raise Absent("reason.denominator_zero")
     return numerator / denominator * scale
 
 
 def scaled_ratio(numerator: float, denominator: float, scale: float) -> float:
     """A rate in scaled units (e.g. TFLOP/s) divided by a peak in base units: numerator × scale ÷ denominator."""
     if denominator == 0:
-        raise Absent("the peak is zero")
+        raise Absent("reason.peak_zero")
     return numerator * scale / denominator
 
 
@@ -77,7 +77,7 @@ def effective_concurrency(concurrency: float, server_running_median: float) -> f
 def usable_pool_tokens(pool_tokens: int, block_size: int) -> int:
     """Pool tokens vLLM's usage gauge is a fraction of: one block (the null block) fewer."""
     if pool_tokens <= block_size:
-        raise Absent("the pool holds no more than one block")
+        raise Absent("reason.pool_one_block")
     return pool_tokens - block_size
 
 
@@ -89,7 +89,7 @@ def difference(a: float, b: float) -> float:
 def relative_difference(new: float, old: float) -> float:
     """Relative change from OLD to NEW, as a fraction of OLD."""
     if old == 0:
-        raise Absent("the reference value is zero")
+        raise Absent("reason.reference_zero")
     return (new - old) / old
 
 
@@ -108,7 +108,7 @@ def per_request_server_ms(requests: RequestTable, field: str) -> float:
     vals = as_request_table(requests).server_metric(field)
     vals = vals[~np.isnan(vals)]
     if not len(vals):
-        raise Absent(f"no request carried the server's {field} (needs --enable-per-request-metrics)")
+        raise Absent("reason.no_server_field", field=field)
     return float(np.cumsum(vals)[-1]) / len(vals)  # summed in order, as sum()
 
 
@@ -117,9 +117,9 @@ def per_request_server_ms(requests: RequestTable, field: str) -> float:
 def loglog_slope(x1: float, y1: float, x2: float, y2: float) -> float:
     """Slope of log y against log x between two points (the local power-law exponent)."""
     if min(x1, y1, x2, y2) <= 0:
-        raise Absent("a value is zero or negative, so no logarithm")
+        raise Absent("reason.log_of_nonpositive")
     if x1 == x2:
-        raise Absent("the two points share x")
+        raise Absent("reason.points_share_x")
     return math.log(y2 / y1) / math.log(x2 / x1)
 
 
@@ -127,20 +127,20 @@ def crossover_concurrency(c_last: float, prefill_last: float, queue_last: float,
                           slope_queue: float, slope_prefill: float) -> float:
     """Concurrency where the queue and prefill power laws meet: C·exp(ln(P/Q)/(s_q − s_p))."""
     if slope_queue <= slope_prefill:
-        raise Absent("the queue does not grow faster than prefill, so the lines do not meet")
+        raise Absent("reason.queue_not_faster")
     if queue_last <= 0 or prefill_last <= 0:
-        raise Absent("queue or prefill is zero at the last point")
+        raise Absent("reason.queue_or_prefill_zero")
     return c_last * math.exp(math.log(prefill_last / queue_last) / (slope_queue - slope_prefill))
 
 
 def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, float]:
     if len(xs) != len(ys) or len(xs) < 2:
-        raise Absent("a fit needs at least two points")
+        raise Absent("reason.fit_two_points")
     n = len(xs)
     mx, my = sum(xs) / n, sum(ys) / n
     sxx = sum((x - mx) ** 2 for x in xs)
     if sxx == 0:
-        raise Absent("all x values are equal")
+        raise Absent("reason.x_all_equal")
     sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
     slope = sxy / sxx
     intercept = my - slope * mx
@@ -163,7 +163,7 @@ def fit_intercept(xs: list, ys: list) -> float:
 def fit_r_squared(xs: list, ys: list) -> float:
     """Coefficient of determination R² of the least-squares line of y on x."""
     if len(xs) < 3:
-        raise Absent("R² of a line through two points is 1 by construction; needs three or more")
+        raise Absent("reason.r2_two_points")
     return _fit(xs, ys)[2]
 
 
@@ -197,21 +197,21 @@ def pool_tokens_agreement(log_tokens: float, metric_tokens: float) -> float:
 def span(values: list) -> float:
     """Largest minus smallest of a list of values."""
     if not values:
-        raise Absent("no values")
+        raise Absent("reason.no_values")
     return max(values) - min(values)
 
 
 def minimum(values: list) -> float:
     """The smallest of a list of values."""
     if not values:
-        raise Absent("no values")
+        raise Absent("reason.no_values")
     return min(values)
 
 
 def maximum(values: list) -> float:
     """The largest of a list of values."""
     if not values:
-        raise Absent("no values")
+        raise Absent("reason.no_values")
     return max(values)
 
 
@@ -225,14 +225,14 @@ def loop_lag_p99_ms(client_samples: list, t_start: float, t_end: float) -> float
     from serving_ledger.report.stats import percentile
     vals = [s["loop_lag_s"] * 1e3 for s in client_samples if t_start <= s["t"] <= t_end]
     if not vals:
-        raise Absent("no client lag samples in the window")
+        raise Absent("reason.no_client_lag")
     return percentile(vals, 99)
 
 
 def _read_samples(client_samples: list, t_start: float, t_end: float) -> list:
     rows = [s for s in client_samples if t_start <= s["t"] <= t_end and "reads" in s]
     if not rows:
-        raise Absent("the client recorded no read counters (a bundle from before they existed)")
+        raise Absent("reason.no_read_counters")
     return rows
 
 
@@ -241,7 +241,7 @@ def kernel_stamped_read_share(client_samples: list, t_start: float, t_end: float
     rows = _read_samples(client_samples, t_start, t_end)
     reads = sum(s["reads"] for s in rows)
     if not reads:
-        raise Absent("no stream reads in the window")
+        raise Absent("reason.no_stream_reads")
     return sum(s["reads_kernel_stamped"] for s in rows) / reads
 
 
@@ -249,11 +249,10 @@ def packet_stamped_read_share(client_samples: list, t_start: float, t_end: float
     """Share of the client's stream reads in the window whose every byte was timed by its own TCP segment's arrival (packet ring)."""
     rows = _read_samples(client_samples, t_start, t_end)
     if not any("reads_packet_stamped" in s for s in rows):
-        raise Absent("the client had no packet ring (not permitted, not asked for, or a bundle "
-                     "from before it existed)")
+        raise Absent("reason.no_packet_ring")
     reads = sum(s["reads"] for s in rows)
     if not reads:
-        raise Absent("no stream reads in the window")
+        raise Absent("reason.no_stream_reads")
     return sum(s.get("reads_packet_stamped", 0) for s in rows) / reads
 
 
@@ -268,7 +267,7 @@ def socket_wait_p99_ms(client_samples: list, t_start: float, t_end: float) -> fl
     from serving_ledger.report.stats import percentile
     rows = [s for s in _read_samples(client_samples, t_start, t_end) if s["reads_kernel_stamped"]]
     if not rows:
-        raise Absent("no read carried a kernel receive stamp, so the wait is unknown")
+        raise Absent("reason.no_kernel_stamp")
     return percentile([s["read_wait_max_s"] * 1e3 for s in rows], 99)
 
 
@@ -310,11 +309,11 @@ def identity_of(value: float) -> float:
 def interpolate(x: float, xs: list, ys: list) -> float:
     """Linear interpolation of y at x between measured (xs, ys) points, xs ascending."""
     if len(xs) < 2 or not xs[0] <= x <= xs[-1]:
-        raise Absent("x lies outside the measured range; no extrapolation")
+        raise Absent("reason.outside_range_no_extrapolation")
     for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
         if x0 <= x <= x1:
             return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
-    raise Absent("x lies outside the measured range")
+    raise Absent("reason.outside_range")
 
 
 def doc_of(func) -> str:
@@ -338,7 +337,7 @@ def counter_rate_series(scrapes: list, name: str) -> list[tuple[float, float]]:
         if t1 > t0 and v1 >= v0:
             out.append(((t0 + t1) / 2, (v1 - v0) / (t1 - t0)))
     if not out:
-        raise Absent(f"fewer than two successful scrapes carry {name}")
+        raise Absent("reason.too_few_scrapes_carry", name=name)
     return out
 
 

@@ -20,7 +20,7 @@ from serving_ledger.report import series as S
 from serving_ledger.report import stats as ST
 from serving_ledger.report import theory as T
 from serving_ledger.report import validity as V
-from serving_ledger.report.ledger import Absent, Ledger
+from serving_ledger.report.ledger import Absent, Ledger, Reason, reason_from_text
 from serving_ledger.report.serverlog import ServerLogFacts, server_log_facts
 
 # The steady part of a point's window used for gauge statistics (KV usage, running, waiting):
@@ -178,7 +178,7 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
         p.measured if excludes_warmup else p.requests.take(p.requests.col("ok").astype(bool)), pa, pb)
     led.record(k + "population_excludes_warmup",
                excludes_warmup if any(s.get("ok") for s in sc) else None, sources=ms,
-               missing="no /metrics scrape was recorded, so no histogram window to place",
+               missing=Reason.of("reason.no_scrape_no_histogram_window"),
                doc="Whether a scrape fell between the last warm-up request's end and the point's end, "
                    "so the server's finish-time histograms could leave the warm-up out")
     psrc = (src[0] + f"; {len(pop)} that ended in ({pa:.1f}, {pb:.1f}] s",)
@@ -242,10 +242,9 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
                    t_end=b, name="vllm:estimated_read_bytes_per_gpu_total")
     else:
         if len(S.scrapes_in_window(sc, a, b)) < 2:
-            reason = "fewer than two successful /metrics scrapes cover this window"
+            reason = Reason.of("reason.too_few_scrapes_window")
         else:
-            reason = ("vllm:estimated_* counters did not move in this window: the server ran "
-                      "without --enable-mfu-metrics")
+            reason = Reason.of("reason.mfu_counters_still")
         led.record(k + "tflops_s", None, unit="TFLOP/s", doc="Estimated FLOP rate from vLLM's MFU counters",
                    sources=ms, missing=reason)
         led.record(k + "read_gb_s", None, unit="GB/s", doc="Estimated read-byte rate from vLLM's MFU counters",
@@ -339,11 +338,11 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
     if log is None:
         led.record("r.pool_tokens_log", None, unit="tok", doc="KV pool size in tokens, as the server log states it",
                    sources=(f"{rd.name}/manifest.json: files",),
-                   missing="the server log is not in the bundle (the engine was not started by this tool)")
+                   missing=Reason.of("reason.no_server_log_external"))
     else:
         led.record("r.pool_tokens_log", log.kv_cache_size_tokens, unit="tok", sources=log_src,
                    doc="KV pool size in tokens, as the server log states it",
-                   missing="the log has no KV cache size line")
+                   missing=Reason.of("reason.log_no_kv_cache_size"))
     try:
         labels = S.cache_config_info(rd.bundle.metrics)
         pool = S.kv_pool_tokens_from_cache_config(labels)
@@ -351,13 +350,13 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
         rd.extras["cache_config"] = labels
     except Absent as e:
         pool, block = None, None
-        rd.extras["cache_config_missing"] = str(e)
+        rd.extras["cache_config_missing"] = e.reason
     msrc = _src_metrics(rd, float("-inf"), float("inf"), "vllm:cache_config_info labels")
     led.record("r.pool_tokens_metrics", pool.blocks_times_block_size if pool else None, unit="tok",
                sources=msrc, doc="KV pool size in tokens: num_gpu_blocks × block_size from cache_config_info",
-               missing=rd.extras.get("cache_config_missing", "cache_config_info lacks num_gpu_blocks"))
+               missing=rd.extras.get("cache_config_missing", Reason.of("reason.cache_config_no_blocks")))
     led.record("r.block_size", block, unit="tok", sources=msrc, doc="KV cache block size in tokens (cache_config_info)",
-               missing="cache_config_info has no block_size")
+               missing=Reason.of("reason.cache_config_no_block_size"))
     led.derive("r.pool_agreement", A.pool_tokens_agreement, unit="fraction",
                log_tokens=led["r.pool_tokens_log"], metric_tokens=led["r.pool_tokens_metrics"])
     pool_v = led["r.pool_tokens_metrics"] if led["r.pool_tokens_metrics"].present else led["r.pool_tokens_log"]
@@ -368,7 +367,7 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
     cfg = rd.config
     csrc = (f"{rd.name}/manifest.json: model.config",)
     if cfg is None:
-        why = "the bundle has no model config.json (give [engine].model_config for an external server)"
+        why = Reason.of("reason.no_model_config")
         for key, unit, doc in (("r.kv_bytes_per_token", "B", "KV bytes per token from the architecture"),
                                ("r.kv_bytes_per_token_mha", "B", "KV bytes per token if every head had its own KV head"),
                                ("r.params_non_embedding", "", "Parameters outside the embeddings")):
@@ -383,14 +382,14 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
         kv_gib = log.available_kv_cache_gib if log.available_kv_cache_gib is not None else log.cpu_kv_cache_gib
     led.record("r.kv_memory_gib", kv_gib, unit="GiB", sources=log_src,
                doc="KV cache memory the server log states (Available KV cache memory / CPU KV cache GiB)",
-               missing="the log states no KV cache memory")
+               missing=Reason.of("reason.log_no_kv_memory"))
     led.derive("r.pool_tokens_from_memory", T.kv_pool_tokens_from_gib, unit="tok",
                kv_memory_gib=led["r.kv_memory_gib"], kv_bytes_per_token=led["r.kv_bytes_per_token"],
                block_size=led["r.block_size"])
     blocks_profiled = log.num_gpu_blocks_profiled if log is not None else None
     led.record("r.blocks_before_override", blocks_profiled, unit="blocks", sources=log_src,
                doc="Blocks vLLM sized from memory before --num-gpu-blocks-override replaced them",
-               missing="no --num-gpu-blocks-override line in the log")
+               missing=Reason.of("reason.log_no_blocks_override"))
     sized = (led.derive("r.pool_tokens_sized", A.product, unit="tok", a=led["r.blocks_before_override"],
                         b=led["r.block_size"]) if blocks_profiled is not None
              else led.derive("r.pool_tokens_sized", A.identity_of, unit="tok", value=led["r.pool_tokens_log"]))
@@ -418,8 +417,8 @@ def sampler_ledger(led: Ledger, rd: RoundData) -> None:
         led.derive("r.preemptions", S.counter_increase, unit="", sources=src, scrapes=sc, t_start=t0,
                    t_end=t1, name="vllm:num_preemptions_total")
     else:
-        why = ("the round ran without the /metrics sampler" if not _plan_metrics(rd)
-               else "no /metrics scrape was recorded")
+        why = (Reason.of("reason.no_metrics_sampler") if not _plan_metrics(rd)
+               else Reason.of("reason.no_scrape"))
         led.record("r.duration_s", None, unit="s", doc="Time between the first and last scrape",
                    sources=src, missing=why)
         led.record("r.preemptions", None, doc="Preemptions the server counted over the round",
@@ -442,11 +441,12 @@ def build_ledger(rd: RoundData) -> Ledger:
     led.record("r.max_num_batched_tokens", log.max_num_batched_tokens if log else None, unit="tok",
                doc="The scheduler's token budget per engine step, as the server log states it",
                sources=(f"{rd.name}/server.log",),
-               missing="the server log states no max_num_batched_tokens" if log else
-               "the server log is not in the bundle")
+               missing=Reason.of("reason.log_no_max_num_batched_tokens") if log else
+               Reason.of("reason.no_server_log"))
     led.record("r.kv_cache_memory_suggested_bytes", log.kv_cache_memory_fit_bytes if log else None,
                unit="B", doc="The KV cache memory the server log suggests (--kv-cache-memory)",
-               sources=(f"{rd.name}/server.log",), missing="the server log suggests no --kv-cache-memory")
+               sources=(f"{rd.name}/server.log",),
+               missing=Reason.of("reason.log_no_kv_cache_memory_hint"))
     led.derive("r.kv_cache_memory_suggested_gib", A.ratio, unit="GiB",
                numerator=led["r.kv_cache_memory_suggested_bytes"], denominator=2**30)
     rule_ledger(led)
@@ -476,9 +476,8 @@ def peak_ledger(led: Ledger, rd: RoundData) -> None:
     doc_b = "Peak memory bandwidth of the GPU, from the spec table"
     spec = lookup_gpu(gpus[0].get("name", "")) if gpus else None
     if spec is None:
-        reason = ("no GPU: the engine ran on the CPU, and no peak FLOP/s or memory bandwidth is "
-                  "known for this CPU, so MFU and MBU are not computed" if not gpus else
-                  f"the GPU {gpus[0].get('name')!r} is not in the spec table, so its peaks are unknown")
+        reason = (Reason.of("reason.no_gpu") if not gpus else
+                  Reason.of("reason.gpu_not_in_table", name=gpus[0].get("name")))
         rd.extras["peak_missing"] = reason
         led.record("r.peak_flops", None, unit="FLOP/s", doc=doc_f, sources=src, missing=reason)
         led.record("r.peak_bandwidth", None, unit="B/s", doc=doc_b, sources=src, missing=reason)
@@ -553,7 +552,7 @@ def mfu_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
                 sc, p.window.t_start, p.window.t_end), concurrency=p.settings.get("concurrency"))
             rd.extras.setdefault("flops_explanations", {})[p.pid] = rec.explanation
         except Absent as e:
-            rd.extras.setdefault("flops_explanations", {})[p.pid] = {"window": str(e)}
+            rd.extras.setdefault("flops_explanations", {})[p.pid] = {"window": e.reason}
     led.derive(k + "intensity", A.ratio, unit="FLOP/B", numerator=led[k + "tflops_s"],
                denominator=led[k + "read_gb_s"], scale=1e3)
     led.derive(k + "mfu", A.scaled_ratio, unit="fraction", numerator=led[k + "tflops_s"],
@@ -573,8 +572,22 @@ def flops_predicted(config: dict, scrapes: list, requests: list, t_start: float,
     a, b = R.quiet_bracketing_window(scrapes, t_start, t_end)
     inside = R.requests_inside_window(requests, *R.lifecycle_window(scrapes, a, b))
     if not inside:
-        raise Absent("no request ran wholly inside the counter window")
+        raise Absent("reason.no_request_in_counter_window")
     return R.predicted_flops(config, inside)
+
+
+# What bench/gpu.py records in the manifest when it sampled no GPU, as catalogue codes.
+GPU_ABSENT_CODES = ("reason.nvml_no_bindings", "reason.nvml_no_library", "reason.nvml_driver_not_loaded",
+                    "reason.nvml_init_failed", "reason.nvml_load_failed", "reason.nvml_no_gpu",
+                    "reason.nvml_list_failed")
+
+
+def gpu_absent_reason(text: str | None) -> Reason | None:
+    """The manifest's gpu_absent_reason (English text the collector wrote) as a reason, None if none."""
+    if not text:
+        return None
+    return (reason_from_text(text, GPU_ABSENT_CODES)
+            or Reason.of("reason.gpu_absent_recorded", text=text))
 
 
 def power_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
@@ -586,7 +599,7 @@ def power_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     gpu = rd.bundle.gpu if rd.bundle.gpu else None
     src = ((f"{rd.name}/{rd.bundle.file_for('gpu')}: {n} NVML samples of point {p.pid}",) if gpu
            else (f"{rd.name}/manifest.json: gpu_absent_reason",))
-    absent = rd.bundle.manifest.get("gpu_absent_reason") or "no GPU telemetry in this bundle"
+    absent = gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry")
     specs = [("power_median_w", PW.median_power_w, "W"), ("power_peak_w", PW.peak_power_w, "W"),
              ("power_limit_w", PW.power_limit_w, "W"), ("temp_max_c", PW.max_temperature_c, "°C"),
              ("power_cap_share", PW.power_cap_share, "fraction"),
@@ -684,7 +697,7 @@ def cross_point_ledger(led: Ledger, rd: RoundData) -> None:
     pts = valid_points(rd)
     host = rd.bundle.manifest.get("host") or {}
     led.record("r.cpu_count", host.get("cpu_count"), doc="Logical CPU cores of the client host",
-               sources=(f"{rd.name}/manifest.json: host",), missing="not recorded")
+               sources=(f"{rd.name}/manifest.json: host",), missing=Reason.of("reason.not_recorded"))
     led.record("r.points", len(ok_points(rd)), doc="Points measured to the end", sources=(f"{rd.name}/points.jsonl",))
     led.record("r.valid_points", len(pts), doc="Points measured to the end that passed every validity check",
                sources=(f"{rd.name}/points.jsonl",))
@@ -697,7 +710,7 @@ def cross_point_ledger(led: Ledger, rd: RoundData) -> None:
             k = f"p.{p.pid}."
             if ref is None:
                 led.record(k + "scaling_eff", None, unit="fraction", doc="Scaling efficiency tput(C)/(C·tput(1))",
-                           missing="no C=1 point in this round")
+                           missing=Reason.of("reason.no_c1_point"))
                 continue
             led.derive(k + "scaling_eff", ST.scaling_efficiency, unit="fraction",
                        throughput=led[k + "output_tok_s"], concurrency=p.settings.get("concurrency"),

@@ -11,7 +11,7 @@ from typing import Any
 
 from serving_ledger.report import analyses as A
 from serving_ledger.report.build import RoundData, ok_points
-from serving_ledger.report.ledger import Absent, Ledger, Value
+from serving_ledger.report.ledger import Absent, Ledger, Reason, Value
 
 # Workload settings that must match for two points to count as "the same point".
 POINT_KEYS = ("concurrency", "input_len", "output_len", "request_rate", "arrival")
@@ -132,5 +132,5 @@ def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: Round
 
 def require(v: Value) -> Any:
     if not v.present:
-        raise Absent(v.missing or "absent")
+        raise Absent.because(v.missing or Reason.of("reason.no_reason"))
     return v.value

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from serving_ledger.bundle.store import read_bundle
 from serving_ledger.report import figures as F
-from serving_ledger.report.build import RoundData, build_ledger, read_round
+from serving_ledger.report.build import RoundData, build_ledger, gpu_absent_reason, read_round
 from serving_ledger.report.compare import cross_round_ledger
 from serving_ledger.report.findings import round_findings
 from serving_ledger.report.ledger import Ledger
@@ -191,11 +191,11 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     facts["kv_close_pp"] = KV_CLOSE_PP
     facts["flops_close"] = FLOPS_CLOSE
     facts["peak_label"] = rd.extras.get("peak_label")
-    facts["peak_missing"] = rd.extras.get("peak_missing")
-    from serving_ledger.report.reasons import to_chinese
-    facts["peak_missing_zh"] = to_chinese(facts["peak_missing"]) if facts["peak_missing"] else None
-    facts["gpu_absent_reason_zh"] = (to_chinese(facts["gpu_absent_reason"])
-                                     if facts.get("gpu_absent_reason") else None)
+    peak_missing = rd.extras.get("peak_missing")
+    facts["peak_missing"] = peak_missing.text("en") if peak_missing else None
+    facts["peak_missing_zh"] = peak_missing.text("zh") if peak_missing else None
+    gpu_absent = gpu_absent_reason(facts.get("gpu_absent_reason"))
+    facts["gpu_absent_reason_zh"] = gpu_absent.text("zh") if gpu_absent else None
     # Cross-round facts default to "not available"; cross_round_ledger fills what applies.
     facts.update(prev_round=None, prev_differs=[], common_points=[], comparable=False,
                  repro_points=0, prefill_ref_point=None, occupancy_point=None)

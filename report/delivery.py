@@ -41,7 +41,7 @@ def engine_tpot_ms_mean(scrapes: list, t_start: float, t_end: float) -> float:
 def engine_steps_per_s(scrapes: list, t_start: float, t_end: float) -> float:
     """Engine steps per second: Δcount of iteration_tokens_total over the window."""
     if t_end <= t_start:
-        raise Absent("the window is empty")
+        raise Absent("reason.window_empty")
     delta = series.histogram_increase(scrapes, t_start, t_end, ITERATION_TOKENS)
     return delta.count / (t_end - t_start)
 
@@ -51,7 +51,7 @@ def client_itl_ms_mean(requests: RequestTable) -> float:
     from serving_ledger.report.stats import itl_gaps_ms
     gaps = itl_gaps_ms(as_request_table(requests))
     if not len(gaps):
-        raise Absent("no request carried two chunks")
+        raise Absent("reason.no_two_chunks")
     return float(np.mean(gaps))
 
 
@@ -62,7 +62,7 @@ def last_warmup_end(requests: RequestTable) -> float:
     ends = reqs.col("t_end")[warm]
     ends = ends[~np.isnan(ends)]
     if not len(ends):
-        raise Absent("the point has no warm-up request")
+        raise Absent("reason.no_warmup")
     return float(np.max(ends))
 
 
@@ -72,7 +72,7 @@ def population_window(scrapes: list, t_after: float, t_end: float) -> tuple[floa
     start = next((t for t in ok if t >= t_after), None)
     end = next((t for t in ok if t >= t_end), None)
     if start is None or end is None or end <= start:
-        raise Absent("no two scrapes bracket the measured requests that ended after the warm-up")
+        raise Absent("reason.no_scrapes_bracket")
     return start, end
 
 

@@ -36,7 +36,7 @@ from serving_ledger.report import theory as th
 from serving_ledger.report.explain_notes import Note
 from serving_ledger.report.explain_words import LABELS
 from serving_ledger.report.gpus import known_gpu_names, lookup_gpu, normalize_dtype
-from serving_ledger.report.ledger import Absent, Ledger, Value
+from serving_ledger.report.ledger import Absent, Ledger, Reason, Value
 from serving_ledger.report.modelconfig import CROSS, FULL, SLIDING, parse_config_json
 
 PROG = "python -m report explain"
@@ -176,7 +176,8 @@ class Plan:
 
 def _given(ledger: Ledger, key: str, value: Any, flag: str, doc: str, unit: str = "") -> Value:
     """Record a command-line input; when it was not given the reason names the flag."""
-    return ledger.record(key, value, unit=unit, doc=doc, missing=f"not given ({flag})")
+    return ledger.record(key, value, unit=unit, doc=doc,
+                         missing=Reason.of("reason.not_given_flag", flag=flag))
 
 
 def _mean_context(input_len: int, output_len: int) -> float:
@@ -219,7 +220,7 @@ def _refuse_tp(shape: th.ModelShape, tp: int) -> None:
     why = fit.tp_refusal(shape.heads, shape.kv_heads, tp, shape.is_mla)
     if why:
         sizes = ", ".join(map(str, fit.valid_tp_sizes(shape.heads, shape.kv_heads, shape.is_mla)))
-        raise Absent(f"vLLM refuses TP {tp}: {why} (TP sizes it accepts: {sizes})")
+        raise Absent("reason.tp_refused", tp=tp, why=why, sizes=sizes)
 
 
 def _capacity(lg: Ledger, prefix: str, layout: K.KVLayout, pool_blocks: Value, pool_tokens: Value,
@@ -261,7 +262,7 @@ def _pool(lg: Ledger, layout: K.KVLayout, kv: Value, mha: Value, mha_layout: K.K
                            doc="KV pool per GPU in blocks, as num_gpu_blocks (--kv-pool-blocks)")
         tokens = d("kv_pool_tokens", K.kv_pool_tokens, unit="tokens", pool_blocks=blocks, layout=layout)
     else:
-        why = "give --kv-memory-gib or --kv-pool-tokens (or --kv-pool-blocks)"
+        why = Reason.of("reason.give_kv_size")
         lg.record("kv_memory_bytes", None, unit="B", doc="KV memory per GPU", missing=why)
         blocks = lg.record("kv_pool_blocks", None, unit="blocks", doc="KV pool per GPU", missing=why)
         tokens = lg.record("kv_pool_tokens", None, unit="tokens", doc="KV pool per GPU", missing=why)
@@ -315,7 +316,7 @@ def plan(config: dict[str, Any], gpu_name: str, *, tp: int = 1, dtype: str = "au
 
     dtype_name = normalize_dtype(shape.dtype)
     table = ("report/data/gpus.toml",)
-    no_row = "the GPU table row does not give it"
+    no_row = Reason.of("reason.gpu_row_lacks")
     peak = d("peak_flops", _peak, unit="FLOP/s", sources=table, spec=spec, dtype=dtype_name, sparse=False)
     d("peak_flops_sparse", _peak, unit="FLOP/s", sources=table, spec=spec, dtype=dtype_name, sparse=True)
     bw = lg.record("peak_bandwidth", spec.memory_bandwidth, unit="B/s", sources=table,
@@ -385,7 +386,7 @@ def plan(config: dict[str, Any], gpu_name: str, *, tp: int = 1, dtype: str = "au
       weight_bytes_per_gpu=w_gpu)
     mml = lg.record("max_model_len", max_model_len or shape.max_position_embeddings, unit="tokens",
                     doc="max_model_len (--max-model-len, else the config's max_position_embeddings)",
-                    missing="give --max-model-len (the config has no max_position_embeddings)")
+                    missing=Reason.of("reason.give_max_model_len"))
     if max_num_batched_tokens is not None:
         mnbt = lg.record("max_num_batched_tokens", max_num_batched_tokens, unit="tokens",
                          doc="Prefill chunk (--max-num-batched-tokens)")
@@ -576,8 +577,10 @@ def plan_text(p: Plan, settings: dict[str, Any], lang: str) -> str:
         lines += ["", f"[{w[title]}]"]
         for k in keys:
             v = lg[k]
+            why = v.missing.text(lang) if not v.present else ""
             shown = (format_number(v.value, FORMATS[k], lang) if v.present
-                     else f"{w['absent']} ({w['because']}: {v.missing})")
+                     else f"{w['absent']}（{w['because']}：{why}）" if lang == "zh"
+                     else f"{w['absent']} ({w['because']}: {why})")
             pad = " " * (width - display_width(w[k]))
             lines.append(f"  {w[k]}{pad}  {shown}")
     lines += ["", _mha_sentence(p, settings, w)]

@@ -12,7 +12,7 @@ from typing import Any
 from serving_ledger.report import fit
 from serving_ledger.report.explain_words import NOTES
 from serving_ledger.report.kvlayout import KVLayout, kv_block_bytes
-from serving_ledger.report.ledger import Ledger
+from serving_ledger.report.ledger import Ledger, Reason
 from serving_ledger.report.modelconfig import CROSS, FULL, SLIDING, ModelShape
 from serving_ledger.report.params import experts_touched
 
@@ -174,5 +174,6 @@ def say(notes: list[Note], lang: str) -> list[str]:
         f = dict(fields)
         if "scope" in f:
             f["scope"] = words[f["scope"]]
+        f = {k: v.text(lang) if isinstance(v, Reason) else v for k, v in f.items()}
         out.append(words[code].format(**f))
     return out

@@ -8,22 +8,23 @@ them (TP must then be a multiple of them). MLA keeps one latent per token on eve
 
 from __future__ import annotations
 
+from serving_ledger.report.ledger import Reason
 from serving_ledger.report.modelconfig import ModelShape
 from serving_ledger.report.theory import _non_negative, _positive
 
 GIB = 1024**3
 
 
-def tp_refusal(heads: int, kv_heads: int, tp: int, mla: bool = False) -> str | None:
+def tp_refusal(heads: int, kv_heads: int, tp: int, mla: bool = False) -> Reason | None:
     """Why vLLM refuses this tensor-parallel size for these head counts, or None when it accepts it."""
     if heads % tp:
-        return f"{heads} attention heads are not divisible by TP {tp}"
+        return Reason.of("reason.tp_heads_indivisible", heads=heads, tp=tp)
     if mla:
         return None
     if kv_heads >= tp and kv_heads % tp:
-        return f"{kv_heads} KV heads cannot be split evenly over TP {tp}"
+        return Reason.of("reason.tp_kv_heads_split", kv_heads=kv_heads, tp=tp)
     if kv_heads < tp and tp % kv_heads:
-        return f"TP {tp} is not a multiple of the {kv_heads} KV heads, so they cannot be replicated evenly"
+        return Reason.of("reason.tp_kv_heads_replicate", kv_heads=kv_heads, tp=tp)
     return None
 
 

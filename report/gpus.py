@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from serving_ledger.report.ledger import Absent
+from serving_ledger.report.ledger import Absent, Reason
 
 DTYPES = ("bf16", "fp16", "fp8")
 
@@ -48,8 +48,8 @@ class GpuSpec:
         d = normalize_dtype(dtype)
         table = self.sparse_flops if sparse else self.dense_flops
         if d not in table:
-            kind = "2:4-sparse" if sparse else "dense"
-            raise Absent(f"{self.name} has no {kind} {d} tensor peak in the GPU table")
+            kind = Reason.of("reason.peak_sparse" if sparse else "reason.peak_dense")
+            raise Absent("reason.no_tensor_peak", gpu=self.name, kind=kind, d=d)
         return table[d]
 
     def peak_label(self, dtype: str = "bf16", sparse: bool = False) -> str:

@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from serving_ledger.report.ledger import Absent
+from serving_ledger.report.ledger import Absent, Reason
 from serving_ledger.report.modelconfig import FULL, SLIDING
 from serving_ledger.report.theory import _non_negative, _positive
 
@@ -62,7 +62,7 @@ def kv_layout(layer_kinds: Sequence[str], sliding_window: int | None, layer_byte
     counts = {k: sum(1 for x in layer_kinds if x == k) for k in (FULL, SLIDING)}
     counts = {k: n for k, n in counts.items() if n}
     if not counts:
-        raise Absent("no layer stores KV per token")
+        raise Absent("reason.no_kv_layer")
     if SLIDING in counts:
         _positive("sliding_window", sliding_window)
     smallest, largest = min(counts.values()), max(counts.values())
@@ -159,14 +159,14 @@ def max_concurrency_in_pool(pool_blocks: int, layout: KVLayout, input_len: int, 
     return pool_blocks // need
 
 
-def _largest_context(fits, unbounded_why: str, start: int) -> int:
+def _largest_context(fits, unbounded_why: Reason, start: int) -> int:
     """The largest context n ≥ 0 with fits(n); Absent with UNBOUNDED_WHY when every length fits."""
     if not fits(0):
         return -1
     lo, hi = 0, max(1, start)
     while fits(hi):
         if hi > 2**48:
-            raise Absent(unbounded_why)
+            raise Absent.because(unbounded_why)
         lo, hi = hi, hi * 2
     while lo + 1 < hi:   # fits(lo), not fits(hi)
         mid = (lo + hi) // 2
@@ -174,10 +174,9 @@ def _largest_context(fits, unbounded_why: str, start: int) -> int:
     return lo
 
 
-def _unbounded(layout: KVLayout) -> str:
+def _unbounded(layout: KVLayout) -> Reason:
     """Why no prompt is too long: every layer is windowed."""
-    return ("every KV layer is sliding-window, so a request's KV stops growing at the window; "
-            "any prompt length fits (max_model_len is the limit)")
+    return Reason.of("reason.all_layers_windowed")
 
 
 def max_input_len_in_blocks(pool_blocks: int, layout: KVLayout, concurrency: int, output_len: int) -> int:
@@ -189,8 +188,9 @@ def max_input_len_in_blocks(pool_blocks: int, layout: KVLayout, concurrency: int
                          _unbounded(layout), pool_blocks * layout.block_size // concurrency)
     longest = n - output_len
     if longest < 1:
-        raise Absent(f"the pool ({pool_blocks:,} blocks) cannot hold {concurrency} requests of "
-                     f"{output_len} output tokens in whole blocks of {layout.block_size}")
+        raise Absent("reason.pool_blocks_too_small",
+                     pool_blocks=pool_blocks, concurrency=concurrency, output_len=output_len,
+                     block_size=layout.block_size)
     return longest
 
 
@@ -206,8 +206,8 @@ def max_input_len_in_tokens(pool_tokens: float, layout: KVLayout, concurrency: i
                          _unbounded(layout), int(pool_tokens))
     longest = n - output_len
     if longest < 1:
-        raise Absent(f"the pool ({pool_tokens:,} tokens) cannot hold {concurrency} requests of "
-                     f"{output_len} output tokens, whatever the prompt length")
+        raise Absent("reason.pool_tokens_too_small",
+                     pool_tokens=pool_tokens, concurrency=concurrency, output_len=output_len)
     return longest
 
 

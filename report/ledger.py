@@ -3,16 +3,64 @@
 A derived quantity is a pure function named for what it returns, whose parameters name its
 inputs. `Ledger.derive` calls it and records provenance: the function, its one-line
 docstring, the input values (or the ledger keys they came from), the bundle files and
-sample ranges, and sanity flags. When any input is absent the value is None with a reason
-in words, never 0 or a guess.
+sample ranges, and sanity flags. When any input is absent the value is None with a reason,
+never 0 or a guess. A reason is a code in the catalogue of words (report/data/words/reason.*.toml)
+with its parameters, so each language words it from the code, not from another language's text.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
+import re
+import string
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+from serving_ledger.report.words import section, word
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a value is absent: a catalogue code (`reason.<key>`) and the parameters its texts fill.
+
+    A parameter may itself be a Reason; it is worded in the same language as the reason around it.
+    """
+
+    code: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.code.startswith("reason."):
+            raise ValueError(f"a reason code starts with 'reason.', not {self.code!r}")
+
+    @classmethod
+    def of(cls, code: str, **params: Any) -> Reason:
+        return cls(code, tuple(params.items()))
+
+    def param(self, name: str) -> Any:
+        return dict(self.params)[name]
+
+    def chain(self) -> tuple[list[str], Reason]:
+        """The names of the absent inputs, innermost first, and the reason at the root of them."""
+        names: list[str] = []
+        r = self
+        while r.code == "reason.input_absent":
+            names.append(r.param("input"))
+            r = r.param("cause")
+        return names[::-1], r
+
+    def text(self, lang: str = "en") -> str:
+        """The reason in words in LANG."""
+        if lang != "en" and self.code == "reason.input_absent":
+            # Not "a absent: b absent: cause" but the root cause once, then the inputs it left absent.
+            names, root = self.chain()
+            return word(self.code, lang, input=" → ".join(names), cause=root.text(lang))
+        params = {k: v.text(lang) if isinstance(v, Reason) else v for k, v in self.params}
+        return word(self.code, lang, **params)
+
+    def __str__(self) -> str:
+        return self.text("en")
 
 
 @dataclass(frozen=True)
@@ -27,15 +75,45 @@ class Value:
     inputs: tuple[tuple[str, str], ...] = ()
     sources: tuple[str, ...] = ()
     flags: tuple[str, ...] = ()
-    missing: str | None = None
+    missing: Reason | None = None
 
     @property
     def present(self) -> bool:
         return self.value is not None
 
 
+def reason_from_text(text: str, codes: tuple[str, ...]) -> Reason | None:
+    """The reason among CODES whose English text is TEXT (fields read back as strings), or None.
+
+    For reasons a bundle recorded as English text (the collector does not import the report).
+    """
+    for code in codes:
+        template = section("reason", "en")[code.removeprefix("reason.")]
+        pattern = "".join(re.escape(lit) + (f"(?P<{f}>.+?)" if f else "")
+                          for lit, f, _, _ in string.Formatter().parse(template))
+        m = re.fullmatch(pattern, text, re.S)
+        if m:
+            return Reason.of(code, **m.groupdict())
+    return None
+
+
 class Absent(Exception):
-    """Raised by a quantity function when its inputs cannot give a value; the message says why."""
+    """Raised by a quantity function when its inputs cannot give a value: `Absent(code, **params)`.
+
+    `reason` holds the code and parameters; str() is the English text (for logs and errors).
+    """
+
+    def __init__(self, code: str, **params: Any) -> None:
+        self.reason = Reason.of(code, **params)
+        super().__init__(self.reason.text("en"))
+
+    @classmethod
+    def because(cls, reason: Reason) -> Absent:
+        """Absent for a reason already in hand (a ledger value's)."""
+        e = cls.__new__(cls)
+        e.reason = reason
+        Exception.__init__(e, reason.text("en"))
+        return e
 
 
 def doc_line(func: Callable) -> str:
@@ -69,11 +147,12 @@ class Ledger:
         for name, v in inputs.items():
             if isinstance(v, Value):
                 if not v.present:
-                    missing = f"{name} is absent: {v.missing}"
+                    missing = Reason.of("reason.input_absent", input=name,
+                                        cause=v.missing or Reason.of("reason.no_reason"))
                     break
                 kwargs[name] = v.value
             elif v is None:
-                missing = f"{name} is absent"
+                missing = Reason.of("reason.input_none", input=name)
                 break
             else:
                 kwargs[name] = v
@@ -82,9 +161,9 @@ class Ledger:
             try:
                 result = func(**kwargs)
             except Absent as e:
-                missing = str(e)
+                missing = e.reason
             if isinstance(result, float) and not math.isfinite(result):
-                missing, result = f"{func.__name__} is undefined for these inputs", None
+                missing, result = Reason.of("reason.undefined", func=func.__name__), None
         inherited = tuple(s for v in inputs.values() if isinstance(v, Value) for s in v.sources)
         val = Value(
             key=key, value=result, unit=unit, func=f"{func.__module__}.{func.__qualname__}",
@@ -96,7 +175,7 @@ class Ledger:
         return val
 
     def record(self, key: str, value: Any, *, unit: str = "", doc: str, sources: tuple[str, ...] = (),
-               missing: str | None = None) -> Value:
+               missing: Reason | None = None) -> Value:
         """Store a raw observed value (a setting or a count read from a bundle), not a derivation."""
         if key in self.values:
             raise KeyError(f"ledger key {key!r} recorded twice")

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from serving_ledger.report.ledger import Absent
+from serving_ledger.report.ledger import Absent, Reason
 
 FULL, SLIDING, CROSS = "full", "sliding", "cross"
 
@@ -105,7 +105,7 @@ class ModelShape:
     shared_expert_intermediate: int = 0    # MoE: total width of the always-on shared experts
     moe_layers: int = 0                    # MoE: layers whose FFN is routed (the rest are dense)
     quant: QuantScheme | None = None       # quantized checkpoint, None = weights in dtype
-    quant_unmodelled: str | None = None    # why a quantization_config could not be modelled
+    quant_unmodelled: Reason | None = None  # why a quantization_config could not be modelled
     config_dtype: str | None = None        # the dtype the config declares, None when it has none
     model_type: str = ""
     max_position_embeddings: int | None = None
@@ -151,14 +151,14 @@ class ModelShape:
 
 def _refuse_constant(name: str) -> Any:
     """json.loads hook: NaN and Infinity are not numbers a config may hold."""
-    raise Absent(f"the config holds {name}, which is not a finite number")
+    raise Absent("reason.config_not_finite", name=name)
 
 
 def _finite_float(text: str) -> float:
     """json.loads hook: a float literal that must stay finite (1e400 overflows to inf)."""
     v = float(text)
     if not math.isfinite(v):
-        raise Absent(f"the config holds {text}, which overflows a float")
+        raise Absent("reason.config_overflow", text=text)
     return v
 
 
@@ -180,15 +180,15 @@ def parse_config_json(text: str) -> dict[str, Any]:
     try:
         config = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError:
-        raise Absent(f"the config is nested more than {MAX_CONFIG_DEPTH} levels deep") from None
+        raise Absent("reason.config_too_deep", MAX_CONFIG_DEPTH=MAX_CONFIG_DEPTH) from None
     except json.JSONDecodeError as e:
-        raise Absent(f"not valid JSON: {e.msg} at line {e.lineno}") from None
+        raise Absent("reason.json_invalid", error=e.msg, line=e.lineno) from None
     except ValueError as e:   # e.g. an integer literal longer than Python converts
-        raise Absent(f"not a usable JSON config: {e}") from None
+        raise Absent("reason.json_unusable", error=e) from None
     if not isinstance(config, dict):
-        raise Absent("the file does not hold a JSON object")
+        raise Absent("reason.file_not_object")
     if _depth(config) > MAX_CONFIG_DEPTH:
-        raise Absent(f"the config is nested more than {MAX_CONFIG_DEPTH} levels deep")
+        raise Absent("reason.config_too_deep", MAX_CONFIG_DEPTH=MAX_CONFIG_DEPTH)
     return config
 
 
@@ -203,10 +203,10 @@ def _int_or_none(cfg: Mapping[str, Any], name: str, minimum: int) -> int | None:
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int | float) or int(v) != v or v < minimum:
-        kind = "positive" if minimum > 0 else "non-negative"
-        raise Absent(f"config.json field {name} is not a {kind} integer: {v!r}")
+        kind = Reason.of("reason.kind_positive" if minimum > 0 else "reason.kind_non_negative")
+        raise Absent("reason.field_not_integer", name=name, kind=kind, v=v)
     if v > _LARGEST_DIMENSION:
-        raise Absent(f"config.json field {name} is implausibly large: {v!r}")
+        raise Absent("reason.field_too_large", name=name, v=v)
     return int(v)
 
 
@@ -215,7 +215,7 @@ def _required_int(cfg: Mapping[str, Any], name: str, *aliases: str) -> int:
     for n in (name, *aliases):
         if cfg.get(n) is not None:
             return _int_or_none(cfg, n, 1)
-    raise Absent(f"config.json has no {name}")
+    raise Absent("reason.config_no_field", name=name)
 
 
 def _optional_int(cfg: Mapping[str, Any], name: str) -> int | None:
@@ -229,7 +229,7 @@ def _strict_bool(cfg: Mapping[str, Any], name: str, default: bool | None) -> boo
     if v is None:
         return default
     if not isinstance(v, bool):
-        raise Absent(f"config.json field {name} must be true or false, got {v!r} ({type(v).__name__})")
+        raise Absent("reason.field_not_bool", name=name, v=v, type=type(v).__name__)
     return v
 
 
@@ -238,19 +238,19 @@ def _int_list(cfg: Mapping[str, Any], name: str, below: int) -> list[int]:
     v = cfg.get(name) or []
     if not isinstance(v, list) or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < below
                                           for i in v):
-        raise Absent(f"config.json field {name} must be a list of layer indices below {below}, got {v!r}")
+        raise Absent("reason.field_not_layer_list", name=name, below=below, v=v)
     return v
 
 
 def dtype_bytes(dtype: str) -> int:
     """Bytes per element of a dtype name (bfloat16 → 2, float32 → 4, fp8 → 1)."""
     if not isinstance(dtype, str):
-        raise Absent(f"dtype is not a name: {dtype!r}")
+        raise Absent("reason.dtype_not_name", dtype=dtype)
     name = dtype.lower().removeprefix("torch.")
     if name.startswith("fp8") or name.startswith("float8"):
         return 1
     if name not in _DTYPE_BYTES:
-        raise Absent(f"unknown dtype {dtype!r}")
+        raise Absent("reason.dtype_unknown", dtype=dtype)
     return _DTYPE_BYTES[name]
 
 
@@ -272,11 +272,11 @@ def served_dtype(config_dtype: str | None, requested: str = "auto") -> str:
 def decoder_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...]]:
     """The decoder's fields (text_config merged over the wrapper) with the class defaults filled in, and which defaults were used."""
     if not isinstance(config, Mapping):
-        raise Absent("config is not a JSON object")
+        raise Absent("reason.config_not_object")
     cfg = dict(config)
     text = config.get("text_config")
     if text is not None and not isinstance(text, Mapping):
-        raise Absent(f"config.json field text_config is not an object: {text!r}")
+        raise Absent("reason.text_config_not_object", text=text)
     if text is not None and "num_hidden_layers" not in config:
         # Multimodal wrappers keep the decoder's dimensions in text_config.
         outer_type = config.get("model_type")
@@ -306,13 +306,13 @@ def layer_kinds_of(cfg: Mapping[str, Any], layers: int, window: int | None) -> t
     types = cfg.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) != layers:
-            raise Absent(f"config.json field layer_types must list {layers} layer types, got {types!r}")
+            raise Absent("reason.layer_types_count", layers=layers, types=types)
         unknown = sorted({t for t in types if t not in _LAYER_TYPE_KINDS}, key=str)
         if unknown:
-            raise Absent(f"layer type {unknown[0]!r} is not modelled (only full and sliding attention are)")
+            raise Absent("reason.layer_type_unmodelled", layer_type=unknown[0])
         kinds = tuple(_LAYER_TYPE_KINDS[t] for t in types)
         if SLIDING in kinds and window is None:
-            raise Absent("layer_types has sliding_attention layers but the config gives no sliding_window")
+            raise Absent("reason.sliding_without_window")
         return kinds
     cross = set(_int_list(cfg, "cross_attention_layers", layers))
     if window is None:
@@ -360,7 +360,7 @@ def quant_scheme(cfg: Mapping[str, Any]) -> QuantScheme | None:
     if q is None:
         return None
     if not isinstance(q, Mapping):
-        raise Absent(f"quantization_config is not an object: {q!r}")
+        raise Absent("reason.quant_config_not_object", q=q)
     method = str(q.get("quant_method", "")).lower()
     if method == "fp8":
         block = q.get("weight_block_size")
@@ -368,21 +368,21 @@ def quant_scheme(cfg: Mapping[str, Any]) -> QuantScheme | None:
             return QuantScheme("fp8", 1.0, False)      # one scale per tensor
         if (not isinstance(block, list) or len(block) != 2
                 or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
-            raise Absent(f"fp8 weight_block_size must be two positive integers, got {block!r}")
+            raise Absent("reason.fp8_block_size", block=block)
         # One float32 scale per block of rows × columns.
         return QuantScheme("fp8", 1 + 4 / (block[0] * block[1]), False, block=(block[0], block[1]))
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
         bits = _required_int(q, "bits", "w_bit")
         group = q.get("group_size", q.get("q_group_size", 128))
         if isinstance(group, bool) or not isinstance(group, int):
-            raise Absent(f"{method} group_size is not an integer: {group!r}")
+            raise Absent("reason.group_size_not_integer", method=method, group=group)
         # Per group: one 16-bit scale and one packed zero point of `bits` bits.
         extra = (2 + bits / 8) / group if group > 0 else 0.0
         return QuantScheme(method, bits / 8 + extra, False, group_size=group if group > 0 else None)
     if method == "mxfp4":
         # 4-bit values plus one 8-bit shared exponent per 32 values; vLLM quantizes only the experts.
         return QuantScheme("mxfp4", 0.5 + 1 / 32, True)
-    raise Absent(f"quantization method {method or '(none named)'!r} is not modelled")
+    raise Absent("reason.quant_not_modelled", method=method or '(none named)')
 
 
 def model_shape(config: Mapping[str, Any], dtype: str = "auto") -> ModelShape:
@@ -401,8 +401,7 @@ def model_shape(config: Mapping[str, Any], dtype: str = "auto") -> ModelShape:
         head_dim = _required_int(cfg, "qk_nope_head_dim") + _required_int(cfg, "qk_rope_head_dim")
     else:
         if hidden % heads:
-            raise Absent(f"config.json has no head_dim and hidden_size {hidden} is not a "
-                         f"multiple of num_attention_heads {heads}")
+            raise Absent("reason.head_dim_underivable", hidden=hidden, heads=heads)
         head_dim = hidden // heads
     intermediate = _required_int(cfg, "intermediate_size", "n_inner", "ffn_dim")
     vocab = _required_int(cfg, "vocab_size")
@@ -428,7 +427,7 @@ def model_shape(config: Mapping[str, Any], dtype: str = "auto") -> ModelShape:
     try:
         quant, quant_why = quant_scheme(cfg), None
     except Absent as e:
-        quant, quant_why = None, str(e)
+        quant, quant_why = None, e.reason
     return ModelShape(
         layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
         intermediate=intermediate, vocab=vocab, tied_embeddings=tied, dtype_bytes=dtype_bytes(served),

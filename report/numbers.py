@@ -11,23 +11,21 @@ import math
 import numbers
 from dataclasses import dataclass
 
-from serving_ledger.report.ledger import Value
+from serving_ledger.report.ledger import Reason, Value
 
 # Units a fraction may carry; pct=True multiplies these by 100 and prints "%".
 FRACTION_UNITS = ("", "fraction", "ratio", "share")
 
 WORDS = {
     "zh": {
-        "missing": "未测得:{reason}",
+        "missing": "未测得：{reason}",
         "missing_short": "未测得",
-        "no_reason": "原因未记录",
         "true": "是",
         "false": "否",
     },
     "en": {
         "missing": "not measured: {reason}",
         "missing_short": "not measured",
-        "no_reason": "no reason recorded",
         "true": "yes",
         "false": "no",
     },
@@ -81,11 +79,7 @@ def missing_text(value: Value, lang: str, short: bool = False) -> str:
     w = WORDS[lang]
     if short:
         return w["missing_short"]
-    reason = value.missing or w["no_reason"]
-    if lang == "zh" and value.missing:
-        from serving_ledger.report.reasons import to_chinese
-        reason = to_chinese(reason)
-    return w["missing"].format(reason=reason)
+    return w["missing"].format(reason=(value.missing or Reason.of("reason.no_reason")).text(lang))
 
 
 def absent(value: Value) -> bool:
@@ -97,13 +91,13 @@ def absent(value: Value) -> bool:
             and not math.isfinite(x))
 
 
-def missing_reason(value: Value) -> str:
-    """Why VALUE has no number ("" when it has one)."""
+def missing_reason(value: Value) -> Reason | None:
+    """Why VALUE has no number (None when it has one)."""
     if not absent(value):
-        return ""
+        return None
     if value.value is not None:
-        return f"the stored value is {value.value!r}, not a number"
-    return value.missing or ""
+        return Reason.of("reason.not_a_number", value=value.value)
+    return value.missing or Reason.of("reason.no_reason")
 
 
 def format_parts(value: Value, lang: str, fmt: Format = Format(),

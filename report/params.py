@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from serving_ledger.report.ledger import Absent
+from serving_ledger.report.ledger import Absent, Reason
 from serving_ledger.report.modelconfig import ModelShape, QuantScheme
 from serving_ledger.report.theory import (
     _non_negative,
@@ -65,7 +65,7 @@ def attention_params(shape: ModelShape) -> int:
     """Attention matrix parameters of every layer (GQA/MHA/MQA or MLA; cross-attention layers have the same matrices)."""
     if shape.is_mla:
         if shape.qk_nope_head_dim is None or shape.v_head_dim is None:
-            raise Absent("an MLA config needs qk_nope_head_dim and v_head_dim to count parameters")
+            raise Absent("reason.mla_params")
         per_layer = mla_attention_params_per_layer(shape.hidden, shape.heads, shape.kv_lora_rank,
                                                    shape.qk_rope_head_dim, shape.qk_nope_head_dim,
                                                    shape.v_head_dim, shape.q_lora_rank)
@@ -80,8 +80,7 @@ def param_counts(shape: ModelShape) -> ParamCounts:
     moe_layers = shape.moe_layers if shape.num_experts else 0
     expert = gated * shape.expert_intermediate if moe_layers else 0
     if moe_layers and not shape.experts_per_token:
-        raise Absent(f"the model has {shape.num_experts} routed experts but the config gives no "
-                     f"num_experts_per_tok, so the active parameters are unknown")
+        raise Absent("reason.moe_no_topk", experts=shape.num_experts)
     table = shape.vocab * shape.hidden
     return ParamCounts(
         attention=attention_params(shape),
@@ -95,11 +94,11 @@ def param_counts(shape: ModelShape) -> ParamCounts:
     )
 
 
-def _weight_bytes(dtype_bytes: float, quant: QuantScheme | None, quant_unmodelled: str | None,
+def _weight_bytes(dtype_bytes: float, quant: QuantScheme | None, quant_unmodelled: Reason | None,
                   matrices: float, experts: float, plain: float) -> int:
     """Bytes of MATRICES (attention, dense and shared FFN), routed EXPERTS and PLAIN (router, tables) parameters."""
     if quant_unmodelled:
-        raise Absent(quant_unmodelled)
+        raise Absent.because(quant_unmodelled)
     _positive("dtype_bytes", dtype_bytes)
     q = quant.bytes_per_weight if quant else dtype_bytes
     m = dtype_bytes if quant is None or quant.experts_only else q

@@ -13,7 +13,7 @@ from itertools import pairwise
 from typing import Any, Iterable
 
 from serving_ledger.bundle.gpu_fields import decode_throttle_reasons, reason_bits
-from serving_ledger.report.ledger import Absent
+from serving_ledger.report.ledger import Absent, Reason
 
 Samples = Iterable[dict[str, Any]]
 
@@ -23,11 +23,11 @@ SW_POWER_CAP = dict((name, bit) for bit, name in reason_bits())["sw_power_cap"]
 def window_samples(samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> list[dict]:
     """The samples of one GPU with t_start <= t <= t_end, in time order."""
     if samples is None:
-        raise Absent("no GPU telemetry in this bundle")
+        raise Absent("reason.no_gpu_telemetry")
     out = sorted((s for s in samples if s.get("gpu", 0) == gpu and t_start <= s["t"] <= t_end),
                  key=lambda s: s["t"])
     if not out:
-        raise Absent(f"no GPU {gpu} sample in [{t_start:.3f}, {t_end:.3f}] s")
+        raise Absent("reason.no_gpu_sample", gpu=gpu, t_start=t_start, t_end=t_end)
     return out
 
 
@@ -36,8 +36,7 @@ def _field(samples: Samples, t_start: float, t_end: float, gpu: int, name: str) 
     vals = [s.get(name) for s in window_samples(samples, t_start, t_end, gpu)]
     vals = [v for v in vals if v is not None]
     if not vals:
-        raise Absent(f"NVML reported no {name} for GPU {gpu} in [{t_start:.3f}, {t_end:.3f}] s "
-                     "(not supported on this GPU or driver)")
+        raise Absent("reason.nvml_no_field", name=name, gpu=gpu, t_start=t_start, t_end=t_end)
     return vals
 
 
@@ -93,14 +92,13 @@ def throttle_reason_counts(samples: Samples, t_start: float, t_end: float,
     return dict(sorted(counts.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
 
 
-def _clock_where(samples: Samples, t_start: float, t_end: float, gpu: int, busy, what: str):
+def _clock_where(samples: Samples, t_start: float, t_end: float, gpu: int, busy, what: Reason):
     w = window_samples(samples, t_start, t_end, gpu)
     clocks = [s["sm_clock_mhz"] for s in w
               if s.get("gpu_util_pct") is not None and s.get("sm_clock_mhz") is not None
               and busy(s["gpu_util_pct"])]
     if not clocks:
-        raise Absent(f"no GPU {gpu} sample {what} with an SM clock in "
-                     f"[{t_start:.3f}, {t_end:.3f}] s")
+        raise Absent("reason.no_sm_clock_sample", gpu=gpu, what=what, t_start=t_start, t_end=t_end)
     return float(statistics.median(clocks))
 
 
@@ -108,21 +106,21 @@ def median_sm_clock_under_load_mhz(samples: Samples, t_start: float, t_end: floa
                                    busy_util_pct: float = 50.0) -> float:
     """Median SM clock over the window's samples with GPU utilisation >= busy_util_pct (MHz)."""
     return _clock_where(samples, t_start, t_end, gpu, lambda u: u >= busy_util_pct,
-                        f"at >= {busy_util_pct:g} % utilisation")
+                        Reason.of("reason.util_at_least", pct=busy_util_pct))
 
 
 def median_sm_clock_at_idle_mhz(samples: Samples, t_start: float, t_end: float, gpu: int = 0,
                                 idle_util_pct: float = 5.0) -> float:
     """Median SM clock over the window's samples with GPU utilisation <= idle_util_pct (MHz)."""
     return _clock_where(samples, t_start, t_end, gpu, lambda u: u <= idle_util_pct,
-                        f"at <= {idle_util_pct:g} % utilisation")
+                        Reason.of("reason.util_at_most", pct=idle_util_pct))
 
 
 def _counter_at(points: list[tuple[float, int]], t: float, gpu: int) -> float:
     """The energy counter at T, interpolated linearly between the samples around it (mJ)."""
     if t < points[0][0] or t > points[-1][0]:
-        raise Absent(f"t = {t:.3f} s lies outside GPU {gpu}'s energy samples "
-                     f"[{points[0][0]:.3f}, {points[-1][0]:.3f}] s")
+        raise Absent("reason.outside_energy_samples",
+                     t=t, gpu=gpu, first=points[0][0], last=points[-1][0])
     for (t0, e0), (t1, e1) in pairwise(points):
         if t0 <= t <= t1:
             return e0 if t1 == t0 else e0 + (e1 - e0) * (t - t0) / (t1 - t0)
@@ -136,27 +134,25 @@ def energy_j(samples: Samples, t_start: float, t_end: float, gpu: int | None = N
     gpu=None sums every GPU in the samples.
     """
     if samples is None:
-        raise Absent("no GPU telemetry in this bundle")
+        raise Absent("reason.no_gpu_telemetry")
     samples = list(samples)
     gpus = sorted({s.get("gpu", 0) for s in samples}) if gpu is None else [gpu]
     if not gpus:
-        raise Absent("no GPU telemetry in this bundle")
+        raise Absent("reason.no_gpu_telemetry")
     total = 0.0
     for g in gpus:
         points = sorted((s["t"], s["energy_mj"]) for s in samples
                         if s.get("gpu", 0) == g and s.get("energy_mj") is not None)
         if not points:
-            raise Absent(f"NVML reported no energy counter for GPU {g} "
-                         "(not supported on this GPU or driver)")
+            raise Absent("reason.nvml_no_energy", g=g)
         # Every sample the interpolation spans, the bracketing ones outside the window too.
         lo = max([i for i, (t, _) in enumerate(points) if t <= t_start], default=0)
         hi = min([i for i, (t, _) in enumerate(points) if t >= t_end], default=len(points) - 1)
         if any(b[1] < a[1] for a, b in pairwise(points[lo:hi + 1])):
-            raise Absent(f"GPU {g}'s energy counter went backwards in the window "
-                         "(driver reloaded or counter reset)")
+            raise Absent("reason.energy_backwards_reset", g=g)
         delta = _counter_at(points, t_end, g) - _counter_at(points, t_start, g)
         if delta < 0:
-            raise Absent(f"GPU {g}'s energy counter went backwards in the window")
+            raise Absent("reason.energy_backwards", g=g)
         total += delta / 1000.0
     return total
 
@@ -164,12 +160,12 @@ def energy_j(samples: Samples, t_start: float, t_end: float, gpu: int | None = N
 def mean_power_from_energy_w(energy_j: float, t_start: float, t_end: float) -> float:
     """Mean power over the window from the energy counter: energy / duration (W)."""
     if t_end <= t_start:
-        raise Absent(f"empty window [{t_start:.3f}, {t_end:.3f}] s")
+        raise Absent("reason.empty_window_span", t_start=t_start, t_end=t_end)
     return energy_j / (t_end - t_start)
 
 
 def joules_per_output_token(energy_j: float, output_tokens: int) -> float:
     """GPU energy per generated token in the window (J/token)."""
     if not output_tokens:
-        raise Absent("no output token in the window")
+        raise Absent("reason.no_output_token")
     return energy_j / output_tokens

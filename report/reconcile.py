@@ -92,7 +92,7 @@ def _shape(config: Config) -> T.ModelShape:
     if isinstance(config, T.ModelShape):
         return config
     if config is None:
-        raise Absent("the model's config.json is not in the bundle")
+        raise Absent("reason.no_config_in_bundle")
     return T.model_shape(config)
 
 
@@ -103,7 +103,7 @@ def counter_window(scrapes: Sequence[Mapping], t_start: float | None, t_end: flo
     """The start times of the first and last successful scrapes in [t_start, t_end]: a counter's increase runs between them."""
     ok = S.scrapes_in_window(scrapes, t_start, t_end)
     if len(ok) < 2:
-        raise Absent(f"a counter increase needs 2 successful scrapes in the window; it has {len(ok)}")
+        raise Absent("reason.counter_needs_two_scrapes", n=len(ok))
     return ok[0]["t"], ok[-1]["t"]
 
 
@@ -111,7 +111,7 @@ def lifecycle_window(scrapes: Sequence[Mapping], t_start: float | None, t_end: f
     """Where a request must run for the window's counter increase to hold all of its work: after the first scrape's reply, before the last scrape."""
     ok = S.scrapes_in_window(scrapes, t_start, t_end)
     if len(ok) < 2:
-        raise Absent(f"a counter increase needs 2 successful scrapes in the window; it has {len(ok)}")
+        raise Absent("reason.counter_needs_two_scrapes", n=len(ok))
     # The first scrape read the counters at some instant before its reply ended (t + dt); a
     # request sent earlier may already be in that reading.
     return ok[0]["t"] + (ok[0].get("dt") or 0.0), ok[-1]["t"]
@@ -123,11 +123,9 @@ def quiet_bracketing_window(scrapes: Sequence[Mapping], t_start: float, t_end: f
     before = [s["t"] for s in ok if s["t"] + (s.get("dt") or 0.0) <= t_start]
     after = [s["t"] for s in ok if s["t"] >= t_end]
     if not before:
-        raise Absent(f"no scrape finished before {t_start:.3f} s, so the counters' value before the "
-                     "window is unknown (the first scrape of a round may race its first request)")
+        raise Absent("reason.no_scrape_before", t_start=t_start)
     if not after:
-        raise Absent(f"no scrape began after {t_end:.3f} s, so the counters' value after the window "
-                     "is unknown")
+        raise Absent("reason.no_scrape_after", t_end=t_end)
     return before[-1], after[0]
 
 
@@ -177,8 +175,8 @@ def request_token_counts(request: Mapping) -> tuple[int, int, int]:
     """(prompt, completion, cached prompt) tokens of one request, from the server's usage record."""
     u = request.get("usage") or {}
     if "prompt_tokens" not in u or "completion_tokens" not in u:
-        raise Absent(f"request {request.get('i', '?')} of point {request.get('point', '?')} has no "
-                     "usage record (prompt_tokens, completion_tokens)")
+        raise Absent("reason.no_usage_record",
+                     request=request.get('i', '?'), point=request.get('point', '?'))
     details = u.get("prompt_tokens_details") or {}
     cached = details.get("cached_tokens") or 0
     return int(u["prompt_tokens"]), int(u["completion_tokens"]), int(cached)
@@ -196,13 +194,12 @@ def request_lifecycle_steps(prompt_tokens: int, completion_tokens: int,
 def _check_counts(prompt: int, completion: int, cached: int) -> None:
     """Raise Absent for token counts no request can have."""
     if prompt < 1:
-        raise Absent(f"a request with {prompt} prompt tokens has no prefill")
+        raise Absent("reason.no_prefill", prompt=prompt)
     if completion < 1:
-        raise Absent(f"a request with {completion} completion tokens never finished its prefill")
+        raise Absent("reason.prefill_unfinished", completion=completion)
     if not 0 <= cached < prompt:
         # vLLM recomputes at least the last prompt token, even on a full prefix-cache hit.
-        raise Absent(f"{cached} cached of {prompt} prompt tokens is impossible (vLLM computes at "
-                     "least the last prompt token)")
+        raise Absent("reason.cached_impossible", cached=cached, prompt=prompt)
 
 
 def _compact_rows(prompt: int, completion: int, cached: int,
@@ -227,7 +224,7 @@ def _compact_rows(prompt: int, completion: int, cached: int,
 def _window_rows(shape: T.ModelShape, requests: Sequence[Mapping]) -> list[tuple[int, int, bool]]:
     """Estimator rows of every request's whole lifecycle."""
     if not requests:
-        raise Absent("no request ran wholly inside the window, so there is nothing to predict")
+        raise Absent("reason.nothing_to_predict")
     rows: list[tuple[int, int, bool]] = []
     for counts in _token_count_rows(as_request_table(requests)):
         rows += _compact_rows(*counts, shape.sliding_window)
@@ -294,7 +291,7 @@ def predicted_read_bytes_terms(config: Config, requests: Sequence[Mapping], step
                                weight_dtype_bytes: float | None = None) -> dict[str, float]:
     """vLLM's estimated bytes read per GPU, term by term: the requests' activation and KV reads plus STEPS × the weight reads."""
     if steps is None or steps < 0:
-        raise Absent(f"the step count is not known (got {steps!r})")
+        raise Absent("reason.step_count_unknown", steps=steps)
     terms: dict[str, float] = dict(predicted_read_bytes_per_request_terms(
         config, requests, tp, pp, dp, kv_cache_dtype_bytes))
     for k, v in weight_read_bytes_per_step_terms(config, tp, pp, dp, weight_dtype_bytes).items():
@@ -318,8 +315,7 @@ def estimated_counter_increase(scrapes: Sequence[Mapping], t_start: float | None
     """Increase of one of vLLM's estimated_* counters over the window; absent when it did not move (MFU metrics off)."""
     inc = S.counter_increase(scrapes, t_start, t_end, name)
     if inc <= 0:
-        raise Absent(f"{name} did not move in the window: the server ran without "
-                     "--enable-mfu-metrics (or nothing ran), so there is nothing to reconcile")
+        raise Absent("reason.mfu_counter_still", name=name)
     return inc
 
 
@@ -334,7 +330,7 @@ def engine_busy_periods(requests: Sequence[Mapping], t_end: float | None = None)
     send, end = requests.col("t_send"), requests.col("t_end")
     known = ~np.isnan(send) & ~np.isnan(end)
     if not known.any():
-        raise Absent("no request has both a send and an end time")
+        raise Absent("reason.no_send_and_end")
     order = np.lexsort((end[known], send[known]))
     t0, t1 = send[known][order], end[known][order]
     reach = np.maximum.accumulate(t1)  # the latest end so far: a gap after it starts a period
@@ -347,14 +343,14 @@ def idle_steps_implied(measured_read_bytes: float, per_request_read_bytes: float
                        weight_read_bytes_per_step: float) -> float:
     """Steps the read-bytes counter billed beyond the steps with outputs, in units of one step's weight reads."""
     if weight_read_bytes_per_step <= 0:
-        raise Absent("one step's weight reads are zero, so steps cannot be counted from bytes")
+        raise Absent("reason.step_weight_reads_zero")
     return (measured_read_bytes - per_request_read_bytes) / weight_read_bytes_per_step - steps_with_outputs
 
 
 def estimator_ratio(measured: float, predicted: float) -> float:
     """Measured counter increase ÷ the prediction from the requests' lifecycles (1 = the counter is fully explained)."""
     if predicted is None or predicted <= 0:
-        raise Absent("the prediction is zero, so no ratio")
+        raise Absent("reason.prediction_zero")
     return measured / predicted
 
 
@@ -621,7 +617,7 @@ def usable_pool_tokens(num_gpu_blocks: int, block_size: int) -> int:
     T._positive("num_gpu_blocks", num_gpu_blocks)
     T._positive("block_size", block_size)
     if num_gpu_blocks < 2:
-        raise Absent("a pool of one block is all null block: nothing is usable")
+        raise Absent("reason.pool_all_null")
     return (num_gpu_blocks - 1) * block_size
 
 
@@ -629,7 +625,7 @@ def pool_tokens_from_cache_config(labels: Mapping[str, str]) -> int:
     """KV pool tokens from cache_config_info: num_gpu_blocks × block_size (the null block included, as the log counts)."""
     pool = S.kv_pool_tokens_from_cache_config(labels)
     if pool.blocks_times_block_size is None:
-        raise Absent("cache_config_info lacks num_gpu_blocks or block_size")
+        raise Absent("reason.cache_config_lacks")
     return pool.blocks_times_block_size
 
 
@@ -637,7 +633,7 @@ def usable_pool_tokens_from_cache_config(labels: Mapping[str, str]) -> int:
     """Usable KV pool tokens from cache_config_info labels: (num_gpu_blocks − 1) × block_size."""
     blocks, block = S._int_label(labels, "num_gpu_blocks"), S._int_label(labels, "block_size")
     if blocks is None or block is None:
-        raise Absent("cache_config_info lacks num_gpu_blocks or block_size")
+        raise Absent("reason.cache_config_lacks")
     return usable_pool_tokens(blocks, block)
 
 
@@ -699,7 +695,7 @@ def kv_blocks_in_use_distribution(concurrency: int, input_len: int, output_len: 
     """Distribution of the blocks C requests hold at a random instant: C independent draws, or C times one draw in lockstep."""
     T._positive("concurrency", concurrency)
     if concurrency != int(concurrency):
-        raise Absent(f"the block distribution needs a whole number of requests, not {concurrency}")
+        raise Absent("reason.block_distribution_whole", concurrency=concurrency)
     one = kv_blocks_distribution(input_len, output_len, block_size)
     if lockstep:
         return {b * int(concurrency): p for b, p in one.items()}

@@ -667,12 +667,9 @@ class _Assembly:
         }
 
     def _reason(self, value) -> str:
-        """Why VALUE is absent, in the page's language where the wording is known."""
+        """Why VALUE is absent, in the page's language ("" when it is present)."""
         reason = missing_reason(value)
-        if reason and self.lang == "zh":
-            from serving_ledger.report.reasons import to_chinese
-            reason = to_chinese(reason)
-        return reason
+        return reason.text(self.lang) if reason else ""
 
     def popup(self, key: str) -> Markup:
         if key not in self._pop_cache:

@@ -29,7 +29,7 @@ from itertools import pairwise
 from typing import Mapping, Sequence
 
 from serving_ledger.bundle.metric_keys import split_key
-from serving_ledger.report.ledger import Absent
+from serving_ledger.report.ledger import Absent, Reason
 
 Scrape = Mapping
 Where = Mapping[str, str] | None
@@ -123,7 +123,7 @@ def scrape_value(samples: Mapping[str, float], name: str, where: Where = None,
     _check_agg(agg)
     found = matching_samples(samples, name, where)
     if not found:
-        raise Absent(f"no sample {_describe(name, where)} in this scrape")
+        raise Absent("reason.no_sample_in_scrape", sample=_describe(name, where))
     return _combine(list(found.values()), agg)
 
 
@@ -137,16 +137,16 @@ def _in_window(rec: Scrape, t_start: float | None, t_end: float | None) -> bool:
 def _check_window(t_start: float | None, t_end: float | None) -> None:
     # An empty window is data, not a bug: an interrupted point, a round with one scrape.
     if t_start is not None and t_end is not None and not t_end > t_start:
-        raise Absent(f"the window {_window_text(t_start, t_end)} is empty: its end is not "
-                     "after its start, so nothing was measured in it")
+        raise Absent("reason.window_not_forward", window=_window_text(t_start, t_end))
 
 
-def _window_text(t_start: float | None, t_end: float | None) -> str:
+def _window_text(t_start: float | None, t_end: float | None) -> Reason:
+    """The window in words, as a reason's parameter."""
     if t_start is None and t_end is None:
-        return "the whole run"
-    lo = "start" if t_start is None else f"{t_start:.3f} s"
-    hi = "end" if t_end is None else f"{t_end:.3f} s"
-    return f"[{lo}, {hi}]"
+        return Reason.of("reason.window_whole_run")
+    lo = Reason.of("reason.window_start") if t_start is None else f"{t_start:.3f} s"
+    hi = Reason.of("reason.window_end") if t_end is None else f"{t_end:.3f} s"
+    return Reason.of("reason.window_span", lo=lo, hi=hi)
 
 
 def scrapes_in_window(scrapes: Sequence[Scrape], t_start: float | None = None,
@@ -210,18 +210,20 @@ class _CounterWindow:
 def _counter_window(scrapes: Sequence[Scrape], t_start: float | None, t_end: float | None,
                     name: str, where: Where) -> _CounterWindow:
     ok = scrapes_in_window(scrapes, t_start, t_end)
-    where_text = f"{_describe(name, where)} over {_window_text(t_start, t_end)}"
+    sample, window = _describe(name, where), _window_text(t_start, t_end)
     if len(ok) < 2:
         n_gaps = len(scrape_gaps(scrapes, t_start, t_end))
-        raise Absent(f"increase of {where_text} needs 2 successful scrapes; the window has "
-                     f"{len(ok)}" + (f" and {n_gaps} failed" if n_gaps else ""))
+        if n_gaps:
+            raise Absent("reason.increase_too_few_scrapes_failed", sample=sample, window=window,
+                         n=len(ok), failed=n_gaps)
+        raise Absent("reason.increase_too_few_scrapes", sample=sample, window=window, n=len(ok))
     series = _series(ok, name, where)
     if not series:
-        raise Absent(f"no sample {_describe(name, where)} in any scrape of "
-                     f"{_window_text(t_start, t_end)}")
+        raise Absent("reason.no_sample_in_window",
+                     sample=_describe(name, where), window=_window_text(t_start, t_end))
     usable = {k: obs for k, obs in series.items() if len(obs) >= 2}
     if not usable:
-        raise Absent(f"{where_text}: each series was seen in only one scrape")
+        raise Absent("reason.series_seen_once", sample=sample, window=window)
     by_series = {k: _increase([v for _, v in obs]) for k, obs in usable.items()}
     resets = sorted({t for obs in usable.values()
                      for (_, prev), (t, cur) in pairwise(obs) if cur < prev})
@@ -241,7 +243,7 @@ def counter_rate(scrapes: Sequence[Scrape], t_start: float | None, t_end: float 
     """Per-second rate of counter NAME: its window increase over the time between the scrapes used."""
     w = _counter_window(scrapes, t_start, t_end, name, where)
     if w.t_last <= w.t_first:
-        raise Absent(f"rate of {_describe(name, where)}: the scrapes used span no time")
+        raise Absent("reason.rate_no_time", sample=_describe(name, where))
     return w.increase / (w.t_last - w.t_first)
 
 
@@ -263,8 +265,8 @@ def counter_stayed_zero(scrapes: Sequence[Scrape], t_start: float | None, t_end:
     ok = scrapes_in_window(scrapes, t_start, t_end)
     series = _series(ok, name, where)
     if not series:
-        raise Absent(f"no sample {_describe(name, where)} in any scrape of "
-                     f"{_window_text(t_start, t_end)}")
+        raise Absent("reason.no_sample_in_window",
+                     sample=_describe(name, where), window=_window_text(t_start, t_end))
     return all(v == 0 for obs in series.values() for _, v in obs)
 
 
@@ -307,7 +309,7 @@ def histogram_increase(scrapes: Sequence[Scrape], t_start: float | None, t_end: 
 def histogram_mean(delta: HistogramDelta) -> float:
     """Mean observation over a window: Δsum / Δcount of the histogram."""
     if delta.count <= 0:
-        raise Absent(f"no observations of {delta.name} in the window (Δcount = 0), so no mean")
+        raise Absent("reason.no_observations_mean", name=delta.name)
     return delta.sum / delta.count
 
 
@@ -323,7 +325,7 @@ def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> floa
         raise ValueError(f"quantile must be in (0, 1], not {q}")
     bs = sorted(buckets)
     if len(bs) < 2 or not math.isinf(bs[-1][0]):
-        raise Absent("histogram buckets need at least one finite bound and the +Inf bucket")
+        raise Absent("reason.buckets_malformed")
     # Float noise can make cumulative counts dip; Prometheus forces them monotonic.
     counts, running = [], 0.0
     for _, n in bs:
@@ -331,12 +333,11 @@ def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> floa
         counts.append(running)
     total = counts[-1]
     if total <= 0:
-        raise Absent("no observations in the histogram window (Δcount = 0), so no quantile")
+        raise Absent("reason.no_observations_quantile")
     rank = q * total
     b = next(i for i, n in enumerate(counts) if n >= rank)
     if b == len(bs) - 1:
-        raise Absent(f"the {q:g} quantile lies above the highest finite bucket bound "
-                     f"{bs[-2][0]:g}; only that lower bound is known")
+        raise Absent("reason.quantile_above_buckets", q=q, bound=bs[-2][0])
     upper = bs[b][0]
     if b == 0 and upper <= 0:
         return upper
@@ -350,7 +351,7 @@ def histogram_window_quantile(q: float, scrapes: Sequence[Scrape], t_start: floa
     """The Q quantile of histogram family NAME over the window, from its bucket increases."""
     delta = histogram_increase(scrapes, t_start, t_end, name, where)
     if not delta.buckets:
-        raise Absent(f"no {name}_bucket samples in the window")
+        raise Absent("reason.no_bucket_samples", name=name)
     return histogram_quantile(q, delta.buckets)
 
 
@@ -367,8 +368,8 @@ def gauge_series(scrapes: Sequence[Scrape], t_start: float | None, t_end: float 
         if keys:
             out.append((s["t"], _combine([s["samples"][k] for k in keys], agg)))
     if not out:
-        raise Absent(f"no sample {_describe(name, where)} in any successful scrape of "
-                     f"{_window_text(t_start, t_end)}")
+        raise Absent("reason.no_sample_in_ok_scrape",
+                     sample=_describe(name, where), window=_window_text(t_start, t_end))
     return out
 
 
@@ -378,26 +379,26 @@ def gauge_values(scrapes: Sequence[Scrape], t_start: float | None, t_end: float 
     return [v for _, v in gauge_series(scrapes, t_start, t_end, name, where, agg)]
 
 
-def _need(values: Sequence[float], what: str) -> None:
+def _need(values: Sequence[float], what: Reason) -> None:
     if not values:
-        raise Absent(f"no gauge samples, so no {what}")
+        raise Absent("reason.no_gauge_samples", what=what)
 
 
 def median_value(values: Sequence[float]) -> float:
     """Median of the gauge samples."""
-    _need(values, "median")
+    _need(values, Reason.of("reason.stat_median"))
     return float(statistics.median(values))
 
 
 def peak_value(values: Sequence[float]) -> float:
     """Largest gauge sample."""
-    _need(values, "peak")
+    _need(values, Reason.of("reason.stat_peak"))
     return float(max(values))
 
 
 def share_positive(values: Sequence[float]) -> float:
     """Share (0-1) of gauge samples above 0, e.g. queue incidence from num_requests_waiting."""
-    _need(values, "share above zero")
+    _need(values, Reason.of("reason.stat_share_positive"))
     return sum(1 for v in values if v > 0) / len(values)
 
 
@@ -425,14 +426,14 @@ def scrape_interval_p50(scrapes: Sequence[Scrape], t_start: float | None = None,
     """Median time between consecutive scrape starts (attempts, gaps included) in the window."""
     ts = [s["t"] for s in _attempts(scrapes, t_start, t_end)]
     if len(ts) < 2:
-        raise Absent(f"{len(ts)} scrape(s) in {_window_text(t_start, t_end)}; an interval needs 2")
+        raise Absent("reason.interval_needs_two", n=len(ts), window=_window_text(t_start, t_end))
     return float(statistics.median(b - a for a, b in pairwise(ts)))
 
 
 def _latencies(scrapes: Sequence[Scrape], t_start: float | None, t_end: float | None) -> list[float]:
     lat = [s["dt"] for s in scrapes_in_window(scrapes, t_start, t_end) if s.get("dt") is not None]
     if not lat:
-        raise Absent(f"no successful scrape in {_window_text(t_start, t_end)}, so no latency")
+        raise Absent("reason.no_ok_scrape_latency", window=_window_text(t_start, t_end))
     return lat
 
 
@@ -463,16 +464,21 @@ def cache_config_info(scrapes: Sequence[Scrape], t_start: float | None = None,
         for key in select(s["samples"]):
             seen[tuple(sorted(_labels(key).items()))] = None
     if not seen:
-        raise Absent(f"no {CACHE_CONFIG_INFO} sample in {_window_text(t_start, t_end)}"
-                     + (f" for engine {engine}" if engine is not None else ""))
+        if engine is not None:
+            raise Absent("reason.no_cache_config_engine", metric=CACHE_CONFIG_INFO,
+                         window=_window_text(t_start, t_end), engine=engine)
+        raise Absent("reason.no_cache_config", metric=CACHE_CONFIG_INFO,
+                     window=_window_text(t_start, t_end))
     sets = [dict(items) for items in seen]
     if len(sets) > 1:
         engines = sorted({d.get("engine", "?") for d in sets})
         if engine is None and len(engines) > 1:
-            raise Absent(f"{CACHE_CONFIG_INFO} has engines {', '.join(engines)}; name one")
+            raise Absent("reason.cache_config_engines",
+                         metric=CACHE_CONFIG_INFO, engines=', '.join(engines))
         changed = sorted(k for k in set().union(*sets) if len({d.get(k) for d in sets}) > 1)
-        raise Absent(f"{CACHE_CONFIG_INFO} changed within {_window_text(t_start, t_end)} "
-                     f"(labels {', '.join(changed)}); the server was restarted with other settings")
+        raise Absent("reason.cache_config_changed",
+                     metric=CACHE_CONFIG_INFO, window=_window_text(t_start, t_end),
+                     labels=', '.join(changed))
     return sets[0]
 
 
@@ -503,6 +509,5 @@ def kv_pool_tokens_from_cache_config(labels: Mapping[str, str]) -> KVPoolTokens:
     product = blocks * block_size if blocks is not None and block_size is not None else None
     logged = _int_label(labels, "kv_cache_size_tokens")
     if product is None and logged is None:
-        raise Absent("cache_config_info has neither num_gpu_blocks with block_size nor "
-                     "kv_cache_size_tokens")
+        raise Absent("reason.cache_config_no_pool")
     return KVPoolTokens(blocks_times_block_size=product, kv_cache_size_tokens=logged)

@@ -111,7 +111,7 @@ def percentile(values: np.ndarray, q: float) -> float:
     """The q-th percentile (0-100) with linear interpolation, as numpy's default."""
     xs = _floats(values)
     if len(xs) == 0:
-        raise Absent("no samples")
+        raise Absent("reason.no_samples")
     k = (len(xs) - 1) * q / 100.0
     lo, hi = math.floor(k), math.ceil(k)
     if not np.all(xs[1:] >= xs[:-1]):  # already in order: no partition needed
@@ -124,7 +124,7 @@ def mean(values: np.ndarray) -> float:
     """Arithmetic mean."""
     xs = _floats(values)
     if len(xs) == 0:
-        raise Absent("no samples")
+        raise Absent("reason.no_samples")
     # Summed in order, as Python's sum(): the same float as before, not numpy's pairwise sum.
     return float(np.cumsum(xs)[-1]) / len(xs)
 
@@ -239,7 +239,7 @@ def _window_tokens(all_requests: RequestTable, t_measure: float, t_end: float) -
 def output_tokens_per_s(all_requests: RequestTable, t_measure: float, t_end: float) -> float:
     """Output tokens whose chunks arrived inside the window, per second of window."""
     if t_end <= t_measure:
-        raise Absent("the window is empty")
+        raise Absent("reason.window_empty")
     return _window_tokens(as_request_table(all_requests), t_measure, t_end) / (t_end - t_measure)
 
 
@@ -251,7 +251,7 @@ def output_tokens_in_window(all_requests: RequestTable, t_measure: float, t_end:
 def total_tokens_per_s(all_requests: RequestTable, t_measure: float, t_end: float) -> float:
     """Prompt tokens (credited at first token) plus output tokens inside the window, per second."""
     if t_end <= t_measure:
-        raise Absent("the window is empty")
+        raise Absent("reason.window_empty")
     reqs = as_request_table(all_requests)
     out_tok = _window_tokens(reqs, t_measure, t_end)
     first = reqs.col("t_first")
@@ -265,7 +265,7 @@ def total_tokens_per_s(all_requests: RequestTable, t_measure: float, t_end: floa
 def requests_per_s(requests: RequestTable, t_measure: float, t_end: float) -> float:
     """Measured requests completed inside the window, per second."""
     if t_end <= t_measure:
-        raise Absent("the window is empty")
+        raise Absent("reason.window_empty")
     end = as_request_table(requests).col("t_end")
     end = np.where(end == 0, -1.0, end)  # as `t_end or -1`: a zero end time never counts
     done = int(np.count_nonzero((t_measure <= end) & (end <= t_end)))
@@ -275,7 +275,7 @@ def requests_per_s(requests: RequestTable, t_measure: float, t_end: float) -> fl
 def scaling_efficiency(throughput: float, concurrency: int, throughput_at_1: float) -> float:
     """Throughput at C relative to C times the throughput at C=1."""
     if throughput_at_1 <= 0:
-        raise Absent("throughput at C=1 is zero")
+        raise Absent("reason.throughput_c1_zero")
     return throughput / (concurrency * throughput_at_1)
 
 

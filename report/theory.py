@@ -45,17 +45,17 @@ GIB = 1024**3
 def _positive(name: str, value: float) -> None:
     """Raise Absent unless VALUE is given and > 0."""
     if value is None:
-        raise Absent(f"{name} is not given")
+        raise Absent("reason.not_given", name=name)
     if value <= 0:
-        raise Absent(f"{name} must be positive, got {value}")
+        raise Absent("reason.must_be_positive", name=name, value=value)
 
 
 def _non_negative(name: str, value: float) -> None:
     """Raise Absent unless VALUE is given and >= 0."""
     if value is None:
-        raise Absent(f"{name} is not given")
+        raise Absent("reason.not_given", name=name)
     if value < 0:
-        raise Absent(f"{name} must not be negative, got {value}")
+        raise Absent("reason.must_not_be_negative", name=name, value=value)
 
 
 def _ceil_to_block(tokens: float, block_size: int) -> int:
@@ -100,8 +100,7 @@ def kv_cache_dtype_bytes(kv_cache_dtype: str, model_dtype_bytes: int) -> int:
     try:
         return dtype_bytes(name)
     except Absent:
-        raise Absent(f"unknown KV cache dtype {kv_cache_dtype!r} (expected auto, fp8, "
-                     f"fp8_e4m3, fp8_e5m2, bfloat16, float16)") from None
+        raise Absent("reason.kv_dtype_unknown", kv_cache_dtype=kv_cache_dtype) from None
 
 
 def model_layer_kv_bytes_per_token(config: Mapping[str, Any] | ModelShape, kv_cache_dtype: str = "auto",
@@ -133,7 +132,7 @@ def model_mha_kv_bytes_per_token(config: Mapping[str, Any] | ModelShape, kv_cach
     nbytes = kv_cache_dtype_bytes(kv_cache_dtype, shape.dtype_bytes)
     if shape.is_mla:
         if shape.qk_nope_head_dim is None or shape.v_head_dim is None:
-            raise Absent("an MLA config needs qk_nope_head_dim and v_head_dim for the MHA counterfactual")
+            raise Absent("reason.mla_mha_counterfactual")
         _positive("tp", tp)
         per_rank = max(1, shape.heads // tp)
         k = shape.qk_nope_head_dim + shape.qk_rope_head_dim
@@ -223,8 +222,8 @@ def max_input_len_at_concurrency(pool_tokens: int, concurrency: int, output_len:
     _non_negative("output_len", output_len)
     longest = math.floor(pool_tokens / concurrency - output_len)
     if longest < 1:
-        raise Absent(f"the pool ({pool_tokens:,} tokens) cannot hold {concurrency} requests of "
-                     f"{output_len} output tokens, whatever the prompt length")
+        raise Absent("reason.pool_tokens_too_small",
+                     pool_tokens=pool_tokens, concurrency=concurrency, output_len=output_len)
     return longest
 
 
@@ -237,8 +236,9 @@ def max_input_len_at_concurrency_whole_blocks(pool_tokens: int, concurrency: int
     _non_negative("output_len", output_len)
     longest = (pool_tokens // block_size // concurrency) * block_size - output_len
     if longest < 1:
-        raise Absent(f"the pool ({pool_tokens:,} tokens) cannot hold {concurrency} requests of "
-                     f"{output_len} output tokens in whole blocks of {block_size}")
+        raise Absent("reason.pool_tokens_too_small_blocks",
+                     pool_tokens=pool_tokens, concurrency=concurrency, output_len=output_len,
+                     block_size=block_size)
     return longest
 
 
@@ -451,10 +451,10 @@ def vllm_step_requests(requests: Sequence[Sequence[int | bool]]) -> StepRequests
     rows: list[tuple[int, int, bool]] = []
     for r in requests:
         if len(r) not in (2, 3):
-            raise Absent(f"a request must be (n_scheduled, context) or (n_scheduled, context, is_prefill), got {r!r}")
+            raise Absent("reason.request_shape", r=r)
         n, c = int(r[0]), int(r[1])
         if n < 0 or c < 0:
-            raise Absent(f"negative token count in request {r!r}")
+            raise Absent("reason.negative_tokens", r=r)
         if n == 0:
             continue  # vLLM skips requests with nothing scheduled this step
         prefill = bool(r[2]) if len(r) == 3 else n > 1
@@ -491,7 +491,7 @@ def _par(shape: ModelShape, tp: int, pp: int, dp: int, kv_cache_dtype_bytes: flo
     for n, v in (("tp", tp), ("pp", pp), ("dp", dp)):
         _positive(n, v)
     if shape.num_experts:
-        raise Absent(f"the model has {shape.num_experts} routed experts; vLLM's MoE FFN terms are not modelled")
+        raise Absent("reason.moe_unmodelled", experts=shape.num_experts)
     return _Par(
         L=shape.layers / pp, L_int=shape.layers // pp,
         q=max(1, shape.heads // tp), kv=max(1, shape.kv_heads // tp),
@@ -670,4 +670,4 @@ def vllm_estimated_step_totals(shape: ModelShape, requests: Sequence[Sequence[in
 def _require_mla_dims(shape: ModelShape) -> None:
     """Raise Absent when an MLA shape lacks the head widths vLLM's MLA terms need."""
     if shape.qk_nope_head_dim is None or shape.v_head_dim is None:
-        raise Absent("an MLA config needs qk_nope_head_dim and v_head_dim for vLLM's MLA terms")
+        raise Absent("reason.mla_terms")

@@ -36,7 +36,7 @@ def held_concurrency_fraction(scrapes: list, t_start: float, t_end: float,
                               concurrency: int) -> float:
     """Mean over the window's scrapes of min(1, (running + waiting) / C): the share of the set concurrency the server held."""
     if not concurrency:
-        raise Absent("the point sets no concurrency")
+        raise Absent("reason.no_concurrency")
     running = series.gauge_series(scrapes, t_start, t_end, "vllm:num_requests_running")
     waiting = dict(series.gauge_series(scrapes, t_start, t_end, "vllm:num_requests_waiting"))
     held = [min(1.0, (r + waiting.get(t, 0.0)) / concurrency) for t, r in running]
@@ -46,7 +46,7 @@ def held_concurrency_fraction(scrapes: list, t_start: float, t_end: float,
 def send_synchrony(requests: RequestTable, concurrency: int) -> float:
     """Mean share of the other streams whose request was sent within ±5 % of the median request lifetime of each request's send."""
     if not concurrency or concurrency < 2:
-        raise Absent("a single stream cannot run in lockstep with others")
+        raise Absent("reason.single_stream")
     reqs = as_request_table(requests)
     sends = np.sort(reqs.col("t_send"))
     sends = sends[~np.isnan(sends)]
@@ -54,7 +54,7 @@ def send_synchrony(requests: RequestTable, concurrency: int) -> float:
     life = ends - reqs.col("t_send")
     life = life[~np.isnan(life)]
     if len(sends) < 2 * concurrency or not len(life):
-        raise Absent(f"fewer than two requests per stream ({len(sends)} for C={concurrency})")
+        raise Absent("reason.few_requests_per_stream", n=len(sends), concurrency=concurrency)
     eps = SYNC_EPS * float(np.median(life))
     lo = np.searchsorted(sends, sends - eps)
     hi = np.searchsorted(sends, sends + eps, side="right")
@@ -64,7 +64,7 @@ def send_synchrony(requests: RequestTable, concurrency: int) -> float:
 def lifetimes_in_window(window_s: float, e2e_ms_p50: float) -> float:
     """How many median request lifetimes the window covers: window ÷ E2E p50."""
     if e2e_ms_p50 <= 0:
-        raise Absent("the median request lifetime is zero")
+        raise Absent("reason.lifetime_zero")
     return window_s * 1e3 / e2e_ms_p50
 
 
@@ -72,5 +72,5 @@ def failed_scrape_share(scrapes: list, t_start: float, t_end: float) -> float:
     """Failed /metrics scrapes as a share of the scrapes attempted inside the window."""
     tried = series.scrape_count(scrapes, t_start, t_end)
     if not tried:
-        raise Absent("no /metrics scrape was attempted inside the window")
+        raise Absent("reason.no_scrape_attempted")
     return series.failed_scrape_count(scrapes, t_start, t_end) / tried

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from serving_ledger.report.ledger import Ledger
+from serving_ledger.report.numbers import missing_reason
 
 
 def _plain(x: Any) -> Any:
@@ -21,7 +22,7 @@ def _plain(x: Any) -> Any:
 def ledger_json(led: Ledger) -> dict:
     """{"values": {key: {"value", "unit", "missing"}}}: every value, absent ones with their reason."""
     return {"values": {k: {"value": _plain(v.value), "unit": v.unit,
-                           "missing": None if v.present else (v.missing or "absent")}
+                           "missing": None if v.present else missing_reason(v).text("en")}
                        for k, v in led.values.items()}}
 
 

@@ -12,7 +12,7 @@ import statistics
 
 import altair as alt
 import pandas as pd
-from serving_ledger.report.ledger import Absent, Ledger
+from serving_ledger.report.ledger import Absent, Ledger, Reason
 from serving_ledger.report.model import Column, Figure, RoundReport, Table
 
 ROUND_ID = "fixture-hand-built"
@@ -50,15 +50,14 @@ def output_throughput(tokens: int, seconds: float) -> float:
 def kv_usage(kv: list[float]) -> float:
     """Median KV-cache usage over the steady part of the window."""
     if not kv:
-        raise Absent("the sampler missed this window: no kv_cache_usage_perc samples")
+        raise Absent("reason.no_gauge_samples", what=Reason.of("reason.stat_median"))
     return statistics.median(kv)
 
 
 def arithmetic_intensity(flops: float, bytes_read: float) -> float:
     """Arithmetic intensity measured from the MFU counters (FLOP per byte)."""
     if flops == 0 or bytes_read == 0:
-        raise Absent("the estimated_* MFU counters stayed at zero (server started without "
-                     "--enable-mfu-metrics)")
+        raise Absent("reason.mfu_counters_still")
     return flops / bytes_read
 
 

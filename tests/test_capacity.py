@@ -280,7 +280,8 @@ def test_tp_vllm_refuses(capsys, tp):
 def test_tp_kv_heads_split_or_replicated(capsys):
     assert fit.valid_tp_sizes(64, 8) == [1, 2, 4, 8, 16, 32, 64]
     # 28 query heads divide by 7, but 4 KV heads can be neither split nor replicated over 7.
-    assert "cannot be replicated" in fit.tp_refusal(28, 4, 7)
+    assert fit.tp_refusal(28, 4, 7).code == "reason.tp_kv_heads_replicate"
+    assert "cannot be replicated" in str(fit.tp_refusal(28, 4, 7))
     assert fit.tp_refusal(128, 128, 32, mla=True) is None
     j = plan(capsys, "llama-3.1-70b", "--tp", "16")
     assert j["kv_bytes_per_token"] == 80 * 2 * 1 * 128 * 2               # one KV head per GPU

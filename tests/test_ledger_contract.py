@@ -210,13 +210,13 @@ def test_server_side_values_are_absent_with_a_reason(built):
             continue
         assert not v.present, f"{k} = {v.value!r} although metrics.jsonl and server.log are empty"
         assert v.missing, f"{k} is absent without a reason"
-        if len(re.findall(r"[A-Za-z]{2,}", v.missing)) < 3:
+        if len(re.findall(r"[A-Za-z]{2,}", str(v.missing))) < 3:
             wordless.add(k)
     check_known(wordless, KNOWN_WORDLESS_REASONS, "absent values whose reason is not in words")
     # Nothing was scraped: a reason may not claim what the server did or did not run with.
     # (Derived values inherit the reason of their inputs; the observed ones state it first.)
     blamed = {k for k in server if not led[k].present and led[k].func == "observed"
-              and re.search(r"without --[a-z]", led[k].missing or "")}
+              and re.search(r"without --[a-z]", str(led[k].missing or ""))}
     check_known(blamed, KNOWN_WRONG_CAUSE, "absences blamed on a server flag though nothing was scraped")
 
 

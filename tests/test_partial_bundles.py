@@ -131,7 +131,7 @@ def test_bundle_with_no_or_one_scrape_builds(tmp_path, kept):
     v = led["r.preemptions"]
     assert not v.present
     assert ("is empty: its end is not after its start" if kept else
-            "no /metrics scrape was recorded") in v.missing
+            "no /metrics scrape was recorded") in str(v.missing)
     assert led["p.L256-c1.output_tok_s"].present     # the client side does not need scrapes
     proc = cli("build", "--bundle", str(b), "--round", "x", "--out", str(tmp_path / "s"),
                "--formats", "html")

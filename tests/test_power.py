@@ -162,7 +162,7 @@ def test_ledger_records_absent_with_reason(samples, phases):
     assert v.present and v.doc == "Median of the sampled board power in the window (W)."
     none = led.derive("power.none", power.median_power_w, unit="W", samples=[], t_start=a,
                       t_end=z)
-    assert none.value is None and "no GPU 0 sample" in none.missing
+    assert none.value is None and "no GPU 0 sample" in str(none.missing)
 
 
 def test_counter_reset_just_outside_the_window_is_absent():

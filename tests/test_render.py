@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from serving_ledger.report import render
-from serving_ledger.report.ledger import Value
+from serving_ledger.report.ledger import Reason, Value
 from serving_ledger.report.numbers import Format, format_number, format_value
 from serving_ledger.report.render import TEMPLATES_DIR, Page, RenderError
 from serving_ledger.report.site import build_site
@@ -202,8 +202,9 @@ def test_table_cells_use_number_markup(site, lang):
 
 
 @pytest.mark.parametrize("lang,words", [
-    ("zh", "未测得:the estimated_* MFU counters stayed at zero"),
-    ("en", "not measured: the estimated_* MFU counters stayed at zero"),
+    ("zh", "未测得：vllm:estimated_* 计数器在该窗口内没有变化，服务端未开启 --enable-mfu-metrics"),
+    ("en", "not measured: vllm:estimated_* counters did not move in this window: the server ran "
+           "without --enable-mfu-metrics"),
 ])
 def test_absent_values_say_why(site, lang, words):
     text = _page(site, lang)
@@ -359,10 +360,10 @@ def test_figure_spec_loading_data_from_url_fails():
     (-0.00001, Format(digits=1), "pp", "0.0 pp", "0.0 pp"),
     (True, Format(), "", "是", "yes"),
     ("0.27.1", Format(unit=False), "", "0.27.1", "0.27.1"),
-    (None, Format(), "ms", "未测得:counter never moved", "not measured: counter never moved"),
+    (None, Format(), "ms", "未测得：没有记录到 /metrics 抓取", "not measured: no /metrics scrape was recorded"),
 ])
 def test_format_value(x, fmt, unit, zh, en):
-    v = Value("k", x, unit=unit, missing="counter never moved" if x is None else None)
+    v = Value("k", x, unit=unit, missing=Reason.of("reason.no_scrape") if x is None else None)
     assert format_value(v, "zh", fmt) == zh
     assert format_value(v, "en", fmt) == en
 

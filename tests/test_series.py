@@ -240,7 +240,7 @@ def test_functions_work_through_the_ledger():
     scrapes = [scrape(0, {key(GEN, **E0): 0})]
     led = Ledger()
     v = led.derive("gen", S.counter_increase, scrapes=scrapes, t_start=0, t_end=1, name=GEN)
-    assert v.value is None and "needs 2 successful scrapes" in v.missing
+    assert v.value is None and "needs 2 successful scrapes" in str(v.missing)
     assert v.doc.startswith("Increase of counter NAME")
 
 
