@@ -20,7 +20,7 @@ from serving_ledger.report import series as S
 from serving_ledger.report import stats as ST
 from serving_ledger.report import theory as T
 from serving_ledger.report import validity as V
-from serving_ledger.report.ledger import Absent, Ledger, Reason, reason_from_text
+from serving_ledger.report.ledger import Absent, Ledger, Reason, Source, reason_from_text
 from serving_ledger.report.serverlog import ServerLogFacts, server_log_facts
 
 # The steady part of a point's window used for gauge statistics (KV usage, running, waiting):
@@ -95,21 +95,32 @@ def read_round(bundle: Bundle) -> RoundData:
     return RoundData(bundle=bundle, points=pts, log=log, config=config, axis=sweep_axis(pts))
 
 
-def _src_requests(rd: RoundData, p: PointData) -> tuple[str, ...]:
-    return (f"{rd.name}/{rd.bundle.file_for('requests')}: {len(p.requests)} records of point "
-            f"{p.pid} ({len(p.measured)} measured, warm-up excluded)",)
+def _src_requests(rd: RoundData, p: PointData, code: str = "source.requests_of_point",
+                  **more) -> tuple[Source, ...]:
+    return (Source.of(f"{rd.name}/{rd.bundle.file_for('requests')}", code, n=len(p.requests),
+                      point=p.pid, measured=len(p.measured), **more),)
 
 
-def _src_metrics(rd: RoundData, a: float, b: float, what: str = "") -> tuple[str, ...]:
+def _src_metrics(rd: RoundData, a: float, b: float, what: Source | None = None) -> tuple[Source, ...]:
     n = sum(1 for s in rd.bundle.metrics if a <= s["t"] <= b)
-    span = "whole round" if a == float("-inf") and b == float("inf") else f"t ∈ [{a:.1f}, {b:.1f}] s"
-    return (f"{rd.name}/{rd.bundle.file_for('metrics')}: {n} scrapes, {span}"
-            + (f" ({what})" if what else ""),)
+    file = f"{rd.name}/{rd.bundle.file_for('metrics')}"
+    if a == float("-inf") and b == float("inf"):
+        if what is None:
+            return (Source.of(file, "source.scrapes_whole", n=n),)
+        return (Source.of(file, "source.scrapes_whole_of", n=n, what=what),)
+    if what is None:
+        return (Source.of(file, "source.scrapes_span_only", n=n, a=a, b=b),)
+    return (Source.of(file, "source.scrapes_span", n=n, a=a, b=b, what=what),)
 
 
-def _src_window(rd: RoundData, p: PointData) -> tuple[str, ...]:
-    return (f"{rd.name}/{rd.bundle.file_for('points')}: point {p.pid} window "
-            f"[{p.window.t_measure:.2f}, {p.window.t_end:.2f}] s",)
+def _what(code: str, **params) -> Source:
+    """A phrase saying which scrapes of the metrics file a value used."""
+    return Source.of("", code, **params)
+
+
+def _src_window(rd: RoundData, p: PointData) -> tuple[Source, ...]:
+    return (Source.of(f"{rd.name}/{rd.bundle.file_for('points')}", "source.point_window",
+                      point=p.pid, a=p.window.t_measure, b=p.window.t_end),)
 
 
 def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
@@ -166,12 +177,12 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     sc = rd.bundle.metrics
     # Counters and histograms: differenced between the scrapes that bracket the window.
     a, b = A.bracketing_window(sc, p.window.t_measure, p.window.t_end)
-    ms = _src_metrics(rd, a, b, f"point {p.pid}, bracketing scrapes")
+    ms = _src_metrics(rd, a, b, _what("source.what_bracketing", point=p.pid))
     # One population: queue and prefill are observed when a request finishes, so they are
     # differenced from the first scrape after the last warm-up request ended: every finish
     # they count is a measured request, and the client's TTFT is taken over the same ones.
     pa, pb, pop_what, excludes_warmup = _population_window(sc, p, a, b)
-    pms = _src_metrics(rd, pa, pb, f"point {p.pid}, {pop_what}")
+    pms = _src_metrics(rd, pa, pb, _what(pop_what, point=p.pid))
     # Without a scrape after the warm-up's end, both sides take every answered request of
     # the point's window, warm-up included, so they still describe one population.
     pop = DL.requests_ended_between(
@@ -181,7 +192,7 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
                missing=Reason.of("reason.no_scrape_no_histogram_window"),
                doc="Whether a scrape fell between the last warm-up request's end and the point's end, "
                    "so the server's finish-time histograms could leave the warm-up out")
-    psrc = (src[0] + f"; {len(pop)} that ended in ({pa:.1f}, {pb:.1f}] s",)
+    psrc = _src_requests(rd, p, "source.requests_ended_in", k=len(pop), a=pa, b=pb)
     q = led.derive(k + "queue_ms_mean", A.mean_queue_ms, unit="ms", sources=pms, scrapes=sc, t_start=pa, t_end=pb)
     pf = led.derive(k + "prefill_ms_mean", A.mean_prefill_ms, unit="ms", sources=pms, scrapes=sc, t_start=pa, t_end=pb)
     led.derive(k + "population_requests_client", A.count, unit="req", sources=psrc, values=pop)
@@ -205,7 +216,7 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     it = led.derive(k + "iteration_tokens_mean", A.mean_iteration_tokens, unit="tok", sources=ms,
                     scrapes=sc, t_start=a, t_end=b)
     sa, sb = p.steady
-    ss = _src_metrics(rd, sa, sb, f"steady middle {STEADY_FRACTION:.0%} of point {p.pid}")
+    ss = _src_metrics(rd, sa, sb, _what("source.what_steady", share=STEADY_FRACTION, point=p.pid))
 
     def gauge(name: str) -> list[float]:
         try:
@@ -223,7 +234,7 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     led.derive(k + "step_tokens_per_running", A.ratio, unit="×", numerator=it, denominator=run_med)
     led.derive(k + "kv_usage_p50", S.median_value, unit="fraction", sources=ss, values=kv)
     led.derive(k + "kv_usage_peak", A.gauge_peak, unit="fraction",
-               sources=_src_metrics(rd, p.window.t_measure, p.window.t_end, f"point {p.pid}"),
+               sources=_src_metrics(rd, p.window.t_measure, p.window.t_end, _what("source.what_point", point=p.pid)),
                scrapes=sc, t_start=p.window.t_measure, t_end=p.window.t_end,
                name="vllm:kv_cache_usage_perc")
     led.derive(k + "preemptions", S.counter_increase, unit="", sources=ms, scrapes=sc, t_start=a,
@@ -258,9 +269,9 @@ def _population_window(sc: list, p: PointData, a: float,
     try:
         t_warm = DL.last_warmup_end(p.requests)
         pa, pb = DL.population_window(sc, max(t_warm, a), p.window.t_end)
-        return pa, pb, "scrapes from the last warm-up request's end", True
+        return pa, pb, "source.what_after_warmup", True
     except Absent:
-        return a, b, "bracketing scrapes (warm-up included on both sides)", False
+        return a, b, "source.what_warmup_included", False
 
 
 def delivery_ledger(led: Ledger, rd: RoundData, p: PointData, k: str, pa: float, pb: float,
@@ -284,14 +295,14 @@ def delivery_ledger(led: Ledger, rd: RoundData, p: PointData, k: str, pa: float,
     led.derive(k + "engine_ttft_ms_mean", DL.engine_ttft_ms_mean, unit="ms", sources=pms,
                scrapes=sc, t_start=pa, t_end=pb)
     led.derive(k + "client_ttft_ms_mean_first_in_window", ST.mean, unit="ms",
-               sources=(src[0] + f"; {len(first)} whose first token came in ({pa:.1f}, {pb:.1f}] s",),
+               sources=_src_requests(rd, p, "source.requests_first_token_in", k=len(first), a=pa, b=pb),
                values=ST.ttfts_ms(first))
     led.derive(k + "delivery_ttft_ms", A.difference, unit="ms",
                a=led[k + "client_ttft_ms_mean_first_in_window"], b=led[k + "engine_ttft_ms_mean"])
     led.derive(k + "engine_steps_per_s", DL.engine_steps_per_s, unit="step/s", sources=ms,
                scrapes=sc, t_start=a, t_end=b)
     sa, sb = p.steady
-    ss = _src_metrics(rd, sa, sb, f"steady middle {STEADY_FRACTION:.0%} of point {p.pid}")
+    ss = _src_metrics(rd, sa, sb, _what("source.what_steady", share=STEADY_FRACTION, point=p.pid))
     C = p.settings.get("concurrency")
     led.derive(k + "held_concurrency_fraction", V.held_concurrency_fraction, unit="fraction",
                sources=ss, scrapes=sc, t_start=sa, t_end=sb, concurrency=C)
@@ -299,7 +310,7 @@ def delivery_ledger(led: Ledger, rd: RoundData, p: PointData, k: str, pa: float,
                requests=p.measured, concurrency=C)
     led.derive(k + "lifetimes_in_window", V.lifetimes_in_window, unit="",
                window_s=led[k + "window_s"], e2e_ms_p50=led[k + "e2e_ms_p50"])
-    wms = _src_metrics(rd, p.window.t_measure, p.window.t_end, f"point {p.pid}")
+    wms = _src_metrics(rd, p.window.t_measure, p.window.t_end, _what("source.what_point", point=p.pid))
     led.derive(k + "failed_scrape_share", V.failed_scrape_share, unit="fraction", sources=wms,
                scrapes=sc, t_start=p.window.t_measure, t_end=p.window.t_end)
     led.derive(k + "waiting_capacity_peak", S.peak_value, unit="req", sources=ss,
@@ -351,7 +362,7 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
     except Absent as e:
         pool, block = None, None
         rd.extras["cache_config_missing"] = e.reason
-    msrc = _src_metrics(rd, float("-inf"), float("inf"), "vllm:cache_config_info labels")
+    msrc = _src_metrics(rd, float("-inf"), float("inf"), _what("source.what_cache_config"))
     led.record("r.pool_tokens_metrics", pool.blocks_times_block_size if pool else None, unit="tok",
                sources=msrc, doc="KV pool size in tokens: num_gpu_blocks × block_size from cache_config_info",
                missing=rd.extras.get("cache_config_missing", Reason.of("reason.cache_config_no_blocks")))
@@ -400,7 +411,7 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
 def sampler_ledger(led: Ledger, rd: RoundData) -> None:
     """Sampler quality over the whole round (ANALYSES.md item 10)."""
     sc = rd.bundle.metrics
-    src = _src_metrics(rd, float("-inf"), float("inf"), "whole round")
+    src = _src_metrics(rd, float("-inf"), float("inf"))
     led.derive("r.scrapes", S.scrape_count, unit="", sources=src, scrapes=sc)
     led.derive("r.scrape_gaps", S.failed_scrape_count, unit="", sources=src, scrapes=sc)
     led.derive("r.scrape_interval_p50", S.scrape_interval_p50, unit="s", sources=src, scrapes=sc)
@@ -408,7 +419,7 @@ def sampler_ledger(led: Ledger, rd: RoundData) -> None:
     table = rd.bundle.request_table
     all_measured = table.take([]).concat(*(p.measured for p in rd.points))
     all_failed = table.take([]).concat(*(p.failed for p in rd.points))
-    rsrc = (f"{rd.name}/{rd.bundle.file_for('requests')}: {len(table)} records",)
+    rsrc = (Source.of(f"{rd.name}/{rd.bundle.file_for('requests')}", "source.requests_all", n=len(table)),)
     led.derive("r.requests", A.count, unit="req", sources=rsrc, values=all_measured.concat(all_failed))
     led.derive("r.failed", A.count, unit="req", sources=rsrc, values=all_failed)
     if sc:
@@ -538,7 +549,7 @@ def mfu_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     if led[k + "tflops_s"].present and rd.config is not None:
         # vLLM's FLOPs counter against its own formulas applied to the requests' lifecycles.
         sc = rd.bundle.metrics
-        ms = _src_metrics(rd, p.window.t_start, p.window.t_end, f"point {p.pid}, quiet bracketing scrapes")
+        ms = _src_metrics(rd, p.window.t_start, p.window.t_end, _what("source.what_quiet_bracketing", point=p.pid))
         src = ms + _src_requests(rd, p)
         led.derive(k + "flops_measured", flops_measured, unit="FLOP", sources=ms, scrapes=sc,
                    t_start=p.window.t_start, t_end=p.window.t_end)
@@ -597,7 +608,7 @@ def power_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     a, b = p.window.t_measure, p.window.t_end
     n = sum(1 for s in rd.bundle.gpu if a <= s["t"] <= b)
     gpu = rd.bundle.gpu if rd.bundle.gpu else None
-    src = ((f"{rd.name}/{rd.bundle.file_for('gpu')}: {n} NVML samples of point {p.pid}",) if gpu
+    src = ((Source.of(f"{rd.name}/{rd.bundle.file_for('gpu')}", "source.gpu_samples_of_point", n=n, point=p.pid),) if gpu
            else (f"{rd.name}/manifest.json: gpu_absent_reason",))
     absent = gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry")
     specs = [("power_median_w", PW.median_power_w, "W"), ("power_peak_w", PW.peak_power_w, "W"),
@@ -631,7 +642,7 @@ def length_axis_ledger(led: Ledger, rd: RoundData) -> None:
     src = tuple(f"p.{p.pid}.kv_tokens_peak" for p in pts)
     if all(v.present for v in kv):
         ys = [v.value for v in kv]
-        fsrc = (f"{rd.name}: ledger keys " + ", ".join(src),)
+        fsrc = (Source.of(rd.name, "source.ledger_keys", keys=", ".join(src)),)
         slope = led.derive("r.kv_lin_slope", A.fit_slope, unit="tok/tok", sources=fsrc, xs=xs, ys=ys)
         led.derive("r.kv_lin_intercept", A.fit_intercept, unit="tok", sources=fsrc, xs=xs, ys=ys)
         led.derive("r.kv_lin_r2", A.fit_r_squared, unit="", sources=fsrc, xs=xs, ys=ys)

@@ -6,12 +6,13 @@ engine version and workload keys are checked, and each differing key is named.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 from serving_ledger.report import analyses as A
 from serving_ledger.report.build import RoundData, ok_points
-from serving_ledger.report.ledger import Absent, Ledger, Reason, Value
+from serving_ledger.report.ledger import Absent, Ledger, Reason, Source, Value
 
 # Workload settings that must match for two points to count as "the same point".
 POINT_KEYS = ("concurrency", "input_len", "output_len", "request_rate", "arrival")
@@ -59,7 +60,8 @@ def same_point(sa: dict, sb: dict) -> bool:
 def import_value(led: Ledger, key: str, v: Value, round_name: str) -> Value:
     """Bring a value of another round into this ledger, keeping its provenance."""
     return led.derive(key, A.identity_of, unit=v.unit,
-                      sources=tuple(f"{round_name}: {s}" for s in v.sources) or (f"{round_name}: {v.key}",),
+                      sources=tuple(dataclasses.replace(s, file=f"{round_name}: {s.file}") if isinstance(s, Source)
+                                    else f"{round_name}: {s}" for s in v.sources) or (f"{round_name}: {v.key}",),
                       value=v)
 
 

@@ -64,6 +64,37 @@ class Reason:
 
 
 @dataclass(frozen=True)
+class Source:
+    """Where a value's samples are: a bundle file and, as a catalogue code (`source.<key>`) with
+    parameters, which of its records. A parameter may be a Source without a file: a phrase
+    worded in the same language."""
+
+    file: str = ""
+    code: str = ""
+    params: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, file: str, code: str = "", **params: Any) -> Source:
+        if code and not code.startswith("source."):
+            raise ValueError(f"a source code starts with 'source.', not {code!r}")
+        return cls(file, code, tuple(params.items()))
+
+    def text(self, lang: str = "en") -> str:
+        """The source in words in LANG (file and record names stay as they are)."""
+        what = word(self.code, lang, **{k: v.text(lang) if isinstance(v, Source) else v
+                                        for k, v in self.params}) if self.code else ""
+        if not self.file:
+            return what
+        return self.file + (("：" if lang == "zh" else ": ") + what if what else "")
+
+    def __contains__(self, part: str) -> bool:
+        return part in self.text("en")
+
+    def __str__(self) -> str:
+        return self.text("en")
+
+
+@dataclass(frozen=True)
 class Value:
     """One ledger entry: a number (or None with a reason) and where it came from."""
 
@@ -73,7 +104,7 @@ class Value:
     func: str = ""
     doc: str = ""
     inputs: tuple[tuple[str, str], ...] = ()
-    sources: tuple[str, ...] = ()
+    sources: tuple[str | Source, ...] = ()
     flags: tuple[str, ...] = ()
     missing: Reason | None = None
 

@@ -31,7 +31,7 @@ from typing import Any
 import jinja2
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
-from serving_ledger.report.ledger import Value
+from serving_ledger.report.ledger import Source, Value
 from serving_ledger.report.model import LANGS, RoundReport
 from serving_ledger.report.numbers import (
     Format,
@@ -661,7 +661,7 @@ class _Assembly:
             "short": format_value(value, self.lang, fmt, short_missing=True),
             "raw": raw, "raw_differs": raw_differs, "unit": value.unit, "doc": value.doc,
             "func": value.func, "observed": observed,
-            "inputs": self._inputs(value), "sources": value.sources, "flags": value.flags,
+            "inputs": self._inputs(value), "sources": [src.text(self.lang) if isinstance(src, Source) else src for src in value.sources], "flags": value.flags,
             "missing": self._reason(value),
             "input_only": key not in self.shown,
         }

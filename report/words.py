@@ -15,7 +15,7 @@ from importlib import resources
 from typing import Any
 
 LANGS = ("en", "zh")
-SECTIONS = ("reason", "label", "quantity")
+SECTIONS = ("reason", "label", "quantity", "source")
 
 
 class WordError(KeyError):
