@@ -42,6 +42,7 @@ from serving_ledger.report.numbers import (
     raw_text,
 )
 from serving_ledger.report.textsafety import neutralise_controls
+from serving_ledger.report.words import LANGS, group
 
 
 def templates_dir() -> Path:
@@ -69,38 +70,8 @@ def _ph(kind: str, i: int | str = "") -> Markup:
 
 APPENDIX_PH = "\ue000A\ue001"
 
-WORDS = {
-    "zh": {
-        "figure": "图", "table": "表", "fig_label": "图 {n}", "table_label": "表 {n}",
-        "doc": "含义", "func": "计算", "inputs": "输入", "sources": "来源", "flags": "提示",
-        "missing": "缺失原因", "raw": "存储值", "observed": "直接读取(非推导)",
-        "appendix": "附录 · 每个数字的来历",
-        "appendix_intro": "正文里每个数字都带一个编号(网页中悬停或聚焦数字可见,PDF 中为上标)。"
-                          "下面按编号列出它的含义、计算函数、输入和原始数据位置。"
-                          "编号在正文之后的条目是被引用数字的输入。",
-        "input_only": "仅作输入",
-        "data": "数据", "lang_name": "中文", "other": "English", "index": "全部轮次",
-        "pdf": "PDF 版", "html": "网页版", "chart_failed": "图表无法渲染:",
-        "footer": "第 \" counter(page) \" 页 / 共 \" counter(pages) \" 页",
-        "built_from": "数据来源", "see": "见附录",
-    },
-    "en": {
-        "figure": "Figure", "table": "Table", "fig_label": "Figure {n}", "table_label": "Table {n}",
-        "doc": "What", "func": "Function", "inputs": "Inputs", "sources": "Sources", "flags": "Flags",
-        "missing": "Why absent", "raw": "Stored", "observed": "read directly (not derived)",
-        "appendix": "Appendix · where every number comes from",
-        "appendix_intro": "Every number in the text carries an id (shown on hover or focus in the "
-                          "web page, as a superscript in the PDF). This list gives, for each id, "
-                          "what it is, the function that computed it, its inputs and the raw "
-                          "data it was read from. Ids after the last one in the text are inputs "
-                          "of the numbers shown.",
-        "input_only": "input only",
-        "data": "Data", "lang_name": "English", "other": "中文", "index": "All rounds",
-        "pdf": "PDF", "html": "Web page", "chart_failed": "Chart could not be drawn: ",
-        "footer": "Page \" counter(page) \" of \" counter(pages) \"",
-        "built_from": "Built from", "see": "see appendix",
-    },
-}
+# The page's words (headings, appendix labels, link names): `label.page_*` in the catalogue.
+WORDS = {lang: group("label.page_", lang) for lang in LANGS}
 
 
 class RenderError(Exception):

@@ -20,6 +20,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 from serving_ledger.report.model import LANGS, RoundReport
+from serving_ledger.report.words import word
 from serving_ledger.report.render import (
     TEMPLATES_DIR,
     Timing,
@@ -32,8 +33,8 @@ from serving_ledger.report.render import (
 log = logging.getLogger(__name__)
 
 ROUND_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-FILE_LABEL = {("zh", "html"): "中文网页", ("en", "html"): "English page",
-              ("zh", "pdf"): "中文 PDF", ("en", "pdf"): "English PDF"}
+# The index's link text per page: `label.file_<lang>_<format>` (each page named in its own language).
+FILE_LABEL = {(lang, fmt): word(f"label.file_{lang}_{fmt}", lang) for lang in LANGS for fmt in ("html", "pdf")}
 
 
 class Built(list):
