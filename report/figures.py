@@ -88,9 +88,9 @@ def fig_throughput(led: Ledger, pids: list[str], axis: str) -> Figure | None:
 
     def make(t):
         rows, _ = _rows(led, pids, axis, {t["output"]: "output_tok_s", t["total"]: "total_tok_s"})
-        return _line(rows, t, axis, t["tok_s"], t["throughput_title"].format(axis=t[axis]))
+        return _line(rows, t, axis, t["tok_s"], t[f"throughput_title_{axis}"])
     return Figure("throughput", per_lang(make),
-                  {lang: TEXT[lang]["throughput_title"].format(axis=TEXT[lang][axis]) for lang in LANGS},
+                  {lang: TEXT[lang][f"throughput_title_{axis}"] for lang in LANGS},
                   keys=tuple(keys))
 
 
@@ -198,9 +198,9 @@ def fig_mfu(led: Ledger, pids: list[str], axis: str) -> Figure | None:
 
     def make(t):
         rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()}, scale=100)
-        return _line(rows, t, axis, t["pct"], t["mfu_title"].format(axis=t[axis]))
+        return _line(rows, t, axis, t["pct"], t[f"mfu_title_{axis}"])
     return Figure("mfu", per_lang(make),
-                  {lang: TEXT[lang]["mfu_title"].format(axis=TEXT[lang][axis]) for lang in LANGS},
+                  {lang: TEXT[lang][f"mfu_title_{axis}"] for lang in LANGS},
                   keys=tuple(keys))
 
 

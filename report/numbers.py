@@ -12,6 +12,7 @@ import numbers
 from dataclasses import dataclass
 
 from serving_ledger.report.ledger import Value
+from serving_ledger.report.words import has, word
 
 # Units a fraction may carry; pct=True multiplies these by 100 and prints "%".
 FRACTION_UNITS = ("", "fraction", "ratio", "share")
@@ -69,11 +70,20 @@ def format_number(x: float | int, digits: int | None = None, sign: bool = False)
     return s
 
 
-def unit_text(unit: str) -> str:
-    """The unit as printed after a number: "%" hugs it, others follow a space."""
+def unit_text(unit: str, lang: str = "en") -> str:
+    """The unit as printed after a number in LANG: "%" hugs it, others follow a space; a unit
+    the catalogue names (`label.unit_<unit>`) is written as that language writes it
+    ("200 tok", "200 个 token")."""
     if not unit:
         return ""
+    if has(f"label.unit_{unit}", lang):
+        return word(f"label.unit_{unit}", lang)
     return unit if unit in ("%", "×", "x") else " " + unit
+
+
+def unit_heading(unit: str, lang: str) -> str:
+    """The unit as printed in a column heading, without a number (`label.unit_head_<unit>`)."""
+    return word(f"label.unit_head_{unit}", lang) if has(f"label.unit_head_{unit}", lang) else unit
 
 
 def missing_text(value: Value, lang: str, short: bool = False) -> str:
@@ -132,7 +142,7 @@ def format_parts(value: Value, lang: str, fmt: Format = Format(),
                          "digits/pct/sign do not apply")
     else:
         text = str(x)
-    return text, (unit_text(unit) if fmt.unit else "")
+    return text, (unit_text(unit, lang) if fmt.unit else "")
 
 
 def format_value(value: Value, lang: str, fmt: Format = Format(), short_missing: bool = False) -> str:

@@ -40,9 +40,10 @@ from serving_ledger.report.numbers import (
     format_value,
     missing_reason,
     raw_text,
+    unit_heading,
 )
 from serving_ledger.report.textsafety import neutralise_controls
-from serving_ledger.report.words import LANGS, group
+from serving_ledger.report.words import LANGS, group, has, word
 
 
 def templates_dir() -> Path:
@@ -72,6 +73,37 @@ APPENDIX_PH = "\ue000A\ue001"
 
 # The page's words (headings, appendix labels, link names): `label.page_*` in the catalogue.
 WORDS = {lang: group("label.page_", lang) for lang in LANGS}
+
+
+_N_VALUES = re.compile(r"^(\d+) values$")   # how Ledger.derive describes a list input
+
+
+def quantity_code(value: Value) -> str:
+    """The catalogue code of VALUE's meaning: its quantity function as the ledger records it,
+    less the package prefix, or for a value read directly, "observed." and its key with the
+    point id written "*"."""
+    if value.func == "observed":
+        parts = value.key.split(".")
+        if parts[0] in ("p", "x") and len(parts) >= 3:
+            parts[1] = "*"
+        return "quantity.observed." + ".".join(parts)
+    return "quantity." + value.func.removeprefix("serving_ledger.report.")
+
+
+def meaning(value: Value, lang: str) -> str:
+    """What VALUE is, in one line of LANG: the docstring's first line (or the doc recorded with
+    it) in English, the catalogue's text in other languages. A value whose function has no text
+    yet falls back to English (tests/test_words_labels.py holds every committed round to it)."""
+    code = quantity_code(value)
+    if lang != "en" and has(code, lang):
+        return word(code, lang)
+    return value.doc
+
+
+def _input_words(desc: str, lang: str) -> str:
+    """An input that is not a ledger key, as described at derive time, in LANG."""
+    m = _N_VALUES.match(desc)
+    return word("label.n_values", lang, n=int(m.group(1))) if m else desc
 
 
 class RenderError(Exception):
@@ -549,7 +581,7 @@ class _Assembly:
         if b.kind == "table":
             t = self.report.tables[b.ref]
             label = self.words["table_label"].format(n=self.numbers[("table", b.ref)])
-            headers = [(c.header.get(self.lang, c.id), c.unit) for c in t.columns]
+            headers = [(c.header.get(self.lang, c.id), unit_heading(c.unit, self.lang)) for c in t.columns]
             return m.table(id=b.ref, label=label, title=t.title.get(self.lang, ""),
                            headers=headers, rows=b.payload["rows"],
                            has_labels=any(lbl for lbl, _ in b.payload["rows"]))
@@ -606,7 +638,7 @@ class _Assembly:
                 iv = self.report.ledger[desc]
                 out.append((name, desc, self.ids.get(desc), format_value(iv, self.lang)))
             else:
-                out.append((name, desc, None, ""))
+                out.append((name, _input_words(desc, self.lang), None, ""))
         return out
 
     def entry(self, key: str) -> dict[str, Any]:
@@ -624,7 +656,7 @@ class _Assembly:
         return {
             "id": self.ids[key], "key": key, "text": format_value(value, self.lang, fmt),
             "short": format_value(value, self.lang, fmt, short_missing=True),
-            "raw": raw, "raw_differs": raw_differs, "unit": value.unit, "doc": value.doc,
+            "raw": raw, "raw_differs": raw_differs, "unit": value.unit, "doc": meaning(value, self.lang),
             "func": value.func, "observed": observed,
             "inputs": self._inputs(value), "sources": value.sources, "flags": value.flags,
             "missing": self._reason(value),
