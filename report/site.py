@@ -33,8 +33,8 @@ from serving_ledger.report.render import (
 log = logging.getLogger(__name__)
 
 ROUND_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-# The index's link text per page: `label.file_<lang>_<format>` (each page named in its own language).
-FILE_LABEL = {(lang, fmt): word(f"label.file_{lang}_{fmt}", lang) for lang in LANGS for fmt in ("html", "pdf")}
+# The index's link text per page, each page named in its own language: `label.file_<format>`.
+FILE_LABEL = {(lang, fmt): word(f"label.file_{fmt}", lang) for lang in LANGS for fmt in ("html", "pdf")}
 
 
 class Built(list):
