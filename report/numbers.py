@@ -16,6 +16,9 @@ from serving_ledger.report.words import has, word
 
 # Units a fraction may carry; pct=True multiplies these by 100 and prints "%".
 FRACTION_UNITS = ("", "fraction", "ratio", "share")
+# Units that count whole things: a whole value of one prints without decimals ("53 req", not
+# "53.0 req") unless the use asks for digits.
+COUNT_UNITS = ("tok", "tokens", "req", "blocks")
 
 WORDS = {
     "zh": {
@@ -136,6 +139,8 @@ def format_parts(value: Value, lang: str, fmt: Format = Format(),
             if unit not in FRACTION_UNITS:
                 raise ValueError(f"{value.key} has unit {unit!r}; pct=True needs a fraction")
             x, unit = float(x) * 100.0, "%"
+        elif fmt.digits is None and unit in COUNT_UNITS and float(x).is_integer():
+            x = int(x)
         text = format_number(x, fmt.digits, fmt.sign)
     elif fmt.pct or fmt.digits is not None or fmt.sign:
         raise ValueError(f"{value.key} is not a number ({type(x).__name__}); "
