@@ -6,9 +6,9 @@
   is spelled out in the code or the templates;
 - Chinese labels are punctuated as Chinese is (no ASCII comma, colon, semicolon or
   parenthesis against a Chinese character);
-- every quantity function and recorded value that a ledger of a committed round or fixture
-  bundle holds has a Chinese meaning, and every Chinese meaning names a function of the code
-  or a key some ledger records;
+- every quantity function the code hands to Ledger.derive by name, and every function and
+  recorded value that a ledger of a committed round or fixture bundle holds, has a Chinese
+  meaning; every Chinese meaning names a function of the code or a key the code records;
 - the Chinese appendix of a real round (runs/round-2) holds no English meaning, no "N values"
   and no English unit word.
 """
@@ -139,6 +139,36 @@ def test_every_value_a_ledger_holds_has_a_chinese_meaning(reports):
     assert len({v.func for v in values}) > 50  # the committed rounds reach most of the code
     missing = sorted({quantity_code(v)[len("quantity."):] for v in values}
                      - zh.keys())
+    assert not missing, f"add a Chinese meaning to report/data/words/quantity.zh.toml: {missing}"
+
+
+def _derived_functions(paths: list[Path]) -> set[str]:
+    """Functions the code hands to Ledger.derive by name (`led.derive(key, A.ratio, ...)`), as
+    `Value.func` records them; a function chosen at run time (a loop variable) is left to the
+    ledgers of the committed rounds."""
+    import ast
+    out = set()
+    for path in paths:
+        module = importlib.import_module(PACKAGE + path.stem)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "derive" and len(node.args) >= 2):
+                continue
+            f, obj = node.args[1], None
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+                obj = getattr(getattr(module, f.value.id, None), f.attr, None)
+            elif isinstance(f, ast.Name):
+                obj = getattr(module, f.id, None)
+            if callable(obj):
+                out.add(f"{obj.__module__}.{obj.__qualname__}")
+    return out
+
+
+def test_every_function_the_code_derives_with_has_a_chinese_meaning():
+    funcs = _derived_functions([REPORT / "build.py", REPORT / "compare.py"])
+    assert len(funcs) > 50
+    missing = sorted(f.removeprefix(PACKAGE) for f in funcs
+                     if f.removeprefix(PACKAGE) not in section("quantity", "zh"))
     assert not missing, f"add a Chinese meaning to report/data/words/quantity.zh.toml: {missing}"
 
 
