@@ -14,11 +14,7 @@ from serving_ledger.report.ledger import Ledger
 from serving_ledger.report.model import LANGS, Column, RoundReport, Table
 from serving_ledger.report.next_steps import next_steps
 from serving_ledger.report.stats import INTERRUPTED
-
-AXIS_WORD = {"zh": {"concurrency": "并发扫描", "input_len": "长度扫描", "server": "服务端参数扫描",
-                    "single": "单点测量"},
-             "en": {"concurrency": "Concurrency sweep", "input_len": "Length sweep",
-                    "server": "Server-flag sweep", "single": "Single point"}}
+from serving_ledger.report.words import word
 
 CLIENT_LAG_SHARE_LIMIT = 0.1      # the templates say "a tenth" of the ITL median
 # vLLM's FLOPs counter "closes" against its own formulas within this relative difference.
@@ -26,47 +22,48 @@ FLOPS_CLOSE = 0.01
 # The KV account "balances" when measured and expected usage differ by at most this many points.
 KV_CLOSE_PP = 1.0
 
+# Columns: (point quantity, catalogue code of the header, unit, decimals).
 KV_COLUMNS = [
-    ("concurrency", {"zh": "C", "en": "C"}, "", 0),
-    ("input_len", {"zh": "输入", "en": "In"}, "tok", 0),
-    ("effective_concurrency", {"zh": "实际并发", "en": "Running"}, "", 1),
-    ("kv_expected_median", {"zh": "理论中位数", "en": "Expected median"}, "%", 1),
-    ("kv_usage_p50", {"zh": "实测 p50", "en": "Measured p50"}, "%", 1),
-    ("kv_error_pp", {"zh": "误差", "en": "Error"}, "pp", 2),
-    ("kv_expected_peak", {"zh": "理论峰值", "en": "Expected peak"}, "%", 1),
-    ("kv_usage_peak", {"zh": "实测峰值", "en": "Measured peak"}, "%", 1),
+    ("concurrency", "label.col_concurrency", "", 0),
+    ("input_len", "label.col_input_len", "tok", 0),
+    ("effective_concurrency", "label.col_effective_concurrency", "", 1),
+    ("kv_expected_median", "label.col_kv_expected_median", "%", 1),
+    ("kv_usage_p50", "label.col_kv_measured_p50", "%", 1),
+    ("kv_error_pp", "label.col_kv_error_pp", "pp", 2),
+    ("kv_expected_peak", "label.col_kv_expected_peak", "%", 1),
+    ("kv_usage_peak", "label.col_kv_usage_peak", "%", 1),
 ]
 
 RESULT_COLUMNS = [
-    ("concurrency", {"zh": "C", "en": "C"}, "", 0),
-    ("input_len", {"zh": "输入", "en": "In"}, "tok", 0),
-    ("requests", {"zh": "请求", "en": "Req"}, "", 0),
-    ("failed", {"zh": "失败", "en": "Failed"}, "", 0),
-    ("output_tok_s", {"zh": "输出 tok/s", "en": "Out tok/s"}, "tok/s", 1),
-    ("total_tok_s", {"zh": "总 tok/s", "en": "Total tok/s"}, "tok/s", 0),
-    ("ttft_ms_p50", {"zh": "TTFT p50", "en": "TTFT p50"}, "ms", 1),
-    ("ttft_ms_p99", {"zh": "TTFT p99", "en": "TTFT p99"}, "ms", 1),
-    ("itl_ms_p50", {"zh": "ITL p50", "en": "ITL p50"}, "ms", 2),
-    ("itl_ms_p99", {"zh": "ITL p99", "en": "ITL p99"}, "ms", 2),
-    ("queue_ms_mean", {"zh": "排队", "en": "Queue"}, "ms", 1),
-    ("prefill_ms_mean", {"zh": "prefill", "en": "Prefill"}, "ms", 1),
-    ("kv_usage_p50", {"zh": "KV p50", "en": "KV p50"}, "%", 1),
+    ("concurrency", "label.col_concurrency", "", 0),
+    ("input_len", "label.col_input_len", "tok", 0),
+    ("requests", "label.col_requests", "", 0),
+    ("failed", "label.col_failed", "", 0),
+    ("output_tok_s", "label.col_output_tok_s", "tok/s", 1),
+    ("total_tok_s", "label.col_total_tok_s", "tok/s", 0),
+    ("ttft_ms_p50", "label.col_ttft_ms_p50", "ms", 1),
+    ("ttft_ms_p99", "label.col_ttft_ms_p99", "ms", 1),
+    ("itl_ms_p50", "label.col_itl_ms_p50", "ms", 2),
+    ("itl_ms_p99", "label.col_itl_ms_p99", "ms", 2),
+    ("queue_ms_mean", "label.col_queue_ms_mean", "ms", 1),
+    ("prefill_ms_mean", "label.col_prefill_ms_mean", "ms", 1),
+    ("kv_usage_p50", "label.col_kv_usage_p50", "%", 1),
 ]
 
 
 DETAIL_COLUMNS = [
-    ("concurrency", {"zh": "C", "en": "C"}, "", 0),
-    ("input_len", {"zh": "输入", "en": "In"}, "tok", 0),
-    ("ttft_ms_mean", {"zh": "TTFT 均值", "en": "TTFT mean"}, "ms", 1),
-    ("queue_ms_mean", {"zh": "排队", "en": "Queue"}, "ms", 1),
-    ("prefill_ms_mean", {"zh": "prefill", "en": "Prefill"}, "ms", 1),
-    ("frontend_ms_mean", {"zh": "前端", "en": "Frontend"}, "ms", 1),
-    ("itl_ms_p90", {"zh": "ITL p90", "en": "ITL p90"}, "ms", 2),
-    ("tpot_ms_mean", {"zh": "TPOT", "en": "TPOT"}, "ms", 2),
-    ("e2e_ms_p50", {"zh": "E2E p50", "en": "E2E p50"}, "ms", 0),
-    ("e2e_ms_p99", {"zh": "E2E p99", "en": "E2E p99"}, "ms", 0),
-    ("server_running_median", {"zh": "运行中", "en": "Running"}, "", 1),
-    ("waiting_peak", {"zh": "等待峰值", "en": "Waiting peak"}, "", 0),
+    ("concurrency", "label.col_concurrency", "", 0),
+    ("input_len", "label.col_input_len", "tok", 0),
+    ("ttft_ms_mean", "label.col_ttft_ms_mean", "ms", 1),
+    ("queue_ms_mean", "label.col_queue_ms_mean", "ms", 1),
+    ("prefill_ms_mean", "label.col_prefill_ms_mean", "ms", 1),
+    ("frontend_ms_mean", "label.col_frontend_ms_mean", "ms", 1),
+    ("itl_ms_p90", "label.col_itl_ms_p90", "ms", 2),
+    ("tpot_ms_mean", "label.col_tpot_ms_mean", "ms", 2),
+    ("e2e_ms_p50", "label.col_e2e_ms_p50", "ms", 0),
+    ("e2e_ms_p99", "label.col_e2e_ms_p99", "ms", 0),
+    ("server_running_median", "label.col_server_running_median", "", 1),
+    ("waiting_peak", "label.col_waiting_peak", "", 0),
 ]
 
 
@@ -91,10 +88,15 @@ def model_load_format(model: dict) -> str | None:
     return model.get("load_format")
 
 
+def in_langs(code: str, **fields) -> dict[str, str]:
+    """The catalogue text of CODE in every language, fields filled."""
+    return {lang: word(code, lang, **fields) for lang in LANGS}
+
+
 def point_table(led: Ledger, pids: list[str], table_id: str, title: dict[str, str],
                 columns: list) -> Table:
     """A table with one row per point; each cell a ledger key."""
-    cols = [Column(id=c, header=h, unit=u, digits=d) for c, h, u, d in columns]
+    cols = [Column(id=c, header=in_langs(h), unit=u, digits=d) for c, h, u, d in columns]
     rows = [[f"p.{pid}.{c.id}" if f"p.{pid}.{c.id}" in led else None for c in cols] for pid in pids]
     return Table(id=table_id, title=title, columns=cols, rows=rows,
                  row_labels=[{lang: pid for lang in LANGS} for pid in pids])
@@ -102,7 +104,7 @@ def point_table(led: Ledger, pids: list[str], table_id: str, title: dict[str, st
 
 def results_table(led: Ledger, pids: list[str]) -> Table:
     """Every point's main figures."""
-    return point_table(led, pids, "results", {"zh": "全部结果", "en": "Full results"}, RESULT_COLUMNS)
+    return point_table(led, pids, "results", in_langs("label.table_results"), RESULT_COLUMNS)
 
 
 def facts_of(rd: RoundData) -> dict:
@@ -234,26 +236,19 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     facts["figures"] = sorted(figs)
     notices = []
     if facts["status"] != "complete":
-        notices.append({"zh": f"本轮未完整结束(状态:{facts['status']})。{facts['status_reason'] or ''}",
-                        "en": f"This round did not complete (status: {facts['status']}). "
-                              f"{facts['status_reason'] or ''}"})
+        notices.append(in_langs("label.notice_incomplete", status=facts["status"],
+                                reason=facts["status_reason"] or ""))
     if facts["interrupted_points"]:
         notices.append(interrupted_notice(facts["interrupted_points"]))
     if facts["failed_points"]:
-        notices.append({"zh": "以下测量点失败,已从分析中排除:" + "、".join(facts["failed_points"]),
-                        "en": "These points failed and are left out of the analyses: "
-                              + ", ".join(facts["failed_points"])})
+        notices.append({lang: word("label.notice_failed", lang, points=listed(facts["failed_points"], lang))
+                        for lang in LANGS})
     model = bundle.manifest.get("model") or {}
     vocab, model_vocab = model.get("tokenizer_vocab_size"), ((model.get("config") or {}).get("vocab_size"))
     if isinstance(vocab, int) and isinstance(model_vocab, int) and vocab < model_vocab:
-        notices.append({"zh": f"服务端的分词器只认识 {vocab:,} 个 id,而模型会输出最大到 {model_vocab:,} 的 id:"
-                              "随机权重下,API 服务的反分词可能成为瓶颈,下发环节的数字因此偏慢。",
-                        "en": f"The served tokenizer knows {vocab:,} ids but the model emits ids up to "
-                              f"{model_vocab:,}: with random weights the API server's detokeniser can "
-                              "become the bottleneck, so delivery figures may be slow for that reason."})
+        notices.append(in_langs("label.notice_vocab", vocab=vocab, model_vocab=model_vocab))
     if facts["origin"] != "recorded":
-        notices.append({"zh": "此数据为手工构造的测试夹具,不是实测。",
-                        "en": "This data is a hand-built test fixture, not a measurement."})
+        notices.append(in_langs("label.notice_fixture"))
     title = round_title(bundle.manifest, rd.axis, round_id)
     sections = ["summary", "diagnosis", "client", "decomposition", "kv", "mfu", "timeline", "power", "compare",
                 "results", "next", "method"]
@@ -262,32 +257,31 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
         sections = (["results"] if facts["interrupted_points"] else []) + ["method"]
     results = results_table(led, pids + facts["interrupted_points"])
     results.row_labels[len(pids):] = [interrupted_label(pid) for pid in facts["interrupted_points"]]
-    detail = point_table(led, pids, "results_detail", {"zh": "延迟与服务端细节", "en": "Latency and server detail"},
+    detail = point_table(led, pids, "results_detail", in_langs("label.table_results_detail"),
                          DETAIL_COLUMNS)
     return RoundReport(round_id=round_id, title=title, ledger=led, sections=sections, figures=figs,
                        tables={"results": results, "results_detail": detail,
-                               "kv_table": point_table(led, pids, "kv_table", {"zh": "KV 对账", "en": "KV reconciliation"},
+                               "kv_table": point_table(led, pids, "kv_table", in_langs("label.table_kv"),
                                                  KV_COLUMNS)}, facts=facts, notices=notices,
                        bundles=[str(bundle_path)])
 
 
+def listed(items: list[str], lang: str) -> str:
+    """ITEMS joined as a list is written in LANG ("a, b" / "a、b")."""
+    return word("label.list_sep", lang).join(items)
+
+
 def interrupted_label(pid: str) -> dict[str, str]:
     """A results-table row label that says the point was interrupted, in each language."""
-    return {"zh": f"{pid}(中断)", "en": f"{pid} (interrupted)"}
+    return in_langs("label.row_interrupted", pid=pid)
 
 
 def interrupted_notice(pids: list[str]) -> dict[str, str]:
     """The notice for points cut short by an interruption, in each language."""
-    return {"zh": "以下测量点被中断(有开始、没有结束):" + "、".join(pids) + "。它们的窗口止于最后一个"
-                  "已记录请求的结束时刻;中断时仍在进行的请求没有被记录,因此其吞吐量是下限。"
-                  "这些点在全部结果表中标为“中断”,不参与扫描分析。",
-            "en": "These points were interrupted (a start and no end): " + ", ".join(pids)
-                  + ". Their window ends when the last of their recorded requests ended; requests "
-                  "still in flight at the interruption were not recorded, so their throughput is a "
-                  "lower bound. They are marked \"interrupted\" in the full results table and left "
-                  "out of the sweep analyses."}
+    return {lang: word("label.notice_interrupted", lang, points=listed(pids, lang)) for lang in LANGS}
 
 
 def round_title(manifest: dict, axis: str, round_id: str) -> dict[str, str]:
     """The round's title in each language, from the sweep axis and the round id."""
-    return {lang: f"{AXIS_WORD[lang][axis]} · {round_id}" for lang in LANGS}
+    return {lang: word("label.round_title", lang, axis=word(f"label.axis_{axis}", lang),
+                       round_id=round_id) for lang in LANGS}

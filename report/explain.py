@@ -522,7 +522,7 @@ def display_width(text: str) -> int:
 def format_number(value: Any, kind: str, lang: str = "en") -> str:
     """A value printed for the text listing, with thousands separators and a unit."""
     v = value
-    tok = "token" if lang == "zh" else "tokens"
+    tokens = LABELS[lang]["tokens"]
     if kind == "B":
         return f"{v:,} B"
     if kind == "B_kib":
@@ -532,7 +532,7 @@ def format_number(value: Any, kind: str, lang: str = "en") -> str:
     if kind == "B_gb":
         return f"{v / 1e9:,.2f} GB ({v / th.GIB:,.2f} GiB)"
     if kind == "tokens":
-        return f"{v:,.0f} {tok}" if float(v).is_integer() else f"{v:,.1f} {tok}"
+        return tokens.format(n=f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}")
     if kind == "int":
         return f"{v:,}"
     if kind == "times":
@@ -562,32 +562,32 @@ def plan_text(p: Plan, settings: dict[str, Any], lang: str) -> str:
     """The plan as a short listing in LANG (zh or en): settings, each value or why it is absent, then the notes."""
     w = LABELS[lang]
     shape, spec, lg = p.shape, p.spec, p.ledger
+    c = w["colon"]
     lines = [
-        f"{w['model']}: {settings['model']} · {shape.layers} {w['layers']} · {shape.attention_kind} "
+        f"{w['model']}{c}{settings['model']} · {shape.layers} {w['layers']} · {shape.attention_kind} "
         f"{shape.heads} {w['heads']} / {shape.kv_heads} {w['kv_heads']} · head_dim {shape.head_dim} · {shape.dtype}",
-        f"{w['gpu']}: {spec.name} ({spec.source})",
-        f"{w['settings']}: TP {settings['tp']} · --dtype {settings['dtype']} · --kv-cache-dtype "
+        f"{w['gpu']}{c}{spec.name} ({spec.source})",
+        f"{w['settings']}{c}TP {settings['tp']} · --dtype {settings['dtype']} · --kv-cache-dtype "
         f"{settings['kv_dtype']} · block {settings['block_size']}",
-        f"{w['workload']}: C={_or_dash(settings['concurrency'])} L={_or_dash(settings['input_len'])} "
+        f"{w['workload']}{c}C={_or_dash(settings['concurrency'])} L={_or_dash(settings['input_len'])} "
         f"O={_or_dash(settings['output_len'])}",
         w["peak_used"].format(dtype=normalize_dtype(shape.dtype)),
     ]
     width = max(display_width(w[k]) for _, keys in SECTIONS for k in keys)
     for title, keys in SECTIONS:
-        lines += ["", f"[{w[title]}]"]
+        lines += ["", w["section"].format(title=w[title])]
         for k in keys:
             v = lg[k]
             why = v.missing.text(lang) if not v.present else ""
             shown = (format_number(v.value, FORMATS[k], lang) if v.present
-                     else f"{w['absent']}（{w['because']}：{why}）" if lang == "zh"
-                     else f"{w['absent']} ({w['because']}: {why})")
+                     else w["absent_because"].format(reason=why))
             pad = " " * (width - display_width(w[k]))
             lines.append(f"  {w[k]}{pad}  {shown}")
     lines += ["", _mha_sentence(p, settings, w)]
     for key in ("warnings", "modelled", "not_modelled"):
         said = N.say(getattr(p, key), lang)
         if said:
-            lines += ["", f"[{w[key]}]"] + [f"  - {s}" for s in said]
+            lines += ["", w["section"].format(title=w[key])] + [f"  - {s}" for s in said]
     return "\n".join(lines) + "\n"
 
 

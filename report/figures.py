@@ -14,55 +14,12 @@ import pandas as pd
 from serving_ledger.report import series as S
 from serving_ledger.report.ledger import Absent, Ledger
 from serving_ledger.report.model import LANGS, Figure
+from serving_ledger.report.words import group
 
 WIDTH, HEIGHT = 560, 240
 
-TEXT: dict[str, dict[str, str]] = {
-    "zh": {
-        "concurrency": "并发数 C", "input_len": "输入长度 L (token)", "server": "服务端参数组",
-        "tok_s": "吞吐 (token/s)", "output": "输出 token", "total": "总 token (输入+输出)",
-        "ms": "毫秒", "queue": "排队", "prefill": "prefill", "frontend": "前端 + IPC",
-        "ttft_p50": "TTFT p50", "ttft_p99": "TTFT p99", "itl_p50": "ITL p50", "itl_p99": "ITL p99",
-        "t": "时间 (s, 自轮次开始)", "running": "running", "waiting": "waiting",
-        "kv": "KV 占用 %", "requests": "请求数", "part": "分量", "metric": "指标",
-        "series": "曲线", "point": "测量点",
-        "throughput_title": "吞吐随 {axis} 的变化", "ttft_title": "TTFT 三段分解(均值,堆叠)",
-        "latency_title": "延迟分位数", "timeline_title": "运行数 / 等待数 / KV 占用",
-        "kv_title": "KV 占用:实测与理论", "measured_p50": "实测 p50 (稳态)", "measured_peak": "实测峰值",
-        "expected_peak": "理论峰值", "expected_mean": "理论均值", "expected_median": "理论中位数", "fraction": "占 KV 池比例 %",
-        "qvp_title": "排队 vs prefill(对数纵轴)", "ttft_mean": "客户端 TTFT 均值",
-        "iter_title": "每次迭代的 token 构成", "decode": "decode(≈ running 中位数)",
-        "prefill_chunk": "混入的 prefill 块", "tokens": "token 数",
-        "mfu_title": "MFU / MBU 随 {axis} 的变化", "pct": "%", "mfu": "MFU", "mbu": "MBU",
-        "itl_fit_title": "ITL p50 随输入长度的变化", "kvlin_title": "KV 峰值 token 与输入长度",
-        "kv_tokens": "KV 峰值 token", "fit": "最小二乘拟合", "theory": "理论",
-        "invalid_note": "叉号:未通过有效性检查的点(见“诊断”),不参与连线与拟合", "valid": "有效",
-        "yes": "是", "no": "否",
-    },
-    "en": {
-        "concurrency": "Concurrency C", "input_len": "Input length L (tokens)", "server": "Server flag set",
-        "tok_s": "Throughput (tokens/s)", "output": "Output tokens", "total": "All tokens (in + out)",
-        "ms": "ms", "queue": "Queue", "prefill": "Prefill", "frontend": "Frontend + IPC",
-        "ttft_p50": "TTFT p50", "ttft_p99": "TTFT p99", "itl_p50": "ITL p50", "itl_p99": "ITL p99",
-        "t": "Time (s since the round started)", "running": "running", "waiting": "waiting",
-        "kv": "KV usage %", "requests": "Requests", "part": "Part", "metric": "Metric",
-        "series": "Series", "point": "Point",
-        "throughput_title": "Throughput against {axis}", "ttft_title": "TTFT in three parts (means, stacked)",
-        "latency_title": "Latency percentiles", "timeline_title": "Running / waiting / KV usage",
-        "kv_title": "KV usage: measured and expected", "measured_p50": "Measured p50 (steady)",
-        "measured_peak": "Measured peak", "expected_peak": "Expected peak",
-        "expected_mean": "Expected mean", "expected_median": "Expected median",
-        "fraction": "Share of the KV pool %",
-        "qvp_title": "Queue vs prefill (log y)", "ttft_mean": "Client TTFT mean",
-        "iter_title": "Tokens per engine step", "decode": "Decode (≈ median running)",
-        "prefill_chunk": "Prefill chunks mixed in", "tokens": "Tokens",
-        "mfu_title": "MFU / MBU against {axis}", "pct": "%", "mfu": "MFU", "mbu": "MBU",
-        "itl_fit_title": "ITL p50 against input length", "kvlin_title": "Peak KV tokens against input length",
-        "kv_tokens": "Peak KV tokens", "fit": "Least-squares fit", "theory": "Theory",
-        "invalid_note": "Crosses: points that failed their validity checks (see Diagnosis), left out of lines and fits",
-        "valid": "Valid", "yes": "yes", "no": "no",
-    },
-}
+# Axis titles, legends and figure titles: `label.fig_*` in the catalogue, looked up by name.
+TEXT: dict[str, dict[str, str]] = {lang: group("label.fig_", lang) for lang in LANGS}
 
 PALETTE = ["#2f6db5", "#e07b39", "#5aa469", "#b5443c", "#8a6bbf", "#7f7f7f"]
 
@@ -131,9 +88,9 @@ def fig_throughput(led: Ledger, pids: list[str], axis: str) -> Figure | None:
 
     def make(t):
         rows, _ = _rows(led, pids, axis, {t["output"]: "output_tok_s", t["total"]: "total_tok_s"})
-        return _line(rows, t, axis, t["tok_s"], t["throughput_title"].format(axis=t[axis]))
+        return _line(rows, t, axis, t["tok_s"], t[f"throughput_title_{axis}"])
     return Figure("throughput", per_lang(make),
-                  {lang: TEXT[lang]["throughput_title"].format(axis=TEXT[lang][axis]) for lang in LANGS},
+                  {lang: TEXT[lang][f"throughput_title_{axis}"] for lang in LANGS},
                   keys=tuple(keys))
 
 
@@ -241,9 +198,9 @@ def fig_mfu(led: Ledger, pids: list[str], axis: str) -> Figure | None:
 
     def make(t):
         rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()}, scale=100)
-        return _line(rows, t, axis, t["pct"], t["mfu_title"].format(axis=t[axis]))
+        return _line(rows, t, axis, t["pct"], t[f"mfu_title_{axis}"])
     return Figure("mfu", per_lang(make),
-                  {lang: TEXT[lang]["mfu_title"].format(axis=TEXT[lang][axis]) for lang in LANGS},
+                  {lang: TEXT[lang][f"mfu_title_{axis}"] for lang in LANGS},
                   keys=tuple(keys))
 
 
@@ -303,28 +260,6 @@ def fig_timeline(scrapes: list, windows: list[tuple[str, float, float]]) -> Figu
         ch = alt.layer(bands, reqs, kvl).resolve_scale(y="independent").properties(width=WIDTH, height=HEIGHT)
         return ch.to_dict()
     return Figure("timeline", per_lang(make), {lang: TEXT[lang]["timeline_title"] for lang in LANGS})
-
-
-EXTRA_TEXT = {
-    "zh": {"power_title": "功耗与温度", "power": "功耗 W", "limit": "功耗墙", "temp": "温度 °C",
-           "tflops_title": "每秒 TF/s(vLLM 估算计数器)", "tflops": "TFLOP/s",
-           "roof_title": "Roofline:算术强度与实际算力", "intensity": "算术强度 (FLOP/字节)",
-           "noroof_title": "算术强度与实际算力(峰值未知,无屋顶与屋脊)",
-           "roof": "屋顶", "repro_title": "两轮复现性:输出吞吐之差", "diff": "相差 %",
-           "occ_title": "相同 KV 占用下的输出吞吐", "occupancy": "KV 占用(理论)%",
-           "this_round": "本轮", "prev_round": "上一轮"},
-    "en": {"power_title": "Power and temperature", "power": "Power W", "limit": "Power limit",
-           "temp": "Temperature °C", "tflops_title": "TF/s per second (vLLM's estimated counters)",
-           "tflops": "TFLOP/s", "roof_title": "Roofline: arithmetic intensity and achieved compute",
-           "noroof_title": "Arithmetic intensity and achieved compute (peaks unknown: no roof, no ridge)",
-           "intensity": "Arithmetic intensity (FLOP/byte)", "roof": "Roof",
-           "repro_title": "Reproducibility: output throughput difference",
-           "diff": "Difference %", "occ_title": "Output throughput at the same KV occupancy",
-           "occupancy": "KV occupancy (theory) %", "this_round": "This round",
-           "prev_round": "Previous round"},
-}
-for _lang in LANGS:
-    TEXT[_lang].update(EXTRA_TEXT[_lang])
 
 
 def fig_power(gpu_samples: list, windows: list[tuple[str, float, float]]) -> Figure | None:

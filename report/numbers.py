@@ -12,9 +12,13 @@ import numbers
 from dataclasses import dataclass
 
 from serving_ledger.report.ledger import Reason, Value
+from serving_ledger.report.words import has, word
 
 # Units a fraction may carry; pct=True multiplies these by 100 and prints "%".
 FRACTION_UNITS = ("", "fraction", "ratio", "share")
+# Units that count whole things: a whole value of one prints without decimals ("53 req", not
+# "53.0 req") unless the use asks for digits.
+COUNT_UNITS = ("tok", "tokens", "req", "blocks")
 
 WORDS = {
     "zh": {
@@ -67,11 +71,20 @@ def format_number(x: float | int, digits: int | None = None, sign: bool = False)
     return s
 
 
-def unit_text(unit: str) -> str:
-    """The unit as printed after a number: "%" hugs it, others follow a space."""
+def unit_text(unit: str, lang: str = "en") -> str:
+    """The unit as printed after a number in LANG: "%" hugs it, others follow a space; a unit
+    the catalogue names (`label.unit_<unit>`) is written as that language writes it
+    ("200 tok", "200 个 token")."""
     if not unit:
         return ""
+    if has(f"label.unit_{unit}", lang):
+        return word(f"label.unit_{unit}", lang)
     return unit if unit in ("%", "×", "x") else " " + unit
+
+
+def unit_heading(unit: str, lang: str) -> str:
+    """The unit as printed in a column heading, without a number (`label.unit_head_<unit>`)."""
+    return word(f"label.unit_head_{unit}", lang) if has(f"label.unit_head_{unit}", lang) else unit
 
 
 def missing_text(value: Value, lang: str, short: bool = False) -> str:
@@ -120,13 +133,15 @@ def format_parts(value: Value, lang: str, fmt: Format = Format(),
             if unit not in FRACTION_UNITS:
                 raise ValueError(f"{value.key} has unit {unit!r}; pct=True needs a fraction")
             x, unit = float(x) * 100.0, "%"
+        elif fmt.digits is None and unit in COUNT_UNITS and float(x).is_integer():
+            x = int(x)
         text = format_number(x, fmt.digits, fmt.sign)
     elif fmt.pct or fmt.digits is not None or fmt.sign:
         raise ValueError(f"{value.key} is not a number ({type(x).__name__}); "
                          "digits/pct/sign do not apply")
     else:
         text = str(x)
-    return text, (unit_text(unit) if fmt.unit else "")
+    return text, (unit_text(unit, lang) if fmt.unit else "")
 
 
 def format_value(value: Value, lang: str, fmt: Format = Format(), short_missing: bool = False) -> str:

@@ -32,7 +32,8 @@ import jinja2
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 from serving_ledger.report.ledger import Source, Value
-from serving_ledger.report.model import LANGS, RoundReport
+from serving_ledger.report.model import LANGS as PAGE_LANGS
+from serving_ledger.report.model import RoundReport
 from serving_ledger.report.numbers import (
     Format,
     absent,
@@ -40,8 +41,10 @@ from serving_ledger.report.numbers import (
     format_value,
     missing_reason,
     raw_text,
+    unit_heading,
 )
 from serving_ledger.report.textsafety import neutralise_controls
+from serving_ledger.report.words import LANGS, group, has, word
 
 
 def templates_dir() -> Path:
@@ -69,38 +72,39 @@ def _ph(kind: str, i: int | str = "") -> Markup:
 
 APPENDIX_PH = "\ue000A\ue001"
 
-WORDS = {
-    "zh": {
-        "figure": "图", "table": "表", "fig_label": "图 {n}", "table_label": "表 {n}",
-        "doc": "含义", "func": "计算", "inputs": "输入", "sources": "来源", "flags": "提示",
-        "missing": "缺失原因", "raw": "存储值", "observed": "直接读取(非推导)",
-        "appendix": "附录 · 每个数字的来历",
-        "appendix_intro": "正文里每个数字都带一个编号(网页中悬停或聚焦数字可见,PDF 中为上标)。"
-                          "下面按编号列出它的含义、计算函数、输入和原始数据位置。"
-                          "编号在正文之后的条目是被引用数字的输入。",
-        "input_only": "仅作输入",
-        "data": "数据", "lang_name": "中文", "other": "English", "index": "全部轮次",
-        "pdf": "PDF 版", "html": "网页版", "chart_failed": "图表无法渲染:",
-        "footer": "第 \" counter(page) \" 页 / 共 \" counter(pages) \" 页",
-        "built_from": "数据来源", "see": "见附录",
-    },
-    "en": {
-        "figure": "Figure", "table": "Table", "fig_label": "Figure {n}", "table_label": "Table {n}",
-        "doc": "What", "func": "Function", "inputs": "Inputs", "sources": "Sources", "flags": "Flags",
-        "missing": "Why absent", "raw": "Stored", "observed": "read directly (not derived)",
-        "appendix": "Appendix · where every number comes from",
-        "appendix_intro": "Every number in the text carries an id (shown on hover or focus in the "
-                          "web page, as a superscript in the PDF). This list gives, for each id, "
-                          "what it is, the function that computed it, its inputs and the raw "
-                          "data it was read from. Ids after the last one in the text are inputs "
-                          "of the numbers shown.",
-        "input_only": "input only",
-        "data": "Data", "lang_name": "English", "other": "中文", "index": "All rounds",
-        "pdf": "PDF", "html": "Web page", "chart_failed": "Chart could not be drawn: ",
-        "footer": "Page \" counter(page) \" of \" counter(pages) \"",
-        "built_from": "Built from", "see": "see appendix",
-    },
-}
+# The page's words (headings, appendix labels, link names): `label.page_*` in the catalogue.
+WORDS = {lang: group("label.page_", lang) for lang in LANGS}
+
+
+_N_VALUES = re.compile(r"^(\d+) values$")   # how Ledger.derive describes a list input
+
+
+def quantity_code(value: Value) -> str:
+    """The catalogue code of VALUE's meaning: its quantity function as the ledger records it,
+    less the package prefix, or for a value read directly, "observed." and its key with the
+    point id written "*"."""
+    if value.func == "observed":
+        parts = value.key.split(".")
+        if parts[0] in ("p", "x") and len(parts) >= 3:
+            parts[1] = "*"
+        return "quantity.observed." + ".".join(parts)
+    return "quantity." + value.func.removeprefix("serving_ledger.report.")
+
+
+def meaning(value: Value, lang: str) -> str:
+    """What VALUE is, in one line of LANG: the docstring's first line (or the doc recorded with
+    it) in English, the catalogue's text in other languages. A value whose function has no text
+    yet falls back to English (tests/test_words_labels.py holds every committed round to it)."""
+    code = quantity_code(value)
+    if lang != "en" and has(code, lang):
+        return word(code, lang)
+    return value.doc
+
+
+def _input_words(desc: str, lang: str) -> str:
+    """An input that is not a ledger key, as described at derive time, in LANG."""
+    m = _N_VALUES.match(desc)
+    return word("label.n_values", lang, n=int(m.group(1))) if m else desc
 
 
 class RenderError(Exception):
@@ -584,7 +588,7 @@ class _Assembly:
         if b.kind == "table":
             t = self.report.tables[b.ref]
             label = self.words["table_label"].format(n=self.numbers[("table", b.ref)])
-            headers = [(c.header.get(self.lang, c.id), c.unit) for c in t.columns]
+            headers = [(c.header.get(self.lang, c.id), unit_heading(c.unit, self.lang)) for c in t.columns]
             return m.table(id=b.ref, label=label, title=t.title.get(self.lang, ""),
                            headers=headers, rows=b.payload["rows"],
                            has_labels=any(lbl for lbl, _ in b.payload["rows"]))
@@ -641,7 +645,7 @@ class _Assembly:
                 iv = self.report.ledger[desc]
                 out.append((name, desc, self.ids.get(desc), format_value(iv, self.lang)))
             else:
-                out.append((name, desc, None, ""))
+                out.append((name, _input_words(desc, self.lang), None, ""))
         return out
 
     def entry(self, key: str) -> dict[str, Any]:
@@ -659,7 +663,7 @@ class _Assembly:
         return {
             "id": self.ids[key], "key": key, "text": format_value(value, self.lang, fmt),
             "short": format_value(value, self.lang, fmt, short_missing=True),
-            "raw": raw, "raw_differs": raw_differs, "unit": value.unit, "doc": value.doc,
+            "raw": raw, "raw_differs": raw_differs, "unit": value.unit, "doc": meaning(value, self.lang),
             "func": value.func, "observed": observed,
             "inputs": self._inputs(value), "sources": [src.text(self.lang) if isinstance(src, Source) else src for src in value.sources], "flags": value.flags,
             "missing": self._reason(value),
@@ -798,7 +802,7 @@ def render_round(report: RoundReport, round_dir: Path, formats: tuple[str, ...] 
 
     for lang in langs:
         # every page links to both languages, also when this call renders only one
-        links = {f"{lg}.{fm}": page_name(lg, fm) for lg in LANGS for fm in formats}
+        links = {f"{lg}.{fm}": page_name(lg, fm) for lg in PAGE_LANGS for fm in formats}
         t0 = time.perf_counter()
         page = Page(report, lang, templates_dir)
         timed(lang, "sections", t0)

@@ -31,12 +31,13 @@ from serving_ledger.report.render import (
     page_name,
     render_round,
 )
+from serving_ledger.report.words import word
 
 log = logging.getLogger(__name__)
 
 ROUND_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-FILE_LABEL = {("zh", "html"): "中文网页", ("en", "html"): "English page",
-              ("zh", "pdf"): "中文 PDF", ("en", "pdf"): "English PDF"}
+# The index's link text per page, each page named in its own language: `label.file_<format>`.
+FILE_LABEL = {(lang, fmt): word(f"label.file_{fmt}", lang) for lang in LANGS for fmt in ("html", "pdf")}
 
 
 class Built(list):

@@ -55,3 +55,13 @@ def word(code: str, lang: str, **params: Any) -> str:
     if missing:
         raise WordError(f"{code!r} ({lang}) needs {sorted(missing)}")
     return text.format(**params)
+
+
+def group(prefix: str, lang: str) -> dict[str, str]:
+    """The texts of LANG whose code starts with PREFIX (e.g. "label.fig_"), keyed by the rest.
+
+    For a module that looks its words up by name in a table of its own (figure axes, the
+    planner's labels); a name is in use when the owning module spells it out.
+    """
+    name, _, head = prefix.partition(".")
+    return {k[len(head):]: v for k, v in section(name, lang).items() if k.startswith(head)}

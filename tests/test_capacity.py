@@ -410,4 +410,4 @@ def test_notes_in_both_languages(capsys, name):
     assert en["modelled"] and en["not_modelled"] and re.search(r"[\u4e00-\u9fff]", zh["modelled"])
     main(["--model", str(MODELS / f"{name}.config.json"), "--gpu", "H200", *argv, "--lang", "zh"])
     text = capsys.readouterr().out
-    assert "[已建模]" in text and "[未建模]" in text
+    assert "【已建模】" in text and "【未建模】" in text

@@ -129,7 +129,7 @@ def test_text_en_and_zh(capsys, qwen_path):
     assert "If this were MHA" in en and "dense bf16" in en
     assert main(argv + ["--lang", "zh"]) == 0
     zh = capsys.readouterr().out
-    assert "池子只能放 12,409 token" in zh and "L 最多 519" in zh
+    assert "池子只能放 12,409 个 token" in zh and "L 最多 519" in zh
 
 
 def test_text_says_why_a_value_is_missing(capsys, qwen_path):

@@ -118,8 +118,8 @@ def test_site_of_runs_builds_with_an_interrupted_bundle_among_them(interrupted, 
     zh = (out / "round-9" / "index.zh.html").read_text()
     assert f"These points were interrupted (a start and no end): {LAST}" in en
     assert f"{LAST} (interrupted)" in en          # its row in the full results table
-    assert f"以下测量点被中断(有开始、没有结束):{LAST}" in zh
-    assert f"{LAST}(中断)" in zh
+    assert f"以下测量点被中断（有开始、没有结束）：{LAST}" in zh
+    assert f"{LAST}（中断）" in zh
 
 
 @pytest.mark.parametrize("kept", [0, 1], ids=["no-scrape", "one-scrape"])

@@ -351,13 +351,13 @@ def test_figure_spec_loading_data_from_url_fails():
 
 
 @pytest.mark.parametrize("x,fmt,unit,zh,en", [
-    (86896, Format(), "tokens", "86,896 tokens", "86,896 tokens"),
+    (86896, Format(), "tokens", "86,896 个 token", "86,896 tokens"),
     (0.3883, Format(pct=True, digits=1), "", "38.8%", "38.8%"),
     (0.0019, Format(pct=True, digits=2, sign=True), "", "+0.19%", "+0.19%"),
     (975.83, Format(), "ms", "976 ms", "976 ms"),
-    (1.006, Format(), "s", "1.01 s", "1.01 s"),
+    (1.006, Format(), "s", "1.01 秒", "1.01 s"),
     (0.0, Format(digits=1), "ms", "0.0 ms", "0.0 ms"),
-    (-0.00001, Format(digits=1), "pp", "0.0 pp", "0.0 pp"),
+    (-0.00001, Format(digits=1), "pp", "0.0 个百分点", "0.0 pp"),
     (True, Format(), "", "是", "yes"),
     ("0.27.1", Format(unit=False), "", "0.27.1", "0.27.1"),
     (None, Format(), "ms", "未测得：没有记录到 /metrics 抓取", "not measured: no /metrics scrape was recorded"),
