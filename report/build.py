@@ -689,7 +689,8 @@ def rule_ledger(led: Ledger) -> None:
             ("r.rule_scrape_fail_max", V.SCRAPE_FAIL_MAX, "fraction", "Largest share of failed /metrics scrapes in a window (policy)"),
             ("r.rule_client_error_max", V.CLIENT_ERROR_MAX, "fraction", "Largest client timing error as a share of the ITL p50 (policy)"),
             ("r.rule_itl_slope_min", V.ITL_SLOPE_AGREES[0], "fraction", "Least measured/theory ITL slope the seeds accept"),
-            ("r.rule_itl_slope_max", V.ITL_SLOPE_AGREES[1], "fraction", "Largest measured/theory ITL slope the seeds accept")):
+            ("r.rule_itl_slope_max", V.ITL_SLOPE_AGREES[1], "fraction", "Largest measured/theory ITL slope the seeds accept"),
+            ("r.rule_repro_tput_tol", V.REPRO_TPUT_TOL, "fraction", "Largest output-throughput difference at shared points for two rounds to reproduce (policy)")):
         led.record(key, value, unit=unit, doc=doc, sources=("report/validity.py",))
 
 

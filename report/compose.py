@@ -37,8 +37,8 @@ KV_COLUMNS = [
 RESULT_COLUMNS = [
     ("concurrency", "label.col_concurrency", "", 0),
     ("input_len", "label.col_input_len", "tok", 0),
-    ("requests", "label.col_requests", "", 0),
-    ("failed", "label.col_failed", "", 0),
+    ("requests", "label.col_requests", "req", 0),
+    ("failed", "label.col_failed", "req", 0),
     ("output_tok_s", "label.col_output_tok_s", "tok/s", 1),
     ("total_tok_s", "label.col_total_tok_s", "tok/s", 0),
     ("ttft_ms_p50", "label.col_ttft_ms_p50", "ms", 1),
@@ -62,8 +62,8 @@ DETAIL_COLUMNS = [
     ("tpot_ms_mean", "label.col_tpot_ms_mean", "ms", 2),
     ("e2e_ms_p50", "label.col_e2e_ms_p50", "ms", 0),
     ("e2e_ms_p99", "label.col_e2e_ms_p99", "ms", 0),
-    ("server_running_median", "label.col_server_running_median", "", 1),
-    ("waiting_peak", "label.col_waiting_peak", "", 0),
+    ("server_running_median", "label.col_server_running_median", "req", 1),
+    ("waiting_peak", "label.col_waiting_peak", "req", 0),
 ]
 
 

@@ -15,9 +15,7 @@ from serving_ledger.report.diagnosis import Attribution, Validity, val
 from serving_ledger.report.ledger import Ledger
 from serving_ledger.report.numbers import Format, format_value
 
-PLACEHOLDER = re.compile(r"\[\[([^\]|]+)(?:\|(pct|int))?\]\]")  # int: a count, no unit
-# Two rounds reproduce when output throughput at their common points differs by at most this.
-REPRO_TPUT_TOL = 0.05
+PLACEHOLDER = re.compile(r"\[\[([^\]|]+)(?:\|(pct|spct|int))?\]\]")  # int: a count, no unit; spct: signed %
 # A step "carries the batch several times over" at this many tokens per running request.
 STEP_MIX_MIN = 2.0
 
@@ -82,12 +80,16 @@ class Finding:
         return list(dict.fromkeys(m.group(1) for m in PLACEHOLDER.finditer(self.en + self.zh)))
 
 
+def placeholder_format(spec: str | None) -> Format:
+    """How a [[key|SPEC]] placeholder prints: pct, signed pct (spct), a count (int) or as is."""
+    return Format(pct=spec in ("pct", "spct"), sign=spec == "spct",
+                  digits=0 if spec == "int" else None, unit=spec != "int")
+
+
 def plain_text(text: str, led: Ledger, lang: str) -> str:
     """TEXT with every [[key]] replaced by its formatted value (for machine-readable output)."""
     def one(m: re.Match) -> str:
-        fmt = Format(pct=m.group(2) == "pct", digits=0 if m.group(2) == "int" else None,
-                     unit=m.group(2) != "int")
-        return format_value(led[m.group(1)], lang, fmt)
+        return format_value(led[m.group(1)], lang, placeholder_format(m.group(2)))
     return PLACEHOLDER.sub(one, text)
 
 
@@ -169,17 +171,18 @@ def reproducibility_finding(led: Ledger, facts: dict) -> Finding | None:
     lo, hi = val(led, "x.repro_tput_min"), val(led, "x.repro_tput_max")
     if lo is None or hi is None:
         return None
-    ok = max(abs(lo), abs(hi)) <= REPRO_TPUT_TOL
+    tol = val(led, "r.rule_repro_tput_tol")
+    ok = max(abs(lo), abs(hi)) <= tol
     prev = facts.get("prev_round")
     one = lo == hi   # a single common point: one difference, not a range
-    span_en = "by [[x.repro_tput_min|pct]]" if one else "by [[x.repro_tput_min|pct]] to [[x.repro_tput_max|pct]]"
-    span_zh = "相差 [[x.repro_tput_min|pct]]" if one else "相差 [[x.repro_tput_min|pct]] 至 [[x.repro_tput_max|pct]]"
+    span_en = "by [[x.repro_tput_min|spct]]" if one else "by [[x.repro_tput_min|spct]] to [[x.repro_tput_max|spct]]"
+    span_zh = "相差 [[x.repro_tput_min|spct]]" if one else "相差 [[x.repro_tput_min|spct]] 至 [[x.repro_tput_max|spct]]"
     if ok:
-        en = f"Reproduced: at the points shared with {prev}, output throughput differs {span_en}, within the ±5 % tolerance."
-        zh = f"可复现：与 {prev} 相同设置的点上，输出吞吐{span_zh}，在 ±5% 容差之内。"
+        en = f"Reproduced: at the points shared with {prev}, output throughput differs {span_en}, within the ±[[r.rule_repro_tput_tol|pct]] tolerance."
+        zh = f"可复现：与 {prev} 相同设置的点上，输出吞吐{span_zh}，在 ±[[r.rule_repro_tput_tol|pct]] 容差之内。"
     else:
-        en = f"Not reproduced: at the points shared with {prev}, output throughput differs {span_en}, beyond the ±5 % tolerance; compare the two rounds' validity and bottlenecks before trusting either."
-        zh = f"未能复现：与 {prev} 相同设置的点上，输出吞吐{span_zh}，超出 ±5% 容差；在采信任一轮之前，先比较两轮的有效性与瓶颈判定。"
+        en = f"Not reproduced: at the points shared with {prev}, output throughput differs {span_en}, beyond the ±[[r.rule_repro_tput_tol|pct]] tolerance; compare the two rounds' validity and bottlenecks before trusting either."
+        zh = f"未能复现：与 {prev} 相同设置的点上，输出吞吐{span_zh}，超出 ±[[r.rule_repro_tput_tol|pct]] 容差；在采信任一轮之前，先比较两轮的有效性与瓶颈判定。"
     return _make(led, "reproducibility", "comparison", en, zh, [])
 
 

@@ -254,7 +254,7 @@ class Page:
         )
         env.filters["code"] = self._code
         env.globals.update(
-            n=self.n, c=self.c, v=self.v, say=self.say, fig=self.fig, table=self.table, ref=self.ref,
+            n=self.n, c=self.c, span=self.span, v=self.v, say=self.say, fig=self.fig, table=self.table, ref=self.ref,
             card=self.card, cards=self.cards,
             facts=self.report.facts, notices=self.report.notices, lang=self.lang,
         )
@@ -296,19 +296,34 @@ class Page:
         appendix."""
         return self._use(key, Format(digits, pct, unit, sign), "cell")
 
+    def span(self, lo: str, hi: str, digits: int | None = None, pct: bool = False,
+             sign: bool = False) -> Markup:
+        """A range of two traced numbers, one number when both print the same."""
+        fmt = Format(digits, pct, True, sign)
+        a, b = self.value(lo), self.value(hi)
+        if format_value(a, self.lang, fmt) == format_value(b, self.lang, fmt):
+            return self.n(lo, digits, pct, sign=sign)
+        return (self.n(lo, digits, pct, sign=sign) + self._finalize(word("label.range_to", self.lang))
+                + self.n(hi, digits, pct, sign=sign))
+
     def say(self, text: str) -> Markup:
         """A finding's sentence: its text as text, each [[key|pct]] as a traced number."""
-        from serving_ledger.report.findings import PLACEHOLDER
+        from serving_ledger.report.findings import PLACEHOLDER, placeholder_format
         out, at = [], 0
         for m in PLACEHOLDER.finditer(text):
             if m.start() > at:
-                out.append(self._finalize(text[at:m.start()]))
-            out.append(self.n(m.group(1), pct=m.group(2) == "pct",
-                              digits=0 if m.group(2) == "int" else None, unit=m.group(2) != "int"))
+                out.extend(self._prose(text[at:m.start()]))
+            fmt = placeholder_format(m.group(2))
+            out.append(self.n(m.group(1), pct=fmt.pct, digits=fmt.digits, unit=fmt.unit, sign=fmt.sign))
             at = m.end()
         if at < len(text):
-            out.append(self._finalize(text[at:]))
+            out.extend(self._prose(text[at:]))
         return Markup("").join(out)
+
+    def _prose(self, text: str) -> list[Markup]:
+        """Text of a sentence as text, its `backticked` spans (flags, names) as inline code."""
+        parts = re.split(r"`([^`]+)`", text)
+        return [self._code(p) if i % 2 else self._finalize(p) for i, p in enumerate(parts) if p]
 
     def _block(self, block: _Block) -> Markup:
         self.blocks.append(block)

@@ -30,6 +30,8 @@ SCRAPE_FAIL_MAX = 0.2
 CLIENT_ERROR_MAX = 0.1
 # The seeds accept a measured ITL slope within this range of the KV-bandwidth theory.
 ITL_SLOPE_AGREES = (0.8, 1.2)
+# Two rounds reproduce when output throughput at their common points differs by at most this.
+REPRO_TPUT_TOL = 0.05
 
 
 def held_concurrency_fraction(scrapes: list, t_start: float, t_end: float,

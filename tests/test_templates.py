@@ -14,7 +14,7 @@ TEMPLATES = ROOT / "templates"
 LANGS = ("zh", "en")
 # Digits that are names, not numbers: percentile names, and R² (not an ASCII digit anyway).
 ALLOWED = re.compile(r"\bp(50|90|99)\b")
-NUMBER_FUNCS = {"n", "c", "v", "card"}
+NUMBER_FUNCS = {"n", "c", "span", "v", "card"}
 # The only numeric literals templates may hold: list indices for the first and last point.
 ALLOWED_LITERALS = {"0", "1"}
 
