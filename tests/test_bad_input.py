@@ -1,6 +1,6 @@
 """Bad input to the real command lines: one clear line naming the file, exit status 2, no traceback.
 
-A small bundle is recorded once against the fake server (tests/fakeserver.py); each test
+A small bundle is recorded once against the stand-in (bench/standin.py); each test
 damages a copy of it the way a crash, a bad disk or another tool version would.
 """
 
@@ -13,11 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from serving_ledger.bench.standin import StandInThread
 
 from tests.conftest import ROOT, run_bench
-from tests.fakeserver import FAKE_ROUND_PLAN, FakeServer
+from tests.standin_round import STANDIN_ROUND_PLAN
 
-PLAN = FAKE_ROUND_PLAN
+PLAN = STANDIN_ROUND_PLAN
 DEAD_ENDPOINT = "http://127.0.0.1:9"  # never contacted: the input is refused first
 
 
@@ -42,7 +43,7 @@ def recorded(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("bad-input")
     (root / "p.toml").write_text(PLAN)
     out = root / "bundle-ok"
-    with FakeServer(token_delay_s=0.002) as url:
+    with StandInThread(step_ms=2) as url:
         run_bench("run", "--plan", str(root / "p.toml"), "--endpoint", url, "--out", str(out),
                   timeout=120)
     return out

@@ -1,8 +1,8 @@
 """Faults during a round: a killed server, Ctrl-C and resume, a misbehaving /metrics.
 
 The server kill with restart and Ctrl-C use the real vLLM (its own embedded engine, and the
-session engine); endpoint-mode death and /metrics faults use the fake server of
-tests/fakeserver.py, which can misbehave on cue and dies in milliseconds.
+session engine); endpoint-mode death and /metrics faults use the stand-in
+(bench/standin.py), which can misbehave on cue and dies in milliseconds.
 """
 
 from __future__ import annotations
@@ -18,21 +18,19 @@ import time
 from pathlib import Path
 
 import pytest
-from serving_ledger.bench.engine import TINY_MODEL_DIR, http_get
+from serving_ledger.bench.engine import http_get
+from serving_ledger.bench.standin import StandInThread
 from serving_ledger.bundle.store import BundleWriter, read_bundle
 from serving_ledger.report import stats as ST
 from serving_ledger.report.build import build_ledger, read_round
 from serving_ledger.report.compose import compose_round
 
 from tests.conftest import ROOT, run_bench
-from tests.fakeserver import FakeServer
+from tests.standin_round import STANDIN_ENGINE as FAKE_ENGINE
 
-# Rounds against the fake server name a model config, as a real endpoint round should: the
-# report's KV section needs the architecture (test_report_of_an_endpoint_round_without_...).
-FAKE_ENGINE = f"""
-[engine]
-model_config = "{TINY_MODEL_DIR}"
-"""
+# Rounds against the stand-in name a model config (FAKE_ENGINE), as a real endpoint round
+# should: the report's KV section needs the architecture
+# (test_report_of_an_endpoint_round_without_...).
 
 
 def write_plan(path: Path, text: str) -> Path:
@@ -183,11 +181,11 @@ def free_port() -> int:
 def test_killed_endpoint_server_stops_the_round_cleanly(tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "tests.fakeserver", "--port", str(port),
-                               "--token-delay", "0.005"], cwd=ROOT, start_new_session=True,
+    server = subprocess.Popen([sys.executable, "-m", "serving_ledger.bench.standin",
+                               "--port", str(port), "--step-ms", "5"], cwd=ROOT, start_new_session=True,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: http_get(url + "/health", timeout=1)[0] == 200, 30, server, "fake server")
+        wait_for(lambda: http_get(url + "/health", timeout=1)[0] == 200, 30, server, "stand-in")
         plan = write_plan(tmp_path / "p.toml", FAKE_ENGINE + """
 [workload]
 input_len = 16
@@ -203,7 +201,7 @@ metrics_interval_s = 0.25
         proc = bench_popen("--plan", str(plan), "--endpoint", url, "--out", str(out))
         try:
             wait_for(lambda: point_running(out, "L16-c4"), 120, proc, "point 3")
-            os.killpg(server.pid, signal.SIGKILL)  # the fake runs in its own session
+            os.killpg(server.pid, signal.SIGKILL)  # the stand-in runs in its own session
             _, err = proc.communicate(timeout=60)
         finally:
             if proc.poll() is None:
@@ -310,7 +308,7 @@ cooldown_s = 0.3
 metrics_interval_s = 0.25
 """)
     out = tmp_path / "b"
-    with FakeServer(metrics=script, token_delay_s=0.005) as url:
+    with StandInThread(metrics_script=script, step_ms=5) as url:
         run_bench("run", "--plan", str(plan), "--endpoint", url, "--out", str(out), timeout=120)
     b = read_bundle(out)
     assert b.manifest["status"] == "complete"
@@ -366,7 +364,7 @@ def test_resume_appends_to_compressed_and_crash_truncated_streams(tmp_path):
 # ------------------------------------------------------------------ reports of rounds cut short
 
 def record_fake_round(out: Path, plan_dir: Path, requests: int = 6, **fake) -> Path:
-    """A 2-point round against the fake server (fast, no engine)."""
+    """A 2-point round against the stand-in (fast, no engine)."""
     plan = write_plan(plan_dir / "fake.toml", FAKE_ENGINE + f"""
 [workload]
 input_len = 16
@@ -378,7 +376,7 @@ cooldown_s = 0.2
 [sampler]
 metrics_interval_s = 0.25
 """)
-    with FakeServer(**fake) as url:
+    with StandInThread(**fake) as url:
         run_bench("run", "--plan", str(plan), "--endpoint", url, "--out", str(out), timeout=120)
     return out
 
@@ -427,7 +425,7 @@ def test_report_of_a_round_whose_streams_arrive_in_one_read(tmp_path):
     """A client starved of CPU (or a buffering proxy) reads a whole stream at once: every
     ITL gap is 0. Seen on the 2-core machine after the engine restart above."""
     # Long enough a window (~1.6 s) for the client's lag monitor (every 0.5 s) to sample it.
-    b = record_fake_round(tmp_path / "b", tmp_path, requests=20, burst=True, token_delay_s=0.02)
+    b = record_fake_round(tmp_path / "b", tmp_path, requests=20, burst=True, step_ms=20)
     led = build_ledger(read_round(read_bundle(b)))
     assert led["p.L16-c2.itl_ms_p50"].value == 0
     assert led["p.L16-c2.client_lag_ms_p99"].present

@@ -1,7 +1,7 @@
 """Hostile servers and secrets: server strings are escaped in HTML, API keys never written.
 
-Rounds run against the fake server of tests/fakeserver.py (it serves whatever names it is
-given and keeps the Authorization headers it received); no engine is needed.
+Rounds run against the stand-in of bench/standin.py (it serves whatever names it is given
+and keeps the Authorization headers it received); no engine is needed.
 """
 
 from __future__ import annotations
@@ -17,16 +17,17 @@ from pathlib import Path
 
 import pytest
 from serving_ledger.bench.engine import free_port
+from serving_ledger.bench.standin import StandInThread
 from serving_ledger.bundle.store import REDACTED, read_bundle
 
 from tests.conftest import ROOT, run_bench
-from tests.fakeserver import FAKE_ROUND_PLAN, FakeServer
+from tests.standin_round import STANDIN_ROUND_PLAN
 
 MODEL = "<script>alert(1)</script>"
 VERSION = "<img src=x onerror=alert(2)>"
 ERROR_BODY = '<iframe src="javascript:alert(3)"></iframe>'
 KEY = "sk-test-SECRET123"
-PLAN = FAKE_ROUND_PLAN
+PLAN = STANDIN_ROUND_PLAN
 
 
 def build(bundle: Path, out: Path, round_id: str = "x") -> dict[str, str]:
@@ -59,7 +60,7 @@ def hostile(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile")
     (root / "p.toml").write_text(PLAN)
     out = root / "bundle"
-    srv = FakeServer(model=MODEL, version=VERSION, api_key=KEY, error_body=ERROR_BODY)
+    srv = StandInThread(model=MODEL, version=VERSION, api_key=KEY, error_body=ERROR_BODY, step_ms=2)
     with srv as url:
         run_bench("run", "--plan", str(root / "p.toml"), "--endpoint", url, "--out", str(out),
                   env={"SERVING_LEDGER_API_KEY": KEY}, timeout=120)
@@ -75,8 +76,8 @@ def test_the_key_is_sent_as_a_bearer_token(hostile):
     assert b.manifest["model"]["served_name"] == MODEL
     assert b.manifest["engine"]["models"][0]["id"] == MODEL
     assert sum(r["status"] == "ok" for r in b.requests) >= 2 * len(b.requests) // 3
-    assert f"Bearer {KEY}" in hostile["server"].auth
-    assert hostile["server"].completions_seen == len(b.requests)
+    assert f"Bearer {KEY}" in hostile["server"].server.auth
+    assert hostile["server"].server.completions_seen == len(b.requests)
 
 
 def test_the_key_is_never_written(hostile):
@@ -133,7 +134,7 @@ def test_credentials_on_the_server_command_line_are_redacted(tmp_path):
     plan.write_text(f"""
 [engine]
 mode = "launch"
-command = "{sys.executable} -m tests.fakeserver --port {port} --api-key {key}"
+command = "{sys.executable} -m serving_ledger.bench.standin --port {port} --step-ms 2 --api-key {key}"
 endpoint = "http://127.0.0.1:{port}"
 env = {{HF_TOKEN = "{token}"}}
 startup_timeout_s = 30
@@ -167,7 +168,7 @@ def test_short_credentials_are_redacted_and_the_key_variable_is_not_inherited(tm
     plan.write_text(f"""
 [engine]
 mode = "launch"
-command = "{sys.executable} -m tests.fakeserver --port {port} --api-key {key} --model k3yring"
+command = "{sys.executable} -m serving_ledger.bench.standin --port {port} --step-ms 2 --api-key {key} --model k3yring"
 endpoint = "http://127.0.0.1:{port}"
 env = {{HF_TOKEN = "{token}"}}
 startup_timeout_s = 30
