@@ -139,8 +139,6 @@ def test_statistics_equal_the_record_definitions(recs):
         assert ST.total_tokens_per_s(point, 30.0, 60.0) == ref_total_tok_s(ref_point, 30.0, 60.0)
         assert ST.multi_token_chunks(meas) == sum(1 for r in ref_meas for _, n in r["chunks"] or []
                                                   if isinstance(n, int) and n > 1)
-        assert ST.chunks_without_token_counts(meas) == sum(1 for r in ref_meas for _, n in r["chunks"] or []
-                                                           if n is None)
         vals = ref_itl(ref_meas)
         for q in (0, 50, 90, 99, 100):
             assert ST.percentile(ST.itl_gaps_ms(meas), q) == ST.percentile(vals, q)
