@@ -11,7 +11,7 @@ import pytest
 from serving_ledger.bench import httpstream
 from serving_ledger.bench.client import EventSink, stream_request
 
-from tests.test_httpstream import HEAD_CHUNKED, _threaded_server
+from tests.unit.bench.test_httpstream import HEAD_CHUNKED, _threaded_server
 
 compiled_only = pytest.mark.skipif(httpstream._streamread is None,
                                    reason="bench._streamread is not built here")

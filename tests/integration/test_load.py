@@ -1,7 +1,7 @@
 """Load test: a real `python -m bench run` round of 2,000 concurrent streams against the stand-in.
 
 Slow and heavy (minutes, both cores busy): skipped unless SERVING_LEDGER_LOAD=1.
-    SERVING_LEDGER_LOAD=1 .venv/bin/pytest -s -q tests/test_load.py
+    SERVING_LEDGER_LOAD=1 .venv/bin/pytest -s -q tests/integration/test_load.py
 Knobs: SERVING_LEDGER_LOAD_SECONDS (measured duration, default 300),
 SERVING_LEDGER_LOAD_STREAMS (default 2000), SERVING_LEDGER_LOAD_REPORT (write the figures
 as JSON to this path). The stand-in runs on core 1 and the round on core 0 (when there are two).

@@ -26,11 +26,12 @@ import math
 import re
 
 import pytest
-from serving_ledger.bench.engine import TINY_MODEL_DIR
 from serving_ledger.bench.plan import Plan, SweepSpec, WorkloadSpec
 from serving_ledger.bundle.store import BundleWriter, read_bundle
 from serving_ledger.report import build as B
 from serving_ledger.report.ledger import Ledger, Value
+
+from tests.standin_round import TINY_CONFIG
 
 QUANTITY_MODULES = ("serving_ledger.report.theory", "serving_ledger.report.analyses", "serving_ledger.report.stats", "serving_ledger.report.series",
                     "serving_ledger.report.power", "serving_ledger.report.reconcile")
@@ -89,7 +90,7 @@ def write_fixture_bundle(path) -> None:
     """A two-point concurrency round without a single /metrics scrape, written as the runner would."""
     plan = Plan(id="fixture", seed=1, workload=WorkloadSpec(input_len=64, output_len=8),
                 sweep=SweepSpec(concurrency=[1, 2], requests_per_point=2))
-    config = json.loads((TINY_MODEL_DIR / "config.json").read_text())
+    config = json.loads(TINY_CONFIG.read_text())
     w = BundleWriter(path, {
         "origin": "hand-built-fixture",
         "tool": {"name": "serving-ledger", "version": "fixture"},

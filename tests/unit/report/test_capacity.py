@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 from serving_ledger.report import fit
@@ -21,7 +20,9 @@ from serving_ledger.report.explain import main
 from serving_ledger.report.ledger import Absent
 from serving_ledger.report.modelconfig import FULL, SLIDING, parse_config_json
 
-MODELS = Path(__file__).parent / "fixtures" / "models"
+from tests.conftest import FIXTURES
+
+MODELS = FIXTURES / "models"
 GIB = 1024**3
 BUDGET = 40 * GIB
 

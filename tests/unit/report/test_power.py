@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import statistics
-from pathlib import Path
 
 import pytest
 from serving_ledger.bundle.store import read_bundle
 from serving_ledger.report import power
 from serving_ledger.report.ledger import Absent, Ledger
 
-FIXTURE = Path(__file__).parent / "fixtures" / "gpu-h200"
+from tests.conftest import FIXTURES
+
+FIXTURE = FIXTURES / "gpu-h200"
 
 
 @pytest.fixture(scope="module")

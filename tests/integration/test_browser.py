@@ -16,7 +16,7 @@ from serving_ledger.report.site import build_site
 from tests.render_fixture import ROUND_ID, hand_built_report
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "browser"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "browser"
 LANGS = ("zh", "en")
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from serving_ledger.report.explain import JSON_KEYS, main
 
-QWEN = Path(__file__).resolve().parent / "fixtures" / "models" / "qwen2.5-7b-instruct.config.json"
-REPO = Path(__file__).resolve().parents[1]
+from tests.conftest import FIXTURES, ROOT
+
+QWEN = FIXTURES / "models" / "qwen2.5-7b-instruct.config.json"
+REPO = ROOT
 
 REQUIRED_KEYS = {
     "kv_bytes_per_token", "kv_pool_tokens", "peak_flops", "peak_bandwidth", "ridge_flops_per_byte",

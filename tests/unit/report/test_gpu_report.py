@@ -16,10 +16,10 @@ from serving_ledger.bundle.store import read_bundle
 from serving_ledger.report.compose import compose_rounds
 from serving_ledger.report.render import render_round
 
-from tests.conftest import ROOT
+from tests.conftest import FIXTURES, ROOT
 
 ROUND = ROOT / "runs" / "round-3" / "bundle"
-H200 = ROOT / "tests" / "fixtures" / "gpu-h200"
+H200 = FIXTURES / "gpu-h200"
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +51,14 @@ def gpu_bundle(tmp_path_factory):
     return dst
 
 
-def test_gpu_round_has_power_and_mfu_against_the_h200_peak(gpu_bundle):
-    rep = compose_rounds([(gpu_bundle, "gpu-fixture")])[0]
+@pytest.fixture(scope="module")
+def gpu_report(gpu_bundle):
+    """The composed report of the bundle (composed once; the tests only read it)."""
+    return compose_rounds([(gpu_bundle, "gpu-fixture")])[0]
+
+
+def test_gpu_round_has_power_and_mfu_against_the_h200_peak(gpu_report):
+    rep = gpu_report
     led, last = rep.ledger, rep.facts["ok_points"][-1]
     assert "power" in rep.figures
     assert led["r.peak_flops"].present and led["r.peak_bandwidth"].present
@@ -65,9 +71,8 @@ def test_gpu_round_has_power_and_mfu_against_the_h200_peak(gpu_bundle):
     assert rep.notices, "a hand-built bundle is labelled as such on the page"
 
 
-def test_gpu_round_renders_in_both_languages(gpu_bundle, tmp_path):
-    rep = compose_rounds([(gpu_bundle, "gpu-fixture")])[0]
-    out = render_round(rep, tmp_path, formats=("html",))
+def test_gpu_round_renders_in_both_languages(gpu_report, tmp_path):
+    out = render_round(gpu_report, tmp_path, formats=("html",))
     pages = {p.name: p.read_text() for p in out.paths if p.suffix == ".html"}
     assert "功耗墙" in pages["index.zh.html"] or "功耗" in pages["index.zh.html"]
     assert "Power and thermals" in pages["index.en.html"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import inspect
 import json
 import math
-from pathlib import Path
 
 import pytest
 from serving_ledger.report import params as pa
@@ -18,7 +17,9 @@ from serving_ledger.report import theory as th
 from serving_ledger.report.gpus import lookup_gpu
 from serving_ledger.report.ledger import Absent, Ledger
 
-QWEN = Path(__file__).resolve().parent / "fixtures" / "models" / "qwen2.5-7b-instruct.config.json"
+from tests.conftest import FIXTURES
+
+QWEN = FIXTURES / "models" / "qwen2.5-7b-instruct.config.json"
 
 GIB = 1024**3
 

