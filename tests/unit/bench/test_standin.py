@@ -197,3 +197,54 @@ def test_cli_runs_and_stops():
         p.terminate()
         p.wait(10)
         p.stdout.close()
+
+
+def test_server_options_of_the_fault_and_security_tests():
+    """Version, API key, the /metrics script, the error body and the auth log."""
+    async def go():
+        srv = StandIn(step_ms=2, model="<m>", version="<v>", api_key="k1",
+                      metrics_script=["500", "malformed", "ok"], error_body="<boom>")
+        async with srv as url, aiohttp.ClientSession() as s:
+            async with s.get(url + "/version") as r:
+                version = await r.json()
+            async with s.get(url + "/v1/models") as r:
+                refused = r.status
+            auth = {"Authorization": "Bearer k1"}
+            async with s.get(url + "/v1/models", headers=auth) as r:
+                models = await r.json()
+            pages = []
+            for _ in range(4):
+                async with s.get(url + "/metrics") as r:
+                    pages.append((r.status, await r.text()))
+            streams = [await sse_events(s, url + "/v1/completions", body(2), headers=auth)
+                       for _ in range(3)]
+            async with s.post(url + "/v1/completions", json=body(2)) as r:
+                unauthorised = r.status
+        return srv, version, refused, models, pages, streams, unauthorised
+    srv, version, refused, models, pages, streams, unauthorised = asyncio.run(go())
+    assert version == {"version": "<v>"} and models["data"][0]["id"] == "<m>"
+    assert refused == 401 and unauthorised == 401
+    assert [p[0] for p in pages] == [500, 200, 200, 200]
+    with pytest.raises(ValueError):
+        parse_exposition(pages[1][1])
+    ok = parse_exposition(pages[2][1])
+    assert any('model_name="<m>"' in k for k in ok) and pages[3][1] == pages[2][1]
+    # Every third completion fails with the error body; the others stream as usual.
+    assert [st for st, _ in streams] == [200, 200, 500]
+    assert streams[0][1][-1] == "[DONE]"
+    assert srv.completions_seen == 3 and srv.scrapes == 4
+    assert srv.auth.count("Bearer k1") == 4 and srv.auth.count(None) == 7   # every request kept
+    with pytest.raises(ValueError, match="unknown /metrics answers"):
+        StandIn(metrics_script=["sometimes"])
+
+
+def test_burst_sends_a_whole_stream_in_one_write():
+    async def go():
+        async with StandIn(step_ms=STEP_MS, burst=True) as url, aiohttp.ClientSession() as s:
+            async with s.post(url + "/v1/completions", json=body(5)) as r:
+                reads = [chunk async for chunk in r.content.iter_any()]
+        return reads
+    reads = asyncio.run(go())
+    text = b"".join(reads).decode()
+    assert len(reads) == 1, reads
+    assert text.count('"text"') == 5 and text.rstrip().endswith("data: [DONE]")
