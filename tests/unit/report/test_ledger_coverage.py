@@ -22,10 +22,7 @@ from serving_ledger.report.compare import cross_round_ledger
 from serving_ledger.report.explain import plan
 
 from tests.conftest import FIXTURES, ROOT
-
-QUANTITY_MODULES = ("serving_ledger.report.theory", "serving_ledger.report.analyses",
-                    "serving_ledger.report.stats", "serving_ledger.report.series",
-                    "serving_ledger.report.power", "serving_ledger.report.reconcile")
+from tests.unit.report.test_ledger_contract import QUANTITY_MODULES
 
 # Rounds in comparison order (each is compared with the one before it) and lone bundles.
 ROUND_CHAINS = ([ROOT / "runs" / f"round-{n}" / "bundle" for n in (1, 2, 3)],
