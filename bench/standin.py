@@ -57,7 +57,8 @@ The request id is the `x-request-id` header (as `vllm bench serve` sends it), el
 
 Fault modes, per request: the body field `"standin_fault"` (a string "MODE" or "MODE:N", or
 {"mode": MODE, "n": N}), or the path prefix `/fault/MODE[:N]/v1/completions`, which lets an
-unmodified client (e.g. `python -m serving_ledger bench run --endpoint http://host:port/fault/cut`) meet it:
+unmodified client (e.g. `python -m serving_ledger run --endpoint http://host:port/fault/cut`)
+meet it:
     malformed     after N tokens (default 2) one event that is not JSON; the stream goes on
     badshape      after N tokens (default 2) one event that is valid JSON of the wrong shape
                   (`"choices": [7]`, `"usage": {"completion_tokens": null}`); the stream goes on
