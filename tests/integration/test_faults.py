@@ -164,7 +164,7 @@ metrics_interval_s = 0.5
     measured = sum(r["usage"]["completion_tokens"] for r in p3.measured)
     assert measured <= gen <= sum(r["usage"]["completion_tokens"] for r in p3.requests)
 
-    # The page's notices (rendering itself is checked on the fake server's rounds below:
+    # The page's notices (rendering itself is checked on the stand-in's rounds below:
     # after the restart the starved client may read whole streams at once, which the
     # client section does not survive yet; see test_report_of_a_round_whose_streams_...).
     report = compose_round(out, "x")
