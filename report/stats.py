@@ -205,12 +205,6 @@ def itl_gaps_ms(requests: RequestTable) -> np.ndarray:
     return np.repeat(d[later], k[later])
 
 
-def chunks_without_token_counts(requests: RequestTable) -> int:
-    """Chunks whose token count the server did not state (their ITL assumes one token)."""
-    _, n, _ = as_request_table(requests).chunks()
-    return int(np.count_nonzero(n < 0))
-
-
 def multi_token_chunks(requests: RequestTable) -> int:
     """Chunks that carried more than one token (split evenly in the per-token ITL)."""
     _, n, _ = as_request_table(requests).chunks()

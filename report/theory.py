@@ -316,22 +316,6 @@ def flops_per_token(params_non_embedding: float, attention_width: int, layers: i
     return 2 * params_non_embedding + attention_flops_per_context_token(attention_width, layers) * context_len
 
 
-def bytes_per_decode_step(weight_bytes: float, concurrency: float, context_len: float, kv_bytes_per_token: float) -> float:
-    """Bytes one decode step reads: all the weights once plus every running request's KV (C × context × KV bytes)."""
-    _positive("weight_bytes", weight_bytes)
-    _non_negative("concurrency", concurrency)
-    _non_negative("context_len", context_len)
-    _positive("kv_bytes_per_token", kv_bytes_per_token)
-    return weight_bytes + concurrency * context_len * kv_bytes_per_token
-
-
-def read_bytes_rate(iterations_per_second: float, bytes_per_step: float) -> float:
-    """Predicted memory read rate in B/s: scheduler iterations per second × bytes read per iteration."""
-    _non_negative("iterations_per_second", iterations_per_second)
-    _positive("bytes_per_step", bytes_per_step)
-    return iterations_per_second * bytes_per_step
-
-
 # --------------------------------------------------------------------------------------------
 # Roofline: ridge, arithmetic intensity, MFU / MBU, ITL slope
 # --------------------------------------------------------------------------------------------
@@ -355,15 +339,6 @@ def decode_step_arithmetic_intensity(concurrency: float, flops_per_token: float,
     return concurrency * flops_per_token / tp / (weight_bytes / tp + concurrency * kv_bytes_read_per_request)
 
 
-def decode_arithmetic_intensity(concurrency: float, context_len: float, params_non_embedding: float,
-                                attention_width: int, layers: int, weight_bytes: float,
-                                kv_bytes_per_token: float, tp: int = 1) -> float:
-    """FLOP per byte of one decode step per GPU for a dense model: 2N + attention FLOPs over weights + C × context × KV bytes."""
-    _non_negative("context_len", context_len)
-    flops = flops_per_token(params_non_embedding, attention_width, layers, context_len)
-    return decode_step_arithmetic_intensity(concurrency, flops, weight_bytes, context_len * kv_bytes_per_token, tp)
-
-
 def prefill_arithmetic_intensity(input_len: float, params_non_embedding: float, weight_bytes: float) -> float:
     """FLOP per byte of a prefill of L tokens that reads the weights once: L × 2N ÷ weight bytes."""
     _positive("input_len", input_len)
@@ -384,13 +359,6 @@ def mbu(bytes_per_second: float, peak_bandwidth: float) -> float:
     _non_negative("bytes_per_second", bytes_per_second)
     _positive("peak_bandwidth", peak_bandwidth)
     return bytes_per_second / peak_bandwidth
-
-
-def mfu_over_mbu_identity(arithmetic_intensity: float, ridge_flops_per_byte: float) -> float:
-    """MFU ÷ MBU as the identity gives it: arithmetic intensity ÷ ridge point."""
-    _non_negative("arithmetic_intensity", arithmetic_intensity)
-    _positive("ridge_flops_per_byte", ridge_flops_per_byte)
-    return arithmetic_intensity / ridge_flops_per_byte
 
 
 def itl_kv_slope_ms_per_token(concurrency: float, kv_bytes_per_token: float, peak_bandwidth: float) -> float:
@@ -652,19 +620,6 @@ def vllm_estimated_read_bytes_by_kind(shape: ModelShape, requests: Sequence[Sequ
         kv = int(2 * ctx.context_in_window(shape.sliding_window, False) * p.kv * shape.head_dim * p.k * p.L)
     total = sum(terms.values())
     return {"weights": weights, "activations": total - weights - kv, "kv_cache": kv}
-
-
-def vllm_estimated_step_totals(shape: ModelShape, requests: Sequence[Sequence[int | bool]], tp: int = 1,
-                               pp: int = 1, dp: int = 1, kv_cache_dtype_bytes: float | None = None,
-                               weight_dtype_bytes: float | None = None) -> dict[str, int]:
-    """vLLM's three estimated counters' increments for one step: flops, read_bytes, write_bytes per GPU."""
-    return {
-        "flops": sum(vllm_estimated_flops_terms(shape, requests, tp, pp, dp).values()),
-        "read_bytes": sum(vllm_estimated_read_bytes_terms(shape, requests, tp, pp, dp, kv_cache_dtype_bytes,
-                                                          weight_dtype_bytes).values()),
-        "write_bytes": sum(vllm_estimated_write_bytes_terms(shape, requests, tp, pp, dp,
-                                                            kv_cache_dtype_bytes).values()),
-    }
 
 
 def _require_mla_dims(shape: ModelShape) -> None:

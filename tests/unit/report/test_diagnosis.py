@@ -1,0 +1,214 @@
+"""Validity, one population, engine against delivery, bottlenecks and findings, on real bundles.
+
+The H200 fixtures are trimmed copies of bundles our collector recorded on an H200 with vLLM
+0.24.0 (tools/trim_bundle.py): `h200-round-4` keeps C=1, 64 and 256 of runs/round-4 (streams
+started over a 5 s ramp); `h200-lockstep` keeps C=64 of a control round whose 64 streams all
+started at once. Every rule is tested where it must fire and where it must stay silent.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from serving_ledger.bundle.store import read_bundle
+from serving_ledger.report.build import build_ledger, read_round
+from serving_ledger.report.diagnosis import kv_pool_full, point_bottleneck, point_validity, val
+
+from tests.conftest import FIXTURES, ROOT
+
+FIX = FIXTURES
+
+
+def ledger_of(path: Path):
+    rd = read_round(read_bundle(path))
+    return rd, build_ledger(rd)
+
+
+@pytest.fixture(scope="module")
+def h200():
+    return ledger_of(FIX / "h200-round-4")
+
+
+@pytest.fixture(scope="module")
+def lockstep():
+    return ledger_of(FIX / "h200-lockstep")
+
+
+@pytest.fixture(scope="module")
+def round2():
+    return ledger_of(ROOT / "runs" / "round-2" / "bundle")
+
+
+@pytest.fixture(scope="module")
+def round3():
+    return ledger_of(ROOT / "runs" / "round-3" / "bundle")
+
+
+def test_lockstep_fires_on_a_synchronized_start_and_not_on_a_staggered_one(h200, lockstep):
+    _, led = lockstep
+    v = point_validity(led, "L1024-c64")
+    assert "lockstep" in v.reasons and not v.valid
+    assert val(led, "p.L1024-c64.send_synchrony") > 0.9
+    _, led = h200
+    v = point_validity(led, "L1024-c64")
+    assert v.valid and "lockstep" not in v.reasons
+    assert val(led, "p.L1024-c64.send_synchrony") < 0.2
+
+
+def test_a_single_stream_is_never_called_lockstep(h200):
+    _, led = h200
+    v = point_validity(led, "L1024-c1")
+    assert v.valid and "lockstep" not in v.reasons and "lockstep" not in v.unchecked
+    assert not led["p.L1024-c1.send_synchrony"].present
+
+
+def test_held_concurrency_marks_the_point_that_never_held_it(round2, h200):
+    _, led = round2
+    assert val(led, "p.L256-c32.held_concurrency_fraction") < 0.9
+    assert "not_held" in point_validity(led, "L256-c32").reasons
+    _, led = h200
+    assert val(led, "p.L1024-c64.held_concurrency_fraction") >= 0.9
+
+
+def test_pool_rule_needs_a_full_pool_and_waiting(round2, round3, h200):
+    # Round 2 at C=64: the pool full to the last block while requests waited.
+    _, led = round2
+    assert kv_pool_full(led, "L256-c64") and val(led, "p.L256-c64.waiting_peak") > 0
+    # Round 3 at L=1024: 90 % full, yet room for one more request: the pool rule is silent.
+    _, led = round3
+    assert kv_pool_full(led, "L1024-c16") is False
+    assert point_bottleneck(led, "L1024-c16").bottleneck != "kv_pool"
+    # The H200 at C=256: requests waited by the hundred with the pool 15 % full: not the pool.
+    _, led = h200
+    assert val(led, "p.L1024-c256.waiting_peak") > 100
+    assert kv_pool_full(led, "L1024-c256") is False
+    assert point_bottleneck(led, "L1024-c256").bottleneck != "kv_pool"
+
+
+def test_queue_and_prefill_describe_the_measured_requests_only(round3):
+    _, led = round3
+    # 16 warm-up requests that queued ~320 ms each ended inside the point's window; they are
+    # left out, so the histogram queue meets the per-request figure of the measured ones.
+    assert val(led, "p.L1024-c16.warmup_ended_in_point_window") == 16
+    assert val(led, "p.L1024-c16.queue_ms_mean") == pytest.approx(14.6, abs=0.5)
+    assert val(led, "p.L1024-c16.population_requests_server") == \
+        val(led, "p.L1024-c16.population_requests_client")
+
+
+def test_engine_pace_against_delivery_names_the_frontend_only_when_delivery_lags(h200):
+    _, led = h200
+    one = val(led, "p.L1024-c1.delivery_tpot_ratio")
+    assert one == pytest.approx(1.0, abs=0.03)
+    assert point_bottleneck(led, "L1024-c1").bottleneck != "frontend"
+    lagged = val(led, "p.L1024-c256.delivery_tpot_ratio")
+    assert lagged > 1.2
+    a = point_bottleneck(led, "L1024-c256")
+    assert a.bottleneck == "frontend"
+    assert a.evidence["p.L1024-c256.engine_tpot_ms_mean"] < a.evidence["p.L1024-c256.client_tpot_ms_mean"]
+
+
+def test_gpu_limits_follow_the_roofline(h200):
+    _, led = h200
+    low = point_bottleneck(led, "L1024-c1")
+    assert low.bottleneck == "gpu_bandwidth"
+    assert low.evidence["p.L1024-c1.intensity"] < low.evidence["r.ridge"]
+    assert low.evidence["p.L1024-c1.mbu"] > 0.4
+    high = point_bottleneck(led, "L1024-c64")
+    assert high.bottleneck == "gpu_compute"
+    assert high.evidence["p.L1024-c64.mfu"] > 0.3
+
+
+def test_cpu_rounds_without_gpu_signals_never_claim_a_gpu_limit(round2):
+    _, led = round2
+    for pid in ("L256-c1", "L256-c16", "L256-c64"):
+        assert point_bottleneck(led, pid).bottleneck not in ("gpu_compute", "gpu_bandwidth")
+
+
+def test_invalid_points_stay_out_of_fits(h200):
+    rd, led = h200
+    # Valid: C=1 and C=64; C=256 ran in waves. The sweep's growth compares C=64 with C=1.
+    assert val(led, "r.output_tok_s_growth") == pytest.approx(
+        val(led, "p.L1024-c64.output_tok_s") / val(led, "p.L1024-c1.output_tok_s"))
+
+
+def test_a_served_model_directory_covers_the_whole_vocabulary(tmp_path):
+    from serving_ledger.bench.provenance import collect_tokenizer_vocab, model_dirs_of_command
+    from serving_ledger.bench.tinymodel import write_config_dir
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"model_type": "qwen2", "vocab_size": 5000}))
+    out = write_config_dir(cfg, tmp_path / "m")
+    assert collect_tokenizer_vocab(out) == (5000, str(out / "tokenizer.json"))
+    model, tok = model_dirs_of_command(["vllm", "serve", str(out), "--port", "8000"])
+    assert model == tok == str(out)
+    model, tok = model_dirs_of_command(["python", "-m", "x", "--model=/a", "--tokenizer", "/b"])
+    assert (model, tok) == ("/a", "/b")
+
+
+def test_a_tokenizer_smaller_than_the_vocabulary_is_said_in_both_languages(tmp_path):
+    import shutil
+
+    from serving_ledger.report.compose import compose_round
+    b = tmp_path / "b"
+    shutil.copytree(FIX / "h200-lockstep", b)
+    m = json.loads((b / "manifest.json").read_text())
+    assert m["model"]["tokenizer_vocab_size"] == m["model"]["config"]["vocab_size"] == 152064
+    assert not any("tokenizer" in n["en"] for n in compose_round(b, "x").notices)
+    m["model"]["tokenizer_vocab_size"] = 4096   # as the CPU demo's tokenizer would give
+    (b / "manifest.json").write_text(json.dumps(m))
+    notes = compose_round(b, "x").notices
+    assert any("4,096" in n["en"] and "152,064" in n["en"] for n in notes)
+    assert any("4,096" in n["zh"] and "反分词" in n["zh"] for n in notes)
+
+
+def test_invalid_points_are_drawn_apart_and_off_the_lines(h200):
+    from serving_ledger.report import figures as F
+    _, led = h200
+    assert led["p.L1024-c256.valid"].value is False and led["p.L1024-c64.valid"].value is True
+    spec = F.fig_throughput(led, ["L1024-c1", "L1024-c64", "L1024-c256"], "concurrency").specs["en"]
+    marks = {}
+    for layer in spec["layer"]:
+        mark = layer["mark"] if isinstance(layer["mark"], dict) else {"type": layer["mark"]}
+        rows = spec["datasets"][layer["data"]["name"]]
+        marks[mark.get("shape", mark["type"])] = {r["point"] for r in rows}
+    assert marks["line"] == {"L1024-c1", "L1024-c64"}
+    assert marks["cross"] == {"L1024-c256"}
+    assert "validity" in spec["title"]["text"]
+    # A round whose points are all valid draws no cross and no note.
+    spec = F.fig_throughput(led, ["L1024-c1", "L1024-c64"], "concurrency").specs["en"]
+    assert "title" not in spec and all("shape" not in str(layer["mark"]) for layer in spec["layer"])
+
+
+def test_the_roofline_is_titled_for_what_it_can_show(round3, h200):
+    from serving_ledger.report import figures as F
+    rd, led = round3
+    cpu = F.fig_roofline(led, [p.pid for p in rd.points])
+    assert "no roof" in cpu.title["en"] and "无屋顶" in cpu.title["zh"]
+    rd, led = h200
+    gpu = F.fig_roofline(led, [p.pid for p in rd.points])
+    assert gpu.title["en"].startswith("Roofline")
+
+
+def test_without_a_scrape_after_the_warm_up_both_sides_include_it(h200):
+    # Round 1 ran without the /metrics sampler: no scrape can leave the warm-up out, so the
+    # client's side takes the warm-up requests too; with no scrape at all the flag is absent.
+    rd, led = ledger_of(ROOT / "runs" / "round-1" / "bundle")
+    p = rd.points[-1]
+    k = f"p.{p.pid}."
+    assert not led[k + "population_excludes_warmup"].present
+    assert val(led, k + "population_requests_client") > len(p.measured)
+    _, led = h200
+    assert val(led, "p.L1024-c64.population_excludes_warmup") is True
+
+
+def test_a_short_point_with_no_scrape_after_its_warm_up_compares_like_with_like():
+    # cpu-demo: C=8 of `make demo` (24 requests, about a second long) on the embedded CPU
+    # engine, trimmed by tools/trim_bundle.py; no scrape falls after its warm-up ends.
+    from serving_ledger.report.findings import population_finding
+    _, led = ledger_of(FIX / "cpu-demo")
+    k = "p.L128-c8."
+    assert val(led, k + "population_excludes_warmup") is False
+    assert val(led, k + "population_requests_client") == val(led, k + "population_requests_server")
+    f = population_finding(led, "L128-c8")
+    assert "warm-up requests included" in f.en and "包括预热请求" in f.zh

@@ -1,0 +1,158 @@
+"""Rendering without PDFs or sites: the template contract, number formatting and the guards,
+on the hand-built fixture (the rendered site and its PDFs: tests/integration/test_render.py)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from serving_ledger.report import render
+from serving_ledger.report.ledger import Reason, Value
+from serving_ledger.report.numbers import Format, format_number, format_value
+from serving_ledger.report.render import TEMPLATES_DIR, Page, RenderError
+from serving_ledger.report.site import build_site
+
+from tests.render_fixture import hand_built_report
+
+LANGS = ("zh", "en")
+
+
+def _templates_with(tmp_path: Path, name: str, source: str) -> Path:
+    tdir = tmp_path / "templates"
+    shutil.copytree(TEMPLATES_DIR, tdir)
+    for lang in LANGS:
+        (tdir / lang / f"{name}.md.j2").write_text(source, encoding="utf-8")
+    return tdir
+
+
+def _render_section(tmp_path: Path, source: str, **report_changes) -> str:
+    tdir = _templates_with(tmp_path, "_t", source)
+    report = replace(hand_built_report(), sections=["_t"], **report_changes)
+    return Page(report, "zh", tdir).assemble("html")
+
+
+@pytest.mark.parametrize("source,needle", [
+    ('{{ n("no.such.key") }}', "no.such.key"),
+    ('{{ v("no.such.key").value }}', "no.such.key"),
+    ('{{ fig("no_such_fig") }}', "no_such_fig"),
+    ('{{ table("no_such_table") }}', "no_such_table"),
+    ('{{ ref("no_such_fig") }}', "no_such_fig"),
+    ("{{ facts.no_such_fact }}", "no_such_fact"),
+    ('{{ v("load.requests").value }}', "bare number"),
+    ('{{ v("load.requests") }}', "n('load.requests')"),
+    ('{{ n("point.c64.queue_ms", pct=True) }}', "pct=True"),
+    ('{{ fig("ttft_breakdown") }}{{ fig("ttft_breakdown") }}', "placed twice"),
+])
+def test_template_errors_fail_the_build(tmp_path, source, needle):
+    with pytest.raises(RenderError) as e:
+        _render_section(tmp_path, source)
+    assert needle in str(e.value)
+
+
+def test_template_error_names_the_line(tmp_path):
+    with pytest.raises(RenderError, match=r"zh/_t.md.j2:3: no ledger key 'nope'"):
+        _render_section(tmp_path, "# Title\n\ntext {{ n('nope') }}\n")
+
+
+def test_missing_section_template_fails(tmp_path):
+    report = replace(hand_built_report(), sections=["no_such_section"])
+    with pytest.raises(RenderError, match="no_such_section"):
+        Page(report, "zh")
+
+
+def test_ref_to_unplaced_figure_fails(tmp_path):
+    with pytest.raises(RenderError, match="not placed"):
+        _render_section(tmp_path, 'see {{ ref("ttft_breakdown") }}')
+
+
+def test_code_filter_keeps_a_fact_literal(tmp_path):
+    text = _render_section(tmp_path, "run with {{ facts.flag|code }}",
+                           facts={"flag": "--max-num-batched-tokens <n> *x*"})
+    assert "<code>--max-num-batched-tokens &lt;n&gt; *x*</code>" in text
+
+
+def test_figure_and_table_may_share_an_id(tmp_path):
+    report = hand_built_report()
+    report.tables["ttft_breakdown"] = report.tables["points"]
+    src = ('{{ fig("ttft_breakdown") }}\n\n{{ table("ttft_breakdown") }}\n\n'
+           'see {{ ref("ttft_breakdown", "table") }} and {{ ref("ttft_breakdown", "figure") }}')
+    tdir = _templates_with(tmp_path, "_t", src)
+    text = Page(replace(report, sections=["_t"]), "en", tdir).assemble("html")
+    assert '<a class="xref" href="#tab-ttft_breakdown">Table 1</a>' in text
+    assert '<a class="xref" href="#fig-ttft_breakdown">Figure 1</a>' in text
+    tdir = _templates_with(tmp_path / "b", "_t", '{{ ref("ttft_breakdown") }}')
+    with pytest.raises(RenderError, match="both a figure and a table"):
+        Page(replace(report, sections=["_t"]), "en", tdir)
+
+
+def test_template_html_and_markdown_pass(tmp_path):
+    text = _render_section(tmp_path, "## Head\n\n> **bold** {{ n('load.requests') }}\n\n"
+                                     '<div class="aside">raw html</div>\n')
+    assert "<h2>Head</h2>" in text and "<strong>bold</strong>" in text
+    assert '<div class="aside">raw html</div>' in text
+    assert re.search(r"<blockquote>\s*<p><strong>bold</strong> <span class=\"num", text)
+
+
+def test_figure_spec_loading_data_from_url_fails():
+    with pytest.raises(RenderError, match="inline the values"):
+        render.prepare_spec("f", {"data": {"url": "https://example.com/x.csv"}, "mark": "bar"})
+
+
+@pytest.mark.parametrize("x,fmt,unit,zh,en", [
+    (86896, Format(), "tokens", "86,896 个 token", "86,896 tokens"),
+    (0.3883, Format(pct=True, digits=1), "", "38.8%", "38.8%"),
+    (0.0019, Format(pct=True, digits=2, sign=True), "", "+0.19%", "+0.19%"),
+    (975.83, Format(), "ms", "976 ms", "976 ms"),
+    (1.006, Format(), "s", "1.01 秒", "1.01 s"),
+    (0.0, Format(digits=1), "ms", "0.0 ms", "0.0 ms"),
+    (-0.00001, Format(digits=1), "pp", "0.0 个百分点", "0.0 pp"),
+    (True, Format(), "", "是", "yes"),
+    ("0.27.1", Format(unit=False), "", "0.27.1", "0.27.1"),
+    (None, Format(), "ms", "未测得：没有记录到 /metrics 抓取", "not measured: no /metrics scrape was recorded"),
+])
+def test_format_value(x, fmt, unit, zh, en):
+    v = Value("k", x, unit=unit, missing=Reason.of("reason.no_scrape") if x is None else None)
+    assert format_value(v, "zh", fmt) == zh
+    assert format_value(v, "en", fmt) == en
+
+
+def test_format_refuses_nonsense():
+    with pytest.raises(ValueError):
+        format_value(Value("k", 38.8, unit="%"), "en", Format(pct=True))
+    with pytest.raises(ValueError):
+        format_value(Value("k", 12.0, unit="ms"), "en", Format(pct=True))
+    assert format_number(1234567) == "1,234,567"
+    assert format_value(Value("k", float("nan"), unit="ms"), "en") == (
+        "not measured: the stored value is nan, not a number")
+
+
+def test_unsafe_round_id_refused(tmp_path):
+    bad = replace(hand_built_report(), round_id="../escape")
+    with pytest.raises(ValueError):
+        build_site([bad], tmp_path)
+
+
+def test_bidi_and_invisible_characters_are_shown_not_obeyed(tmp_path):
+    """A model name with U+202E once printed raw, and the PDF showed it reversed (issue 16)."""
+    model = "evil\u202egnp.exe\u2066x\u200b"
+    shown = "evil[U+202E]gnp.exe[U+2066]x[U+200B]"
+    report = hand_built_report(model=model)
+    for lang in ("en", "zh"):
+        page = Page(report, lang)
+        svgs = {b.ref: "<svg></svg>" for b in page.blocks if b.kind == "figure"}
+        for mode in ("html", "pdf"):   # the PDF is printed from the "pdf" page
+            text = page.assemble(mode, svgs=svgs)
+            assert shown in text, (lang, mode)
+            assert not any(c in text for c in "\u202e\u2066\u200b"), (lang, mode)
+
+
+def test_a_pdf_with_chinese_text_and_no_font_for_it_is_refused_in_one_line():
+    from serving_ledger.report.render import RenderError, check_glyph_fonts
+    with pytest.raises(RenderError, match=r"no installed font has a glyph for '结' .*fonts-noto-cjk"):
+        check_glyph_fonts("<p>结论</p>", fonts_for=lambda ch: [])
+    check_glyph_fonts("<p>结论</p>", fonts_for=lambda ch: ["Noto Sans CJK SC"])
+    check_glyph_fonts("<p>English only</p>", fonts_for=lambda ch: [])
+
