@@ -1,4 +1,4 @@
-"""`python -m bench run`: run a round from a plan file or from ad-hoc flags."""
+"""`serving-ledger run` (`python -m serving_ledger.bench run`): run a round from a plan file or from ad-hoc flags."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def float_list(text: str) -> list[float]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    ap = argparse.ArgumentParser(prog="serving-ledger", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run a round and write a bundle of raw samples")
     r.add_argument("--plan", help="a round plan (TOML); ad-hoc flags below override its sweep")

@@ -211,7 +211,7 @@ class Engine:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bench.engine`: start the embedded engine in the foreground until Ctrl-C."""
+    """`python -m serving_ledger.bench.engine`: start the embedded engine in the foreground until Ctrl-C."""
     import argparse
     ap = argparse.ArgumentParser(description="Serve the embedded engine until interrupted.")
     ap.add_argument("--port", type=int, default=8000)

@@ -1,4 +1,4 @@
-"""`python -m report`: build the site, print a round's summary, or explain a model's capacity."""
+"""`python -m serving_ledger.report` (or `serving-ledger`): build the site, print a round's summary, or explain a model's capacity."""
 
 from __future__ import annotations
 
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["explain"]:
         from serving_ledger.report.explain import main as explain_main
         return explain_main(argv[1:])
-    ap = argparse.ArgumentParser(prog="python -m report", description=__doc__)
+    ap = argparse.ArgumentParser(prog="serving-ledger", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="recompute every round's ledger and render site/")
     b.add_argument("--runs", default="runs", help="where bundles live (default runs/)")

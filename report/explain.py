@@ -1,4 +1,4 @@
-"""`python -m report explain`: a capacity planner over the theory ledger.
+"""`serving-ledger explain`: a capacity planner over the theory ledger.
 
 Given a model's config.json and a GPU name (plus, optionally, the KV memory or pool size and
 a workload C / L / O), it prints what the architecture and the datasheet predict: KV bytes
@@ -39,7 +39,7 @@ from serving_ledger.report.gpus import known_gpu_names, lookup_gpu, normalize_dt
 from serving_ledger.report.ledger import Absent, Ledger, Reason, Value
 from serving_ledger.report.modelconfig import CROSS, FULL, SLIDING, parse_config_json
 
-PROG = "python -m report explain"
+PROG = "serving-ledger explain"
 
 
 class _UsageError(Exception):
@@ -622,7 +622,7 @@ def _fail(message: str) -> int:
 
 
 def main(argv: list[str]) -> int:
-    """Run `python -m report explain ARGV`; 0 on success, 2 with one line on stderr for bad input."""
+    """Run `serving-ledger explain ARGV`; 0 on success, 2 with one line on stderr for bad input."""
     try:
         args = build_parser().parse_args(argv)
     except _UsageError as e:

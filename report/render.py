@@ -94,7 +94,7 @@ def quantity_code(value: Value) -> str:
 def meaning(value: Value, lang: str) -> str:
     """What VALUE is, in one line of LANG: the docstring's first line (or the doc recorded with
     it) in English, the catalogue's text in other languages. A value whose function has no text
-    yet falls back to English (tests/test_words_labels.py holds every committed round to it)."""
+    yet falls back to English (tests/unit/report/test_words_labels.py holds every committed round to it)."""
     code = quantity_code(value)
     if lang != "en" and has(code, lang):
         return word(code, lang)

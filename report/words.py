@@ -2,7 +2,7 @@
 
 Texts live in package data, one TOML file per section and language
 (`report/data/words/<section>.<lang>.toml`), each a flat table from a code to a text with
-`{name}` fields. A code is `<section>.<key>`. Invariant (tests/test_words.py): every code has
+`{name}` fields. A code is `<section>.<key>`. Invariant (tests/unit/report/test_words.py): every code has
 a text in every language, every field a text uses is given, and every text is used.
 """
 

@@ -1,8 +1,8 @@
 """How the client's throughput scales with client worker processes (`bench run --workers N`).
 
-For each N it runs a real one-point round, `python -m bench run --workers N` at concurrency C
+For each N it runs a real one-point round, `python -m serving_ledger run --workers N` at concurrency C
 for `--seconds` of measured time, against K stand-in servers sharing one port (SO_REUSEPORT,
-`python -m bench.standin --reuse-port`), and prints per N:
+`python -m serving_ledger.bench.standin --reuse-port`), and prints per N:
 
 - tok/s: output tokens whose chunk arrived inside [measure, measure + seconds], over seconds
   (read from the bundle's request files, the shards included);

@@ -71,7 +71,7 @@ def bench_popen(*args: str, env: dict | None = None) -> subprocess.Popen:
 
 
 def build_html(bundle: Path, out: Path, round_id: str = "x") -> str:
-    """`python -m report build` on BUNDLE; the English page."""
+    """`python -m serving_ledger build` on BUNDLE; the English page."""
     proc = subprocess.run([sys.executable, "-m", "serving_ledger.report", "build", "--bundle", str(bundle),
                            "--round", round_id, "--out", str(out), "--formats", "html"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)

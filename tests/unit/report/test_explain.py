@@ -1,4 +1,4 @@
-"""`python -m report explain`: the capacity planner's JSON, text and exit status."""
+"""`serving-ledger explain`: the capacity planner's JSON, text and exit status."""
 
 from __future__ import annotations
 
