@@ -679,7 +679,7 @@ class _Assembly:
             "id": self.ids[key], "key": key, "text": format_value(value, self.lang, fmt),
             "short": format_value(value, self.lang, fmt, short_missing=True),
             "raw": raw, "raw_differs": raw_differs, "unit": value.unit, "doc": meaning(value, self.lang),
-            "func": value.func, "observed": observed,
+            "func": value.func.removeprefix("serving_ledger."), "observed": observed,
             "inputs": self._inputs(value), "sources": [src.text(self.lang) if isinstance(src, Source) else src for src in value.sources], "flags": value.flags,
             "missing": self._reason(value),
             "input_only": key not in self.shown,
