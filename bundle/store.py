@@ -45,7 +45,7 @@ from serving_ledger.bundle.files import (
 from serving_ledger.bundle.redact import REDACTED, SECRET_MIN_LEN, Redactor  # noqa: F401 - REDACTED re-exported
 from serving_ledger.bundle.request_table import RequestTable, line_blocks, read_request_files
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 KIND = "serving-ledger/bundle"
 SAMPLE_FILES = ("points", "requests", "metrics", "gpu", "client")
 
@@ -320,7 +320,23 @@ def upgrade_manifest(manifest: dict[str, Any], path: Path) -> dict[str, Any]:
 
 
 # upgrade_to_N(manifest_of_version_N_minus_1) -> manifest_of_version_N. Version 1 is the first.
-UPGRADES: dict[int, Any] = {}
+
+# Version 1 named the embedded model with this English note after its name.
+_V1_EMBEDDED_NOTE = " (embedded, random weights via --load-format dummy)"
+
+
+def upgrade_to_2(manifest: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 states the model's load format as a field (`model.load_format`, "dummy" for
+    random weights) where version 1 wrote it as a note in `model.name`."""
+    model = dict(manifest.get("model") or {})
+    name = model.get("name")
+    if isinstance(name, str) and name.endswith(_V1_EMBEDDED_NOTE):
+        model["name"] = name[: -len(_V1_EMBEDDED_NOTE)]
+        model["load_format"] = "dummy"
+    return {**manifest, "model": model, "schema_version": 2}
+
+
+UPGRADES: dict[int, Any] = {2: upgrade_to_2}
 
 
 def iter_jsonl(path: Path, warnings: list[str], fields: tuple[str, ...] = ()) -> Iterator[dict]:

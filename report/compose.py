@@ -67,27 +67,6 @@ DETAIL_COLUMNS = [
 ]
 
 
-# Bundles recorded before the manifest had `model.load_format` named the embedded model
-# with this English note; it states the load format, so it is read as that fact.
-_EMBEDDED_NOTE = " (embedded, random weights via --load-format dummy)"
-
-
-def model_name(model: dict) -> str | None:
-    """The served model's name as the manifest gives it, without the old embedded note."""
-    name = model.get("name")
-    if isinstance(name, str) and name.endswith(_EMBEDDED_NOTE):
-        return name[: -len(_EMBEDDED_NOTE)]
-    return name
-
-
-def model_load_format(model: dict) -> str | None:
-    """The engine's --load-format for the model ("dummy": random weights), where recorded."""
-    name = model.get("name")
-    if isinstance(name, str) and name.endswith(_EMBEDDED_NOTE):
-        return "dummy"
-    return model.get("load_format")
-
-
 def in_langs(code: str, **fields) -> dict[str, str]:
     """The catalogue text of CODE in every language, fields filled."""
     return {lang: word(code, lang, **fields) for lang in LANGS}
@@ -120,8 +99,8 @@ def facts_of(rd: RoundData) -> dict:
         "engine_mode": eng.get("mode"),
         "vllm_version": eng.get("vllm_version"),
         "model": model.get("served_name") or model.get("name"),
-        "model_desc": model_name(model),
-        "random_weights": model_load_format(model) == "dummy",
+        "model_desc": model.get("name"),
+        "random_weights": model.get("load_format") == "dummy",
         "cpu": host.get("cpu_model"),
         "gpu": ", ".join(g.get("name", "?") for g in gpus) if gpus else None,
         "gpu_absent_reason": m.get("gpu_absent_reason"),
