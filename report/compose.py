@@ -14,7 +14,7 @@ from serving_ledger.report.ledger import Ledger
 from serving_ledger.report.model import LANGS, Column, RoundReport, Table
 from serving_ledger.report.next_steps import next_steps
 from serving_ledger.report.stats import INTERRUPTED
-from serving_ledger.report.words import word
+from serving_ledger.report.words import has, word
 
 CLIENT_LAG_SHARE_LIMIT = 0.1      # the templates say "a tenth" of the ITL median
 # vLLM's FLOPs counter "closes" against its own formulas within this relative difference.
@@ -97,6 +97,9 @@ def facts_of(rd: RoundData) -> dict:
         "status_reason": m.get("status_reason"),
         "origin": m.get("origin"),
         "engine_mode": eng.get("mode"),
+        "engine_mode_text": {lang: word(f"label.engine_mode_{eng.get('mode')}", lang)
+                             if has(f"label.engine_mode_{eng.get('mode')}", lang) else str(eng.get("mode"))
+                             for lang in LANGS},
         "vllm_version": eng.get("vllm_version"),
         "model": model.get("served_name") or model.get("name"),
         "model_desc": model.get("name"),
