@@ -113,9 +113,13 @@ def _render_documents(jobs, stages, formats, templates_dir, workers):
     workers = min(workers or default_workers(), len(args))
     if workers <= 1:
         return [_render_document(*a) for a in args]
+    # Longest first (a document's size follows its ledger), so no core is left with a long
+    # one at the end; results come back in the jobs' order.
+    order = sorted(range(len(args)), key=lambda i: -len(args[i][0].ledger.values))
     # spawn, not fork: the parent may already hold the chart renderer's threads
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(_render_document, *zip(*args)))
+        futures = {i: pool.submit(_render_document, *args[i]) for i in order}
+        return [futures[i].result() for i in range(len(args))]
 
 
 def build_site(reports: list[RoundReport], out_dir: Path, formats=("html", "pdf"),
