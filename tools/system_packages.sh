@@ -11,7 +11,8 @@ if ! "$PY" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.jo
 fi
 missing=""
 for p in $want; do
-  dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+  # "install ok installed" only: a removed package whose config files remain still answers dpkg -s
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then

@@ -1,7 +1,7 @@
 """tools/system_packages.sh, the system half of `make demo` / `make test`, on a machine that lacks
 the packages: as root it installs them; otherwise it prints the one command and stops.
 
-`dpkg`, `id` and `apt-get` are replaced by stand-ins on PATH (HAND-BUILT): the test machine has
+`dpkg-query`, `id` and `apt-get` are replaced by stand-ins on PATH (HAND-BUILT): the test machine has
 the packages, and a test must not install anything.
 """
 
@@ -23,8 +23,10 @@ def run(tmp_path: Path, uid: int, installed: tuple[str, ...] = ()) -> subprocess
     bin_dir.mkdir(exist_ok=True)
     log = tmp_path / "apt.log"
     stubs = {
-        "dpkg": "#!/bin/sh\n# dpkg -s NAME\ncase \" %s \" in *\" $2 \"*) exit 0;; esac\nexit 1\n"
-                % " ".join(installed),
+        # dpkg-query -W -f='${Status}' NAME; a removed package keeps "deinstall ok config-files"
+        "dpkg-query": "#!/bin/sh\nfor p; do :; done\ncase \" %s \" in *\" $p \"*) "
+                      "printf 'install ok installed'; exit 0;; esac\n"
+                      "printf 'deinstall ok config-files'; exit 0\n" % " ".join(installed),
         "id": f"#!/bin/sh\necho {uid}\n",
         "apt-get": f"#!/bin/sh\necho \"$@\" >> {log}\n",
     }
