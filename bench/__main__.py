@@ -1,3 +1,5 @@
+"""`python -m serving_ledger.bench run ...`: the collector's command line."""
+
 import sys
 
 from serving_ledger.bench.cli import main
