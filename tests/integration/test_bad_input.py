@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from serving_ledger.bench.standin import StandInThread
+from serving_ledger.bundle.store import SCHEMA_VERSION
 
 from tests.conftest import ROOT, run_bench
 from tests.standin_round import STANDIN_ROUND_PLAN
@@ -110,7 +111,7 @@ def test_invalid_json_in_the_middle_of_requests(bundle, tmp_path):
 
 
 @pytest.mark.parametrize("version, needle", [(0, "older than any this tool can upgrade"),
-                                             (2, "newer than this tool reads")])
+                                             (SCHEMA_VERSION + 1, "newer than this tool reads")])
 def test_unknown_schema_version(bundle, tmp_path, version, needle):
     edit_manifest(bundle, schema_version=version)
     all_commands_refuse(bundle, tmp_path, "manifest.json", f"schema_version {version}", needle)
