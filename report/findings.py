@@ -15,7 +15,7 @@ from serving_ledger.report.diagnosis import Attribution, Validity, val
 from serving_ledger.report.ledger import Ledger
 from serving_ledger.report.numbers import Format, format_value
 
-PLACEHOLDER = re.compile(r"\[\[([^\]|]+)(?:\|(pct|spct|int))?\]\]")  # int: a count, no unit; spct: signed %
+PLACEHOLDER = re.compile(r"\[\[([^\]|]+)(?:\|(pct|pct0|spct|int))?\]\]")  # int: a count, no unit; spct: signed %; pct0: whole %
 # A step "carries the batch several times over" at this many tokens per running request.
 STEP_MIX_MIN = 2.0
 
@@ -82,8 +82,8 @@ class Finding:
 
 def placeholder_format(spec: str | None) -> Format:
     """How a [[key|SPEC]] placeholder prints: pct, signed pct (spct), a count (int) or as is."""
-    return Format(pct=spec in ("pct", "spct"), sign=spec == "spct",
-                  digits=0 if spec == "int" else None, unit=spec != "int")
+    return Format(pct=spec in ("pct", "pct0", "spct"), sign=spec == "spct",
+                  digits=0 if spec in ("int", "pct0") else None, unit=spec != "int")
 
 
 def plain_text(text: str, led: Ledger, lang: str) -> str:
@@ -178,11 +178,11 @@ def reproducibility_finding(led: Ledger, facts: dict) -> Finding | None:
     span_en = "by [[x.repro_tput_min|spct]]" if one else "by [[x.repro_tput_min|spct]] to [[x.repro_tput_max|spct]]"
     span_zh = "相差 [[x.repro_tput_min|spct]]" if one else "相差 [[x.repro_tput_min|spct]] 至 [[x.repro_tput_max|spct]]"
     if ok:
-        en = f"Reproduced: at the points shared with {prev}, output throughput differs {span_en}, within the ±[[r.rule_repro_tput_tol|pct]] tolerance."
-        zh = f"可复现：与 {prev} 相同设置的点上，输出吞吐{span_zh}，在 ±[[r.rule_repro_tput_tol|pct]] 容差之内。"
+        en = f"Reproduced: at the points shared with {prev}, output throughput differs {span_en}, within the ±[[r.rule_repro_tput_tol|pct0]] tolerance."
+        zh = f"可复现：与 {prev} 相同设置的点上，输出吞吐{span_zh}，在 ±[[r.rule_repro_tput_tol|pct0]] 容差之内。"
     else:
-        en = f"Not reproduced: at the points shared with {prev}, output throughput differs {span_en}, beyond the ±[[r.rule_repro_tput_tol|pct]] tolerance; compare the two rounds' validity and bottlenecks before trusting either."
-        zh = f"未能复现：与 {prev} 相同设置的点上，输出吞吐{span_zh}，超出 ±[[r.rule_repro_tput_tol|pct]] 容差；在采信任一轮之前，先比较两轮的有效性与瓶颈判定。"
+        en = f"Not reproduced: at the points shared with {prev}, output throughput differs {span_en}, beyond the ±[[r.rule_repro_tput_tol|pct0]] tolerance; compare the two rounds' validity and bottlenecks before trusting either."
+        zh = f"未能复现：与 {prev} 相同设置的点上，输出吞吐{span_zh}，超出 ±[[r.rule_repro_tput_tol|pct0]] 容差；在采信任一轮之前，先比较两轮的有效性与瓶颈判定。"
     return _make(led, "reproducibility", "comparison", en, zh, [])
 
 

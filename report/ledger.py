@@ -159,6 +159,8 @@ def _describe(v: Any) -> str:
         return f"{v:.6g}"
     if isinstance(v, (list, tuple)) or type(v).__name__ in ("ndarray", "RequestTable"):
         return f"{len(v)} values"
+    if isinstance(v, dict):  # a model config: its source names the file; the fields are many
+        return f"{len(v)} fields"
     return str(v)
 
 

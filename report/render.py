@@ -77,6 +77,7 @@ WORDS = {lang: group("label.page_", lang) for lang in LANGS}
 
 
 _N_VALUES = re.compile(r"^(\d+) values$")   # how Ledger.derive describes a list input
+_N_FIELDS = re.compile(r"^(\d+) fields$")   # ... and a mapping input (a model config)
 
 
 def quantity_code(value: Value) -> str:
@@ -104,7 +105,10 @@ def meaning(value: Value, lang: str) -> str:
 def _input_words(desc: str, lang: str) -> str:
     """An input that is not a ledger key, as described at derive time, in LANG."""
     m = _N_VALUES.match(desc)
-    return word("label.n_values", lang, n=int(m.group(1))) if m else desc
+    if m:
+        return word("label.n_values", lang, n=int(m.group(1)))
+    m = _N_FIELDS.match(desc)
+    return word("label.n_fields", lang, n=int(m.group(1))) if m else desc
 
 
 class RenderError(Exception):
