@@ -690,7 +690,8 @@ def rule_ledger(led: Ledger) -> None:
             ("r.rule_client_error_max", V.CLIENT_ERROR_MAX, "fraction", "Largest client timing error as a share of the ITL p50 (policy)"),
             ("r.rule_itl_slope_min", V.ITL_SLOPE_AGREES[0], "fraction", "Least measured/theory ITL slope the seeds accept"),
             ("r.rule_itl_slope_max", V.ITL_SLOPE_AGREES[1], "fraction", "Largest measured/theory ITL slope the seeds accept"),
-            ("r.rule_repro_tput_tol", V.REPRO_TPUT_TOL, "fraction", "Largest output-throughput difference at shared points for two rounds to reproduce (policy)")):
+            ("r.rule_repro_tput_tol", V.REPRO_TPUT_TOL, "fraction", "Largest output-throughput difference at shared points for two rounds to reproduce (policy)"),
+            ("r.rule_saturation_growth", V.SATURATION_GROWTH, "fraction", "Least throughput growth between the last two points before a sweep counts as saturated (policy)")):
         led.record(key, value, unit=unit, doc=doc, sources=("report/validity.py",))
 
 

@@ -87,9 +87,6 @@ class Source:
             return what
         return self.file + (("：" if lang == "zh" else ": ") + what if what else "")
 
-    def __contains__(self, part: str) -> bool:
-        return part in self.text("en")
-
     def __str__(self) -> str:
         return self.text("en")
 

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from serving_ledger.report.diagnosis import val
 from serving_ledger.report.ledger import Ledger
+from serving_ledger.report.validity import SATURATION_GROWTH
 from serving_ledger.report.words import LANGS, word
-
-# Throughput that grew less than this between the last two valid points has saturated.
-SATURATION_GROWTH = 0.10
 
 
 def step(sid: str, code: str, **fields) -> dict:

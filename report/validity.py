@@ -32,6 +32,8 @@ CLIENT_ERROR_MAX = 0.1
 ITL_SLOPE_AGREES = (0.8, 1.2)
 # Two rounds reproduce when output throughput at their common points differs by at most this.
 REPRO_TPUT_TOL = 0.05
+# Throughput that grew less than this between the last two valid points has saturated.
+SATURATION_GROWTH = 0.10
 
 
 def held_concurrency_fraction(scrapes: list, t_start: float, t_end: float,

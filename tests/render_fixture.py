@@ -197,3 +197,27 @@ def hand_built_report(model: str = "Qwen2.5-7B-Instruct", notices: bool = True) 
         if notices else [],
         bundles=["fixture/hand-built (no bundle)"],
     )
+
+
+def templates_with(tmp_path, name: str, source: str):
+    """A copy of the templates in TMP_PATH with section NAME set to SOURCE in both languages."""
+    import shutil
+
+    from serving_ledger.report.model import LANGS
+    from serving_ledger.report.render import TEMPLATES_DIR
+    tdir = tmp_path / "templates"
+    shutil.copytree(TEMPLATES_DIR, tdir)
+    for lang in LANGS:
+        (tdir / lang / f"{name}.md.j2").write_text(source, encoding="utf-8")
+    return tdir
+
+
+def render_section(tmp_path, source: str, **report_changes) -> str:
+    """The zh HTML of the hand-built report with one section whose template is SOURCE."""
+    from dataclasses import replace
+
+    from serving_ledger.report.render import Page
+    tdir = templates_with(tmp_path, "_t", source)
+    report = replace(hand_built_report(), sections=["_t"], **report_changes)
+    return Page(report, "zh", tdir).assemble("html")
+

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 from serving_ledger.report import render
-from serving_ledger.report.render import TEMPLATES_DIR, Page, RenderError
+from serving_ledger.report.render import Page, RenderError
 from serving_ledger.report.site import build_site
 
-from tests.render_fixture import ROUND_ID, hand_built_report
+from tests.render_fixture import ROUND_ID, hand_built_report, render_section
 
 HOSTILE = "<script>alert(1)</script>"
 LANGS = ("zh", "en")
@@ -239,20 +239,6 @@ def test_pdf_ids_match_html_ids():
 # -- template contract ---------------------------------------------------------------------
 
 
-def _templates_with(tmp_path: Path, name: str, source: str) -> Path:
-    tdir = tmp_path / "templates"
-    shutil.copytree(TEMPLATES_DIR, tdir)
-    for lang in LANGS:
-        (tdir / lang / f"{name}.md.j2").write_text(source, encoding="utf-8")
-    return tdir
-
-
-def _render_section(tmp_path: Path, source: str, **report_changes) -> str:
-    tdir = _templates_with(tmp_path, "_t", source)
-    report = replace(hand_built_report(), sections=["_t"], **report_changes)
-    return Page(report, "zh", tdir).assemble("html")
-
-
 def test_hostile_facts_are_text(tmp_path, site):
     for lang in LANGS:
         text = _page(site, lang)
@@ -260,7 +246,7 @@ def test_hostile_facts_are_text(tmp_path, site):
         assert htmllib.escape(HOSTILE) in text
     facts = {"model": "*m* [x](javascript:alert(1)) ![i](https://evil.example/x.png) <b>b</b>",
              "gpu": "`g` & | # _u_"}
-    text = _render_section(
+    text = render_section(
         tmp_path, "Model {{ facts.model }} on {{ facts.gpu }}; `{{ facts.gpu }}`\n\n"
                   "{{ cards(card('load.requests', facts.model, note=facts.gpu)) }}",
         facts=facts)

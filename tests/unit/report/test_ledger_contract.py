@@ -158,7 +158,7 @@ def one_line_summary(func) -> str | None:
 
 def server_side_keys(led: Ledger) -> set[str]:
     """Keys read from metrics.jsonl or server.log (by source or by the lists above), or derived from one."""
-    server = {k for k, v in led.values.items() if any(f in s for s in v.sources for f in SERVER_FILES)}
+    server = {k for k, v in led.values.items() if any(f in str(s) for s in v.sources for f in SERVER_FILES)}
     server |= {k for k in led.values if k in SERVER_ROUND_KEYS or k.rsplit(".", 1)[-1] in SERVER_POINT_KEYS}
     changed = True
     while changed:

@@ -4,34 +4,18 @@ on the hand-built fixture (the rendered site and its PDFs: tests/integration/tes
 from __future__ import annotations
 
 import re
-import shutil
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from serving_ledger.report import render
 from serving_ledger.report.ledger import Reason, Value
 from serving_ledger.report.numbers import Format, format_number, format_value
-from serving_ledger.report.render import TEMPLATES_DIR, Page, RenderError
+from serving_ledger.report.render import Page, RenderError
 from serving_ledger.report.site import build_site
 
-from tests.render_fixture import hand_built_report
+from tests.render_fixture import hand_built_report, render_section, templates_with
 
 LANGS = ("zh", "en")
-
-
-def _templates_with(tmp_path: Path, name: str, source: str) -> Path:
-    tdir = tmp_path / "templates"
-    shutil.copytree(TEMPLATES_DIR, tdir)
-    for lang in LANGS:
-        (tdir / lang / f"{name}.md.j2").write_text(source, encoding="utf-8")
-    return tdir
-
-
-def _render_section(tmp_path: Path, source: str, **report_changes) -> str:
-    tdir = _templates_with(tmp_path, "_t", source)
-    report = replace(hand_built_report(), sections=["_t"], **report_changes)
-    return Page(report, "zh", tdir).assemble("html")
 
 
 @pytest.mark.parametrize("source,needle", [
@@ -48,13 +32,13 @@ def _render_section(tmp_path: Path, source: str, **report_changes) -> str:
 ])
 def test_template_errors_fail_the_build(tmp_path, source, needle):
     with pytest.raises(RenderError) as e:
-        _render_section(tmp_path, source)
+        render_section(tmp_path, source)
     assert needle in str(e.value)
 
 
 def test_template_error_names_the_line(tmp_path):
     with pytest.raises(RenderError, match=r"zh/_t.md.j2:3: no ledger key 'nope'"):
-        _render_section(tmp_path, "# Title\n\ntext {{ n('nope') }}\n")
+        render_section(tmp_path, "# Title\n\ntext {{ n('nope') }}\n")
 
 
 def test_missing_section_template_fails(tmp_path):
@@ -65,11 +49,11 @@ def test_missing_section_template_fails(tmp_path):
 
 def test_ref_to_unplaced_figure_fails(tmp_path):
     with pytest.raises(RenderError, match="not placed"):
-        _render_section(tmp_path, 'see {{ ref("ttft_breakdown") }}')
+        render_section(tmp_path, 'see {{ ref("ttft_breakdown") }}')
 
 
 def test_code_filter_keeps_a_fact_literal(tmp_path):
-    text = _render_section(tmp_path, "run with {{ facts.flag|code }}",
+    text = render_section(tmp_path, "run with {{ facts.flag|code }}",
                            facts={"flag": "--max-num-batched-tokens <n> *x*"})
     assert "<code>--max-num-batched-tokens &lt;n&gt; *x*</code>" in text
 
@@ -79,17 +63,17 @@ def test_figure_and_table_may_share_an_id(tmp_path):
     report.tables["ttft_breakdown"] = report.tables["points"]
     src = ('{{ fig("ttft_breakdown") }}\n\n{{ table("ttft_breakdown") }}\n\n'
            'see {{ ref("ttft_breakdown", "table") }} and {{ ref("ttft_breakdown", "figure") }}')
-    tdir = _templates_with(tmp_path, "_t", src)
+    tdir = templates_with(tmp_path, "_t", src)
     text = Page(replace(report, sections=["_t"]), "en", tdir).assemble("html")
     assert '<a class="xref" href="#tab-ttft_breakdown">Table 1</a>' in text
     assert '<a class="xref" href="#fig-ttft_breakdown">Figure 1</a>' in text
-    tdir = _templates_with(tmp_path / "b", "_t", '{{ ref("ttft_breakdown") }}')
+    tdir = templates_with(tmp_path / "b", "_t", '{{ ref("ttft_breakdown") }}')
     with pytest.raises(RenderError, match="both a figure and a table"):
         Page(replace(report, sections=["_t"]), "en", tdir)
 
 
 def test_template_html_and_markdown_pass(tmp_path):
-    text = _render_section(tmp_path, "## Head\n\n> **bold** {{ n('load.requests') }}\n\n"
+    text = render_section(tmp_path, "## Head\n\n> **bold** {{ n('load.requests') }}\n\n"
                                      '<div class="aside">raw html</div>\n')
     assert "<h2>Head</h2>" in text and "<strong>bold</strong>" in text
     assert '<div class="aside">raw html</div>' in text
