@@ -94,6 +94,9 @@ class Plan:
     sweep: SweepSpec = field(default_factory=SweepSpec)
     sampler: SamplerSpec = field(default_factory=SamplerSpec)
     client: ClientSpec = field(default_factory=ClientSpec)
+    # What a point must be judged, where the plan forces its cause (point id -> EXPECT_KEYS):
+    # the truth the diagnosis conformance check holds the verdicts against.
+    expect: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: str = ""
 
     def points(self) -> list[dict[str, Any]]:
@@ -129,6 +132,30 @@ class Plan:
 SECTIONS = {"engine": EngineSpec, "workload": WorkloadSpec, "sweep": SweepSpec,
             "sampler": SamplerSpec, "client": ClientSpec}
 TOP_KEYS = {"id", "title", "seed"}
+# [expect."<point id>"]: bottleneck = the verdict the forced cause must get; not = verdicts the
+# point must not get (the rule that must stay silent); invalid = validity checks that must
+# fail; valid = whether the point must pass every check; why = the construction, in words.
+EXPECT_KEYS: dict[str, tuple[type, ...]] = {"bottleneck": (str,), "not": (list,),
+                                            "invalid": (list,), "valid": (bool,), "why": (str,)}
+
+
+def expect_from_dict(data: Any, source: str) -> dict[str, dict[str, Any]]:
+    """A plan's [expect] table, checked: point ids to the verdicts forced by construction."""
+    if not isinstance(data, dict):
+        raise PlanError(f"{source}: [expect] must be a table of point ids")
+    for pid, table in data.items():
+        where = f"{source} [expect.{pid}]"
+        if not isinstance(table, dict):
+            raise PlanError(f"{where}: must be a table")
+        unknown = set(table) - set(EXPECT_KEYS)
+        if unknown:
+            raise PlanError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(EXPECT_KEYS)}")
+        for key, value in table.items():
+            if not _is(value, EXPECT_KEYS[key]):
+                raise PlanError(f"{where}.{key}: expected {_what(EXPECT_KEYS[key])}, got {value!r}")
+            if isinstance(value, list) and not all(isinstance(x, str) for x in value):
+                raise PlanError(f"{where}.{key}: every entry must be a string, got {value!r}")
+    return {str(k): dict(v) for k, v in data.items()}
 
 
 def _build(cls, data: dict[str, Any], where: str):
@@ -204,10 +231,10 @@ def check_plan_types(data: dict[str, Any], path: str) -> None:
 
 def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
     """Validate a parsed plan strictly: a typo'd key is an error naming the file and key."""
-    unknown = set(data) - TOP_KEYS - set(SECTIONS)
+    unknown = set(data) - TOP_KEYS - set(SECTIONS) - {"expect"}
     if unknown:
         raise PlanError(f"{source}: unknown key(s) {sorted(unknown)}; known: "
-                        f"{sorted(TOP_KEYS | set(SECTIONS))}")
+                        f"{sorted(TOP_KEYS | set(SECTIONS) | {'expect'})}")
     check_plan_types(data, source)
     plan = Plan(source=source)
     for k in TOP_KEYS & set(data):
@@ -217,6 +244,8 @@ def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
             if not isinstance(data[name], dict):
                 raise PlanError(f"{source}: [{name}] must be a table")
             setattr(plan, name, _build(cls, data[name], f"{source} [{name}]"))
+    if "expect" in data:
+        plan.expect = expect_from_dict(data["expect"], source)
     check_plan(plan)
     return plan
 
@@ -376,7 +405,12 @@ def check_plan(plan: Plan) -> None:
                         "a point needs at least 1 (or a positive duration_s)")
     if not s.server_flags or not all(isinstance(f, list) for f in s.server_flags):
         raise PlanError(f"{src} [sweep].server_flags: a list of flag lists, e.g. [[], [\"--x\"]]")
-    check_capacity(plan, plan.points())
+    points = plan.points()
+    stray = sorted(set(plan.expect) - {p["id"] for p in points})
+    if stray:
+        raise PlanError(f"{src} [expect]: no point has the id(s) {stray}; the plan's points: "
+                        f"{[p['id'] for p in points]}")
+    check_capacity(plan, points)
 
 
 MAX_PLAN_BYTES = 1 << 20

@@ -24,6 +24,7 @@ import aiohttp
 from serving_ledger.bench.client import open_stream_session
 from serving_ledger.bench.engine import TINY_MODEL_DIR, Engine, EngineError, free_port
 from serving_ledger.bench.exposition import parse_exposition
+from serving_ledger.bench.hostcpu import host_monitor
 from serving_ledger.bench.loop import collect_between_points
 from serving_ledger.bench.loop import run as run_loop
 from serving_ledger.bench.plan import Plan, PlanError
@@ -254,6 +255,9 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
             from serving_ledger.bench.gpu import GpuSampler
             side.append(asyncio.create_task(GpuSampler().run(w, plan.sampler.gpu_interval_s, stop)))
         side.append(asyncio.create_task(lag_monitor(w, stop, streams=streams)))
+        side.append(asyncio.create_task(host_monitor(
+            w, lambda: engine.proc.pid if engine is not None and engine.proc is not None else None,
+            stop, plan.sampler.metrics_interval_s)))
         if plan.client.workers > 1 and any(p["id"] not in skip for p in points):
             from serving_ledger.bench.workers import WorkerPool
             workers = WorkerPool(plan, w, headers)

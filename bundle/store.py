@@ -8,6 +8,7 @@ Layout (format v1, documented in docs/bundle.md):
     metrics.jsonl      one line per /metrics scrape (or a gap with its error)
     gpu.jsonl          one line per GPU per telemetry sample
     client.jsonl       the client's own lag samples (event-loop delay)
+    host.jsonl         cumulative CPU seconds: the host, the engine's processes, the client
     server.log         the engine's log, when the tool launched the engine
 
 Invariants: every `t` is seconds since the bundle's t0 on the monotonic clock; a sample
@@ -47,7 +48,7 @@ from serving_ledger.bundle.request_table import RequestTable, line_blocks, read_
 
 SCHEMA_VERSION = 2
 KIND = "serving-ledger/bundle"
-SAMPLE_FILES = ("points", "requests", "metrics", "gpu", "client")
+SAMPLE_FILES = ("points", "requests", "metrics", "gpu", "client", "host")
 
 # Every manifest key of the current version; the reader refuses any other.
 MANIFEST_KEYS = {
@@ -62,7 +63,7 @@ OBJECT_KEYS = ("clock", "tool", "host", "engine", "model", "plan", "files")
 LIST_KEYS = ("gpus",)
 # Fields every record of a stream must carry (the report reads them unguarded); "t" a number.
 RECORD_FIELDS = {"points": ("event", "t"), "requests": ("point",), "metrics": ("t", "ok"),
-                 "gpu": ("t",), "client": ("t",)}
+                 "gpu": ("t",), "client": ("t",), "host": ("t",)}
 
 ORIGINS = {"recorded", "hand-built-fixture"}
 # Request shards: worker process k appends its finished requests to requests.w{k}.jsonl.
@@ -269,6 +270,7 @@ class Bundle:
     metrics: list[dict] = field(default_factory=list)
     gpu: list[dict] = field(default_factory=list)
     client: list[dict] = field(default_factory=list)
+    host: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     request_table: RequestTable = field(default_factory=RequestTable.empty)
     request_files: list[str] = field(default_factory=list)  # read, in order

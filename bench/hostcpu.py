@@ -1,0 +1,73 @@
+"""Host CPU samples from /proc: the host's busy time, the engine's process group, the client.
+
+Each sample holds cumulative CPU seconds (raw counters, never rates): the report differences
+them over a point's window. The engine is the process group the launcher started (every
+engine process: the API server, the engine core, their workers); an engine it did not start
+has no group here and its field is left out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def host_cpu_seconds(proc: Path = Path("/proc")) -> tuple[float, float]:
+    """(busy, total) CPU seconds of every core since boot, from the first line of /proc/stat."""
+    fields = (proc / "stat").read_text().split("\n", 1)[0].split()[1:]
+    ticks = [int(x) for x in fields]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)    # idle + iowait
+    total = sum(ticks[:8])                                   # guest time is inside user
+    return (total - idle) / TICKS, total / TICKS
+
+
+def _stat_fields(text: str) -> list[str]:
+    # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
+    return text[text.rindex(")") + 2:].split()
+
+
+def group_cpu_seconds(pgid: int, proc: Path = Path("/proc")) -> float:
+    """User + system CPU seconds of every live process in process group PGID."""
+    total = 0
+    for d in proc.iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            f = _stat_fields((d / "stat").read_text())
+        except (OSError, ValueError):
+            continue                                         # the process ended meanwhile
+        if int(f[2]) == pgid:                                # f[0] is field 3 (state)
+            total += int(f[11]) + int(f[12])                 # utime, stime (fields 14, 15)
+    return total / TICKS
+
+
+def own_cpu_seconds() -> float:
+    """User + system CPU seconds of this process (the client)."""
+    t = os.times()
+    return t.user + t.system
+
+
+def host_sample(t: float, engine_pgid: int | None) -> dict[str, Any]:
+    """One host.jsonl record."""
+    busy, total = host_cpu_seconds()
+    rec: dict[str, Any] = {"t": t, "cores": os.cpu_count() or 1, "cpu_busy_s": busy,
+                           "cpu_total_s": total, "client_cpu_s": own_cpu_seconds()}
+    if engine_pgid is not None:
+        rec["engine_cpu_s"] = group_cpu_seconds(engine_pgid)
+    return rec
+
+
+async def host_monitor(writer, engine_pgid, stop: asyncio.Event, interval_s: float) -> None:
+    """Append a host sample every INTERVAL_S until STOP; ENGINE_PGID() names the engine's group."""
+    if not Path("/proc/stat").exists():
+        return
+    while not stop.is_set():
+        writer.append("host", await asyncio.to_thread(host_sample, writer.now(), engine_pgid()))
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=interval_s)
+        except asyncio.TimeoutError:
+            pass
