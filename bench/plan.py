@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from serving_ledger.bench.prompts import PlanError, read_prompt_file, read_text_file  # noqa: F401 - PlanError re-exported
+from serving_ledger.bundle.expect import ExpectError, expect_from_dict
 
 
 @dataclass
@@ -132,30 +133,6 @@ class Plan:
 SECTIONS = {"engine": EngineSpec, "workload": WorkloadSpec, "sweep": SweepSpec,
             "sampler": SamplerSpec, "client": ClientSpec}
 TOP_KEYS = {"id", "title", "seed"}
-# [expect."<point id>"]: bottleneck = the verdict the forced cause must get; not = verdicts the
-# point must not get (the rule that must stay silent); invalid = validity checks that must
-# fail; valid = whether the point must pass every check; why = the construction, in words.
-EXPECT_KEYS: dict[str, tuple[type, ...]] = {"bottleneck": (str,), "not": (list,),
-                                            "invalid": (list,), "valid": (bool,), "why": (str,)}
-
-
-def expect_from_dict(data: Any, source: str) -> dict[str, dict[str, Any]]:
-    """A plan's [expect] table, checked: point ids to the verdicts forced by construction."""
-    if not isinstance(data, dict):
-        raise PlanError(f"{source}: [expect] must be a table of point ids")
-    for pid, table in data.items():
-        where = f"{source} [expect.{pid}]"
-        if not isinstance(table, dict):
-            raise PlanError(f"{where}: must be a table")
-        unknown = set(table) - set(EXPECT_KEYS)
-        if unknown:
-            raise PlanError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(EXPECT_KEYS)}")
-        for key, value in table.items():
-            if not _is(value, EXPECT_KEYS[key]):
-                raise PlanError(f"{where}.{key}: expected {_what(EXPECT_KEYS[key])}, got {value!r}")
-            if isinstance(value, list) and not all(isinstance(x, str) for x in value):
-                raise PlanError(f"{where}.{key}: every entry must be a string, got {value!r}")
-    return {str(k): dict(v) for k, v in data.items()}
 
 
 def _build(cls, data: dict[str, Any], where: str):
@@ -245,7 +222,10 @@ def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
                 raise PlanError(f"{source}: [{name}] must be a table")
             setattr(plan, name, _build(cls, data[name], f"{source} [{name}]"))
     if "expect" in data:
-        plan.expect = expect_from_dict(data["expect"], source)
+        try:
+            plan.expect = expect_from_dict(data["expect"], source)
+        except ExpectError as e:
+            raise PlanError(str(e)) from None
     check_plan(plan)
     return plan
 

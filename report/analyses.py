@@ -224,6 +224,15 @@ def loop_lag_p99_ms(client_samples: list, t_start: float, t_end: float) -> float
     return percentile(vals, 99)
 
 
+def loop_lag_ms_quantile(client_samples: list, t_start: float, t_end: float, q: float) -> float:
+    """The q-th percentile of the client's event-loop delay inside the window, ms."""
+    from serving_ledger.report.stats import percentile
+    vals = [s["loop_lag_s"] * 1e3 for s in client_samples if t_start <= s["t"] <= t_end]
+    if not vals:
+        raise Absent("reason.no_client_lag")
+    return percentile(vals, q)
+
+
 def _read_samples(client_samples: list, t_start: float, t_end: float) -> list:
     rows = [s for s in client_samples if t_start <= s["t"] <= t_end and "reads" in s]
     if not rows:

@@ -13,7 +13,11 @@ from typing import Any
 from serving_ledger.bundle.request_table import RequestTable
 from serving_ledger.bundle.store import Bundle
 from serving_ledger.report import analyses as A
+from serving_ledger.report import clienterror as CE
 from serving_ledger.report import delivery as DL
+from serving_ledger.report import hostload as HL
+from serving_ledger.report import logstats as LS
+from serving_ledger.report import occupancy as OC
 from serving_ledger.report import params as PA
 from serving_ledger.report import reconcile as R
 from serving_ledger.report import series as S
@@ -262,6 +266,118 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
                    sources=ms, missing=reason)
 
 
+def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
+    """The second signals of each verdict: requests in flight seen by the client and by Little's
+    law, the client's measured timing error, host CPU, the log's stats lines, queue trends."""
+    k = f"p.{p.pid}."
+    sc, C = rd.bundle.metrics, p.settings.get("concurrency")
+    open_loop = bool(p.settings.get("request_rate"))
+    a, b = A.bracketing_window(sc, p.window.t_measure, p.window.t_end)
+    ms = _src_metrics(rd, a, b, _what("source.what_bracketing", point=p.pid))
+    sa, sb = p.steady
+    src, win = _src_requests(rd, p), (p.window.t_measure, p.window.t_end)
+    csrc = (f"{rd.name}/{rd.bundle.file_for('client')}",)
+    hsrc = (f"{rd.name}/{rd.bundle.file_for('host')}",)
+    # Requests in flight, three ways (the gauges' share is held_concurrency_fraction): the
+    # client's count, and the engine's, which is the client's times the share of each
+    # request's life spent inside the engine (the same finished requests on both sides: so
+    # neither a warm-up tail nor a window shorter than a lifetime pushes it past C).
+    ci = led.derive(k + "client_inflight_mean", OC.client_inflight_mean, unit="req", sources=src,
+                    requests=p.requests, t_start=sa, t_end=sb)
+    led.derive(k + "engine_inflight_little", OC.engine_inflight_mean, unit="req", sources=ms,
+               scrapes=sc, t_start=a, t_end=b)
+    pa, pb, pop_what, excludes_warmup = _population_window(sc, p, a, b)
+    pop = DL.requests_ended_between(
+        p.measured if excludes_warmup else p.requests.take(p.requests.col("ok").astype(bool)), pa, pb)
+    e2e = led.derive(k + "engine_e2e_ms_mean", OC.engine_e2e_ms_mean, unit="ms",
+                     sources=_src_metrics(rd, pa, pb, _what(pop_what, point=p.pid)),
+                     scrapes=sc, t_start=pa, t_end=pb)
+    life = led.derive(k + "client_lifetime_ms_mean", OC.client_lifetime_ms_mean, unit="ms",
+                      sources=_src_requests(rd, p, "source.requests_ended_in", k=len(pop), a=pa, b=pb),
+                      requests=pop)
+    inside = led.derive(k + "engine_life_share", OC.engine_life_share, unit="fraction",
+                        engine_e2e_ms=e2e, client_lifetime_ms=life)
+    led.derive(k + "outside_engine_share", A.difference, unit="fraction", a=1.0, b=inside)
+    if not open_loop:
+        cheld = led.derive(k + "client_held_fraction", OC.share_of_concurrency, unit="fraction",
+                           mean_in_flight=ci, concurrency=C)
+        led.derive(k + "engine_held_fraction", A.product, unit="fraction", a=cheld, b=inside)
+    # Whether the queue kept growing (open loop) or the pace drifted (steady state): over the
+    # span the measured requests were sent in, not the drain after the last send.
+    span = OC.send_span(p.measured, *win)
+    led.derive(k + "send_rate", OC.send_rate, unit="req/s", sources=src, requests=p.requests,
+               t_start=span[0], t_end=span[1])
+    led.derive(k + "send_span_s", A.difference, unit="s", sources=src, a=span[1], b=span[0])
+    led.derive(k + "engine_finish_rate", OC.engine_finish_rate, unit="req/s", sources=ms,
+               scrapes=sc, t_start=a, t_end=b)
+    led.derive(k + "finish_over_send", A.ratio, unit="fraction", numerator=led[k + "engine_finish_rate"],
+               denominator=led[k + "send_rate"])
+    led.derive(k + "inflight_growth", OC.inflight_growth, unit="req/s", sources=src,
+               requests=p.requests, t_start=span[0], t_end=span[1])
+    led.derive(k + "ttft_trend", OC.ttft_trend, unit="×", sources=src, requests=p.measured,
+               t_start=span[0], t_end=span[1])
+    led.derive(k + "throughput_trend", OC.throughput_trend, unit="×", sources=src,
+               requests=p.requests, t_start=win[0], t_end=win[1])
+    led.derive(k + "engine_throughput_trend", OC.engine_throughput_trend, unit="×", sources=ms,
+               scrapes=sc, t_start=a, t_end=b)
+    # The client's timing error, measured: events that shared a stamp, and where they could be late.
+    led.derive(k + "events_received", CE.events_received, unit="", sources=src, requests=p.measured)
+    led.derive(k + "reads_in_window", CE.reads_in_window, unit="", sources=csrc,
+               client_samples=rd.bundle.client, t_start=win[0], t_end=win[1])
+    led.derive(k + "coread_share_by_counters", CE.coread_share_by_counters, unit="fraction",
+               sources=src + csrc, requests=p.requests, client_samples=rd.bundle.client,
+               t_start=win[0], t_end=win[1])
+    zero = led.derive(k + "zero_gap_chunks", CE.zero_gap_chunks, unit="", sources=src, requests=p.measured)
+    led.derive(k + "zero_gap_share", A.share, unit="fraction", part=zero, whole=led[k + "events_received"])
+    chunk = CE.chunk_gaps_ms(p.measured)
+    for q in (50, 99):
+        led.derive(k + f"chunk_itl_ms_p{q}", ST.percentile, unit="ms", sources=src, values=chunk, q=q)
+    # The ITL the client's error is held against: the engine's own where it was sampled (the
+    # client's may be the distorted one), else the client's per-chunk p50.
+    engine_itl = led[k + "engine_itl_ms_mean"]
+    ref = led.derive(k + "itl_reference_ms", A.identity_of, unit="ms",
+                     value=engine_itl if engine_itl.present else led[k + "chunk_itl_ms_p50"])
+    tol = led.derive(k + "client_error_tolerance_ms", A.product, unit="ms",
+                     a=led["r.rule_client_error_max"], b=ref)
+    wrong = led.derive(k + "mistimed_events", CE.mistimed_events, unit="", sources=src + csrc,
+                       requests=p.measured, client_samples=rd.bundle.client, tolerance_ms=tol)
+    share = led.derive(k + "mistimed_share", A.share, unit="fraction", part=wrong,
+                       whole=led[k + "events_received"])
+    gaps = ST.itl_gaps_ms(p.measured)
+    for q in (50, 99):
+        led.derive(k + f"itl_error_ms_p{q}", CE.quantile_error_ms, unit="ms", sources=src,
+                   gaps_ms=gaps, q=q, wrong_share=share)
+        led.derive(k + f"itl_error_share_p{q}", A.ratio, unit="fraction",
+                   numerator=led[k + f"itl_error_ms_p{q}"],
+                   denominator=ref if q == 50 else led[k + f"itl_ms_p{q}"])
+        # The engine's own percentile, to the resolution of its histogram's buckets.
+        lo = led.derive(k + f"engine_itl_ms_p{q}_low", CE.engine_itl_bucket_ms, unit="ms", sources=ms,
+                        scrapes=sc, t_start=a, t_end=b, q=q, edge="low")
+        hi = led.derive(k + f"engine_itl_ms_p{q}_high", CE.engine_itl_bucket_ms, unit="ms", sources=ms,
+                        scrapes=sc, t_start=a, t_end=b, q=q, edge="high")
+        led.derive(k + f"client_outside_engine_itl_p{q}", CE.outside_bucket, unit="fraction",
+                   value=led[k + f"itl_ms_p{q}"], low=lo, high=hi)
+    led.derive(k + "client_lag_ms_p50", A.loop_lag_ms_quantile, unit="ms", sources=csrc,
+               client_samples=rd.bundle.client, t_start=win[0], t_end=win[1], q=50)
+    # Host CPU: the engine's processes, the client, the whole host.
+    host = rd.bundle.host
+    led.derive(k + "engine_cpu_share", HL.engine_cpu_share, unit="fraction", sources=hsrc,
+               host_samples=host, t_start=win[0], t_end=win[1])
+    led.derive(k + "client_cpu_cores", HL.client_cpu_cores, unit="", sources=hsrc,
+               host_samples=host, t_start=win[0], t_end=win[1])
+    led.derive(k + "host_cpu_busy_share", HL.host_cpu_busy_share, unit="fraction", sources=hsrc,
+               host_samples=host, t_start=win[0], t_end=win[1])
+    # The server log's stats lines: the gauges of a round recorded without /metrics.
+    stats = list(rd.log.stats_lines) if rd.log else []
+    year = int(str(rd.bundle.manifest.get("created_utc") or "1970")[:4])
+    t0 = rd.bundle.manifest["clock"]["t0_wall_unix"]
+    lsrc = (Source.of(f"{rd.name}/server.log", "source.stats_lines_of_point", point=p.pid),)
+    for name, field in (("log_running_peak", "running"), ("log_waiting_peak", "waiting"),
+                        ("log_kv_usage_peak_pct", "kv_cache_usage_pct")):
+        led.derive(k + name, LS.log_peak, unit="%" if field.endswith("pct") else "req", sources=lsrc,
+                   stats=stats, year=year, t0_wall_unix=t0, t_start=win[0], t_end=win[1], field=field)
+
+
 def _population_window(sc: list, p: PointData, a: float,
                        b: float) -> tuple[float, float, str, bool]:
     """The histogram window of one population (see point_ledger) and whether it leaves the
@@ -461,8 +577,13 @@ def build_ledger(rd: RoundData) -> Ledger:
     led.derive("r.kv_cache_memory_suggested_gib", A.ratio, unit="GiB",
                numerator=led["r.kv_cache_memory_suggested_bytes"], denominator=2**30)
     rule_ledger(led)
+    gpus = rd.bundle.manifest.get("gpus") or []
+    led.record("r.max_sm_clock_mhz", gpus[0].get("max_sm_clock_mhz") if gpus else None, unit="MHz",
+               doc="The GPU's maximum SM clock, as NVML reports it", sources=(f"{rd.name}/manifest.json: gpus",),
+               missing=gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry"))
     for p in rd.points:
         point_ledger(led, rd, p)
+        cross_check_ledger(led, rd, p)
         kv_point_ledger(led, rd, p)
         mfu_point_ledger(led, rd, p)
         power_point_ledger(led, rd, p)
@@ -682,6 +803,7 @@ def length_axis_ledger(led: Ledger, rd: RoundData) -> None:
 
 def rule_ledger(led: Ledger) -> None:
     """The validity thresholds (policy, report.validity), so the page prints them traced."""
+    from serving_ledger.report import diagnosis as D
     for key, value, unit, doc in (
             ("r.rule_held_min", V.HELD_MIN, "fraction", "Least share of C the server must hold on average (policy)"),
             ("r.rule_sync_max", V.SYNC_MAX, "fraction", "Most send synchrony before a point counts as lockstep (policy)"),
@@ -691,7 +813,11 @@ def rule_ledger(led: Ledger) -> None:
             ("r.rule_itl_slope_min", V.ITL_SLOPE_AGREES[0], "fraction", "Least measured/theory ITL slope the seeds accept"),
             ("r.rule_itl_slope_max", V.ITL_SLOPE_AGREES[1], "fraction", "Largest measured/theory ITL slope the seeds accept"),
             ("r.rule_repro_tput_tol", V.REPRO_TPUT_TOL, "fraction", "Largest output-throughput difference at shared points for two rounds to reproduce (policy)"),
-            ("r.rule_saturation_growth", V.SATURATION_GROWTH, "fraction", "Least throughput growth between the last two points before a sweep counts as saturated (policy)")):
+            ("r.rule_saturation_growth", V.SATURATION_GROWTH, "fraction", "Least throughput growth between the last two points before a sweep counts as saturated (policy)"),
+            ("r.rule_roof_dominance", D.ROOF_DOMINANCE, "×", "How many times one roof's utilisation must exceed the other's to name the limit (policy)"),
+            ("r.rule_lag_min_ms", V.LAG_MIN_MS, "ms", "Client event-loop lag (p50) above which the client may not keep up (policy)"),
+            ("r.rule_trend_steady_low", V.TREND_STEADY[0], "×", "Lowest second-half over first-half pace of a steady window (policy)"),
+            ("r.rule_trend_steady_high", V.TREND_STEADY[1], "×", "Highest second-half over first-half pace of a steady window (policy)")):
         led.record(key, value, unit=unit, doc=doc, sources=("report/validity.py",))
 
 

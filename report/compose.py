@@ -17,6 +17,9 @@ from serving_ledger.report.stats import INTERRUPTED
 from serving_ledger.report.words import has, word
 
 CLIENT_LAG_SHARE_LIMIT = 0.1      # the templates say "a tenth" of the ITL median
+# From this share of chunks stamped like the one before them, the page explains the zero gaps
+# and prints per-chunk ITL beside per-token ITL.
+ZERO_GAP_NOTE_SHARE = 0.1
 # vLLM's FLOPs counter "closes" against its own formulas within this relative difference.
 FLOPS_CLOSE = 0.01
 # The KV account "balances" when measured and expected usage differ by at most this many points.
@@ -139,9 +142,9 @@ def compose_rounds(pairs: list[tuple[str | Path, str]]) -> list[RoundReport]:
 
 
 def client_may_distort(led: Ledger, pid: str) -> bool:
-    """Whether the client's own timing error at point PID is a sizeable share of its ITL."""
-    v = led.get(f"p.{pid}.client_lag_share_of_itl")
-    return v is not None and v.present and v.value > CLIENT_LAG_SHARE_LIMIT
+    """Whether the client's measured timing error at point PID is a sizeable share of its ITL (p50 or p99)."""
+    shares = [led.get(f"p.{pid}.itl_error_share_p{q}") for q in (50, 99)]
+    return any(v is not None and v.present and v.value > CLIENT_LAG_SHARE_LIMIT for v in shares)
 
 
 def previous_round_id(rid: str) -> str | None:
@@ -163,6 +166,11 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     axis = rd.axis if rd.axis in ("concurrency", "input_len") else "concurrency"
     facts = facts_of(rd)
     facts["ok_points"] = pids
+    # Points whose C requests at their peak would need more than the pool: the table's demand
+    # column passes 100 % there, and the page says why.
+    facts["demand_over_pool"] = [pid for pid in pids if (led.get(f"p.{pid}.kv_expected_peak") is not None
+                                 and led[f"p.{pid}.kv_expected_peak"].present
+                                 and led[f"p.{pid}.kv_expected_peak"].value > 1)]
     facts["sweep_axis"] = rd.axis
     validity = rd.extras["validity"]
     if len([pid for pid in pids if validity[pid].valid]) < 2:
@@ -171,6 +179,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
         facts["axis"] = "single"
     # The client's lag counts as distortion above this share of the ITL median (a policy).
     facts["lag_share_limit"] = CLIENT_LAG_SHARE_LIMIT
+    facts["zero_gap_note_share"] = ZERO_GAP_NOTE_SHARE
     facts["client_distorted_points"] = [pid for pid in pids if client_may_distort(led, pid)]
     facts["kv_close_pp"] = KV_CLOSE_PP
     facts["flops_close"] = FLOPS_CLOSE

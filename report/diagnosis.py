@@ -27,6 +27,16 @@ MFU_HIGH = 0.3
 MBU_HIGH = 0.4
 # Below both of these, with no queue and a GPU mostly idle, the load did not stress anything.
 MFU_LOW, MBU_LOW, GPU_IDLE_PCT = 0.1, 0.2, 50.0
+# A roof names the limit only when its utilisation is this many times the other's.
+ROOF_DOMINANCE = 1.2
+# The GPU waits on the engine's host side below this NVML utilisation (with MFU and MBU low).
+GPU_HOST_BOUND_PCT = 60.0
+# The CPU engine's processes use at least (busy) or under (idle) this share of the host's cores.
+ENGINE_CPU_BUSY, ENGINE_CPU_IDLE = 0.7, 0.3
+# A host whose cores are this busy has no CPU to spare for anything the engine is waiting on.
+HOST_SATURATED = 0.9
+# A GPU at this share of its power limit is held at its power cap.
+POWER_CAP_SHARE = 0.97
 
 
 def val(led: Ledger, key: str) -> Any:
@@ -43,6 +53,97 @@ class Validity:
     reasons: list[str] = field(default_factory=list)         # codes of the failed checks
     unchecked: list[str] = field(default_factory=list)       # checks whose inputs are absent
     evidence: dict[str, Any] = field(default_factory=dict)   # ledger key -> value
+    # Codes of signals that disagreed with the check's verdict (each worded by the findings):
+    # the check still stands on the signals that agreed.
+    disagreed: list[str] = field(default_factory=list)
+
+
+def _at_least(x: Any, low: float) -> bool | None:
+    return None if x is None else x >= low
+
+
+def held_check(get, C: int) -> tuple[bool | None, list[str]]:
+    """Whether the set concurrency was held, and which signals disagreed.
+
+    The client's own in-flight count says what the server as a whole held; the engine's view
+    (running + waiting gauges, Little's law over its e2e counter) says whether the engine had
+    them. Not held needs the client and the engine to agree; a gauge the counter contradicts is
+    stale, and an engine short of what the client held spent the rest outside the engine.
+    """
+    client = _at_least(get("client_held_fraction"), V.HELD_MIN)
+    gauge = _at_least(get("held_concurrency_fraction"), V.HELD_MIN)
+    little = _at_least(get("engine_held_fraction"), V.HELD_MIN)
+    engine = little if little is not None else gauge
+    notes: list[str] = []
+    g, e = get("held_concurrency_fraction"), get("engine_held_fraction")
+    if gauge is not None and little is not None and gauge != little and abs(g - e) >= V.GAUGE_STALE_GAP:
+        notes.append("gauge_stale" if little else "gauge_over_counter")
+    if client is None:
+        return engine, notes
+    if client and engine is False:
+        notes.append("held_outside_engine")
+    if not client and engine:
+        notes.append("engine_held_client_not")
+        return None, notes
+    return client if engine is None else (client or engine), notes
+
+
+def steady_check(get) -> tuple[bool | None, list[str]]:
+    """Whether the window reached a steady state: enough request lifetimes, and no drift of the
+    pace that the client and the engine's counters both show."""
+    lifetimes = get("lifetimes_in_window")
+    c_tr, e_tr = get("throughput_trend"), get("engine_throughput_trend")
+    lo, hi = V.TREND_STEADY
+    drift = [None if x is None else not lo <= x <= hi for x in (c_tr, e_tr)]
+    notes = ["pace_drift_one_side"] if drift[0] is not None and drift[1] is not None \
+        and drift[0] != drift[1] else []
+    if lifetimes is None:
+        return None, notes
+    if lifetimes < V.LIFETIMES_MIN * (1 - V.FLOAT_SLACK):
+        return False, notes
+    return not (drift[0] and drift[1]), notes
+
+
+def saturation_check(get) -> tuple[bool | None, list[str]]:
+    """Open loop: whether arrivals outran the server, the client's in-flight count growing and
+    the engine finishing fewer than were sent (or TTFT rising through the window)."""
+    growth, window, sent = get("inflight_growth"), get("send_span_s"), get("send_rate")
+    finish, ttft = get("finish_over_send"), get("ttft_trend")
+    if growth is None or window is None or sent is None:
+        return None, []
+    grows = growth * window > max(V.GROWTH_MIN_REQUESTS, V.GROWTH_MIN_SHARE * sent * window)
+    engine = [x for x in ((finish is not None and finish < V.FINISH_MIN),
+                          (ttft is not None and ttft > V.TTFT_TREND_MAX)) if x]
+    if finish is None and ttft is None:
+        return None, []
+    notes = ["queue_grew_engine_kept_up"] if grows and not engine else []
+    return not (grows and engine), notes
+
+
+def distortion_check(get) -> tuple[bool | None, list[str]]:
+    """Whether the client's timing distorted its ITL. The stamps (events sharing a read while
+    bytes waited in the socket) give a measured error; it counts when it exceeds the tolerance
+    at p50 or p99 and a second signal agrees: the client's percentiles outside the engine's own
+    ITL histogram bucket where that bucket resolves them, else the read counters showing the
+    events were read together."""
+    errs = [x for x in (get("itl_error_share_p50"), get("itl_error_share_p99")) if x is not None]
+    if not errs:
+        return None, []
+    large = any(x > V.CLIENT_ERROR_MAX for x in errs)
+    engine = []
+    for q in (50, 99):
+        low, off = get(f"engine_itl_ms_p{q}_low"), get(f"client_outside_engine_itl_p{q}")
+        if low is not None and low > 0 and off is not None:   # the first bucket resolves nothing
+            engine.append(off > V.CLIENT_ERROR_MAX)
+    coread, mistimed = get("coread_share_by_counters"), get("mistimed_share")
+    counters = None if coread is None or mistimed is None else coread >= mistimed / 2
+    if not large:
+        return True, (["client_apart_error_small"] if any(engine) else [])
+    if engine:
+        return (False, []) if any(engine) else (True, ["client_error_engine_agrees"])
+    if counters is None:
+        return None, ["client_error_unconfirmed"]
+    return (False, []) if counters else (True, ["client_error_counters_disagree"])
 
 
 def point_validity(led: Ledger, pid: str, status: str = "ok") -> Validity:
@@ -58,21 +159,26 @@ def point_validity(led: Ledger, pid: str, status: str = "ok") -> Validity:
     if status != "ok":
         out.reasons.append("interrupted" if status == "interrupted" else "failed")
     C = get("concurrency") or 0
-    checks = {
-        "not_held": (get("held_concurrency_fraction"), lambda x: x < V.HELD_MIN),
-        "not_steady": (get("lifetimes_in_window"), lambda x: x < V.LIFETIMES_MIN),
-        "scrapes_failed": (get("failed_scrape_share"), lambda x: x > V.SCRAPE_FAIL_MAX),
-        "client_distorted": (get("client_lag_share_of_itl"), lambda x: x > V.CLIENT_ERROR_MAX),
-    }
+    open_loop = get("request_rate") is not None
+    checks: dict[str, tuple[bool | None, list[str]]] = {}
+    if open_loop:
+        checks["over_saturated"] = saturation_check(get)
+    else:
+        checks["not_held"] = held_check(get, C)
+    checks["not_steady"] = steady_check(get)
+    scrapes = get("failed_scrape_share")
+    checks["scrapes_failed"] = (None if scrapes is None else scrapes <= V.SCRAPE_FAIL_MAX, [])
+    checks["client_distorted"] = distortion_check(get)
     # Lockstep needs both sides: the client sent together, and the server saw the wave queue.
     sync, waiting = get("send_synchrony"), get("waiting_peak")
-    if C >= 2:
-        checks["lockstep"] = (None if sync is None or waiting is None else (sync, waiting),
-                              lambda x: x[0] > V.SYNC_MAX and x[1] >= max(1.0, C / 4))
-    for code, (x, fails) in checks.items():
-        if x is None:
+    if C >= 2 and not open_loop:
+        checks["lockstep"] = (None if sync is None or waiting is None else
+                              not (sync > V.SYNC_MAX and waiting >= max(1.0, C / 4)), [])
+    for code, (passed, notes) in checks.items():
+        out.disagreed.extend(notes)
+        if passed is None:
             out.unchecked.append(code)
-        elif fails(x):
+        elif not passed:
             out.reasons.append(code)
     out.valid = not out.reasons
     return out
@@ -94,18 +200,29 @@ class Attribution:
 
 
 def kv_pool_full(led: Ledger, pid: str) -> bool | None:
-    """Whether the pool's free tokens at its peak fell short of one more request's blocks."""
+    """Whether the pool's free tokens at its peak fell short of one more request's blocks
+    (the /metrics gauge's peak, else the server log's stats lines)."""
     k = f"p.{pid}."
     peak, pool, need = (val(led, k + "kv_usage_peak"), val(led, "r.pool_tokens_usable"),
                         val(led, k + "request_peak_tokens"))
-    if peak is None or pool is None or need is None:
+    if peak is None and val(led, k + "log_kv_usage_peak_pct") is not None:
+        peak = val(led, k + "log_kv_usage_peak_pct") / 100.0
+    if peak is None:
         return None
+    if pool is None or need is None:
+        # Without the pool's size: a gauge that reads it full, or far from full.
+        return True if peak >= V.POOL_FULL_SHARE else False if peak < V.POOL_ROOM_SHARE else None
     return (1.0 - peak) * pool < need
 
 
+def _max_of(*xs: Any) -> Any:
+    present = [x for x in xs if x is not None]
+    return max(present) if present else None
+
+
 def point_bottleneck(led: Ledger, pid: str) -> Attribution:
-    """The first limit whose signals all agree, in order: client, KV pool, frontend,
-    scheduler budget, GPU compute, GPU bandwidth, too little load; else unknown."""
+    """The first limit whose signals all agree, in order: client, KV pool, scheduler budget,
+    frontend, engine host, GPU compute, GPU bandwidth, too little load; else unknown."""
     k = f"p.{pid}."
     ev: dict[str, Any] = {}
 
@@ -116,46 +233,101 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
     def verdict(kind: str, mechanism: str, keys: list[str]) -> Attribution:
         return Attribution(pid, kind, mechanism, {key: ev.get(key, val(led, key)) for key in keys})
 
-    lag = get(k + "client_lag_share_of_itl")
-    if lag is not None and lag > V.CLIENT_ERROR_MAX:
-        return verdict("client", "client_lag", [k + "client_lag_share_of_itl",
-                                                k + "client_timing_error_ms", k + "itl_ms_p50"])
+    C = get(k + "concurrency") or 0
+    open_loop = get(k + "request_rate") is not None
+    waiting = _max_of(get(k + "waiting_peak"), get(k + "waiting_capacity_peak"),
+                      get(k + "log_waiting_peak"))
+    preempt = get(k + "preemptions")
+
+    # The client: it could not keep C requests in flight (its own count, late sends or a
+    # lagging loop) while the engine idled with nothing waiting for it.
+    client_held, engine_held = get(k + "client_held_fraction"), get(k + "engine_held_fraction")
+    lag, itl = get(k + "client_lag_ms_p50"), get(k + "engine_itl_ms_mean")
+    client_side = (client_held is not None and client_held < V.HELD_MIN) or \
+        (lag is not None and lag > max(V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL * (itl or 0)))
+    engine_idle = not (waiting or 0) and (
+        (engine_held is not None and engine_held < V.HELD_MIN) or
+        (get(k + "delivery_ttft_ms") is not None and get(k + "engine_ttft_ms_mean") is not None
+         and ev[k + "delivery_ttft_ms"] > V.DELIVERY_TTFT_FACTOR * max(ev[k + "engine_ttft_ms_mean"], 1.0)))
+    if not open_loop and client_side and engine_idle:
+        return verdict("client", "client_starved",
+                       [k + "client_held_fraction", k + "client_lag_ms_p50", k + "engine_held_fraction",
+                        k + "engine_itl_ms_mean", k + "ttft_ms_mean", k + "engine_ttft_ms_mean",
+                        k + "client_cpu_cores", k + "host_cpu_busy_share", k + "waiting_peak"])
+    # The KV pool: full at its peak (gauge or log), and requests waited or were preempted.
     full = kv_pool_full(led, pid)
-    waiting, preempt = get(k + "waiting_peak"), get(k + "preemptions")
     if full and ((waiting or 0) > 0 or (preempt or 0) > 0):
-        return verdict("kv_pool", "pool_full_and_waiting",
-                       [k + "kv_usage_peak", "r.pool_tokens_usable", k + "request_peak_tokens",
-                        k + "waiting_peak", k + "preemptions"])
-    ratio = get(k + "delivery_tpot_ratio")
-    if ratio is not None and ratio >= DELIVERY_RATIO_MIN and lag is not None:
-        return verdict("frontend", "delivery_slower_than_engine",
-                       [k + "engine_tpot_ms_mean", k + "client_tpot_ms_mean",
-                        k + "delivery_tpot_ratio", k + "client_lag_share_of_itl",
-                        k + "packet_stamped_read_share", k + "gpu_util_median_pct"])
+        return verdict("kv_pool", "pool_full_and_waiting" if ev.get(k + "kv_usage_peak", val(led, k + "kv_usage_peak")) is not None
+                       else "pool_full_and_waiting_log",
+                       [k + "kv_usage_peak", k + "log_kv_usage_peak_pct", "r.pool_tokens_usable",
+                        k + "request_peak_tokens", k + "kv_expected_peak", k + "waiting_peak",
+                        k + "log_waiting_peak", k + "preemptions"])
+    # The scheduler: requests queued with room in the pool, and queueing outweighed prefill.
     q, pf = get(k + "queue_ms_mean"), get(k + "prefill_ms_mean")
-    wcap = get(k + "waiting_capacity_peak")
-    queued = wcap if wcap is not None else waiting
-    if full is False and (queued or 0) > 0 and q is not None and pf is not None and q > pf:
+    if full is False and (waiting or 0) > 0 and q is not None and pf is not None and q > pf:
         return verdict("scheduler_budget", "queue_with_free_kv",
                        [k + "waiting_capacity_peak", k + "waiting_peak", k + "kv_usage_peak",
                         k + "queue_ms_mean", k + "prefill_ms_mean", k + "iteration_tokens_mean",
                         "r.max_num_batched_tokens"])
+    # Delivery: the client received tokens slower than the engine core made them, while the
+    # client itself kept up (its loop on time, its timing error measured small).
+    ratio = get(k + "delivery_tpot_ratio")
+    err = get(k + "itl_error_share_p50")
+    if ratio is not None and ratio >= DELIVERY_RATIO_MIN and not client_side and \
+            (err is None or err <= V.CLIENT_ERROR_MAX):
+        return verdict("frontend", "delivery_slower_than_engine",
+                       [k + "engine_tpot_ms_mean", k + "client_tpot_ms_mean",
+                        k + "delivery_tpot_ratio", k + "itl_error_ms_p50", k + "client_lag_ms_p50",
+                        k + "packet_stamped_read_share", k + "outside_engine_share"])
     mfu, mbu, util = get(k + "mfu"), get(k + "mbu"), get(k + "gpu_util_median_pct")
-    busy = util is not None and util >= GPU_BUSY_PCT
-    intensity, ridge = get(k + "intensity"), get("r.ridge")
+    engine_busy = (engine_held is not None and engine_held >= V.HELD_MIN) or \
+        (get(k + "server_running_median") is not None and C and ev[k + "server_running_median"] >= V.HELD_MIN * C)
     gpu_keys = [k + "mfu", k + "mbu", k + "intensity", "r.ridge", k + "gpu_util_median_pct",
                 k + "power_median_w", k + "power_limit_w"]
-    # The roofline places the point (its FLOPs per byte against the ridge); the utilisation
-    # of that roof says whether the GPU ran near it.
-    if busy and intensity is not None and ridge:
-        if intensity >= ridge / 2 and (mfu or 0) >= MFU_HIGH:
-            return verdict("gpu_compute", "compute_bound", gpu_keys)
-        if intensity < ridge and (mbu or 0) >= MBU_HIGH:
+    # The engine's host side: every slot busy while the GPU mostly waits (NVML idle and the
+    # roofline far from either roof), or the CPU engine's own processes using the host.
+    gpu_waits = util is not None and util < GPU_HOST_BOUND_PCT and \
+        mfu is not None and mbu is not None and mfu < MFU_LOW * 2 and mbu < MBU_LOW * 1.5
+    cpu_share = get(k + "engine_cpu_share")
+    if engine_busy and (waiting or 0) <= C / 4 and gpu_waits:
+        return verdict("engine_host", "gpu_waits_on_host",
+                       [k + "engine_held_fraction", k + "server_running_median", k + "gpu_util_median_pct",
+                        k + "mfu", k + "mbu", k + "engine_itl_ms_mean", k + "engine_steps_per_s",
+                        k + "engine_cpu_share"])
+    host_busy = get(k + "host_cpu_busy_share")
+    if util is None and mfu is None and cpu_share is not None and cpu_share >= ENGINE_CPU_BUSY \
+            and (engine_busy or (host_busy is not None and host_busy >= HOST_SATURATED)):
+        return verdict("engine_host", "cpu_engine_busy",
+                       [k + "engine_cpu_share", k + "engine_held_fraction", k + "engine_steps_per_s",
+                        k + "engine_itl_ms_mean", k + "host_cpu_busy_share"])
+    # The GPU roofline: the larger of vLLM's FLOP and byte rates against their peaks, when it
+    # clearly dominates the other (each is the share of time its phase would take at its roof).
+    busy = util is not None and util >= GPU_BUSY_PCT
+    if busy and mfu is not None and mbu is not None:
+        if mfu >= MFU_HIGH and mfu >= ROOF_DOMINANCE * mbu:
+            capped = _power_capped(get, k)
+            return verdict("gpu_compute", "compute_bound_power_capped" if capped else "compute_bound",
+                           gpu_keys + [k + "power_cap_share", k + "sm_clock_load_mhz", "r.max_sm_clock_mhz"])
+        if mbu >= MBU_HIGH and mbu >= ROOF_DOMINANCE * mfu:
             return verdict("gpu_bandwidth", "bandwidth_bound", gpu_keys)
+        if mfu >= MFU_HIGH * 0.8 and mbu >= MFU_HIGH * 0.8:
+            return verdict("unknown", "roofs_balanced", gpu_keys)
     idle = util is not None and util < GPU_IDLE_PCT
     light = mfu is not None and mbu is not None and mfu < MFU_LOW and mbu < MBU_LOW
-    if (idle or light) and not (waiting or 0) and not full:
-        return verdict("under_driven", "gpu_mostly_idle", gpu_keys + [k + "waiting_peak"])
+    cpu_idle = util is None and cpu_share is not None and cpu_share < ENGINE_CPU_IDLE
+    if (idle or light or cpu_idle) and not (waiting or 0) and not full and not engine_busy:
+        return verdict("under_driven", "engine_mostly_idle",
+                       gpu_keys + [k + "waiting_peak", k + "engine_held_fraction", k + "engine_cpu_share"])
     return verdict("unknown", "no_signal_agrees" if util is not None or mfu is not None
-                   else "no_gpu_signals", gpu_keys + [k + "waiting_peak", k + "delivery_tpot_ratio"])
+                   else "no_gpu_signals", gpu_keys + [k + "waiting_peak", k + "delivery_tpot_ratio",
+                                                      k + "engine_cpu_share"])
 
+
+def _power_capped(get, k: str) -> bool:
+    """A compute-bound point held at the power limit: power at 97 % of it or the SW power-cap
+    bit set in most samples, with the SM clock below its maximum."""
+    power, limit, share = get(k + "power_median_w"), get(k + "power_limit_w"), get(k + "power_cap_share")
+    clock, top = get(k + "sm_clock_load_mhz"), get("r.max_sm_clock_mhz")
+    at_cap = (power is not None and limit and power >= POWER_CAP_SHARE * limit) or \
+        (share is not None and share >= 0.5)
+    return bool(at_cap and clock is not None and top and clock < top)

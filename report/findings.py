@@ -28,8 +28,10 @@ REASON_WORDS = {
                    "窗口只覆盖了 [[p.{p}.lifetimes_in_window]] 个请求生命周期（至少需要 [[r.rule_lifetimes_min|int]] 个）"),
     "scrapes_failed": ("[[p.{p}.failed_scrape_share|pct]] of its /metrics scrapes failed",
                        "窗口内 [[p.{p}.failed_scrape_share|pct]] 的 /metrics 抓取失败"),
-    "client_distorted": ("the client's timing error bound was [[p.{p}.client_lag_share_of_itl|pct]] of the ITL p50",
-                         "客户端计时误差上界达 ITL p50 的 [[p.{p}.client_lag_share_of_itl|pct]]"),
+    "client_distorted": ("[[p.{p}.mistimed_share|pct]] of its events shared a read with a later one while bytes waited in the socket, which puts ITL p50 off by up to [[p.{p}.itl_error_ms_p50]] and p99 by up to [[p.{p}.itl_error_ms_p99]] (the read counters agree: [[p.{p}.coread_share_by_counters|pct]] of the events were read together; the engine's own ITL averaged [[p.{p}.engine_itl_ms_mean]])",
+                         "[[p.{p}.mistimed_share|pct]] 的事件与后一个事件同次读取、且字节在套接字中等待过，使 ITL p50 最多偏差 [[p.{p}.itl_error_ms_p50]]、p99 最多偏差 [[p.{p}.itl_error_ms_p99]]（读计数器印证：[[p.{p}.coread_share_by_counters|pct]] 的事件是同次读取的；引擎自身 ITL 均值 [[p.{p}.engine_itl_ms_mean]]）"),
+    "over_saturated": ("arrivals outran the server: the client's requests in flight grew by [[p.{p}.inflight_growth]] while the server finished [[p.{p}.finish_over_send|pct]] of what was sent and TTFT of the window's last third was [[p.{p}.ttft_trend]] that of its first, so no steady state exists to measure",
+                       "到达速率超过了服务能力：客户端在途请求每秒增加 [[p.{p}.inflight_growth]]，服务端只完成了发送量的 [[p.{p}.finish_over_send|pct]]，窗口后三分之一的 TTFT 是前三分之一的 [[p.{p}.ttft_trend]]，不存在可测的稳态"),
     "interrupted": ("the point was interrupted", "该点被中断"),
     "failed": ("the point failed", "该点失败"),
 }
@@ -39,23 +41,38 @@ MECHANISMS = {
         "At {p} the engine was bound by memory bandwidth: vLLM's byte counter read [[p.{p}.mbu|pct]] of the peak bandwidth while its FLOP counter reached [[p.{p}.mfu|pct]] of the dense peak, at [[p.{p}.intensity]] — below the ridge of [[r.ridge]]. Each decode step rereads the weights for a batch too small to reuse them; NVML put the GPU busy [[p.{p}.gpu_util_median_pct]] of the time.",
         "{p} 点受显存带宽限制：vLLM 的读字节计数达到峰值带宽的 [[p.{p}.mbu|pct]]，而 FLOP 计数只有稠密峰值的 [[p.{p}.mfu|pct]]；算术强度 [[p.{p}.intensity]]，低于屋脊 [[r.ridge]]。每个 decode 步都要重读一遍权重，而批太小，摊不薄这次读取；NVML 显示 GPU 忙碌时间中位数 [[p.{p}.gpu_util_median_pct]]。"),
     "compute_bound": (
-        "At {p} the engine was bound by compute: vLLM's FLOP counter reached [[p.{p}.mfu|pct]] of the dense peak at [[p.{p}.intensity]], past half the ridge of [[r.ridge]], with the GPU busy [[p.{p}.gpu_util_median_pct]] of the time at a median [[p.{p}.power_median_w]] of its [[p.{p}.power_limit_w]] limit.",
-        "{p} 点受算力限制：vLLM 的 FLOP 计数达到稠密峰值的 [[p.{p}.mfu|pct]]，算术强度 [[p.{p}.intensity]]，已超过屋脊 [[r.ridge]] 的一半；GPU 忙碌时间中位数 [[p.{p}.gpu_util_median_pct]]，功耗中位数 [[p.{p}.power_median_w]]（上限 [[p.{p}.power_limit_w]]）。"),
+        "At {p} the engine was bound by compute: vLLM's FLOP counter reached [[p.{p}.mfu|pct]] of the dense peak against [[p.{p}.mbu|pct]] of the bandwidth roof, at a median [[p.{p}.power_median_w]] of its [[p.{p}.power_limit_w]] limit.",
+        "{p} 点受算力限制：vLLM 的 FLOP 计数达到稠密峰值的 [[p.{p}.mfu|pct]]，带宽只用到 [[p.{p}.mbu|pct]]；功耗中位数 [[p.{p}.power_median_w]]（上限 [[p.{p}.power_limit_w]]）。"),
     "delivery_slower_than_engine": (
-        "At {p} delivery, not the engine, set the pace: the engine core produced each request's tokens every [[p.{p}.engine_tpot_ms_mean]] (vLLM's per-request TPOT), but the client received them every [[p.{p}.client_tpot_ms_mean]] ([[p.{p}.delivery_tpot_ratio]]). The client timed its reads by the arrival of their bytes and its own timing error was [[p.{p}.client_lag_share_of_itl|pct]] of the ITL, so the delay arose upstream of it: in the API server, which detokenises and streams every request from one process.",
-        "{p} 点的节奏由下发环节而非引擎决定：引擎核心每 [[p.{p}.engine_tpot_ms_mean]] 产出一个 token（vLLM 的逐请求 TPOT），客户端却每 [[p.{p}.client_tpot_ms_mean]] 才收到一个（[[p.{p}.delivery_tpot_ratio]]）。客户端按字节到达时刻计时，自身计时误差只有 ITL 的 [[p.{p}.client_lag_share_of_itl|pct]]，所以延迟发生在它的上游：API 服务进程在一个进程里为所有请求做反分词和流式下发。"),
+        "At {p} delivery, not the engine, set the pace: the engine core produced each request's tokens every [[p.{p}.engine_tpot_ms_mean]] (vLLM's per-request TPOT), but the client received them every [[p.{p}.client_tpot_ms_mean]] ([[p.{p}.delivery_tpot_ratio]]). The client kept up (its loop [[p.{p}.client_lag_ms_p50]] late at the median) and its measured timing error left ITL p50 uncertain by at most [[p.{p}.itl_error_ms_p50]], so the delay arose upstream of it: in the API server, which detokenises and streams every request from one process.",
+        "{p} 点的节奏由下发环节而非引擎决定：引擎核心每 [[p.{p}.engine_tpot_ms_mean]] 产出一个 token（vLLM 的逐请求 TPOT），客户端却每 [[p.{p}.client_tpot_ms_mean]] 才收到一个（[[p.{p}.delivery_tpot_ratio]]）。客户端跟得上（事件循环延迟中位数 [[p.{p}.client_lag_ms_p50]]），实测计时误差使 ITL p50 的不确定度至多 [[p.{p}.itl_error_ms_p50]]，所以延迟发生在它的上游：API 服务进程在一个进程里为所有请求做反分词和流式下发。"),
     "pool_full_and_waiting": (
         "At {p} the KV pool limited the engine: at its peak it was [[p.{p}.kv_usage_peak|pct]] full, leaving fewer free tokens than one more request holds ([[p.{p}.request_peak_tokens]]), while up to [[p.{p}.waiting_peak|int]] requests waited and the server preempted [[p.{p}.preemptions]].",
         "{p} 点受 KV 池限制：峰值时池已用 [[p.{p}.kv_usage_peak|pct]]，剩余容量不足再容纳一个请求（[[p.{p}.request_peak_tokens]]），同时最多 [[p.{p}.waiting_peak|int]] 个请求在等待，服务端抢占 [[p.{p}.preemptions|int]] 次。"),
     "queue_with_free_kv": (
         "At {p} requests queued with memory to spare: up to [[p.{p}.waiting_peak|int]] waited and the mean queue time ([[p.{p}.queue_ms_mean]]) exceeded prefill ([[p.{p}.prefill_ms_mean]]) while the KV pool peaked at only [[p.{p}.kv_usage_peak|pct]]. The scheduler's per-step token budget, not memory, admitted them: a step carried [[p.{p}.iteration_tokens_mean]] on average.",
         "{p} 点在显存充裕时仍有排队：最多 [[p.{p}.waiting_peak|int]] 个请求等待，平均排队 [[p.{p}.queue_ms_mean]] 超过 prefill 的 [[p.{p}.prefill_ms_mean]]，而 KV 池峰值只用了 [[p.{p}.kv_usage_peak|pct]]。限制准入的是调度器每步的 token 预算而不是显存：每步平均 [[p.{p}.iteration_tokens_mean]]。"),
-    "client_lag": (
-        "At {p} the client limited what was measured: its timing error bound ([[p.{p}.client_timing_error_ms]]) was [[p.{p}.client_lag_share_of_itl|pct]] of the ITL p50 ([[p.{p}.itl_ms_p50]]), so its latencies carry its own delay; the engine's own ITL there was [[p.{p}.engine_itl_ms_mean]] against the client's [[p.{p}.client_itl_ms_mean]].",
-        "{p} 点受客户端限制：其计时误差上界 [[p.{p}.client_timing_error_ms]] 达到 ITL p50（[[p.{p}.itl_ms_p50]]）的 [[p.{p}.client_lag_share_of_itl|pct]]，测得的延迟含客户端自身的延迟；该点引擎自报 ITL 为 [[p.{p}.engine_itl_ms_mean]]，客户端为 [[p.{p}.client_itl_ms_mean]]。"),
-    "gpu_mostly_idle": (
-        "At {p} the load stressed nothing: no request waited, the GPU was busy [[p.{p}.gpu_util_median_pct]] of the time, MFU [[p.{p}.mfu|pct]] and MBU [[p.{p}.mbu|pct]]; a higher concurrency would find the limit.",
-        "{p} 点的负载没有触及任何瓶颈：无请求排队，GPU 忙碌时间中位数 [[p.{p}.gpu_util_median_pct]]，MFU [[p.{p}.mfu|pct]]，MBU [[p.{p}.mbu|pct]]；需要更高并发才能找到上限。"),
+    "client_starved": (
+        "At {p} the client was the limit: it kept only [[p.{p}.client_held_fraction|pct]] of C=[[p.{p}.concurrency|int]] in flight and its own event loop ran [[p.{p}.client_lag_ms_p50]] late at the median, while the engine held [[p.{p}.engine_held_fraction|pct]] with nothing waiting; the client saw a mean TTFT of [[p.{p}.ttft_ms_mean]] against the engine's [[p.{p}.engine_ttft_ms_mean]]. The engine could have served more.",
+        "{p} 点的瓶颈是客户端：它只维持了 C=[[p.{p}.concurrency|int]] 的 [[p.{p}.client_held_fraction|pct]]，自身事件循环延迟中位数 [[p.{p}.client_lag_ms_p50]]，而引擎只持有 [[p.{p}.engine_held_fraction|pct]]、没有排队；客户端的平均 TTFT 为 [[p.{p}.ttft_ms_mean]]，引擎自报 [[p.{p}.engine_ttft_ms_mean]]。引擎本可以服务更多请求。"),
+    "pool_full_and_waiting_log": (
+        "At {p} the KV pool limited the engine: the server log's stats lines put it at [[p.{p}.log_kv_usage_peak_pct]] full, with up to [[p.{p}.log_waiting_peak|int]] requests waiting; C=[[p.{p}.concurrency|int]] requests of [[p.{p}.request_peak_tokens]] each would need [[p.{p}.kv_expected_peak|pct]] of the pool.",
+        "{p} 点受 KV 池限制：服务端日志的统计行显示池已用 [[p.{p}.log_kv_usage_peak_pct]]，最多 [[p.{p}.log_waiting_peak|int]] 个请求等待；C=[[p.{p}.concurrency|int]] 个各需 [[p.{p}.request_peak_tokens]] 的请求需要池容量的 [[p.{p}.kv_expected_peak|pct]]。"),
+    "gpu_waits_on_host": (
+        "At {p} the engine's host side was the limit: the engine held [[p.{p}.engine_held_fraction|pct]] of C with at most [[p.{p}.waiting_peak|int]] waiting, yet NVML saw a kernel running only [[p.{p}.gpu_util_median_pct]] of the time and the steps reached [[p.{p}.mfu|pct]] of the compute roof and [[p.{p}.mbu|pct]] of the bandwidth roof ([[p.{p}.engine_steps_per_s]], [[p.{p}.engine_itl_ms_mean]] per token): between kernels the GPU waited on the host (kernel launches without CUDA graphs, the Python scheduler).",
+        "{p} 点的瓶颈在引擎的主机侧：引擎持有 C 的 [[p.{p}.engine_held_fraction|pct]]、最多 [[p.{p}.waiting_peak|int]] 个请求等待，但 NVML 只在 [[p.{p}.gpu_util_median_pct]] 的时间看到内核在运行，每步只达到算力屋顶的 [[p.{p}.mfu|pct]]、带宽屋顶的 [[p.{p}.mbu|pct]]（[[p.{p}.engine_steps_per_s]]，每 token [[p.{p}.engine_itl_ms_mean]]）：内核之间 GPU 在等主机（没有 CUDA graph 的内核启动、Python 调度器）。"),
+    "cpu_engine_busy": (
+        "At {p} the CPU engine was the limit: its processes used [[p.{p}.engine_cpu_share|pct]] of the host's cores while it held [[p.{p}.engine_held_fraction|pct]] of C with nothing waiting, at [[p.{p}.engine_steps_per_s]] and [[p.{p}.engine_itl_ms_mean]] per token; the host was [[p.{p}.host_cpu_busy_share|pct]] busy.",
+        "{p} 点的瓶颈是 CPU 引擎本身：其进程占用了主机 [[p.{p}.engine_cpu_share|pct]] 的 CPU，同时持有 C 的 [[p.{p}.engine_held_fraction|pct]]、没有排队，[[p.{p}.engine_steps_per_s]]，每 token [[p.{p}.engine_itl_ms_mean]]；主机整体忙碌 [[p.{p}.host_cpu_busy_share|pct]]。"),
+    "compute_bound_power_capped": (
+        "At {p} the engine was bound by compute at the power cap: vLLM's FLOP counter reached [[p.{p}.mfu|pct]] of the dense peak against [[p.{p}.mbu|pct]] of the bandwidth roof, at a median [[p.{p}.power_median_w]] of the [[p.{p}.power_limit_w]] limit (the SW power cap held the clocks in [[p.{p}.power_cap_share|pct]] of the samples), the SM clock at [[p.{p}.sm_clock_load_mhz]] against its [[r.max_sm_clock_mhz]] maximum: the compute ceiling is the power-capped clock's, not the datasheet's.",
+        "{p} 点在功耗上限处受算力限制：vLLM 的 FLOP 计数达到稠密峰值的 [[p.{p}.mfu|pct]]，带宽只用到 [[p.{p}.mbu|pct]]；功耗中位数 [[p.{p}.power_median_w]]，上限 [[p.{p}.power_limit_w]]（[[p.{p}.power_cap_share|pct]] 的采样中软件功耗上限压住了频率），SM 频率 [[p.{p}.sm_clock_load_mhz]]，最高 [[r.max_sm_clock_mhz]]：算力上限是功耗封顶后频率下的，而不是规格书上的。"),
+    "roofs_balanced": (
+        "At {p} neither roof names the limit: the FLOP counter reached [[p.{p}.mfu|pct]] of the compute peak and the byte counter [[p.{p}.mbu|pct]] of the bandwidth peak, within [[r.rule_roof_dominance]] of each other — prefill's compute and decode's weight reads each take a similar share of the time, so the time-averaged intensity ([[p.{p}.intensity]] against the ridge of [[r.ridge]]) describes neither phase.",
+        "{p} 点两个屋顶都不能单独说明瓶颈：FLOP 计数达到算力峰值的 [[p.{p}.mfu|pct]]，字节计数达到带宽峰值的 [[p.{p}.mbu|pct]]，两者相差不到 [[r.rule_roof_dominance]] 倍——prefill 的计算与 decode 的权重读取各占相近的时间，时间平均的算术强度（[[p.{p}.intensity]]，屋脊 [[r.ridge]]）不能代表任何一个阶段。"),
+    "engine_mostly_idle": (
+        "At {p} the load stressed nothing: no request waited and the engine held only [[p.{p}.engine_held_fraction|pct]] of C, the GPU was busy [[p.{p}.gpu_util_median_pct]] of the time, MFU [[p.{p}.mfu|pct]] and MBU [[p.{p}.mbu|pct]]; a higher concurrency would find the limit.",
+        "{p} 点的负载没有触及任何瓶颈：无请求排队，引擎只持有 C 的 [[p.{p}.engine_held_fraction|pct]]，GPU 忙碌时间中位数 [[p.{p}.gpu_util_median_pct]]，MFU [[p.{p}.mfu|pct]]，MBU [[p.{p}.mbu|pct]]；需要更高并发才能找到上限。"),
     "no_signal_agrees": (
         "At {p} no limit is named: the signals do not agree on one (MFU [[p.{p}.mfu|pct]], MBU [[p.{p}.mbu|pct]], GPU busy [[p.{p}.gpu_util_median_pct]], up to [[p.{p}.waiting_peak|int]] waiting).",
         "{p} 点无法判定瓶颈：各项信号不一致（MFU [[p.{p}.mfu|pct]]，MBU [[p.{p}.mbu|pct]]，GPU 忙碌 [[p.{p}.gpu_util_median_pct]]，最多 [[p.{p}.waiting_peak|int]] 个请求等待）。"),
@@ -118,6 +135,48 @@ def invalid_points_finding(led: Ledger, validity: dict[str, Validity]) -> Findin
                    "以下测量点单独标出，不参与拟合与结论。" + "。".join(zh) + "。",
                    [f"p.{v.point}.{k}" for v in bad for k in ("held_concurrency_fraction", "send_synchrony",
                                                              "lifetimes_in_window", "failed_scrape_share")])
+
+
+# Signals that disagreed with a check's verdict: what each one says, per language.
+DISAGREEMENTS = {
+    "gauge_stale": ("at {p} the running/waiting gauges put [[p.{p}.held_concurrency_fraction|pct]] of C in the server while its e2e counter (Little's law) put [[p.{p}.engine_held_fraction|pct]] and the client [[p.{p}.client_held_fraction|pct]]: the gauges read stale values and are not used",
+                    "{p} 点 running/waiting 计量值显示服务端只有 C 的 [[p.{p}.held_concurrency_fraction|pct]]，而 e2e 计数器（Little 定律）给出 [[p.{p}.engine_held_fraction|pct]]，客户端为 [[p.{p}.client_held_fraction|pct]]：计量值读到的是过时的数，不予采用"),
+    "gauge_over_counter": ("at {p} the gauges put [[p.{p}.held_concurrency_fraction|pct]] of C in the server, more than its e2e counter's [[p.{p}.engine_held_fraction|pct]]",
+                           "{p} 点计量值显示服务端有 C 的 [[p.{p}.held_concurrency_fraction|pct]]，高于 e2e 计数器的 [[p.{p}.engine_held_fraction|pct]]"),
+    "held_outside_engine": ("at {p} the client held [[p.{p}.client_held_fraction|pct]] of C but the engine only [[p.{p}.engine_held_fraction|pct]]: [[p.{p}.outside_engine_share|pct]] of each request's life was spent outside the engine (API server, network, the client's turnaround), so the point counts as held",
+                            "{p} 点客户端维持了 C 的 [[p.{p}.client_held_fraction|pct]]，引擎内只有 [[p.{p}.engine_held_fraction|pct]]：每个请求生命周期的 [[p.{p}.outside_engine_share|pct]] 在引擎之外（API 服务、网络、客户端周转），该点仍算维持了并发"),
+    "engine_held_client_not": ("at {p} the engine held [[p.{p}.engine_held_fraction|pct]] of C but the client counted only [[p.{p}.client_held_fraction|pct]] in flight: the two disagree and the check is not made",
+                               "{p} 点引擎持有 C 的 [[p.{p}.engine_held_fraction|pct]]，客户端却只统计到 [[p.{p}.client_held_fraction|pct]] 在途：两者矛盾，不做该项检查"),
+    "pace_drift_one_side": ("at {p} one side saw the pace drift through the window (client [[p.{p}.throughput_trend]], engine [[p.{p}.engine_throughput_trend]], second half over first) and the other did not",
+                            "{p} 点只有一方看到窗口内节奏漂移（客户端 [[p.{p}.throughput_trend]]，引擎 [[p.{p}.engine_throughput_trend]]，后半段比前半段）"),
+    "queue_grew_engine_kept_up": ("at {p} the client's requests in flight grew by [[p.{p}.inflight_growth]], but the engine finished [[p.{p}.finish_over_send|pct]] of what was sent and TTFT did not rise",
+                                  "{p} 点客户端在途请求每秒增加 [[p.{p}.inflight_growth]]，但引擎完成了发送量的 [[p.{p}.finish_over_send|pct]]，TTFT 也没有上升"),
+    "client_error_unconfirmed": ("at {p} [[p.{p}.mistimed_share|pct]] of the events may be mistimed (ITL p50 off by up to [[p.{p}.itl_error_ms_p50]]), but without the engine's ITL histogram nothing confirms it: the client check is not made",
+                                 "{p} 点 [[p.{p}.mistimed_share|pct]] 的事件可能计时有误（ITL p50 最多偏差 [[p.{p}.itl_error_ms_p50]]），但没有引擎的 ITL 直方图可以印证：不做客户端检查"),
+    "client_error_engine_agrees": ("at {p} the client's measured error could reach [[p.{p}.itl_error_share_p50|pct]] of ITL p50, yet its percentiles sit inside the engine's own ITL histogram bucket: the timings stand",
+                                   "{p} 点客户端实测误差可达 ITL p50 的 [[p.{p}.itl_error_share_p50|pct]]，但其百分位仍落在引擎自身 ITL 直方图的桶内：计时可信"),
+    "client_error_counters_disagree": ("at {p} the stamps say [[p.{p}.mistimed_share|pct]] of the events may be mistimed, but the read counters show only [[p.{p}.coread_share_by_counters|pct]] read together: the timings stand",
+                                       "{p} 点时间戳显示 [[p.{p}.mistimed_share|pct]] 的事件可能计时有误，但读计数器显示只有 [[p.{p}.coread_share_by_counters|pct]] 是同次读取的：计时可信"),
+    "client_apart_error_small": ("at {p} the client's ITL p50 lies [[p.{p}.client_outside_engine_itl_p50|pct]] outside the engine's histogram bucket while its own timing error is small: the gap is delivery, not the client's clock",
+                                 "{p} 点客户端 ITL p50 落在引擎直方图桶外 [[p.{p}.client_outside_engine_itl_p50|pct]]，而其自身计时误差很小：差距来自下发环节，而非客户端计时"),
+}
+
+
+def disagreement_finding(led: Ledger, validity: dict[str, Validity]) -> Finding | None:
+    """Which signals disagreed with a check's verdict, point by point."""
+    en, zh, keys = [], [], []
+    for v in validity.values():
+        for code in dict.fromkeys(v.disagreed):
+            e, z = DISAGREEMENTS[code]
+            one = _make(led, "x", "validity", e.format(p=v.point), z.format(p=v.point), [])
+            if one is not None:
+                en.append(one.en)
+                zh.append(one.zh)
+                keys += one.keys()
+    if not en:
+        return None
+    return Finding("disagreements", "validity", "Signals that disagreed: " + "; ".join(en) + ".",
+                   "信号之间的分歧：" + "；".join(zh) + "。", list(dict.fromkeys(keys)))
 
 
 def bottleneck_finding(led: Ledger, att: Attribution, fid: str = "bottleneck") -> Finding | None:
@@ -202,6 +261,7 @@ def round_findings(led: Ledger, validity: dict[str, Validity], attributions: dic
         out.append(step_mix_finding(led, last))
         out.append(population_finding(led, last))
     out.append(invalid_points_finding(led, validity))
+    out.append(disagreement_finding(led, validity))
     if facts.get("sweep_axis") == "input_len":
         out.append(block_rounding_finding(led, facts.get("ok_points") or []))
     out.append(reproducibility_finding(led, facts))

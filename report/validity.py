@@ -19,8 +19,9 @@ HELD_MIN = 0.9
 # Send times within this share of the median request lifetime count as "together".
 SYNC_EPS = 0.05
 # Lockstep: a request's send is, on average, together with more than this share of the
-# other streams' sends (uniform phases give about 2 * SYNC_EPS = 0.1).
-SYNC_MAX = 0.5
+# other streams' sends (uniform phases give about 2 * SYNC_EPS = 0.1; C streams in two waves
+# give (C/2 - 1)/(C - 1), 0.43 at C=8).
+SYNC_MAX = 0.3
 # Steady state: the window covers at least this many median request lifetimes.
 LIFETIMES_MIN = 3.0
 # More than this share of the window's /metrics scrapes failed: the server-side numbers of
@@ -28,6 +29,29 @@ LIFETIMES_MIN = 3.0
 SCRAPE_FAIL_MAX = 0.2
 # The client's timing error counts as distortion above this share of the ITL median.
 CLIENT_ERROR_MAX = 0.1
+# A window's pace (second half over first half, client and engine) counts as steady inside this.
+TREND_STEADY = (0.75, 1.33)
+# Relative slack for a ratio computed from floats against its threshold (3.00 lifetimes is 3).
+FLOAT_SLACK = 0.01
+# Open loop over capacity: the client's in-flight count grew by more than this many requests
+# and this share of the window's sends, while the engine finished less than this share of
+# the sends or TTFT of the last third exceeded the first third's by this factor.
+GROWTH_MIN_REQUESTS = 4
+GROWTH_MIN_SHARE = 0.1
+FINISH_MIN = 0.9
+TTFT_TREND_MAX = 2.0
+# A gauge at or above this share of the pool reads as full where the pool's size is unknown.
+POOL_FULL_SHARE = 0.98
+# The gauges' held share is stale when it misses the counters' by at least this much.
+GAUGE_STALE_GAP = 0.1
+# ... and as having room below this share.
+POOL_ROOM_SHARE = 0.9
+# The client's own loop lagging (p50) by more than this, and more than this share of the
+# engine's ITL, is a client that could not keep up; the client received its first token this
+# many times later than the engine produced it.
+LAG_MIN_MS = 5.0
+LAG_SHARE_OF_ITL = 0.5
+DELIVERY_TTFT_FACTOR = 3.0
 # The seeds accept a measured ITL slope within this range of the KV-bandwidth theory.
 ITL_SLOPE_AGREES = (0.8, 1.2)
 # Two rounds reproduce when output throughput at their common points differs by at most this.

@@ -2,8 +2,8 @@
 
     python tools/trim_bundle.py SRC DST POINT [POINT ...]
 
-Keeps every file kind: the kept points' events and requests, the samples of /metrics, NVML
-and the client that fall between their start and the cool-down after their end, the server
+Keeps every file kind: the kept points' events and requests, the samples of /metrics, NVML,
+the client and the host that fall between their start and the cool-down after their end, the server
 events, the manifest and the server log whole. Nothing is recomputed or altered.
 """
 
@@ -53,7 +53,7 @@ def main(argv: list[str]) -> int:
 
     write(dst / "points.jsonl", kept, False)
     write(dst / "requests.jsonl", [r for r in lines(src / "requests.jsonl") if r.get("point") in keep], True)
-    for stream in ("metrics", "gpu", "client"):
+    for stream in ("metrics", "gpu", "client", "host"):
         recs = [r for r in lines(src / f"{stream}.jsonl") if inside(r["t"])]
         if recs:
             write(dst / f"{stream}.jsonl", recs, stream == "metrics")

@@ -1,0 +1,43 @@
+"""The host's CPU over a window, from host.jsonl's cumulative counters: the engine, the client, all.
+
+Shares are of the host's cores (1.0: every core busy the whole window); the engine's is its
+process group's user + system time, so it counts every process the launcher started.
+"""
+
+from __future__ import annotations
+
+from serving_ledger.report.ledger import Absent
+
+
+def _ends(host_samples: list, t_start: float, t_end: float, field: str) -> tuple[dict, dict]:
+    rows = [s for s in host_samples if t_start <= s["t"] <= t_end and field in s]
+    if len(rows) < 2:
+        raise Absent("reason.no_host_samples")
+    return rows[0], rows[-1]
+
+
+def engine_cpu_share(host_samples: list, t_start: float, t_end: float) -> float:
+    """CPU time of the engine's processes over the window's wall time × the host's cores."""
+    a, b = _ends(host_samples, t_start, t_end, "engine_cpu_s")
+    wall = b["t"] - a["t"]
+    if wall <= 0:
+        raise Absent("reason.window_empty")
+    return (b["engine_cpu_s"] - a["engine_cpu_s"]) / (wall * b["cores"])
+
+
+def client_cpu_cores(host_samples: list, t_start: float, t_end: float) -> float:
+    """CPU time of the client process over the window's wall time (1.0: one core busy throughout)."""
+    a, b = _ends(host_samples, t_start, t_end, "client_cpu_s")
+    wall = b["t"] - a["t"]
+    if wall <= 0:
+        raise Absent("reason.window_empty")
+    return (b["client_cpu_s"] - a["client_cpu_s"]) / wall
+
+
+def host_cpu_busy_share(host_samples: list, t_start: float, t_end: float) -> float:
+    """Share of the host's CPU time that was busy (not idle or waiting for I/O) over the window."""
+    a, b = _ends(host_samples, t_start, t_end, "cpu_busy_s")
+    total = b["cpu_total_s"] - a["cpu_total_s"]
+    if total <= 0:
+        raise Absent("reason.window_empty")
+    return (b["cpu_busy_s"] - a["cpu_busy_s"]) / total

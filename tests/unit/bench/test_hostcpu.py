@@ -1,0 +1,29 @@
+"""Host CPU samples read from this host's /proc: cumulative, the engine's group apart."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from serving_ledger.bench import hostcpu as H
+
+
+def test_host_busy_time_grows_and_never_exceeds_the_total():
+    b0, t0 = H.host_cpu_seconds()
+    end = time.process_time() + 0.05
+    while time.process_time() < end:
+        pass
+    b1, t1 = H.host_cpu_seconds()
+    assert 0 <= b0 <= t0 and b1 >= b0 and t1 > t0 and (b1 - b0) <= (t1 - t0) + 1e-6
+
+
+def test_a_process_group_counts_its_processes_and_an_absent_group_counts_nothing():
+    own = H.group_cpu_seconds(os.getpgid(0))
+    assert own > 0
+    assert H.group_cpu_seconds(2**22 + 12345) == 0.0
+
+
+def test_a_sample_leaves_the_engine_out_when_none_was_started():
+    s = H.host_sample(1.5, None)
+    assert set(s) == {"t", "cores", "cpu_busy_s", "cpu_total_s", "client_cpu_s"}
+    assert "engine_cpu_s" in H.host_sample(1.5, os.getpgid(0))

@@ -1,0 +1,41 @@
+"""The diagnosis against the controlled-cause corpus: each forced cause, and each rule that must
+stay silent, against what the report judged; then the confusion table of bottlenecks.
+
+    .venv/bin/python tools/diagnosis_conformance.py [BUNDLE ...]   # exit 1 if any check fails
+
+Without arguments: every committed bundle whose plan has an [expect] table (the corpus under
+tests/fixtures/corpus/ and the rounds under runs/).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from serving_ledger.report.conformance import bundle_checks, checks_table, confusion_table  # noqa: E402
+
+
+def corpus_bundles() -> list[Path]:
+    """Every committed bundle whose plan states expectations."""
+    found = sorted((ROOT / "tests" / "fixtures" / "corpus").glob("*/bundle")) + \
+        sorted((ROOT / "runs").glob("round-*/bundle"))
+    return [p for p in found if '"expect"' in (p / "manifest.json").read_text(encoding="utf-8")
+            and '"expect": {}' not in (p / "manifest.json").read_text(encoding="utf-8")]
+
+
+def main(argv: list[str]) -> int:
+    paths = [Path(a) for a in argv] or corpus_bundles()
+    checks = [c for p in paths for c in bundle_checks(p)]
+    print(checks_table(checks))
+    print()
+    print(confusion_table(checks))
+    failed = [c for c in checks if not c.holds]
+    print(f"\n{len(checks) - len(failed)} of {len(checks)} checks hold over {len(paths)} bundles")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
