@@ -21,8 +21,9 @@ from serving_ledger.bench.plan import (
     WorkloadSpec,
     check_plan,
     load_plan,
+    open_files_limit,
 )
-from serving_ledger.bundle.redact import API_KEY_ENV
+from serving_ledger.bundle.redact import API_KEY_ENV, SECRET_MIN_LEN
 from serving_ledger.bundle.store import BundleError
 
 
@@ -98,6 +99,8 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
     if args.request_rate is not None:
         s.request_rate = args.request_rate
         s.arrival = args.arrival or "poisson"
+        if args.concurrency is None and not args.plan:
+            s.concurrency = []           # no cap on the requests in flight
     elif args.arrival:
         s.arrival = args.arrival
     if args.burstiness is not None:
@@ -127,6 +130,10 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         plan.client.workers = args.workers
     if args.worker_cpus is not None:
         plan.client.cpu_affinity = args.worker_cpus
+    # Flags that change the points (a concurrency, an input length) leave expectations behind
+    # that name points no longer run: they go with them.
+    ids = {p["id"] for p in plan.points()}
+    plan.expect = {pid: e for pid, e in plan.expect.items() if pid in ids}
     try:
         check_plan(plan)
     except PlanError as e:
@@ -166,8 +173,10 @@ def check_endpoint(url: str, where: str) -> None:
 
 def raise_open_files_limit(plan: Plan) -> None:
     """Let this process open a connection per request in flight (check_plan bounds the need)."""
-    need = max(plan.sweep.concurrency) + OPEN_FILES_RESERVED
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # An uncapped open loop holds as many connections as requests are in flight: all it may.
+    need = (max(plan.sweep.concurrency) + OPEN_FILES_RESERVED if plan.sweep.concurrency
+            else open_files_limit())
     if soft != resource.RLIM_INFINITY and soft < need:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(need, hard) if hard != resource.RLIM_INFINITY
                                                     else need, hard))
@@ -175,6 +184,22 @@ def raise_open_files_limit(plan: Plan) -> None:
 
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
+
+
+def api_key_problem(key: str | None) -> str | None:
+    """Why KEY cannot be sent as a bearer token and kept out of the bundle, or None."""
+    if key is None:
+        return None
+    if any(ord(c) < 0x20 or ord(c) == 0x7f for c in key):
+        return "contains a control character (CR, LF, tab...); an HTTP header cannot carry it"
+    if not key.isascii():
+        return "contains a character outside ASCII; an HTTP header cannot carry it"
+    if len(key) < SECRET_MIN_LEN and (key.isalpha() or key.isdigit()):
+        return (f"{key.isalpha() and 'a word' or 'a number'} of {len(key)} characters; a key under "
+                f"{SECRET_MIN_LEN} characters is removed from the bundle wherever it stands as a whole "
+                "token, and a plain word or number is also data there (a status \"ok\", a count); "
+                "use a longer key or one that mixes letters with digits or symbols")
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,13 +210,18 @@ def main(argv: list[str] | None = None) -> int:
     except PlanError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    key = os.environ.get(API_KEY_ENV)
+    problem = api_key_problem(key)
+    if problem:
+        print(f"error: {API_KEY_ENV}: {problem}", file=sys.stderr)
+        return 2
     raise_open_files_limit(plan)
     # SIGTERM is handled like Ctrl-C: flush, mark the bundle interrupted, stop the engine.
     signal.signal(signal.SIGTERM, _raise_interrupt)
     out = Path(args.out)
     try:
         status = run_round(plan, out, endpoint_override=args.endpoint if not args.launch else None,
-                           resume=args.resume, api_key=os.environ.get(API_KEY_ENV))
+                           resume=args.resume, api_key=key)
     except KeyboardInterrupt:
         print(f"\ninterrupted; what was recorded is kept in {out} "
               f"(continue with --resume)", file=sys.stderr)

@@ -62,7 +62,10 @@ def _chunk_tokens(event: dict, prev_cum: int | None, mode: str) -> tuple[int | N
     usage = event.get("usage")
     if mode == "usage" and isinstance(usage, dict) and "completion_tokens" in usage:
         cum = int(usage["completion_tokens"])
-        return cum - (prev_cum or 0), cum
+        # A cumulative count that went down carries no count for this chunk (null), and the
+        # running total stays at its highest: a bundle never holds a negative count.
+        n = cum - (prev_cum or 0)
+        return (n if n >= 0 else None), max(cum, prev_cum or 0)
     choices = event.get("choices") or []
     ids = choices[0].get("token_ids") if choices else None
     if isinstance(ids, list):
@@ -201,15 +204,16 @@ class EventSink:
                 if (type(c) is dict and "text" in c and type(usage) is dict
                         and type(usage.get("completion_tokens")) is int):
                     cum = usage["completion_tokens"]
+                    n = cum - (self.cum or 0)
                     try:
-                        self.ns.append(cum - (self.cum or 0))
+                        self.ns.append(n if n >= 0 else UNKNOWN)   # a count that went down: null
                     except OverflowError:                 # beyond 64 bits: not a count
                         self.rec["error"] = f"malformed SSE event: {_text(payload)[:200]!r}"
                         return
                     if not self.ts:
                         self.rec["t_first"] = t
                     self.ts.append(t)
-                    self.cum = cum
+                    self.cum = max(cum, self.cum or 0)
                     fr = c.get("finish_reason")
                     if fr:
                         self.rec["finish_reason"] = fr

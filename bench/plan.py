@@ -55,6 +55,8 @@ class SweepSpec:
     concurrency: list[int] = field(default_factory=lambda: [1])
     input_len: list[int] = field(default_factory=list)     # empty: the workload's input_len
     request_rate: list[float] = field(default_factory=list)  # open loop (req/s); empty: closed
+    # In an open loop, concurrency caps the requests in flight (its largest value); a plan that
+    # gives none sets no cap.
     arrival: str = "closed"                # closed | poisson | gamma
     burstiness: float = 1.0                # gamma shape; 1.0 is Poisson
     requests_per_point: int = 16
@@ -221,6 +223,8 @@ def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
             if not isinstance(data[name], dict):
                 raise PlanError(f"{source}: [{name}] must be a table")
             setattr(plan, name, _build(cls, data[name], f"{source} [{name}]"))
+    if plan.sweep.request_rate and "concurrency" not in (data.get("sweep") or {}):
+        plan.sweep.concurrency = []      # an open loop without a cap: nothing waits for a slot
     if "expect" in data:
         try:
             plan.expect = expect_from_dict(data["expect"], source)
@@ -378,7 +382,7 @@ def check_plan(plan: Plan) -> None:
         raise PlanError(f"{src} [sweep].arrival: {s.arrival!r} is not closed, poisson or gamma")
     if s.arrival != "closed" and not s.request_rate:
         raise PlanError(f"{src} [sweep].request_rate: required for open-loop arrival")
-    if not s.concurrency:
+    if not s.concurrency and not s.request_rate:
         raise PlanError(f"{src} [sweep].concurrency: at least one value")
     if s.requests_per_point < 1 and s.duration_s <= 0:
         raise PlanError(f"{src} [sweep].requests_per_point: {s.requests_per_point} requests; "

@@ -288,8 +288,17 @@ class Bundle:
         return self.path.name if self.path.name != "bundle" else self.path.parent.name
 
     def server_log(self) -> str | None:
-        p = self.path / "server.log"
-        return p.read_text(errors="replace") if p.exists() else None
+        """The engine's log, checked like every other file of the bundle (a regular file inside
+        it, at most MAX_LOG_BYTES), or None when the bundle has none."""
+        p = bundle_file(self.path, "server.log")
+        if p is None:
+            return None
+        with open(p, "rb") as f:
+            data = f.read(MAX_LOG_BYTES + 1)
+        if len(data) > MAX_LOG_BYTES:
+            raise BundleError(f"{p}: over {MAX_LOG_BYTES >> 20} MiB; not an engine log this tool "
+                              "reads (trim it, or move it out of the bundle)")
+        return data.decode("utf-8", errors="replace")
 
     def file_for(self, stream: str) -> str:
         """The file name a stream was read from, for provenance (for requests with shards: every
@@ -396,14 +405,40 @@ def read_bundle(path: str | os.PathLike) -> Bundle:
     for stream in SAMPLE_FILES:
         if stream != "requests" and files[stream] is not None:
             getattr(b, stream).extend(iter_jsonl(files[stream], b.warnings, RECORD_FIELDS[stream]))
-    # Requests: requests.jsonl, then each worker's shard in k order, as one columnar table.
+    # Requests: requests.jsonl, then each worker's shard in k order, as one columnar table. A
+    # closed bundle lists its shards in the manifest; a shard it does not list came from
+    # elsewhere and would count its requests again.
+    listed = manifest.get("files")
+    if isinstance(listed, dict) and manifest.get("status") != "running":
+        stray = [s for s in shard_streams(path) if files[s] is not None and s not in listed]
+        if stray:
+            raise BundleError(f"{files[stray[0]]}: not among the manifest's files (a closed bundle "
+                              "lists every request shard it wrote); move it out of the bundle")
     req = [files[s] for s in ["requests"] + shard_streams(path) if files[s] is not None]
     b.request_table = read_request_files(req, b.warnings, RECORD_FIELDS["requests"])
     b.request_files = [p.name for p in req]
+    repeated = repeated_requests(b.request_table)
+    if repeated:
+        raise BundleError(f"{' + '.join(b.request_files)}: {repeated} request record(s) repeat "
+                          "another's point and send time to the nanosecond (a line written twice); "
+                          "every request would be counted again")
     return b
 
 
+def repeated_requests(table: RequestTable) -> int:
+    """Records whose point and send time equal an earlier record's (no two sends share a time)."""
+    import numpy as np
+    send, point = table.col("t_send"), table.col("point")
+    has = ~np.isnan(send)
+    if not has.any():
+        return 0
+    pairs = np.stack([point[has].astype(np.float64), send[has]], axis=1)
+    return int(len(pairs) - len(np.unique(pairs, axis=0)))
+
+
 MAX_MANIFEST_BYTES = 16 << 20
+# An engine log is read whole; a day of vLLM's stats lines at 10 s is about 3 MB.
+MAX_LOG_BYTES = 256 << 20
 
 
 def read_manifest(mpath: Path) -> Any:

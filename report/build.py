@@ -284,8 +284,8 @@ def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     # neither a warm-up tail nor a window shorter than a lifetime pushes it past C).
     ci = led.derive(k + "client_inflight_mean", OC.client_inflight_mean, unit="req", sources=src,
                     requests=p.requests, t_start=sa, t_end=sb)
-    led.derive(k + "engine_inflight_little", OC.engine_inflight_mean, unit="req", sources=ms,
-               scrapes=sc, t_start=a, t_end=b)
+    little = led.derive(k + "engine_inflight_little", OC.engine_inflight_mean, unit="req",
+                        sources=ms, scrapes=sc, t_start=a, t_end=b)
     pa, pb, pop_what, excludes_warmup = _population_window(sc, p, a, b)
     pop = DL.requests_ended_between(
         p.measured if excludes_warmup else p.requests.take(p.requests.col("ok").astype(bool)), pa, pb)
@@ -298,18 +298,30 @@ def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     inside = led.derive(k + "engine_life_share", OC.engine_life_share, unit="fraction",
                         engine_e2e_ms=e2e, client_lifetime_ms=life)
     led.derive(k + "outside_engine_share", A.difference, unit="fraction", a=1.0, b=inside)
-    if not open_loop:
+    if open_loop:
+        led.derive(k + "late_send_share", OC.late_send_share, unit="fraction", sources=src,
+                   requests=p.measured, late_ms=V.LATE_SEND_MS)
+        if C:
+            led.derive(k + "cap_held_fraction", OC.share_of_concurrency, unit="fraction",
+                       mean_in_flight=ci, concurrency=C)
+    else:
         cheld = led.derive(k + "client_held_fraction", OC.share_of_concurrency, unit="fraction",
                            mean_in_flight=ci, concurrency=C)
         led.derive(k + "engine_held_fraction", A.product, unit="fraction", a=cheld, b=inside)
+        # Little's law over the engine's own counter alone: the signal independent of the client
+        # (it can pass 1 where lifetimes are long against the window; only compared, not printed).
+        led.derive(k + "engine_little_held_fraction", OC.share_of_concurrency, unit="fraction",
+                   mean_in_flight=little, concurrency=C)
     # Whether the queue kept growing (open loop) or the pace drifted (steady state): over the
     # span the measured requests were sent in, not the drain after the last send.
     span = OC.send_span(p.measured, *win)
     led.derive(k + "send_rate", OC.send_rate, unit="req/s", sources=src, requests=p.requests,
                t_start=span[0], t_end=span[1])
     led.derive(k + "send_span_s", A.difference, unit="s", sources=src, a=span[1], b=span[0])
-    led.derive(k + "engine_finish_rate", OC.engine_finish_rate, unit="req/s", sources=ms,
-               scrapes=sc, t_start=a, t_end=b)
+    sp_a, sp_b = A.bracketing_window(sc, *span)
+    sms = _src_metrics(rd, sp_a, sp_b, _what("source.what_bracketing", point=p.pid))
+    led.derive(k + "engine_finish_rate", OC.engine_finish_rate, unit="req/s", sources=sms,
+               scrapes=sc, t_start=sp_a, t_end=sp_b)
     led.derive(k + "finish_over_send", A.ratio, unit="fraction", numerator=led[k + "engine_finish_rate"],
                denominator=led[k + "send_rate"])
     led.derive(k + "inflight_growth", OC.inflight_growth, unit="req/s", sources=src,
@@ -317,9 +329,9 @@ def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     led.derive(k + "ttft_trend", OC.ttft_trend, unit="×", sources=src, requests=p.measured,
                t_start=span[0], t_end=span[1])
     led.derive(k + "throughput_trend", OC.throughput_trend, unit="×", sources=src,
-               requests=p.requests, t_start=win[0], t_end=win[1])
-    led.derive(k + "engine_throughput_trend", OC.engine_throughput_trend, unit="×", sources=ms,
-               scrapes=sc, t_start=a, t_end=b)
+               requests=p.requests, t_start=span[0], t_end=span[1])
+    led.derive(k + "engine_throughput_trend", OC.engine_throughput_trend, unit="×", sources=sms,
+               scrapes=sc, t_start=sp_a, t_end=sp_b)
     # The client's timing error, measured: events that shared a stamp, and where they could be late.
     led.derive(k + "events_received", CE.events_received, unit="", sources=src, requests=p.measured)
     led.derive(k + "reads_in_window", CE.reads_in_window, unit="", sources=csrc,
@@ -814,6 +826,7 @@ def rule_ledger(led: Ledger) -> None:
             ("r.rule_itl_slope_max", V.ITL_SLOPE_AGREES[1], "fraction", "Largest measured/theory ITL slope the seeds accept"),
             ("r.rule_repro_tput_tol", V.REPRO_TPUT_TOL, "fraction", "Largest output-throughput difference at shared points for two rounds to reproduce (policy)"),
             ("r.rule_saturation_growth", V.SATURATION_GROWTH, "fraction", "Least throughput growth between the last two points before a sweep counts as saturated (policy)"),
+            ("r.rule_late_send_ms", V.LATE_SEND_MS, "ms", "How late against its schedule an open-loop send counts as held back (policy)"),
             ("r.rule_roof_dominance", D.ROOF_DOMINANCE, "×", "How many times one roof's utilisation must exceed the other's to name the limit (policy)"),
             ("r.rule_lag_min_ms", V.LAG_MIN_MS, "ms", "Client event-loop lag (p50) above which the client may not keep up (policy)"),
             ("r.rule_trend_steady_low", V.TREND_STEADY[0], "×", "Lowest second-half over first-half pace of a steady window (policy)"),

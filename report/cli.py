@@ -26,6 +26,12 @@ def round_id_for(bundle: Path) -> str:
     return bundle.parent.name if bundle.name == "bundle" else bundle.name
 
 
+def is_site_round(path: Path) -> bool:
+    """Whether PATH is a round directory this tool wrote: its round.json, and no bundle inside."""
+    return path.is_dir() and (path / "round.json").is_file() and \
+        not any(path.rglob("manifest.json"))
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from serving_ledger.report.compose import compose_rounds
     from serving_ledger.report.site import ROUND_ID, build_site
@@ -53,6 +59,19 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"error: round id {bad!r} is not a safe directory name (letters, digits, '.', '_', "
               "'-'); give one with --round", file=sys.stderr)
         return 2
+    # The pages of a round replace OUT/<round>/: never a directory this tool did not write,
+    # and never one that holds (or is) a bundle being read.
+    out = Path(args.out).resolve()
+    for b, r in pairs:
+        target = out / r
+        if target.exists() and not is_site_round(target):
+            print(f"error: --out {args.out}: {target} holds files this tool did not write "
+                  "(its pages would replace them); choose another --out", file=sys.stderr)
+            return 2
+        if Path(b).resolve().is_relative_to(target) or target.is_relative_to(Path(b).resolve()):
+            print(f"error: --out {args.out}: the pages of {r} would be written over its bundle "
+                  f"{b}; choose another --out", file=sys.stderr)
+            return 2
     if args.jobs is not None and args.jobs < 1:
         print(f"error: --jobs must be at least 1, not {args.jobs}", file=sys.stderr)
         return 2

@@ -141,12 +141,6 @@ def compose_rounds(pairs: list[tuple[str | Path, str]]) -> list[RoundReport]:
     return out
 
 
-def client_may_distort(led: Ledger, pid: str) -> bool:
-    """Whether the client's measured timing error at point PID is a sizeable share of its ITL (p50 or p99)."""
-    shares = [led.get(f"p.{pid}.itl_error_share_p{q}") for q in (50, 99)]
-    return any(v is not None and v.present and v.value > CLIENT_LAG_SHARE_LIMIT for v in shares)
-
-
 def previous_round_id(rid: str) -> str | None:
     """`round-3` -> `round-2`; other ids have no previous round."""
     head, _, num = rid.rpartition("-")
@@ -180,7 +174,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     # The client's lag counts as distortion above this share of the ITL median (a policy).
     facts["lag_share_limit"] = CLIENT_LAG_SHARE_LIMIT
     facts["zero_gap_note_share"] = ZERO_GAP_NOTE_SHARE
-    facts["client_distorted_points"] = [pid for pid in pids if client_may_distort(led, pid)]
+    facts["client_distorted_points"] = [pid for pid in pids if "client_distorted" in validity[pid].reasons]
     facts["kv_close_pp"] = KV_CLOSE_PP
     facts["flops_close"] = FLOPS_CLOSE
     facts["peak_label"] = rd.extras.get("peak_label")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from serving_ledger.bundle.expect import expect_of_plan_file
-from serving_ledger.report.diagnosis import BOTTLENECKS
+from serving_ledger.report.diagnosis import BOTTLENECKS, VALIDITY_CODES
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,11 @@ def point_checks(bundle: str, point: str, expect: dict, valid: bool, reasons: li
     why = expect.get("why", "")
     got_reasons = ",".join(reasons) or "valid"
     out = []
+    # A code the report cannot give would make its check hold for nothing: refused as a check.
+    named = [expect.get("bottleneck")] if "bottleneck" in expect else []
+    for code in named + list(expect.get("not", [])) + list(expect.get("invalid", [])):
+        if code not in BOTTLENECKS and code not in VALIDITY_CODES:
+            out.append(Check(bundle, point, "unknown code", code, "-", False, why))
     if "bottleneck" in expect:
         out.append(Check(bundle, point, "bottleneck", expect["bottleneck"], bottleneck,
                          bottleneck == expect["bottleneck"], why))
@@ -54,7 +59,7 @@ def plan_expectations(bundle_dir: Path) -> dict:
     """The [expect] table of the plan beside the bundle (`<run>/plan.toml`, where the truth is
     kept and corrected), else of the plan recorded in its manifest."""
     plan = bundle_dir.parent / "plan.toml"
-    if plan.exists():
+    if bundle_dir.name == "bundle" and plan.exists():
         return expect_of_plan_file(plan)
     manifest = json.loads((bundle_dir / "manifest.json").read_text(encoding="utf-8"))
     return (manifest.get("plan") or {}).get("expect") or {}

@@ -14,7 +14,10 @@ from serving_ledger.report import validity as V
 from serving_ledger.report.ledger import Ledger
 
 BOTTLENECKS = ("gpu_compute", "gpu_bandwidth", "kv_pool", "scheduler_budget", "frontend",
-               "client", "under_driven", "unknown")
+               "client", "engine_host", "under_driven", "unknown")
+# Every validity check a point can fail.
+VALIDITY_CODES = ("not_held", "lockstep", "not_steady", "pace_drift", "over_saturated",
+                  "open_loop_capped", "scrapes_failed", "client_distorted", "interrupted", "failed")
 # Delivery stretches the engine's decode pace by at least this factor: the API server, the
 # network or the client, not the engine, set the pace the client saw.
 DELIVERY_RATIO_MIN = 1.2
@@ -72,15 +75,18 @@ def held_check(get, C: int) -> tuple[bool | None, list[str]]:
     """
     client = _at_least(get("client_held_fraction"), V.HELD_MIN)
     gauge = _at_least(get("held_concurrency_fraction"), V.HELD_MIN)
-    little = _at_least(get("engine_held_fraction"), V.HELD_MIN)
+    little = _at_least(get("engine_little_held_fraction"), V.HELD_MIN)
     engine = little if little is not None else gauge
     notes: list[str] = []
-    g, e = get("held_concurrency_fraction"), get("engine_held_fraction")
-    if gauge is not None and little is not None and gauge != little and abs(g - e) >= V.GAUGE_STALE_GAP:
-        notes.append("gauge_stale" if little else "gauge_over_counter")
+    inside = _at_least(get("engine_held_fraction"), V.HELD_MIN)
+    g, e = get("held_concurrency_fraction"), get("engine_little_held_fraction")
+    if e is not None:
+        e = min(e, 1.0)
+    if g is not None and e is not None and abs(g - e) >= V.GAUGE_STALE_GAP:
+        notes.append("gauge_stale" if g < e else "gauge_over_counter")
     if client is None:
         return engine, notes
-    if client and engine is False:
+    if client and (engine is False or inside is False):
         notes.append("held_outside_engine")
     if not client and engine:
         notes.append("engine_held_client_not")
@@ -89,19 +95,23 @@ def held_check(get, C: int) -> tuple[bool | None, list[str]]:
 
 
 def steady_check(get) -> tuple[bool | None, list[str]]:
-    """Whether the window reached a steady state: enough request lifetimes, and no drift of the
-    pace that the client and the engine's counters both show."""
+    """Whether the window covered enough request lifetimes."""
     lifetimes = get("lifetimes_in_window")
-    c_tr, e_tr = get("throughput_trend"), get("engine_throughput_trend")
-    lo, hi = V.TREND_STEADY
-    drift = [None if x is None else not lo <= x <= hi for x in (c_tr, e_tr)]
-    notes = ["pace_drift_one_side"] if drift[0] is not None and drift[1] is not None \
-        and drift[0] != drift[1] else []
+    notes: list[str] = []
     if lifetimes is None:
         return None, notes
-    if lifetimes < V.LIFETIMES_MIN * (1 - V.FLOAT_SLACK):
-        return False, notes
-    return not (drift[0] and drift[1]), notes
+    return lifetimes >= V.LIFETIMES_MIN * (1 - V.FLOAT_SLACK), notes
+
+
+def drift_check(get) -> tuple[bool | None, list[str]]:
+    """Whether the pace held through the window: not drifting outside TREND_STEADY by both the
+    client's chunks and the engine's generation counter."""
+    lo, hi = V.TREND_STEADY
+    drift = [None if x is None else not lo <= x <= hi
+             for x in (get("throughput_trend"), get("engine_throughput_trend"))]
+    if drift[0] is None or drift[1] is None:
+        return None, []
+    return not (drift[0] and drift[1]), (["pace_drift_one_side"] if drift[0] != drift[1] else [])
 
 
 def saturation_check(get) -> tuple[bool | None, list[str]]:
@@ -118,6 +128,18 @@ def saturation_check(get) -> tuple[bool | None, list[str]]:
         return None, []
     notes = ["queue_grew_engine_kept_up"] if grows and not engine else []
     return not (grows and engine), notes
+
+
+def capped_check(get) -> tuple[bool | None, list[str]]:
+    """Open loop: whether its concurrency cap held requests back, sends late against their
+    schedule and the requests in flight at the cap, both."""
+    late, at_cap = get("late_send_share"), get("cap_held_fraction")
+    if late is None:
+        return None, []
+    if at_cap is None:           # no cap to hold anything back (or no count against it)
+        return None, []
+    notes = ["late_sends_below_cap"] if late > V.LATE_SEND_MAX and at_cap < V.CAP_HELD_MIN else []
+    return not (late > V.LATE_SEND_MAX and at_cap >= V.CAP_HELD_MIN), notes
 
 
 def distortion_check(get) -> tuple[bool | None, list[str]]:
@@ -163,9 +185,11 @@ def point_validity(led: Ledger, pid: str, status: str = "ok") -> Validity:
     checks: dict[str, tuple[bool | None, list[str]]] = {}
     if open_loop:
         checks["over_saturated"] = saturation_check(get)
+        checks["open_loop_capped"] = capped_check(get)
     else:
         checks["not_held"] = held_check(get, C)
     checks["not_steady"] = steady_check(get)
+    checks["pace_drift"] = drift_check(get)
     scrapes = get("failed_scrape_share")
     checks["scrapes_failed"] = (None if scrapes is None else scrapes <= V.SCRAPE_FAIL_MAX, [])
     checks["client_distorted"] = distortion_check(get)
@@ -242,16 +266,20 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
     # The client: it could not keep C requests in flight (its own count, late sends or a
     # lagging loop) while the engine idled with nothing waiting for it.
     client_held, engine_held = get(k + "client_held_fraction"), get(k + "engine_held_fraction")
+    little = get(k + "engine_little_held_fraction")
     lag, itl = get(k + "client_lag_ms_p50"), get(k + "engine_itl_ms_mean")
     client_side = (client_held is not None and client_held < V.HELD_MIN) or \
         (lag is not None and lag > max(V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL * (itl or 0)))
+    # The engine idle: Little's law over its own counter short of C, or the client's first
+    # token over DELIVERY_TTFT_FACTOR times later than the engine's.
     engine_idle = not (waiting or 0) and (
-        (engine_held is not None and engine_held < V.HELD_MIN) or
+        (little is not None and little < V.HELD_MIN) or
         (get(k + "delivery_ttft_ms") is not None and get(k + "engine_ttft_ms_mean") is not None
-         and ev[k + "delivery_ttft_ms"] > V.DELIVERY_TTFT_FACTOR * max(ev[k + "engine_ttft_ms_mean"], 1.0)))
+         and ev[k + "delivery_ttft_ms"] > (V.DELIVERY_TTFT_FACTOR - 1) * max(ev[k + "engine_ttft_ms_mean"], 1.0)))
     if not open_loop and client_side and engine_idle:
         return verdict("client", "client_starved",
                        [k + "client_held_fraction", k + "client_lag_ms_p50", k + "engine_held_fraction",
+                        k + "engine_little_held_fraction",
                         k + "engine_itl_ms_mean", k + "ttft_ms_mean", k + "engine_ttft_ms_mean",
                         k + "client_cpu_cores", k + "host_cpu_busy_share", k + "waiting_peak"])
     # The KV pool: full at its peak (gauge or log), and requests waited or were preempted.
@@ -265,10 +293,12 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
     # The scheduler: requests queued with room in the pool, and queueing outweighed prefill.
     q, pf = get(k + "queue_ms_mean"), get(k + "prefill_ms_mean")
     if full is False and (waiting or 0) > 0 and q is not None and pf is not None and q > pf:
-        return verdict("scheduler_budget", "queue_with_free_kv",
+        lagged = (get(k + "delivery_tpot_ratio") or 0) >= DELIVERY_RATIO_MIN
+        return verdict("scheduler_budget", "queue_with_free_kv_and_delivery" if lagged else "queue_with_free_kv",
                        [k + "waiting_capacity_peak", k + "waiting_peak", k + "kv_usage_peak",
                         k + "queue_ms_mean", k + "prefill_ms_mean", k + "iteration_tokens_mean",
-                        "r.max_num_batched_tokens"])
+                        "r.max_num_batched_tokens", k + "queue_share", k + "delivery_tpot_ratio",
+                        k + "engine_tpot_ms_mean", k + "client_tpot_ms_mean"])
     # Delivery: the client received tokens slower than the engine core made them, while the
     # client itself kept up (its loop on time, its timing error measured small).
     ratio = get(k + "delivery_tpot_ratio")
@@ -296,6 +326,7 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
                         k + "engine_cpu_share"])
     host_busy = get(k + "host_cpu_busy_share")
     if util is None and mfu is None and cpu_share is not None and cpu_share >= ENGINE_CPU_BUSY \
+            and (waiting or 0) <= C / 4 \
             and (engine_busy or (host_busy is not None and host_busy >= HOST_SATURATED)):
         return verdict("engine_host", "cpu_engine_busy",
                        [k + "engine_cpu_share", k + "engine_held_fraction", k + "engine_steps_per_s",
@@ -310,13 +341,14 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
                            gpu_keys + [k + "power_cap_share", k + "sm_clock_load_mhz", "r.max_sm_clock_mhz"])
         if mbu >= MBU_HIGH and mbu >= ROOF_DOMINANCE * mfu:
             return verdict("gpu_bandwidth", "bandwidth_bound", gpu_keys)
-        if mfu >= MFU_HIGH * 0.8 and mbu >= MFU_HIGH * 0.8:
+        if mfu >= MFU_HIGH * 0.8 and mbu >= MBU_HIGH * 0.8 * 0.75 and \
+                max(mfu, mbu) < ROOF_DOMINANCE * min(mfu, mbu):
             return verdict("unknown", "roofs_balanced", gpu_keys)
     idle = util is not None and util < GPU_IDLE_PCT
     light = mfu is not None and mbu is not None and mfu < MFU_LOW and mbu < MBU_LOW
     cpu_idle = util is None and cpu_share is not None and cpu_share < ENGINE_CPU_IDLE
     if (idle or light or cpu_idle) and not (waiting or 0) and not full and not engine_busy:
-        return verdict("under_driven", "engine_mostly_idle",
+        return verdict("under_driven", "cpu_engine_mostly_idle" if cpu_idle else "engine_mostly_idle",
                        gpu_keys + [k + "waiting_peak", k + "engine_held_fraction", k + "engine_cpu_share"])
     return verdict("unknown", "no_signal_agrees" if util is not None or mfu is not None
                    else "no_gpu_signals", gpu_keys + [k + "waiting_peak", k + "delivery_tpot_ratio",

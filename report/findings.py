@@ -20,18 +20,22 @@ PLACEHOLDER = re.compile(r"\[\[([^\]|]+)(?:\|(pct|pct0|spct|int))?\]\]")  # int:
 STEP_MIX_MIN = 2.0
 
 REASON_WORDS = {
-    "not_held": ("the server held [[p.{p}.held_concurrency_fraction|pct]] of the set concurrency on average (at least [[r.rule_held_min|pct]] needed)",
-                 "服务端平均只维持了设定并发的 [[p.{p}.held_concurrency_fraction|pct]]（至少需要 [[r.rule_held_min|pct]]）"),
+    "not_held": ("the client kept only [[p.{p}.client_held_fraction|pct]] of the set concurrency in flight, and the engine no more (at least [[r.rule_held_min|pct]] needed)",
+                 "客户端只维持了设定并发的 [[p.{p}.client_held_fraction|pct]] 在途，引擎那边也不多（至少需要 [[r.rule_held_min|pct]]）"),
+    "pace_drift": ("the pace drifted through the window: its second half ran at [[p.{p}.throughput_trend]] of the first by the client's chunks and [[p.{p}.engine_throughput_trend]] by the engine's generation counter (steady: [[r.rule_trend_steady_low]]–[[r.rule_trend_steady_high]])",
+                   "窗口内节奏漂移：按客户端 chunk 计，后半段是前半段的 [[p.{p}.throughput_trend]]，按引擎生成计数器计为 [[p.{p}.engine_throughput_trend]]（稳态范围 [[r.rule_trend_steady_low]]–[[r.rule_trend_steady_high]]）"),
     "lockstep": ("the streams ran in lockstep waves (each send was together with [[p.{p}.send_synchrony|pct]] of the other streams', and up to [[p.{p}.waiting_peak|int]] requests queued at once)",
                  "各路请求成波次同步运行（每次发送平均与 [[p.{p}.send_synchrony|pct]] 的其他流同时，最多 [[p.{p}.waiting_peak|int]] 个请求同时排队）"),
     "not_steady": ("the window covered only [[p.{p}.lifetimes_in_window]] request lifetimes ([[r.rule_lifetimes_min|int]] needed)",
                    "窗口只覆盖了 [[p.{p}.lifetimes_in_window]] 个请求生命周期（至少需要 [[r.rule_lifetimes_min|int]] 个）"),
     "scrapes_failed": ("[[p.{p}.failed_scrape_share|pct]] of its /metrics scrapes failed",
                        "窗口内 [[p.{p}.failed_scrape_share|pct]] 的 /metrics 抓取失败"),
-    "client_distorted": ("[[p.{p}.mistimed_share|pct]] of its events shared a read with a later one while bytes waited in the socket, which puts ITL p50 off by up to [[p.{p}.itl_error_ms_p50]] and p99 by up to [[p.{p}.itl_error_ms_p99]] (the read counters agree: [[p.{p}.coread_share_by_counters|pct]] of the events were read together; the engine's own ITL averaged [[p.{p}.engine_itl_ms_mean]])",
-                         "[[p.{p}.mistimed_share|pct]] 的事件与后一个事件同次读取、且字节在套接字中等待过，使 ITL p50 最多偏差 [[p.{p}.itl_error_ms_p50]]、p99 最多偏差 [[p.{p}.itl_error_ms_p99]]（读计数器印证：[[p.{p}.coread_share_by_counters|pct]] 的事件是同次读取的；引擎自身 ITL 均值 [[p.{p}.engine_itl_ms_mean]]）"),
-    "over_saturated": ("arrivals outran the server: the client's requests in flight grew by [[p.{p}.inflight_growth]] while the server finished [[p.{p}.finish_over_send|pct]] of what was sent and TTFT of the window's last third was [[p.{p}.ttft_trend]] that of its first, so no steady state exists to measure",
-                       "到达速率超过了服务能力：客户端在途请求每秒增加 [[p.{p}.inflight_growth]]，服务端只完成了发送量的 [[p.{p}.finish_over_send|pct]]，窗口后三分之一的 TTFT 是前三分之一的 [[p.{p}.ttft_trend]]，不存在可测的稳态"),
+    "client_distorted": ("[[p.{p}.mistimed_share|pct]] of its events shared a read with a later one while bytes waited in the socket, which puts ITL p50 off by up to [[p.{p}.itl_error_ms_p50]] and p99 by up to [[p.{p}.itl_error_ms_p99]], and a second signal agrees (the engine's own ITL histogram, or the read counters where it cannot resolve the percentile)",
+                         "[[p.{p}.mistimed_share|pct]] 的事件与后一个事件同次读取、且字节在套接字中等待过，使 ITL p50 最多偏差 [[p.{p}.itl_error_ms_p50]]、p99 最多偏差 [[p.{p}.itl_error_ms_p99]]，且第二个信号印证了这一点（引擎自身的 ITL 直方图；直方图分辨不出该百分位时用读计数器）"),
+    "over_saturated": ("arrivals outran the server: the client's requests in flight grew by [[p.{p}.inflight_growth]] of sending, and the server finished [[p.{p}.finish_over_send|pct]] of what was sent while TTFT went [[p.{p}.ttft_trend]] from the first third of the sends to the last, so no steady state exists to measure",
+                       "到达速率超过了服务能力：发送期间客户端在途请求每秒增加 [[p.{p}.inflight_growth]]，服务端完成了发送量的 [[p.{p}.finish_over_send|pct]]，TTFT 从前三分之一的发送到后三分之一变为 [[p.{p}.ttft_trend]]，不存在可测的稳态"),
+    "open_loop_capped": ("its concurrency cap of [[p.{p}.concurrency|int]] held the open loop back: [[p.{p}.late_send_share|pct]] of the requests were sent over [[r.rule_late_send_ms]] after their scheduled time (the slot wait p99 was [[p.{p}.slot_wait_ms_p99]]) with the requests in flight at [[p.{p}.cap_held_fraction|pct]] of the cap, so the offered rate was not the rate sent",
+                         "并发上限 [[p.{p}.concurrency|int]] 拖住了开环：[[p.{p}.late_send_share|pct]] 的请求比计划时刻晚 [[r.rule_late_send_ms]] 以上才发出（等待槽位的 p99 为 [[p.{p}.slot_wait_ms_p99]]），在途请求达到上限的 [[p.{p}.cap_held_fraction|pct]]，实际发送速率并非设定的到达速率"),
     "interrupted": ("the point was interrupted", "该点被中断"),
     "failed": ("the point failed", "该点失败"),
 }
@@ -52,9 +56,12 @@ MECHANISMS = {
     "queue_with_free_kv": (
         "At {p} requests queued with memory to spare: up to [[p.{p}.waiting_peak|int]] waited and the mean queue time ([[p.{p}.queue_ms_mean]]) exceeded prefill ([[p.{p}.prefill_ms_mean]]) while the KV pool peaked at only [[p.{p}.kv_usage_peak|pct]]. The scheduler's per-step token budget, not memory, admitted them: a step carried [[p.{p}.iteration_tokens_mean]] on average.",
         "{p} 点在显存充裕时仍有排队：最多 [[p.{p}.waiting_peak|int]] 个请求等待，平均排队 [[p.{p}.queue_ms_mean]] 超过 prefill 的 [[p.{p}.prefill_ms_mean]]，而 KV 池峰值只用了 [[p.{p}.kv_usage_peak|pct]]。限制准入的是调度器每步的 token 预算而不是显存：每步平均 [[p.{p}.iteration_tokens_mean]]。"),
+    "queue_with_free_kv_and_delivery": (
+        "At {p} requests queued with memory to spare: up to [[p.{p}.waiting_peak|int]] waited and the mean queue time ([[p.{p}.queue_ms_mean]]) exceeded prefill ([[p.{p}.prefill_ms_mean]]) while the KV pool peaked at only [[p.{p}.kv_usage_peak|pct]]. The scheduler's per-step token budget, not memory, admitted them: a step carried [[p.{p}.iteration_tokens_mean]] on average, and the queue was [[p.{p}.queue_share|pct]] of the client's mean TTFT. Delivery lagged too, the smaller part: the client received tokens every [[p.{p}.client_tpot_ms_mean]] against the engine core's [[p.{p}.engine_tpot_ms_mean]] ([[p.{p}.delivery_tpot_ratio]]).",
+        "{p} 点在显存充裕时仍有排队：最多 [[p.{p}.waiting_peak|int]] 个请求等待，平均排队 [[p.{p}.queue_ms_mean]] 超过 prefill 的 [[p.{p}.prefill_ms_mean]]，而 KV 池峰值只用了 [[p.{p}.kv_usage_peak|pct]]。限制准入的是调度器每步的 token 预算而不是显存：每步平均 [[p.{p}.iteration_tokens_mean]]，排队占客户端平均 TTFT 的 [[p.{p}.queue_share|pct]]。下发环节也有滞后，但占比较小：客户端每 [[p.{p}.client_tpot_ms_mean]] 收到一个 token，引擎核心为 [[p.{p}.engine_tpot_ms_mean]]（[[p.{p}.delivery_tpot_ratio]]）。"),
     "client_starved": (
-        "At {p} the client was the limit: it kept only [[p.{p}.client_held_fraction|pct]] of C=[[p.{p}.concurrency|int]] in flight and its own event loop ran [[p.{p}.client_lag_ms_p50]] late at the median, while the engine held [[p.{p}.engine_held_fraction|pct]] with nothing waiting; the client saw a mean TTFT of [[p.{p}.ttft_ms_mean]] against the engine's [[p.{p}.engine_ttft_ms_mean]]. The engine could have served more.",
-        "{p} 点的瓶颈是客户端：它只维持了 C=[[p.{p}.concurrency|int]] 的 [[p.{p}.client_held_fraction|pct]]，自身事件循环延迟中位数 [[p.{p}.client_lag_ms_p50]]，而引擎只持有 [[p.{p}.engine_held_fraction|pct]]、没有排队；客户端的平均 TTFT 为 [[p.{p}.ttft_ms_mean]]，引擎自报 [[p.{p}.engine_ttft_ms_mean]]。引擎本可以服务更多请求。"),
+        "At {p} the client was the limit: its own event loop ran [[p.{p}.client_lag_ms_p50]] late at the median and by its own count it had [[p.{p}.client_held_fraction|pct]] of C=[[p.{p}.concurrency|int]] in flight, while the engine held only [[p.{p}.engine_held_fraction|pct]] of C with nothing waiting: the rest of each request's life went by in the client (late sends, late reads). The client saw a mean TTFT of [[p.{p}.ttft_ms_mean]] against the engine's [[p.{p}.engine_ttft_ms_mean]]; the engine could have served more.",
+        "{p} 点的瓶颈是客户端：其自身事件循环延迟中位数为 [[p.{p}.client_lag_ms_p50]]，按它自己的统计有 C=[[p.{p}.concurrency|int]] 的 [[p.{p}.client_held_fraction|pct]] 在途，而引擎只持有 C 的 [[p.{p}.engine_held_fraction|pct]]、没有排队：每个请求其余的时间耗在客户端（发送晚、读取晚）。客户端的平均 TTFT 为 [[p.{p}.ttft_ms_mean]]，引擎自报 [[p.{p}.engine_ttft_ms_mean]]；引擎本可以服务更多请求。"),
     "pool_full_and_waiting_log": (
         "At {p} the KV pool limited the engine: the server log's stats lines put it at [[p.{p}.log_kv_usage_peak_pct]] full, with up to [[p.{p}.log_waiting_peak|int]] requests waiting; C=[[p.{p}.concurrency|int]] requests of [[p.{p}.request_peak_tokens]] each would need [[p.{p}.kv_expected_peak|pct]] of the pool.",
         "{p} 点受 KV 池限制：服务端日志的统计行显示池已用 [[p.{p}.log_kv_usage_peak_pct]]，最多 [[p.{p}.log_waiting_peak|int]] 个请求等待；C=[[p.{p}.concurrency|int]] 个各需 [[p.{p}.request_peak_tokens]] 的请求需要池容量的 [[p.{p}.kv_expected_peak|pct]]。"),
@@ -62,8 +69,11 @@ MECHANISMS = {
         "At {p} the engine's host side was the limit: the engine held [[p.{p}.engine_held_fraction|pct]] of C with at most [[p.{p}.waiting_peak|int]] waiting, yet NVML saw a kernel running only [[p.{p}.gpu_util_median_pct]] of the time and the steps reached [[p.{p}.mfu|pct]] of the compute roof and [[p.{p}.mbu|pct]] of the bandwidth roof ([[p.{p}.engine_steps_per_s]], [[p.{p}.engine_itl_ms_mean]] per token): between kernels the GPU waited on the host (kernel launches without CUDA graphs, the Python scheduler).",
         "{p} 点的瓶颈在引擎的主机侧：引擎持有 C 的 [[p.{p}.engine_held_fraction|pct]]、最多 [[p.{p}.waiting_peak|int]] 个请求等待，但 NVML 只在 [[p.{p}.gpu_util_median_pct]] 的时间看到内核在运行，每步只达到算力屋顶的 [[p.{p}.mfu|pct]]、带宽屋顶的 [[p.{p}.mbu|pct]]（[[p.{p}.engine_steps_per_s]]，每 token [[p.{p}.engine_itl_ms_mean]]）：内核之间 GPU 在等主机（没有 CUDA graph 的内核启动、Python 调度器）。"),
     "cpu_engine_busy": (
-        "At {p} the CPU engine was the limit: its processes used [[p.{p}.engine_cpu_share|pct]] of the host's cores while it held [[p.{p}.engine_held_fraction|pct]] of C with nothing waiting, at [[p.{p}.engine_steps_per_s]] and [[p.{p}.engine_itl_ms_mean]] per token; the host was [[p.{p}.host_cpu_busy_share|pct]] busy.",
-        "{p} 点的瓶颈是 CPU 引擎本身：其进程占用了主机 [[p.{p}.engine_cpu_share|pct]] 的 CPU，同时持有 C 的 [[p.{p}.engine_held_fraction|pct]]、没有排队，[[p.{p}.engine_steps_per_s]]，每 token [[p.{p}.engine_itl_ms_mean]]；主机整体忙碌 [[p.{p}.host_cpu_busy_share|pct]]。"),
+        "At {p} the CPU engine was the limit: its processes used [[p.{p}.engine_cpu_share|pct]] of the host's cores (the host was [[p.{p}.host_cpu_busy_share|pct]] busy) with at most [[p.{p}.waiting_peak|int]] requests waiting, at [[p.{p}.engine_steps_per_s]] and [[p.{p}.engine_itl_ms_mean]] per token; a faster host, not more load, would raise its throughput.",
+        "{p} 点的瓶颈是 CPU 引擎本身：其进程占用了主机 [[p.{p}.engine_cpu_share|pct]] 的 CPU（主机整体忙碌 [[p.{p}.host_cpu_busy_share|pct]]），最多 [[p.{p}.waiting_peak|int]] 个请求等待，[[p.{p}.engine_steps_per_s]]，每 token [[p.{p}.engine_itl_ms_mean]]；要提高吞吐需要更快的主机，而不是更多负载。"),
+    "cpu_engine_mostly_idle": (
+        "At {p} the load stressed nothing: no request waited and the CPU engine's processes used only [[p.{p}.engine_cpu_share|pct]] of the host's cores; a higher concurrency would find the limit.",
+        "{p} 点的负载没有触及任何瓶颈：无请求排队，CPU 引擎的进程只占用了主机 [[p.{p}.engine_cpu_share|pct]] 的 CPU；需要更高并发才能找到上限。"),
     "compute_bound_power_capped": (
         "At {p} the engine was bound by compute at the power cap: vLLM's FLOP counter reached [[p.{p}.mfu|pct]] of the dense peak against [[p.{p}.mbu|pct]] of the bandwidth roof, at a median [[p.{p}.power_median_w]] of the [[p.{p}.power_limit_w]] limit (the SW power cap held the clocks in [[p.{p}.power_cap_share|pct]] of the samples), the SM clock at [[p.{p}.sm_clock_load_mhz]] against its [[r.max_sm_clock_mhz]] maximum: the compute ceiling is the power-capped clock's, not the datasheet's.",
         "{p} 点在功耗上限处受算力限制：vLLM 的 FLOP 计数达到稠密峰值的 [[p.{p}.mfu|pct]]，带宽只用到 [[p.{p}.mbu|pct]]；功耗中位数 [[p.{p}.power_median_w]]，上限 [[p.{p}.power_limit_w]]（[[p.{p}.power_cap_share|pct]] 的采样中软件功耗上限压住了频率），SM 频率 [[p.{p}.sm_clock_load_mhz]]，最高 [[r.max_sm_clock_mhz]]：算力上限是功耗封顶后频率下的，而不是规格书上的。"),
@@ -157,6 +167,8 @@ DISAGREEMENTS = {
                                    "{p} 点客户端实测误差可达 ITL p50 的 [[p.{p}.itl_error_share_p50|pct]]，但其百分位仍落在引擎自身 ITL 直方图的桶内：计时可信"),
     "client_error_counters_disagree": ("at {p} the stamps say [[p.{p}.mistimed_share|pct]] of the events may be mistimed, but the read counters show only [[p.{p}.coread_share_by_counters|pct]] read together: the timings stand",
                                        "{p} 点时间戳显示 [[p.{p}.mistimed_share|pct]] 的事件可能计时有误，但读计数器显示只有 [[p.{p}.coread_share_by_counters|pct]] 是同次读取的：计时可信"),
+    "late_sends_below_cap": ("at {p} [[p.{p}.late_send_share|pct]] of the requests were sent late against their schedule while the requests in flight stayed at [[p.{p}.cap_held_fraction|pct]] of the cap: the client, not the cap, was late",
+                             "{p} 点 [[p.{p}.late_send_share|pct]] 的请求晚于计划发出，而在途请求只有上限的 [[p.{p}.cap_held_fraction|pct]]：晚的是客户端，而非上限"),
     "client_apart_error_small": ("at {p} the client's ITL p50 lies [[p.{p}.client_outside_engine_itl_p50|pct]] outside the engine's histogram bucket while its own timing error is small: the gap is delivery, not the client's clock",
                                  "{p} 点客户端 ITL p50 落在引擎直方图桶外 [[p.{p}.client_outside_engine_itl_p50|pct]]，而其自身计时误差很小：差距来自下发环节，而非客户端计时"),
 }

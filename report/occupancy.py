@@ -83,6 +83,16 @@ def inflight_growth(requests: RequestTable, t_start: float, t_end: float) -> flo
     return (inflight_at(requests, t_end) - inflight_at(requests, t_start)) / (t_end - t_start)
 
 
+def late_send_share(requests: RequestTable, late_ms: float) -> float:
+    """Share of an open loop's requests sent more than LATE_MS after their scheduled time (they waited for a slot under the cap)."""
+    reqs = as_request_table(requests)
+    sched, send = reqs.col("t_sched"), reqs.col("t_send")
+    has = ~np.isnan(sched) & ~np.isnan(send)
+    if not np.any(has):
+        raise Absent("reason.no_schedule")
+    return float(np.count_nonzero((send[has] - sched[has]) * 1e3 > late_ms)) / int(np.count_nonzero(has))
+
+
 def send_span(requests: RequestTable, t_start: float, t_end: float) -> tuple[float, float]:
     """The first and last send of REQUESTS inside the window (the window itself when fewer than two)."""
     send = as_request_table(requests).col("t_send")

@@ -40,6 +40,11 @@ GROWTH_MIN_REQUESTS = 4
 GROWTH_MIN_SHARE = 0.1
 FINISH_MIN = 0.9
 TTFT_TREND_MAX = 2.0
+# An open loop's cap throttled it: more than this share of its requests sent over LATE_SEND_MS
+# after their scheduled time, with the requests in flight at the cap for most of the window.
+LATE_SEND_MS = 10.0
+LATE_SEND_MAX = 0.05
+CAP_HELD_MIN = 0.8
 # A gauge at or above this share of the pool reads as full where the pool's size is unknown.
 POOL_FULL_SHARE = 0.98
 # The gauges' held share is stale when it misses the counters' by at least this much.
@@ -51,7 +56,7 @@ POOL_ROOM_SHARE = 0.9
 # many times later than the engine produced it.
 LAG_MIN_MS = 5.0
 LAG_SHARE_OF_ITL = 0.5
-DELIVERY_TTFT_FACTOR = 3.0
+DELIVERY_TTFT_FACTOR = 3.0      # client TTFT over the engine's
 # The seeds accept a measured ITL slope within this range of the KV-bandwidth theory.
 ITL_SLOPE_AGREES = (0.8, 1.2)
 # Two rounds reproduce when output throughput at their common points differs by at most this.

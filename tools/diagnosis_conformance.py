@@ -15,15 +15,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from serving_ledger.report.conformance import bundle_checks, checks_table, confusion_table  # noqa: E402
+from serving_ledger.report.conformance import (  # noqa: E402
+    bundle_checks,
+    checks_table,
+    confusion_table,
+    plan_expectations,
+)
 
 
 def corpus_bundles() -> list[Path]:
     """Every committed bundle whose plan states expectations."""
     found = sorted((ROOT / "tests" / "fixtures" / "corpus").glob("*/bundle")) + \
         sorted((ROOT / "runs").glob("round-*/bundle"))
-    return [p for p in found if '"expect"' in (p / "manifest.json").read_text(encoding="utf-8")
-            and '"expect": {}' not in (p / "manifest.json").read_text(encoding="utf-8")]
+    return [p for p in found if plan_expectations(p)]
 
 
 def main(argv: list[str]) -> int:

@@ -13,8 +13,8 @@ stop_hogs() { for p in "${hogs[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap stop_hogs EXIT
 hog() { "$@" python3 -c 'while True: pass' & hogs+=($!); }
 case $case in
-  cpu-noraw)       # no packet ring, nothing else on the host
-    "${noraw[@]}" "${run[@]}" ;;
+  cpu-noraw)       # no packet ring, the client on core 1 (the plan puts the engine on core 0)
+    "${noraw[@]}" taskset -c 1 "${run[@]}" ;;
   cpu-noraw-hog)   # one busy process at the client's priority, anywhere on the host
     hog env; "${noraw[@]}" "${run[@]}" ;;
   cpu-starved)     # two busy processes on core 1; the client at nice 19 on core 1

@@ -63,3 +63,4 @@ def test_a_malformed_expect_table_names_the_point_and_key():
         expect_from_dict({"c8": {"bottleneck": 3}}, "plan.toml")
     with pytest.raises(ExpectError, match=r"unknown key\(s\) \['bottlenek'\]"):
         expect_from_dict({"c8": {"bottlenek": "kv_pool"}}, "plan.toml")
+
