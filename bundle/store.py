@@ -420,20 +420,22 @@ def read_bundle(path: str | os.PathLike) -> Bundle:
     repeated = repeated_requests(b.request_table)
     if repeated:
         raise BundleError(f"{' + '.join(b.request_files)}: {repeated} request record(s) repeat "
-                          "another's point and send time to the nanosecond (a line written twice); "
+                          "another's point, send, first-token and end times (a line written twice); "
                           "every request would be counted again")
     return b
 
 
 def repeated_requests(table: RequestTable) -> int:
-    """Records whose point and send time equal an earlier record's (no two sends share a time)."""
+    """Records whose point, send, first-token and end times all equal an earlier record's (two
+    requests never share all three to the microsecond)."""
     import numpy as np
-    send, point = table.col("t_send"), table.col("point")
-    has = ~np.isnan(send)
+    cols = [table.col(c) for c in ("t_send", "t_first", "t_end")]
+    has = ~np.isnan(cols[0])
     if not has.any():
         return 0
-    pairs = np.stack([point[has].astype(np.float64), send[has]], axis=1)
-    return int(len(pairs) - len(np.unique(pairs, axis=0)))
+    rows = np.stack([table.col("point")[has].astype(np.float64)]
+                    + [np.nan_to_num(c[has], nan=-1.0) for c in cols], axis=1)
+    return int(len(rows) - len(np.unique(rows, axis=0)))
 
 
 MAX_MANIFEST_BYTES = 16 << 20

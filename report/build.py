@@ -827,6 +827,8 @@ def rule_ledger(led: Ledger) -> None:
             ("r.rule_repro_tput_tol", V.REPRO_TPUT_TOL, "fraction", "Largest output-throughput difference at shared points for two rounds to reproduce (policy)"),
             ("r.rule_saturation_growth", V.SATURATION_GROWTH, "fraction", "Least throughput growth between the last two points before a sweep counts as saturated (policy)"),
             ("r.rule_late_send_ms", V.LATE_SEND_MS, "ms", "How late against its schedule an open-loop send counts as held back (policy)"),
+            ("r.rule_late_send_max", V.LATE_SEND_MAX, "fraction", "Largest share of late open-loop sends before the cap counts as holding the loop back (policy)"),
+            ("r.rule_delivery_ratio_min", D.DELIVERY_RATIO_MIN, "×", "Least client TPOT over engine TPOT for delivery to be the limit (policy)"),
             ("r.rule_roof_dominance", D.ROOF_DOMINANCE, "×", "How many times one roof's utilisation must exceed the other's to name the limit (policy)"),
             ("r.rule_lag_min_ms", V.LAG_MIN_MS, "ms", "Client event-loop lag (p50) above which the client may not keep up (policy)"),
             ("r.rule_trend_steady_low", V.TREND_STEADY[0], "×", "Lowest second-half over first-half pace of a steady window (policy)"),

@@ -86,6 +86,8 @@ def held_check(get, C: int) -> tuple[bool | None, list[str]]:
         notes.append("gauge_stale" if g < e else "gauge_over_counter")
     if client is None:
         return engine, notes
+    if engine is None:           # the client's count alone: one signal, the check is not made
+        return None, notes + ([] if client else ["client_short_engine_unseen"])
     if client and (engine is False or inside is False):
         notes.append("held_outside_engine")
     if not client and engine:

@@ -167,6 +167,8 @@ DISAGREEMENTS = {
                                    "{p} 点客户端实测误差可达 ITL p50 的 [[p.{p}.itl_error_share_p50|pct]]，但其百分位仍落在引擎自身 ITL 直方图的桶内：计时可信"),
     "client_error_counters_disagree": ("at {p} the stamps say [[p.{p}.mistimed_share|pct]] of the events may be mistimed, but the read counters show only [[p.{p}.coread_share_by_counters|pct]] read together: the timings stand",
                                        "{p} 点时间戳显示 [[p.{p}.mistimed_share|pct]] 的事件可能计时有误，但读计数器显示只有 [[p.{p}.coread_share_by_counters|pct]] 是同次读取的：计时可信"),
+    "client_short_engine_unseen": ("at {p} the client kept only [[p.{p}.client_held_fraction|pct]] of C in flight, but with no server-side count to hold it against the concurrency check is not made",
+                                   "{p} 点客户端只维持了 C 的 [[p.{p}.client_held_fraction|pct]] 在途，但没有服务端的计数可供对照，不做并发检查"),
     "late_sends_below_cap": ("at {p} [[p.{p}.late_send_share|pct]] of the requests were sent late against their schedule while the requests in flight stayed at [[p.{p}.cap_held_fraction|pct]] of the cap: the client, not the cap, was late",
                              "{p} 点 [[p.{p}.late_send_share|pct]] 的请求晚于计划发出，而在途请求只有上限的 [[p.{p}.cap_held_fraction|pct]]：晚的是客户端，而非上限"),
     "client_apart_error_small": ("at {p} the client's ITL p50 lies [[p.{p}.client_outside_engine_itl_p50|pct]] outside the engine's histogram bucket while its own timing error is small: the gap is delivery, not the client's clock",

@@ -34,7 +34,8 @@ def shard_bundle(path: Path) -> dict[str, list[dict]]:
         w.append("requests", r)
     parts = {"main": main}
     for k in (10, 0, 2, 1):  # k = 10 reads after k = 2: numeric order, not the names' order
-        parts[k] = [rec("A", 100 * (k + 1) + i, 10.0 + i) for i in range(40 if k == 1 else 4)]
+        # sends from different workers never share a time (the reader refuses a repeated one)
+        parts[k] = [rec("A", 100 * (k + 1) + i, 10.0 + i + k / 100) for i in range(40 if k == 1 else 4)]
         write_shard(path, k, parts[k])
     w.close("complete", compress_over=4096)
     return parts

@@ -49,5 +49,5 @@ def test_a_request_line_written_twice_is_refused(bundle):
     import gzip
     lines = gzip.decompress((bundle / "requests.jsonl.gz").read_bytes()).splitlines(keepends=True)
     (bundle / "requests.jsonl.gz").write_bytes(gzip.compress(b"".join(lines + lines[:1])))
-    with pytest.raises(BundleError, match=r"1 request record\(s\) repeat another's point and send time"):
+    with pytest.raises(BundleError, match=r"1 request record\(s\) repeat another's point, send, first-token and end times"):
         read_bundle(bundle)

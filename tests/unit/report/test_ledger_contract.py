@@ -46,6 +46,15 @@ LEGITIMATE_ZEROS = {
     "failed": "no request of the point failed",
     "multi_token_chunks": "every chunk of the fixture carries one token",
     "slot_wait_ms_p99": "closed loop: every request was sent the instant its slot was free",
+    "inflight_growth": "closed loop: as many requests in flight at the last send as at the first",
+    "zero_gap_chunks": "every chunk of the fixture is 10 ms after the one before it",
+    "zero_gap_share": "no chunk shares its stamp with the one before it",
+    "mistimed_events": "no event shared a stamp, so none can carry another's",
+    "mistimed_share": "no event is mistimed",
+    "itl_error_ms_p50": "no event is mistimed, so no percentile can move",
+    "itl_error_ms_p99": "no event is mistimed, so no percentile can move",
+    "itl_error_share_p50": "no event is mistimed, so no percentile can move",
+    "itl_error_share_p99": "no event is mistimed, so no percentile can move",
 }
 
 
@@ -106,14 +115,14 @@ def write_fixture_bundle(path) -> None:
         pid, c = p["id"], p["concurrency"]
         w.append("points", {"point": pid, "event": "start", "t": t, "settings": p, "seed": 1})
         i = 0
-        for _ in range(c):  # one warm-up per slot
-            w.append("requests", _request(pid, i, True, t, 64, 8))
+        for s in range(c):  # one warm-up per slot; the streams a millisecond apart
+            w.append("requests", _request(pid, i, True, t + 0.001 * s, 64, 8))
             i += 1
         t += 0.2
         w.append("points", {"point": pid, "event": "measure", "t": t})
         for k in range(2):
-            for _ in range(c):
-                w.append("requests", _request(pid, i, False, t + 0.2 * k, 64, 8))
+            for s in range(c):
+                w.append("requests", _request(pid, i, False, t + 0.2 * k + 0.001 * s, 64, 8))
                 i += 1
         t += 0.5
         w.append("points", {"point": pid, "event": "end", "t": t, "status": "ok", "reason": None})
