@@ -384,10 +384,10 @@ def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     year = int(str(rd.bundle.manifest.get("created_utc") or "1970")[:4])
     t0 = rd.bundle.manifest["clock"]["t0_wall_unix"]
     lsrc = (Source.of(f"{rd.name}/server.log", "source.stats_lines_of_point", point=p.pid),)
-    for name, field in (("log_running_peak", "running"), ("log_waiting_peak", "waiting"),
-                        ("log_kv_usage_peak_pct", "kv_cache_usage_pct")):
-        led.derive(k + name, LS.log_peak, unit="%" if field.endswith("pct") else "req", sources=lsrc,
-                   stats=stats, year=year, t0_wall_unix=t0, t_start=win[0], t_end=win[1], field=field)
+    for name, stat in (("log_running_peak", "running"), ("log_waiting_peak", "waiting"),
+                       ("log_kv_usage_peak_pct", "kv_cache_usage_pct")):
+        led.derive(k + name, LS.log_peak, unit="%" if stat.endswith("pct") else "req", sources=lsrc,
+                   stats=stats, year=year, t0_wall_unix=t0, t_start=win[0], t_end=win[1], field=stat)
 
 
 def _population_window(sc: list, p: PointData, a: float,
