@@ -16,22 +16,24 @@ def _ends(host_samples: list, t_start: float, t_end: float, field: str) -> tuple
     return rows[0], rows[-1]
 
 
-def engine_cpu_share(host_samples: list, t_start: float, t_end: float) -> float:
-    """CPU time of the engine's processes over the window's wall time × the host's cores."""
-    a, b = _ends(host_samples, t_start, t_end, "engine_cpu_s")
+def _cores_used(host_samples: list, t_start: float, t_end: float, field: str) -> tuple[float, int]:
+    """(CPU seconds of FIELD per wall second over the window, the host's cores)."""
+    a, b = _ends(host_samples, t_start, t_end, field)
     wall = b["t"] - a["t"]
     if wall <= 0:
         raise Absent("reason.window_empty")
-    return (b["engine_cpu_s"] - a["engine_cpu_s"]) / (wall * b["cores"])
+    return (b[field] - a[field]) / wall, b["cores"]
+
+
+def engine_cpu_share(host_samples: list, t_start: float, t_end: float) -> float:
+    """CPU time of the engine's processes over the window's wall time × the host's cores."""
+    used, cores = _cores_used(host_samples, t_start, t_end, "engine_cpu_s")
+    return used / cores
 
 
 def client_cpu_cores(host_samples: list, t_start: float, t_end: float) -> float:
     """CPU time of the client process over the window's wall time (1.0: one core busy throughout)."""
-    a, b = _ends(host_samples, t_start, t_end, "client_cpu_s")
-    wall = b["t"] - a["t"]
-    if wall <= 0:
-        raise Absent("reason.window_empty")
-    return (b["client_cpu_s"] - a["client_cpu_s"]) / wall
+    return _cores_used(host_samples, t_start, t_end, "client_cpu_s")[0]
 
 
 def host_cpu_busy_share(host_samples: list, t_start: float, t_end: float) -> float:
