@@ -24,7 +24,16 @@ from tests.conftest import ROOT
 
 ROUND = ROOT / "runs" / "round-2"
 LAST = "L256-c64"        # the last point of round 2
-CUT_T = 250.0            # inside LAST's window (238.0 s to 268.9 s)
+
+
+def _events_of_last() -> dict[str, float]:
+    with open(ROUND / "bundle" / "points.jsonl", encoding="utf-8") as f:
+        recs = [json.loads(x) for x in f if x.strip()]
+    return {r["event"]: r["t"] for r in recs if r.get("point") == LAST}
+
+
+EVENTS = _events_of_last()
+CUT_T = (EVENTS["measure"] + EVENTS["end"]) / 2     # inside LAST's measured window
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -88,7 +97,8 @@ def test_interrupted_point_is_measured_up_to_its_last_recorded_request(interrupt
 
 def test_point_interrupted_before_any_request_ended_has_absent_statistics(tmp_path):
     b = Path(shutil.copytree(ROUND / "bundle", tmp_path / "b"))
-    interrupt_at(b, 237.5)  # after L256-c64 started (236.9 s), before it measured
+    # After L256-c64 started, before its first request (a warm-up, ramped over 2 s) ended.
+    interrupt_at(b, EVENTS["start"] + 0.05)
     rd = read_round(read_bundle(b))
     p = rd.points[-1]
     assert p.window.status == "interrupted" and len(p.requests) == 0
@@ -145,6 +155,11 @@ def test_worker_shard_cut_short_is_read_up_to_its_last_whole_line(tmp_path):
     (b / "requests.jsonl.gz").unlink()
     w0, w1 = recs[0::2], recs[1::2]
     write_lines(b / "requests.w0.jsonl", w0)
+    # As a round with two workers closes: the manifest lists both shards, not requests.jsonl.
+    m = json.loads((b / "manifest.json").read_text())
+    m["files"].pop("requests")
+    m["files"].update({"requests.w0": "requests.w0.jsonl", "requests.w1": "requests.w1.jsonl"})
+    (b / "manifest.json").write_text(json.dumps(m, indent=2))
     keep = len(w1) // 2
     (b / "requests.w1.jsonl").write_text("".join(x + "\n" for x in w1[:keep]) + w1[keep][:70])
     bundle = read_bundle(b)
