@@ -53,6 +53,9 @@ from serving_ledger.bench.provenance import (
 from serving_ledger.bench.workload import make_prompts, stream_start_offsets
 from serving_ledger.bundle.store import BundleWriter, read_bundle
 
+# Host CPU is sampled at least this often: a short point still gets two samples.
+HOST_INTERVAL_S = 0.5
+
 
 def make_engine(plan: Plan, port: int, flags: list[str]) -> Engine:
     """The engine of a plan for one server-flag set."""
@@ -257,7 +260,7 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
         side.append(asyncio.create_task(lag_monitor(w, stop, streams=streams)))
         side.append(asyncio.create_task(host_monitor(
             w, lambda: engine.proc.pid if engine is not None and engine.proc is not None else None,
-            stop, plan.sampler.metrics_interval_s)))
+            stop, min(plan.sampler.metrics_interval_s, HOST_INTERVAL_S))))
         if plan.client.workers > 1 and any(p["id"] not in skip for p in points):
             from serving_ledger.bench.workers import WorkerPool
             workers = WorkerPool(plan, w, headers)

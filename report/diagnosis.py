@@ -79,16 +79,15 @@ def held_check(get, C: int) -> tuple[bool | None, list[str]]:
     engine = little if little is not None else gauge
     notes: list[str] = []
     inside = _at_least(get("engine_held_fraction"), V.HELD_MIN)
-    g, e = get("held_concurrency_fraction"), get("engine_little_held_fraction")
-    if e is not None:
-        e = min(e, 1.0)
+    # The gauges against the engine's share of the client's count (what they should read).
+    g, e = get("held_concurrency_fraction"), get("engine_held_fraction")
     if g is not None and e is not None and abs(g - e) >= V.GAUGE_STALE_GAP:
         notes.append("gauge_stale" if g < e else "gauge_over_counter")
     if client is None:
         return engine, notes
     if engine is None:           # the client's count alone: one signal, the check is not made
         return None, notes + ([] if client else ["client_short_engine_unseen"])
-    if client and (engine is False or inside is False):
+    if client and inside is False:
         notes.append("held_outside_engine")
     if not client and engine:
         notes.append("engine_held_client_not")
@@ -322,7 +321,7 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
         mfu is not None and mbu is not None and mfu < MFU_LOW * 2 and mbu < MBU_LOW * 1.5
     cpu_share = get(k + "engine_cpu_share")
     if engine_busy and (waiting or 0) <= C / 4 and gpu_waits:
-        return verdict("engine_host", "gpu_waits_on_host",
+        return verdict("engine_host", "gpu_waits_on_host" if not (waiting or 0) else "gpu_waits_on_host_queued",
                        [k + "engine_held_fraction", k + "server_running_median", k + "gpu_util_median_pct",
                         k + "mfu", k + "mbu", k + "engine_itl_ms_mean", k + "engine_steps_per_s",
                         k + "engine_cpu_share"])
@@ -330,7 +329,7 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
     if util is None and mfu is None and cpu_share is not None and cpu_share >= ENGINE_CPU_BUSY \
             and (waiting or 0) <= C / 4 \
             and (engine_busy or (host_busy is not None and host_busy >= HOST_SATURATED)):
-        return verdict("engine_host", "cpu_engine_busy",
+        return verdict("engine_host", "cpu_engine_busy" if not (waiting or 0) else "cpu_engine_busy_queued",
                        [k + "engine_cpu_share", k + "engine_held_fraction", k + "engine_steps_per_s",
                         k + "engine_itl_ms_mean", k + "host_cpu_busy_share"])
     # The GPU roofline: the larger of vLLM's FLOP and byte rates against their peaks, when it

@@ -26,9 +26,14 @@ def _cores_used(host_samples: list, t_start: float, t_end: float, field: str) ->
 
 
 def engine_cpu_share(host_samples: list, t_start: float, t_end: float) -> float:
-    """CPU time of the engine's processes over the window's wall time × the host's cores."""
+    """CPU time of the engine's processes over the window's wall time × the host's cores, at most 1.
+
+    /proc counts each process's CPU time in whole clock ticks, so over a window of a few
+    seconds the sum over the engine's processes can pass the wall time by a tick or so each:
+    a share past 1 is that rounding, and reads as every core busy.
+    """
     used, cores = _cores_used(host_samples, t_start, t_end, "engine_cpu_s")
-    return used / cores
+    return min(1.0, used / cores)
 
 
 def client_cpu_cores(host_samples: list, t_start: float, t_end: float) -> float:

@@ -150,6 +150,11 @@ def throughput_trend(requests: RequestTable, t_start: float, t_end: float) -> fl
 def engine_throughput_trend(scrapes: list, t_start: float, t_end: float) -> float:
     """Generation tokens the server counted in the window's second half over its first half."""
     mid = (t_start + t_end) / 2
+    # Each half needs a few scrapes: a counter differenced over one or two scrape intervals
+    # moves by whole steps of the interval and reads as a drift.
+    for lo, hi in ((t_start, mid), (mid, t_end)):
+        if len(series.scrapes_in_window(scrapes, lo, hi)) < 3:
+            raise Absent("reason.too_few_scrapes_halves")
     a = series.counter_increase(scrapes, t_start, mid, "vllm:generation_tokens_total")
     b = series.counter_increase(scrapes, mid, t_end, "vllm:generation_tokens_total")
     if a <= 0:

@@ -142,10 +142,15 @@ def getter(**values):
 
 def test_a_gauge_the_counter_contradicts_is_stale_not_a_point_not_held():
     held, notes = held_check(getter(client_held_fraction=1.0, held_concurrency_fraction=0.26,
-                                    engine_little_held_fraction=0.97), 3)
+                                    engine_little_held_fraction=0.97, engine_held_fraction=0.96), 3)
     assert held is True and notes == ["gauge_stale"]
-    held, notes = held_check(getter(client_held_fraction=1.0, engine_little_held_fraction=0.55), 3)
+    held, notes = held_check(getter(client_held_fraction=1.0, engine_little_held_fraction=0.55,
+                                    engine_held_fraction=0.55), 3)
     assert held is True and notes == ["held_outside_engine"]
+    # Gauges within a tenth of the counter are not called stale.
+    held, notes = held_check(getter(client_held_fraction=1.0, held_concurrency_fraction=1.0,
+                                    engine_little_held_fraction=0.95, engine_held_fraction=0.987), 3)
+    assert held is True and notes == []
     held, _ = held_check(getter(client_held_fraction=0.6, held_concurrency_fraction=0.5,
                                 engine_little_held_fraction=0.55), 8)
     assert held is False
