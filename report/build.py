@@ -296,7 +296,9 @@ def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
                       sources=_src_requests(rd, p, "source.requests_ended_in", k=len(pop), a=pa, b=pb),
                       requests=pop)
     inside = led.derive(k + "engine_life_share", OC.engine_life_share, unit="fraction",
-                        engine_e2e_ms=e2e, client_lifetime_ms=life)
+                        engine_e2e_ms=e2e, client_lifetime_ms=life,
+                        server_requests=led[k + "population_requests_server"],
+                        client_requests=led[k + "population_requests_client"])
     led.derive(k + "outside_engine_share", A.difference, unit="fraction", a=1.0, b=inside)
     if open_loop:
         led.derive(k + "late_send_share", OC.late_send_share, unit="fraction", sources=src,

@@ -271,10 +271,12 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
     lag, itl = get(k + "client_lag_ms_p50"), get(k + "engine_itl_ms_mean")
     client_side = (client_held is not None and client_held < V.HELD_MIN) or \
         (lag is not None and lag > max(V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL * (itl or 0)))
-    # The engine idle: Little's law over its own counter short of C, or the client's first
-    # token over DELIVERY_TTFT_FACTOR times later than the engine's.
+    # The engine idle: Little's law over its own counter short of C and, where known, the
+    # engine's share of the client's count too (Little's window takes in idle time around a
+    # short point); or the client's first token over DELIVERY_TTFT_FACTOR times the engine's.
     engine_idle = not (waiting or 0) and (
-        (little is not None and little < V.HELD_MIN) or
+        (little is not None and little < V.HELD_MIN
+         and (engine_held is None or engine_held < V.HELD_MIN)) or
         (get(k + "delivery_ttft_ms") is not None and get(k + "engine_ttft_ms_mean") is not None
          and ev[k + "delivery_ttft_ms"] > (V.DELIVERY_TTFT_FACTOR - 1) * max(ev[k + "engine_ttft_ms_mean"], 1.0)))
     if not open_loop and client_side and engine_idle:

@@ -14,6 +14,8 @@ from serving_ledger.report import series
 from serving_ledger.report.ledger import Absent
 
 E2E = "vllm:e2e_request_latency_seconds"
+# The engine's and the client's means describe one population when their counts are this close.
+POPULATION_SLACK = 0.1
 SUCCESS = "vllm:request_success_total"
 
 
@@ -55,10 +57,13 @@ def client_lifetime_ms_mean(requests: RequestTable) -> float:
     return float(np.mean(life)) * 1e3
 
 
-def engine_life_share(engine_e2e_ms: float, client_lifetime_ms: float) -> float:
+def engine_life_share(engine_e2e_ms: float, client_lifetime_ms: float, server_requests: float,
+                      client_requests: float) -> float:
     """Share of a request's life at the client that it spent inside the engine (the same requests on both sides)."""
     if client_lifetime_ms <= 0:
         raise Absent("reason.lifetime_zero")
+    if abs(server_requests - client_requests) > POPULATION_SLACK * max(client_requests, 1):
+        raise Absent("reason.populations_differ", server=int(server_requests), client=int(client_requests))
     return engine_e2e_ms / client_lifetime_ms
 
 

@@ -105,7 +105,9 @@ def test_requests_in_flight_by_the_client_and_the_share_of_life_inside_the_engin
     reqs = RequestTable.from_records([request(0.0, [1.0], t_end=2.0), request(1.0, [2.0], t_end=4.0)])
     assert OC.client_inflight_mean(reqs, 0.0, 4.0) == pytest.approx((2 + 3) / 4)
     assert OC.client_lifetime_ms_mean(reqs) == pytest.approx(2500.0)
-    assert OC.engine_life_share(1500.0, 2500.0) == pytest.approx(0.6)
+    assert OC.engine_life_share(1500.0, 2500.0, 20, 20) == pytest.approx(0.6)
+    with pytest.raises(Absent, match="not describe the same requests"):
+        OC.engine_life_share(145.0, 726.0, 5, 13)     # a short point's two sides: not one population
     assert OC.inflight_at(reqs, 1.5) == 2
     assert OC.inflight_growth(reqs, 0.5, 3.0) == pytest.approx((1 - 1) / 2.5)
     assert OC.send_span(reqs, 0.0, 4.0) == (0.0, 1.0)
