@@ -217,11 +217,7 @@ def count(values: list) -> int:
 
 def loop_lag_p99_ms(client_samples: list, t_start: float, t_end: float) -> float:
     """p99 of the client's own event-loop delay inside the window, ms (the client's lag)."""
-    from serving_ledger.report.stats import percentile
-    vals = [s["loop_lag_s"] * 1e3 for s in client_samples if t_start <= s["t"] <= t_end]
-    if not vals:
-        raise Absent("reason.no_client_lag")
-    return percentile(vals, 99)
+    return loop_lag_ms_quantile(client_samples, t_start, t_end, 99)
 
 
 def loop_lag_ms_quantile(client_samples: list, t_start: float, t_end: float, q: float) -> float:
