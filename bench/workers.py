@@ -64,7 +64,7 @@ from serving_ledger.bench.point_driver import (
 )
 from serving_ledger.bench.workload import make_prompts, stream_start_offsets
 from serving_ledger.bundle.redact import Redactor
-from serving_ledger.bundle.store import BundleWriter, reopen_for_append, request_line
+from serving_ledger.bundle.store import BundleWriter, check_written, reopen_for_append, request_line
 
 RUN, STOP, ABORT = 0, 1, 2     # shared stop flag: go on, stop issuing (server died), cancel now
 PROGRESS_EVERY_S = 0.25        # a worker reports its counts at most this often
@@ -100,6 +100,7 @@ class ShardWriter:
         return open(self.path, "a", encoding="utf-8")
 
     def append(self, record: dict[str, Any]) -> None:
+        check_written("requests", record)
         if self._f is None:
             self._f = self._open()
         line = self.secrets.line(record, request_line) if self.secrets else request_line(record)

@@ -180,6 +180,41 @@ def loads_finite(line: bytes, where: str) -> Any:
         raise BundleError(f"{where}: not valid JSON ({e.msg})") from None
 
 
+def no_newline(path: Path, size: int) -> BundleError:
+    """The error for a stream file whose bytes hold no newline at all: not a truncated last line
+    (a crash loses one line, never every line) but records run together, or not a stream."""
+    return BundleError(f"{path} line 1: {size:,} bytes without a newline; a stream holds one JSON "
+                       "record per line")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise DuplicateKey(f"the key {dup!r} appears twice in one object")
+    return dict(pairs)
+
+
+class DuplicateKey(ValueError):
+    """A JSON object that names one key twice (a reader would keep either)."""
+
+
+def loads_unique(line: bytes | str, where: str) -> Any:
+    """The JSON value of LINE as loads_finite reads it, refusing an object with a key twice."""
+    try:
+        return json.loads(line, object_pairs_hook=_unique_keys, parse_constant=refuse_constant,
+                          parse_float=finite_float)
+    except DuplicateKey as e:
+        raise BundleError(f"{where}: {e}; which one is meant cannot be known") from None
+    except NotFinite as e:
+        raise BundleError(f"{where}: {e}; a bundle holds finite numbers only") from None
+    except UnicodeDecodeError as e:
+        raise BundleError(f"{where}: not UTF-8 text (byte 0x{line[e.start]:02x} at offset "
+                          f"{e.start})") from None
+    except json.JSONDecodeError as e:
+        raise BundleError(f"{where}: not valid JSON ({e.msg})") from None
+
+
 def check_record(rec: Any, where: str, fields: tuple[str, ...] = ()) -> dict:
     """REC if it is a JSON object holding FIELDS (a `t` a number); else BundleError naming WHERE."""
     if not isinstance(rec, dict):

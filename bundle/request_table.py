@@ -19,7 +19,6 @@ the same checks and messages as any other stream (`bundle.store.iter_jsonl`).
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import os
@@ -39,6 +38,7 @@ from serving_ledger.bundle.files import (
     BundleError,
     check_record,
     loads_finite,
+    no_newline,
     open_stream,
 )
 
@@ -54,13 +54,17 @@ _CHUNK_TEXT = b"0123456789.eE+-,[]nul\n"
 
 
 try:    # ISA-L's gzip decompresses a large request file 2-3x faster than zlib; same bytes
-    from isal.igzip import decompress as gunzip
+    from isal.isal_zlib import decompressobj
 except ImportError:     # pragma: no cover - isal is a dependency where it installs
-    gunzip = gzip.decompress
+    from zlib import decompressobj
 
 
 class RecordError(ValueError):
-    """A request record the table cannot hold; the message says what is wrong with it."""
+    """A request record the table cannot hold: (the record's index in its block, what is wrong)."""
+
+    def __init__(self, index: int, problem: str):
+        super().__init__(index, problem)
+        self.index, self.problem = index, problem
 
 
 @dataclass(eq=False)
@@ -94,7 +98,10 @@ class RequestTable(Sequence):
     def from_records(cls, records: Sequence[dict]) -> RequestTable:
         """A table of request records (dicts as read from requests.jsonl)."""
         b = _Builder()
-        b.add(_records_block(list(records)))
+        try:
+            b.add(_records_block(list(records)))
+        except RecordError as e:
+            raise ValueError(f"record {e.index}: {e.problem}") from None
         return b.table()
 
     @classmethod
@@ -138,6 +145,11 @@ class RequestTable(Sequence):
         if not codes:
             return np.zeros(len(c), dtype=bool)
         return np.isin(c, codes) if len(codes) > 1 else c == codes[0]
+
+    def point_counts(self) -> dict[Any, int]:
+        """Requests per point value, in first-seen order."""
+        c = np.bincount(self.col("point"), minlength=len(self._s.points))
+        return {p: int(c[k]) for k, p in enumerate(self._s.points) if c[k]}
 
     def server_metric(self, name: str) -> np.ndarray:
         """One numeric field of the records' server_metrics (NaN where a record lacks it)."""
@@ -219,14 +231,26 @@ def as_request_table(requests: RequestTable | Sequence[dict]) -> RequestTable:
 # ============================================================================ building
 
 _NUMERIC = {int, float, type(None)}
+_INTEGER = {int, type(None)}
+_OBJECT = {dict, type(None)}
+_FLAG = {bool, type(None)}
+_TEXT = {str, type(None)}
 
 
-def _numbers(values: list) -> np.ndarray:
-    """VALUES as float64: NaN for null, a missing field or anything that is not a JSON number."""
+def _numbers(values: list, name: str = "") -> np.ndarray:
+    """VALUES as float64, NaN for null or a missing field; RecordError (naming the record's
+    index and field NAME) for a value that is not a JSON number."""
     if set(map(type, values)) <= _NUMERIC:
         return np.array(values, dtype=np.float64).reshape(len(values))
-    return np.array([float(v) if type(v) in (int, float) else np.nan for v in values],
-                    dtype=np.float64).reshape(len(values))
+    j = next(j for j, v in enumerate(values) if type(v) not in _NUMERIC)
+    raise RecordError(j, f"field {name!r} is {values[j]!r:.60}, not a number or null")
+
+
+def _of_types(values: list, types: set, name: str, what: str) -> None:
+    """RecordError for the first of VALUES whose type is not among TYPES."""
+    if not set(map(type, values)) <= types:
+        j = next(j for j, v in enumerate(values) if type(v) not in types)
+        raise RecordError(j, f"field {name!r} is {values[j]!r:.60}, not {what}")
 
 
 def _field(dicts: list, key: str) -> list:
@@ -252,44 +276,52 @@ class _Block:
 
 
 def _scalar_block(recs: list[dict]) -> tuple[dict[str, np.ndarray], list, dict[str, np.ndarray]]:
-    """The scalar columns of RECS (records or their heads: chunks are not read here)."""
+    """The scalar columns of RECS (records or their heads: chunks are not read here); a field of
+    the wrong type is a RecordError naming the record's index."""
     n = len(recs)
     get = dict.get
-    cols = {f: _numbers(list(map(get, recs, repeat(f)))) for f in FLOAT_FIELDS}
+    cols = {f: _numbers(list(map(get, recs, repeat(f))), f) for f in FLOAT_FIELDS}
     usage = list(map(get, recs, repeat("usage")))
-    cols["usage_prompt"] = _numbers(_field(usage, "prompt_tokens"))
-    cols["usage_completion"] = _numbers(_field(usage, "completion_tokens"))
-    cols["usage_cached"] = _numbers(_field(_field(usage, "prompt_tokens_details"), "cached_tokens"))
-    cols["warmup"] = np.array([not not w for w in map(get, recs, repeat("warmup"))], dtype=bool).reshape(n)
-    cols["ok"] = np.array([s == "ok" for s in map(get, recs, repeat("status"))], dtype=bool).reshape(n)
+    _of_types(usage, _OBJECT, "usage", "an object or null")
+    for name, col in (("prompt_tokens", "usage_prompt"), ("completion_tokens", "usage_completion")):
+        values = _field(usage, name)
+        _of_types(values, _INTEGER, f"usage.{name}", "an integer or null")
+        cols[col] = _numbers(values, f"usage.{name}")
+    cols["usage_cached"] = _numbers(_field(_field(usage, "prompt_tokens_details"), "cached_tokens"),
+                                    "usage.prompt_tokens_details.cached_tokens")
+    warmup = list(map(get, recs, repeat("warmup")))
+    _of_types(warmup, _FLAG, "warmup", "true or false")
+    cols["warmup"] = np.array([not not w for w in warmup], dtype=bool).reshape(n)
+    status = list(map(get, recs, repeat("status")))
+    _of_types(status, _TEXT, "status", "a string")
+    cols["ok"] = np.array([s == "ok" for s in status], dtype=bool).reshape(n)
     points: list = []
     codes: dict = {}
     local = []
-    for p in map(get, recs, repeat("point")):
-        try:
-            c = codes.get(p)
-            if c is None:
-                c = codes[p] = len(points)
-                points.append(p)
-        except TypeError:  # an unhashable point value: a code of its own
-            c = len(points)
+    pvalues = list(map(get, recs, repeat("point")))
+    _of_types(pvalues, _TEXT, "point", "a string (the point's id)")
+    for p in pvalues:
+        c = codes.get(p)
+        if c is None:
+            c = codes[p] = len(points)
             points.append(p)
         local.append(c)
     cols["point"] = np.array(local, dtype=np.int32).reshape(n)
     sms = list(map(get, recs, repeat("server_metrics")))
+    _of_types(sms, _OBJECT, "server_metrics", "an object or null")
     keys: dict[str, None] = {}
     last = None
     for sm in sms:
         if type(sm) is dict and sm.keys() != last:
             last = sm.keys()
             keys.update(dict.fromkeys(last))
-    server = {k: _numbers(_field(sms, k)) for k in keys}
+    server = {k: _numbers(_field(sms, k), f"server_metrics.{k}") for k in keys}
     return cols, points, server
 
 
-def _records_block(recs: list[dict], heads: list[bytes] | None = None,
-                   where: Sequence[str] | None = None) -> _Block:
-    """A block of whole records (chunks included), checked one by one; WHERE names each for messages."""
+def _records_block(recs: list[dict], heads: list[bytes] | None = None) -> _Block:
+    """A block of whole records (chunks included), checked one by one (RecordError names the
+    first bad record's index)."""
     counts = np.zeros(len(recs), dtype=np.int64)
     ts: list[float] = []
     ns: list[int] = []
@@ -297,12 +329,11 @@ def _records_block(recs: list[dict], heads: list[bytes] | None = None,
     for j, r in enumerate(recs):
         ch = r.get("chunks")
         if ch is not None and not isinstance(ch, list):
-            raise RecordError(f"{where[j] if where else f'record {j}'}: 'chunks' is not a list")
+            raise RecordError(j, "'chunks' is not a list")
         for pair in ch or ():
             if (not isinstance(pair, (list, tuple)) or len(pair) != 2 or not _is_number(pair[0])
                     or not (pair[1] is None or _is_count(pair[1]))):
-                raise RecordError(f"{where[j] if where else f'record {j}'}: a chunk is "
-                                  f"{pair!r:.60}, not [time, tokens or null]")
+                raise RecordError(j, f"a chunk is {pair!r:.60}, not [time, tokens or null]")
             ts.append(float(pair[0]))
             ns.append(-1 if pair[1] is None else int(pair[1]))
         counts[j] = len(ch or ())
@@ -541,7 +572,10 @@ def _fast_block(block: bytes) -> tuple[_Block | None, int]:
         c = r.get("chunks", 0)
         if (c != []) if f else (c is not None and c != []):
             return None, lines
-    cols, points, server = _scalar_block(recs)
+    try:
+        cols, points, server = _scalar_block(recs)
+    except RecordError:         # the line-by-line read names the line and the field
+        return None, lines
     return _Block(cols, points, server, counts, t, n, heads, head_lens.astype(np.int64)), lines
 
 
@@ -557,6 +591,8 @@ def _slow_block(lines: list[bytes], first: int, path: Path, last_unterminated: b
             rec = loads_finite(line, f"{path} line {no}")
         except BundleError:
             if last_unterminated and j == len(lines) - 1:
+                if no == 1:
+                    raise no_newline(path, len(line)) from None
                 warnings.append(f"{path.name} line {no}: truncated last line skipped")
                 continue
             raise
@@ -564,9 +600,9 @@ def _slow_block(lines: list[bytes], first: int, path: Path, last_unterminated: b
         recs.append(check_record(rec, where[-1], fields))
         heads.append(_head_json(rec))
     try:
-        return _records_block(recs, heads, where)
+        return _records_block(recs, heads)
     except RecordError as e:
-        raise BundleError(str(e)) from None
+        raise BundleError(f"{where[e.index]}: {e.problem}") from None
 
 
 def line_blocks(path: Path, size: int | None = None) -> Iterator[tuple[bytes, int, bool]]:
@@ -652,16 +688,23 @@ def _parse_member(path: str, start: int, end: int) -> tuple[_Block | None, int]:
 
 
 def _inflate_range(path: str | Path, start: int, end: int) -> bytes:
+    """The gzip member at bytes [START, END) of PATH inflated, refused past the bound every
+    compressed stream has (the member's size trailer is not trusted: it can lie)."""
     member = _read_range(path, start, end)
-    # A member's last 4 bytes are its inflated size (mod 2^32): a bomb is refused unopened.
-    size = int.from_bytes(member[-4:], "little") if len(member) >= 4 else 0
-    if size > max(MAX_LINE_BYTES, MAX_INFLATE_RATIO * len(member)):
-        raise BundleError(f"{path}: a gzip member of {len(member)} bytes inflates to {size}, more "
-                          f"than {MAX_INFLATE_RATIO} times its size; a decompression bomb")
+    limit = max(MAX_LINE_BYTES, MAX_INFLATE_RATIO * len(member))
     try:
-        return gunzip(member)
+        d = decompressobj(wbits=31)
+        data = d.decompress(member, limit + 1)
     except INFLATE_ERRORS as e:
         raise BundleError(f"{path}: corrupt compressed file ({e}); restore it from git") from None
+    if len(data) > limit:
+        raise BundleError(f"{path}: a gzip member of {len(member):,} bytes inflates to over "
+                          f"{limit:,}, more than {MAX_INFLATE_RATIO} times its size; a "
+                          "decompression bomb, not a recorded stream")
+    if not d.eof:
+        raise BundleError(f"{path}: corrupt compressed file (a gzip member ends early); restore "
+                          "it from git")
+    return data
 
 
 # A member header as gzip.compress(..., mtime=0) writes it: no flags, no time. In compressed

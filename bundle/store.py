@@ -37,14 +37,15 @@ from serving_ledger.bundle.files import (
     BundleError,
     bundle_file,
     check_record,
-    finite_float,
     lines_of,
     loads_finite,
-    refuse_constant,
+    loads_unique,
+    no_newline,
     stream_file,
 )
 from serving_ledger.bundle.redact import REDACTED, SECRET_MIN_LEN, Redactor  # noqa: F401 - REDACTED re-exported
 from serving_ledger.bundle.request_table import RequestTable, line_blocks, read_request_files
+from serving_ledger.bundle.schema import record_problem
 
 SCHEMA_VERSION = 2
 KIND = "serving-ledger/bundle"
@@ -141,6 +142,14 @@ def compress_in_members(src: Path, dst: Path, member_bytes: int = GZ_MEMBER_BYTE
     os.replace(tmp, dst)
 
 
+def check_written(stream: str, record: dict[str, Any]) -> None:
+    """Refuse to write a record the reader would refuse (a collector's bug, caught where it is
+    made rather than when the bundle is read)."""
+    bad = record_problem(stream, record)
+    if bad:
+        raise ValueError(f"a {stream} record the bundle reader would refuse: {bad}")
+
+
 def _json_line(record: dict[str, Any]) -> str:
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
 
@@ -197,6 +206,7 @@ class BundleWriter:
         """Append one JSON line to STREAM.jsonl and flush it to the OS at once."""
         if stream not in SAMPLE_FILES and not SHARD_RE.fullmatch(stream):
             raise ValueError(f"unknown sample stream {stream!r}")
+        check_written(stream, record)
         f = self._files.get(stream)
         if f is None:
             f = open(self.path / f"{stream}.jsonl", "a", encoding="utf-8")
@@ -350,24 +360,88 @@ def upgrade_to_2(manifest: dict[str, Any]) -> dict[str, Any]:
 UPGRADES: dict[int, Any] = {2: upgrade_to_2}
 
 
-def iter_jsonl(path: Path, warnings: list[str], fields: tuple[str, ...] = ()) -> Iterator[dict]:
-    """Yield records of a .jsonl or .jsonl.gz file; a truncated last line is reported and skipped.
+# Streams read with every key checked for a repeat (small records; the request and scrape
+# streams are read in bulk, and their fields are checked by type).
+UNIQUE_KEY_STREAMS = ("points", "gpu", "client", "host")
+# Streams written by one sampler on the bundle's clock: their `t` never goes back.
+ORDERED_STREAMS = ("metrics", "gpu", "host")
 
-    Every record must be finite JSON holding FIELDS (a `t` must be a number), or BundleError
-    names the line; lines and inflation are bounded (bundle/files.py).
+
+def iter_jsonl(path: Path, warnings: list[str], fields: tuple[str, ...] = (),
+               stream: str = "") -> Iterator[tuple[int, dict]]:
+    """(line number, record) of a .jsonl or .jsonl.gz file; a truncated last line is reported
+    and skipped, a file with no newline at all refused.
+
+    Every record must be finite JSON holding FIELDS (a `t` a number) whose fields have the types
+    bundle/schema.py gives STREAM, or BundleError names the line and field; lines and inflation
+    are bounded (bundle/files.py).
     """
+    loads = loads_unique if stream in UNIQUE_KEY_STREAMS else loads_finite
+    last_t, last_n = None, 0
     for n, line, ended in lines_of(path):
         if not line.strip():
             continue
         where = f"{path} line {n}"
         try:
-            rec = loads_finite(line, where)
+            rec = loads(line, where)
         except BundleError:
             if not ended:
+                if n == 1:
+                    raise no_newline(path, len(line)) from None
                 warnings.append(f"{path.name} line {n}: truncated last line skipped")
                 continue
             raise
-        yield check_record(rec, where, fields)
+        check_record(rec, where, fields)
+        bad = record_problem(stream, rec) if stream else None
+        if bad:
+            raise BundleError(f"{where}: {bad}")
+        if stream in ORDERED_STREAMS:
+            if last_t is not None and rec["t"] < last_t:
+                raise BundleError(f"{where}: 't' is {rec['t']!r}, before line {last_n}'s "
+                                  f"{last_t!r}; a sampler's records are in time order (lines "
+                                  "moved or merged from another bundle)")
+            last_t, last_n = rec["t"], n
+        yield n, rec
+
+
+def check_point_events(path: Path, events: list[tuple[int, dict]]) -> None:
+    """Refuse point events no run writes: a measure or end without its start, an end before its
+    start, and a point started again after it ended ok (an id used twice: one run's requests
+    would be taken for the other's). A point started again after it failed or was cut short is
+    a resumed round's re-run, and the later run counts."""
+    open_at: dict[str, tuple[int, float]] = {}
+    ended_ok: dict[str, int] = {}
+    for n, e in events:
+        pid, ev = e.get("point"), e["event"]
+        if pid is None:
+            continue
+        where = f"{path} line {n}"
+        if ev == "start":
+            if pid in ended_ok:
+                raise BundleError(f"{where}: point {pid!r} starts again after it ended ok on line "
+                                  f"{ended_ok[pid]}; a point id is used once")
+            open_at[pid] = (n, e["t"])
+        elif pid not in open_at:
+            raise BundleError(f"{where}: the {ev} event of point {pid!r} has no start before it")
+        elif e["t"] < open_at[pid][1]:
+            raise BundleError(f"{where}: the {ev} of point {pid!r} at t={e['t']!r} is before its "
+                              f"start at t={open_at[pid][1]!r} (line {open_at[pid][0]})")
+        elif ev == "end":
+            del open_at[pid]
+            if e.get("status", "ok") == "ok":
+                ended_ok[pid] = n
+
+
+def point_coverage_warnings(points: list[dict], table: RequestTable, files: str) -> list[str]:
+    """Warnings for requests of a point the points stream never starts (they are not counted),
+    and for a started point with no request recorded."""
+    started = {e["point"] for e in points if e["event"] == "start"}
+    counts = table.point_counts()
+    out = [f"{files}: {n:,} request(s) of point {pid!r}, which points.jsonl never starts, are "
+           "not counted" for pid, n in counts.items() if pid not in started]
+    out += [f"points.jsonl: point {pid!r} started but no request of it was recorded"
+            for pid in sorted(started) if pid not in counts]
+    return out
 
 
 def read_bundle(path: str | os.PathLike) -> Bundle:
@@ -404,7 +478,10 @@ def read_bundle(path: str | os.PathLike) -> Bundle:
     files = {stream: stream_file(path, stream) for stream in stream_names(path)}
     for stream in SAMPLE_FILES:
         if stream != "requests" and files[stream] is not None:
-            getattr(b, stream).extend(iter_jsonl(files[stream], b.warnings, RECORD_FIELDS[stream]))
+            numbered = list(iter_jsonl(files[stream], b.warnings, RECORD_FIELDS[stream], stream))
+            if stream == "points":
+                check_point_events(files[stream], numbered)
+            getattr(b, stream).extend(rec for _, rec in numbered)
     # Requests: requests.jsonl, then each worker's shard in k order, as one columnar table. A
     # closed bundle lists its shards in the manifest; a shard it does not list came from
     # elsewhere and would count its requests again.
@@ -417,6 +494,8 @@ def read_bundle(path: str | os.PathLike) -> Bundle:
     req = [files[s] for s in ["requests"] + shard_streams(path) if files[s] is not None]
     b.request_table = read_request_files(req, b.warnings, RECORD_FIELDS["requests"])
     b.request_files = [p.name for p in req]
+    b.warnings.extend(point_coverage_warnings(b.points, b.request_table,
+                                              " + ".join(b.request_files) or "requests.jsonl"))
     repeated = repeated_requests(b.request_table)
     if repeated:
         raise BundleError(f"{' + '.join(b.request_files)}: {repeated} request record(s) repeat "
@@ -450,15 +529,11 @@ def read_manifest(mpath: Path) -> Any:
     if len(data) > MAX_MANIFEST_BYTES:
         raise BundleError(f"{mpath}: over {MAX_MANIFEST_BYTES >> 20} MiB; not a manifest")
     try:
-        return json.loads(data.decode("utf-8"), parse_constant=refuse_constant,
-                          parse_float=finite_float)
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise BundleError(f"{mpath}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
                           f"{e.start})") from None
-    except json.JSONDecodeError as e:
-        raise BundleError(f"{mpath} line {e.lineno}: not valid JSON ({e.msg})") from None
-    except ValueError as e:     # NotFinite
-        raise BundleError(f"{mpath}: {e}; a bundle holds finite numbers only") from None
+    return loads_unique(text, str(mpath))
 
 
 def find_bundles(root: str | os.PathLike) -> list[Path]:

@@ -48,6 +48,15 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"error: no bundles under {args.runs} (record one with `make run ROUND=N`)",
               file=sys.stderr)
         return 2
+    if not args.bundle:
+        seen: dict[str, Path] = {}
+        for b in find_bundles(args.runs):
+            r = round_id_for(b)
+            if r in seen:
+                print(f"error: {seen[r]} and {b} are both round {r} (a round's id is its "
+                      "directory's name); rename one", file=sys.stderr)
+                return 2
+            seen[r] = b
     formats = tuple(args.formats.split(","))
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
@@ -79,6 +88,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     workers = args.jobs or default_workers()
     t0 = time.perf_counter()
     keys: dict[str, str] = {}
+    refused: list[str] = []     # rounds whose bundle could not be read; the others are built
     if args.bundle:
         reports = compose_rounds(pairs)
     else:
@@ -96,8 +106,14 @@ def cmd_build(args: argparse.Namespace) -> int:
         for r in sorted(set(keys) - set(stale)):
             print(f"{r}: up to date", file=sys.stderr)
         wanted = set(stale) | {previous_round_id(r) for r in stale}
-        reports = [rep for rep in compose_rounds([(b, r) for r, b in every.items() if r in wanted])
+        reports = [rep for rep in compose_rounds([(b, r) for r, b in every.items() if r in wanted],
+                                                 refused)
                    if rep.round_id in stale]
+        for line in refused:
+            from serving_ledger.report.textsafety import terminal_line
+            print(terminal_line(f"error: {line}"), file=sys.stderr)
+        for r in (line.split(":", 1)[0] for line in refused):
+            keys.pop(r, None)
     t1 = time.perf_counter()
     built = build_site(reports, Path(args.out), formats=formats, keys=keys, workers=workers)
     t2 = time.perf_counter()
@@ -110,6 +126,10 @@ def cmd_build(args: argparse.Namespace) -> int:
           f" ({docs} documents, {min(workers, docs) if docs else 0} process(es)); "
           f"reused {len(reused)}{': ' + ', '.join(reused) if reused else ''}; "
           f"ledger {t1 - t0:.2f} s, render {t2 - t1:.2f} s", file=sys.stderr)
+    if refused:
+        print(f"error: {len(refused)} round(s) not built (above): "
+              f"{', '.join(line.split(':', 1)[0] for line in refused)}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -141,49 +161,61 @@ def cmd_summary(args: argparse.Namespace) -> int:
         d = d / "bundle"
     warnings: list[str] = []
     rows = point_summaries(d, warnings)
+    from serving_ledger.report.textsafety import json_text, terminal_line
     for w in warnings:
-        print(f"warning: {d}/{w}", file=sys.stderr)
+        print(terminal_line(f"warning: {d}/{w}"), file=sys.stderr)
     if args.json:
-        print(json.dumps({"bundle": str(d), "points": rows}, indent=2))
+        print(json_text(json.dumps({"bundle": str(d), "points": rows}, indent=2)))
         return 0
     cols = [("point", "point", None), ("status", "status", None), ("C", "concurrency", 0), ("in", "input_len", 0),
             ("out", "output_len", 0)] + [(n, n, dg) for n, _, dg in SUMMARY_KEYS]
     table = [[c[0] for c in cols]]
     for r in rows:
-        table.append(["—" if r[k] is None else (f"{r[k]:,.{dg}f}" if isinstance(r[k], float) else str(r[k]))
-                      if dg is not None else str(r[k]) for _, k, dg in cols])
+        table.append([terminal_line("—" if r[k] is None else (f"{r[k]:,.{dg}f}" if isinstance(r[k], float)
+                                                              else str(r[k]))
+                                    if dg is not None else str(r[k])) for _, k, dg in cols])
     widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
-    from serving_ledger.report.textsafety import neutralise_controls
     for row in table:
-        print(neutralise_controls("  ".join(c.rjust(w) for c, w in zip(row, widths))))
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
     return 0
+
+
+def print_warnings(rd) -> None:
+    """The bundle's read warnings (a truncated last line, requests of no point) on stderr."""
+    from serving_ledger.report.textsafety import terminal_line
+    for w in rd.bundle.warnings:
+        print(terminal_line(f"warning: {rd.bundle.path}/{w}"), file=sys.stderr)
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     from serving_ledger.report.numbers import format_value
+    from serving_ledger.report.textsafety import json_text, terminal_line
     from serving_ledger.report.verdicts import ledger_json, read_bundle_ledger
-    _, led = read_bundle_ledger(args.run_dir)
+    rd, led = read_bundle_ledger(args.run_dir)
+    print_warnings(rd)
     if args.json:
-        print(json.dumps(ledger_json(led), indent=1, ensure_ascii=False))
+        print(json_text(json.dumps(ledger_json(led), indent=1, ensure_ascii=False)))
         return 0
     for key, v in led.values.items():
-        print(f"{key}\t{format_value(v, 'en')}")
+        print(terminal_line(key) + "\t" + terminal_line(format_value(v, 'en')))
     return 0
 
 
 def cmd_findings(args: argparse.Namespace) -> int:
+    from serving_ledger.report.textsafety import json_text, terminal_line
     from serving_ledger.report.verdicts import findings_json, read_bundle_ledger
     rd, led = read_bundle_ledger(args.run_dir)
+    print_warnings(rd)
     out = findings_json(rd, led)
     if args.json:
-        print(json.dumps(out, indent=1, ensure_ascii=False))
+        print(json_text(json.dumps(out, indent=1, ensure_ascii=False)))
         return 0
     for p in out["points"]:
         why = ", ".join(p["invalid_reasons"])
-        print(f"{p['point']}: {'valid' if p['valid'] else 'invalid (' + why + ')'}; "
-              f"bottleneck {p['bottleneck']}")
+        print(terminal_line(f"{p['point']}: {'valid' if p['valid'] else 'invalid (' + why + ')'}; "
+                            f"bottleneck {p['bottleneck']}"))
     for f in out["findings"]:
-        print(f"- {f['text_en']}")
+        print(terminal_line(f"- {f['text_en']}"))
     return 0
 
 
@@ -218,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         return {"build": cmd_build, "summary": cmd_summary, "ledger": cmd_ledger,
                 "findings": cmd_findings}[args.cmd](args)
     except BundleError as e:
-        print(f"error: {e}", file=sys.stderr)
+        from serving_ledger.report.textsafety import terminal_line
+        print(terminal_line(f"error: {e}"), file=sys.stderr)
         return 2
     except OSError as e:  # an unwritable --out, a file where a directory should be
         where = f"{e.filename}: " if e.filename else ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from serving_ledger.bundle.store import read_bundle
+from serving_ledger.bundle.store import BundleError, read_bundle
 from serving_ledger.report import figures as F
 from serving_ledger.report.build import RoundData, build_ledger, gpu_absent_reason, read_round
 from serving_ledger.report.compare import cross_round_ledger
@@ -126,11 +126,21 @@ def facts_of(rd: RoundData) -> dict:
     }
 
 
-def compose_rounds(pairs: list[tuple[str | Path, str]]) -> list[RoundReport]:
-    """Compose every round; each is compared with the round before it (by round id order)."""
+def compose_rounds(pairs: list[tuple[str | Path, str]],
+                   refused: list[str] | None = None) -> list[RoundReport]:
+    """Compose every round; each is compared with the round before it (by round id order).
+    With REFUSED, a bundle that cannot be read is left out and its error appended there (the
+    other rounds go on); without it, the BundleError stops the composition."""
     rounds = []
     for path, rid in pairs:
-        rd = read_round(read_bundle(path))
+        try:
+            bundle = read_bundle(path)
+        except BundleError as e:
+            if refused is None:
+                raise
+            refused.append(f"{rid}: {e}")
+            continue
+        rd = read_round(bundle)
         rd.extras["round_id"] = rid
         rounds.append((path, rid, rd, build_ledger(rd)))
     by_id = {rid: (rd, led) for _, rid, rd, led in rounds}

@@ -20,3 +20,15 @@ _HIDDEN = re.compile("[" + "".join(
 def neutralise_controls(text: str) -> str:
     """TEXT with each bidirectional, invisible or control character written as `[U+XXXX]`."""
     return _HIDDEN.sub(lambda m: f"[U+{ord(m.group()):04X}]", text)
+
+
+def terminal_line(text: str) -> str:
+    """TEXT as one terminal line: neutralised, and a carriage return or newline inside it (which
+    would overwrite or forge a line) written as `[U+XXXX]` too."""
+    return neutralise_controls(text).replace("\r", "[U+000D]").replace("\n", "[U+000A]")
+
+
+def json_text(text: str) -> str:
+    """JSON text with each character neutralise_controls would replace written as a JSON escape
+    instead (the same JSON value, nothing hidden in a terminal)."""
+    return _HIDDEN.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -19,6 +19,12 @@ def rec(point: str, i: int, t: float) -> dict:
             "pad": "x" * 200}
 
 
+def start_points(w: BundleWriter, *pids: str) -> None:
+    """The points' start events, so their requests count (the reader warns of any that do not)."""
+    for pid in pids:
+        w.append("points", {"point": pid, "event": "start", "t": 0.0, "settings": {}})
+
+
 def write_shard(path: Path, k: int, recs: list[dict], tail: str = "") -> None:
     """Append RECS to worker K's shard as a worker process does (one flushed line each)."""
     with open(path / f"requests.w{k}.jsonl", "a") as f:
@@ -29,6 +35,7 @@ def write_shard(path: Path, k: int, recs: list[dict], tail: str = "") -> None:
 
 def shard_bundle(path: Path) -> dict[str, list[dict]]:
     w = BundleWriter(path, MANIFEST)
+    start_points(w, "A", "B")
     main = [rec("A", i, float(i)) for i in range(3)]
     for r in main:
         w.append("requests", r)
@@ -75,6 +82,7 @@ def test_shards_alone_and_no_shards(tmp_path):
 
 def test_a_truncated_last_line_of_a_shard_is_reported_and_skipped(tmp_path):
     w = BundleWriter(tmp_path, MANIFEST)
+    start_points(w, "A")
     write_shard(tmp_path, 0, [rec("A", 1, 1.0), rec("A", 2, 2.0)], tail='{"point":"A","i":3,"ch')
     write_shard(tmp_path, 1, [rec("A", 4, 4.0)])
     w.close("interrupted", "SIGINT")
@@ -113,3 +121,19 @@ def test_resume_reopens_shards_like_the_other_streams(tmp_path):
                           + parts[2] + more[1:] + parts[10])
     with gzip.open(tmp_path / "requests.w1.jsonl.gz", "rt") as f:
         assert len(f.read().splitlines()) == len(parts[1]) + 1
+
+
+def test_a_gzip_member_whose_size_trailer_lies_is_refused_in_bounded_memory(tmp_path):
+    from serving_ledger.bundle.request_table import _inflate_range
+    member = bytearray(gzip.compress(b"\n" * (256 << 20), mtime=0))
+    member[-4:] = (100).to_bytes(4, "little")      # says 100 bytes; holds 256 MiB
+    p = tmp_path / "requests.jsonl.gz"
+    p.write_bytes(bytes(member))
+    with pytest.raises(BundleError, match="decompression bomb"):
+        _inflate_range(p, 0, len(member))
+    honest = gzip.compress(b'{"point":"A"}\n', mtime=0)
+    p.write_bytes(honest)
+    assert _inflate_range(p, 0, len(honest)) == b'{"point":"A"}\n'
+    p.write_bytes(honest[:-9])                       # cut inside its deflate stream
+    with pytest.raises(BundleError, match="corrupt compressed file"):
+        _inflate_range(p, 0, len(honest) - 9)
