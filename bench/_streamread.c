@@ -68,6 +68,7 @@ enum { RAW = 0, CHUNKED = 1, TRAILER = 2 };
 #define CAP_SNAP 128          /* bytes kept of each segment: IPv6 + the longest TCP header */
 #define CAP_FRAME 256
 #define CAP_BLOCK (1 << 22)
+#define SSE_EVENT_MAX ((Py_ssize_t)8 << 20)   /* client.py's MAX_EVENT_BYTES */
 #define CAP_BLOCKS 16         /* a 64 MB ring: 262,144 segments */
 #define CAP_PORTS 16          /* server ports watched at once */
 #ifndef PACKET_IGNORE_OUTGOING
@@ -703,6 +704,9 @@ static int sse_feed(Poller *self, FdState *st, const char *p, Py_ssize_t n, doub
             }
             start = from = (sep - st->sse) + 2;
         }
+        /* an event this long is not a token event: Python's parser refuses it (client.py's
+         * MAX_EVENT_BYTES), so it is handed over rather than gathered here without end */
+        if (st->slen - start > SSE_EVENT_MAX) goto slow;
         memmove(st->sse, st->sse + start, st->slen - start);
         st->slen -= start;
         return 0;

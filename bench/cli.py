@@ -86,6 +86,14 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
     plan = load_plan(args.plan) if args.plan else Plan(workload=WorkloadSpec(), sweep=SweepSpec(),
                                                       sampler=SamplerSpec())
     w, s = plan.workload, plan.sweep
+    # Flags that contradict each other are refused before anything starts (what the bundle
+    # records is what ran).
+    if args.request_rate is not None and args.arrival == "closed":
+        raise PlanError("--arrival closed contradicts --request-rate (an open loop); give "
+                        "--arrival poisson or gamma, or drop --request-rate")
+    if args.concurrency is not None and args.request_rate is None and args.arrival in ("poisson", "gamma") \
+            and not s.request_rate:
+        raise PlanError(f"--arrival {args.arrival}: an open loop needs --request-rate")
     if args.launch:
         if not args.endpoint:
             raise PlanError("--launch needs --endpoint (the URL the launched server listens on)")
@@ -214,6 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     problem = api_key_problem(key)
     if problem:
         print(f"error: {API_KEY_ENV}: {problem}", file=sys.stderr)
+        return 2
+    from serving_ledger.bench.plan import affinity_problem
+    problem = affinity_problem(plan)
+    if problem:
+        print(f"error: {name_the_flag(problem, args)}", file=sys.stderr)
         return 2
     raise_open_files_limit(plan)
     # SIGTERM is handled like Ctrl-C: flush, mark the bundle interrupted, stop the engine.

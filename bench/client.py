@@ -12,8 +12,10 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import math
 from array import array
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
 
 from serving_ledger.bench.httpstream import StreamError, StreamPool, dumps
 
@@ -23,6 +25,9 @@ except ImportError:            # pragma: no cover - orjson is a dependency
     from json import loads
 
 MAX_ERROR_BODY = 2000
+# The longest SSE event a stream may send: a token chunk is under 1 KB, one with top-20
+# logprobs a few KB; past this the request fails and the point goes on.
+MAX_EVENT_BYTES = 8 << 20
 UNKNOWN = -(1 << 63)    # a chunk whose token count the server did not give (null in the record)
 
 
@@ -98,7 +103,7 @@ class EventSink:
     at once); `close()` puts them into REC["chunks"] as (t, n) pairs.
     """
 
-    __slots__ = ("rec", "api", "mode", "buf", "cum", "done", "ts", "ns", "fast")
+    __slots__ = ("rec", "api", "mode", "buf", "cum", "done", "ts", "ns", "fast", "last")
 
     def __init__(self, rec: dict[str, Any], api: str, mode: str):
         self.rec, self.api, self.mode = rec, api, mode
@@ -108,6 +113,7 @@ class EventSink:
         self.ts = array("d")              # arrival times
         self.ns = array("q")              # tokens per chunk; UNKNOWN where the server gave none
         self.fast = api == "completions" and mode == "usage"
+        self.last = -math.inf           # when the last body bytes came (the idle timeout's clock)
 
     def on_head(self, status: int, t: float) -> None:
         self.rec["t_headers"] = t
@@ -125,16 +131,37 @@ class EventSink:
         """The `data:` payloads of the SSE events DATA completes (with what earlier reads left).
 
         Linear in the bytes: a client far behind reads thousands of events at once, so they
-        are split in one pass (`bytes.split`), never by repeated find-and-slice. Comments and
-        other fields are skipped; multi-line data is joined with newlines.
+        are split in one pass (`bytes.split`), never by repeated find-and-slice; an event that
+        spans many reads is gathered in a growing buffer and split once it ends. An event over
+        MAX_EVENT_BYTES fails the request (StreamError). Comments and other fields are
+        skipped; multi-line data is joined with newlines.
         """
-        buf = self.buf + data if self.buf else data
+        if self.buf:
+            # Only the new bytes (and the three before them) can complete the pending event.
+            edge = bytes(self.buf[-3:]) + data
+            if b"\n\n" not in edge and b"\n\r\n" not in edge:
+                if not isinstance(self.buf, bytearray):
+                    self.buf = bytearray(self.buf)
+                self.buf += data
+                if len(self.buf) > MAX_EVENT_BYTES:
+                    self.buf = b""
+                    raise StreamError("ClientPayloadError", f"an SSE event over "
+                                      f"{MAX_EVENT_BYTES >> 20} MiB without its end; not a "
+                                      "stream of token events")
+                return []
+            buf = bytes(self.buf) + data
+        else:
+            buf = data
         if b"\r" in buf:
             # Events end with a blank line; accept \r\n line ends as \n (a \r split from its
             # \n by a read boundary stays in the remainder and is joined on the next feed).
             buf = buf.replace(b"\r\n", b"\n")
         events = buf.split(b"\n\n")
         self.buf = events.pop()
+        if len(self.buf) > MAX_EVENT_BYTES:
+            self.buf = b""
+            raise StreamError("ClientPayloadError", f"an SSE event over {MAX_EVENT_BYTES >> 20} "
+                              "MiB without its end; not a stream of token events")
         out = []
         for ev in events:
             if ev[:6] == b"data: " and b"\n" not in ev:   # the usual one-line event
@@ -147,11 +174,14 @@ class EventSink:
 
     def feed(self, data: bytes, t: float) -> None:
         """Body bytes of one read, received at T."""
+        self.last = t
         for payload in self.payloads(data):
             self._payload(payload, t)
 
     def feed_reads(self, stamps: list[float], bodies: list[bytes], off: float) -> None:
         """Several reads at once: read i's bytes BODIES[i] came at STAMPS[i] + OFF."""
+        if stamps:
+            self.last = stamps[-1] + off
         for stamp, body in zip(stamps, bodies):
             # The usual read holds exactly one one-line event: no split needed.
             if (not self.buf and body[:6] == b"data: " and body[-2:] == b"\n\n"
@@ -173,6 +203,7 @@ class EventSink:
         came at STAMPS[i] + OFF and carried TOKENS[i]; CUM is the cumulative count after them,
         FINISH_REASON the last one given, DONE whether [DONE] came."""
         if stamps:
+            self.last = stamps[-1] + off
             if not self.ts:
                 self.rec["t_first"] = stamps[0] + off
             self.ts.extend([s + off for s in stamps])
@@ -255,28 +286,80 @@ def _text(payload: bytes) -> str:
     return payload.decode("utf-8", "replace")
 
 
+@dataclass(frozen=True)
+class Timeouts:
+    """When a request is given up (the plan's [client] keys): no response head FIRST_BYTE_S
+    after the send, no byte IDLE_S after the last one, or TOTAL_S in all."""
+
+    first_byte_s: float = 600.0
+    idle_s: float = 300.0
+    total_s: float = 3600.0
+
+    @classmethod
+    def of(cls, client: Any) -> Timeouts:
+        """The timeouts of a plan's ClientSpec."""
+        return cls(client.first_byte_timeout_s, client.idle_timeout_s, client.request_timeout_s)
+
+
 async def stream_request(session: StreamPool, url: str, body: dict[str, Any],
                          rec: dict[str, Any], now: Callable[[], float], *, api: str = "completions",
                          chunk_token_counts: str = "usage", headers: dict | None = None,
-                         timeout_s: float = 3600.0) -> dict[str, Any]:
+                         timeout_s: float | None = None,
+                         timeouts: Timeouts | None = None) -> dict[str, Any]:
     """Send one streaming request through SESSION (a StreamPool) and fill REC with raw timings;
-    never raises (except CancelledError, after recording it)."""
+    never raises (except CancelledError, after recording it). TIMEOUT_S, when given, replaces
+    the total of TIMEOUTS."""
     rec.update(t_send=None, t_headers=None, t_first=None, t_end=None, chunks=[], status="error",
                http_status=None, error=None, finish_reason=None, usage=None, server_metrics=None)
     sink = EventSink(rec, api, chunk_token_counts)
     data = dumps(body)
+    limits = timeouts or Timeouts()
+    if timeout_s is not None:
+        limits = Timeouts(limits.first_byte_s, limits.idle_s, timeout_s)
     try:
-        return await _send(session, url, data, sink, rec, now, headers, timeout_s)
+        return await _send(session, url, data, sink, rec, now, headers, limits)
     finally:
         sink.close()
 
 
+async def _watched(post: Awaitable, sink: EventSink, rec: dict[str, Any], now: Callable[[], float],
+                   limits: Timeouts):
+    """POST's result, or TimeoutError naming the limit it passed: no head within first_byte_s,
+    no byte within idle_s of the last, nothing whole within total_s. Checked a few times per
+    the shortest limit, so a request wakes rarely."""
+    task = asyncio.ensure_future(post)
+    step = max(0.05, min(limits.first_byte_s, limits.idle_s, limits.total_s) / 4)
+    t0 = rec["t_send"]
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=step)
+            if done:
+                return task.result()
+            t = now()
+            if rec["t_headers"] is None and t - t0 > limits.first_byte_s:
+                why = f"no response head within {limits.first_byte_s:g} s of the send"
+            elif rec["t_headers"] is not None and t - max(sink.last, rec["t_headers"]) > limits.idle_s:
+                why = f"no byte for {limits.idle_s:g} s inside the stream"
+            elif t - t0 > limits.total_s:
+                why = f"no complete response within {limits.total_s:g} s"
+            else:
+                continue
+            raise asyncio.TimeoutError(why)
+    finally:
+        if not task.done():
+            task.cancel()
+            try:
+                await task
+            except BaseException:   # noqa: BLE001 - the request is over; only its cleanup is awaited
+                pass
+
+
 async def _send(session: StreamPool, url: str, data: bytes, sink: EventSink, rec: dict[str, Any],
-                now: Callable[[], float], headers: dict | None, timeout_s: float) -> dict[str, Any]:
+                now: Callable[[], float], headers: dict | None, limits: Timeouts) -> dict[str, Any]:
     try:
         rec["t_send"] = now()
-        resp = await asyncio.wait_for(
-            session.post(url, data, sink, now, headers=headers, on_head=sink.on_head), timeout_s)
+        resp = await _watched(session.post(url, data, sink, now, headers=headers,
+                                           on_head=sink.on_head), sink, rec, now, limits)
         rec["t_end"] = now()
         if resp.status != 200:
             text = resp.body.decode("utf-8", "replace")[:MAX_ERROR_BODY]
@@ -290,9 +373,9 @@ async def _send(session: StreamPool, url: str, data: bytes, sink: EventSink, rec
         rec["t_end"] = now()
         rec["error"] = f"{e.kind}: {e}"[:MAX_ERROR_BODY]
         return rec
-    except asyncio.TimeoutError:
+    except asyncio.TimeoutError as e:
         rec["t_end"] = now()
-        rec["error"] = f"TimeoutError: no complete response within {timeout_s:g} s"
+        rec["error"] = f"TimeoutError: {e}"
         return rec
     except OSError as e:
         rec["t_end"] = now()

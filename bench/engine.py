@@ -74,6 +74,16 @@ def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
         return 0, b""
 
 
+def json_field(body: bytes, key: str):
+    """BODY's JSON object's KEY, None when BODY is not a JSON object (an HTML page, a proxy's
+    error text)."""
+    try:
+        value = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return value.get(key) if isinstance(value, dict) else None
+
+
 @dataclass
 class Engine:
     """A server the round talks to, started by us (embedded/launch) or not (endpoint)."""
@@ -198,9 +208,16 @@ class Engine:
                 "command": self.command or None,
                 "env": {k: v for k, v in self.env.items() if k.startswith(("VLLM_", "HF_"))}}
         status, body = http_get(self.endpoint + "/version")
-        info["vllm_version"] = json.loads(body).get("version") if status == 200 else None
+        version = json_field(body, "version") if status == 200 else None
+        info["vllm_version"] = version if isinstance(version, str) else None
         status, body = http_get(self.endpoint + "/v1/models")
-        info["models"] = json.loads(body).get("data") if status == 200 else None
+        models = json_field(body, "data") if status == 200 else None
+        info["models"] = models if isinstance(models, list) else None
+        if status == 200 and not (isinstance(models, list)
+                                  and all(isinstance(m, dict) and isinstance(m.get("id"), str)
+                                          for m in models)):
+            info["models_problem"] = (f"{self.endpoint}/v1/models answered 200 with "
+                                      f"{body[:60]!r}, not an OpenAI model list")
         return info
 
     def __enter__(self) -> "Engine":
@@ -208,6 +225,10 @@ class Engine:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _interrupt(signum, _frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("flags", nargs="*")
     args = ap.parse_args(argv)
     eng = Engine.embedded(flags=args.flags, port=args.port)
+    # A service manager or `kill` stops this with SIGTERM (a closed terminal with SIGHUP): each
+    # is handled as Ctrl-C is, so the server's process group is stopped and waited for.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
     try:
         eng.start(Path(args.log))
         print(f"serving at {eng.endpoint} (log {args.log}); Ctrl-C stops it", flush=True)

@@ -17,7 +17,12 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from serving_ledger.bench.prompts import PlanError, read_prompt_file, read_text_file  # noqa: F401 - PlanError re-exported
+from serving_ledger.bench.prompts import (  # noqa: F401 - PlanError re-exported
+    MAX_TOKENS,
+    PlanError,
+    read_prompt_file,
+    read_text_file,
+)
 from serving_ledger.bundle.expect import ExpectError, expect_from_dict
 
 
@@ -85,6 +90,12 @@ class ClientSpec:
     # one load process: time each event by its own TCP segment's arrival (a packet ring) where
     # permitted; on loopback the kernel fills the ring on the server's core (~0.6 us a segment)
     packet_stamps: bool = True
+    # A request fails (and its point goes on) when no response head came this long after its
+    # send, when no byte came this long between two events, or when it ran this long in all:
+    # generous, so a loaded server's queue and a long prefill stay inside them.
+    first_byte_timeout_s: float = 600.0
+    idle_timeout_s: float = 300.0
+    request_timeout_s: float = 3600.0
 
 
 @dataclass
@@ -234,7 +245,6 @@ def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
     return plan
 
 
-MAX_TOKENS = 2**31 - 1     # a token count must fit the bundle's int32 chunk column
 # Bounds of the numeric keys: (section, key) -> (lowest, highest, lowest allowed itself).
 BOUNDS: dict[tuple[str, str], tuple[float, float, bool]] = {
     ("engine", "startup_timeout_s"): (0, 7 * 86400, False),
@@ -255,6 +265,9 @@ BOUNDS: dict[tuple[str, str], tuple[float, float, bool]] = {
     ("sampler", "metrics_interval_s"): (0.1, 3600, True),
     ("sampler", "gpu_interval_s"): (0.1, 3600, True),
     ("client", "workers"): (1, 1024, True),
+    ("client", "first_byte_timeout_s"): (0, 7 * 86400, False),
+    ("client", "idle_timeout_s"): (0, 7 * 86400, False),
+    ("client", "request_timeout_s"): (0, 7 * 86400, False),
 }
 LIST_BOUNDS: dict[tuple[str, str], tuple[float, float, bool]] = {
     ("sweep", "concurrency"): (1, MAX_TOKENS, True),   # bounded by check_capacity
@@ -384,6 +397,17 @@ def check_plan(plan: Plan) -> None:
         raise PlanError(f"{src} [sweep].request_rate: required for open-loop arrival")
     if not s.concurrency and not s.request_rate:
         raise PlanError(f"{src} [sweep].concurrency: at least one value")
+    # Settings the points would not honour are refused, not recorded as if they ran.
+    if s.request_rate and s.arrival == "closed":
+        raise PlanError(f"{src} [sweep].arrival: \"closed\" contradicts request_rate (an open loop "
+                        "sends at its arrival times); give arrival poisson or gamma, or drop "
+                        "request_rate")
+    if s.burstiness != 1.0 and s.arrival != "gamma":
+        raise PlanError(f"{src} [sweep].burstiness: {s.burstiness:g} shapes gamma arrivals only; "
+                        f"with arrival {s.arrival!r} it would be recorded and not used")
+    if s.ramp_s and s.request_rate:
+        raise PlanError(f"{src} [sweep].ramp_s: spreads a closed loop's streams; an open loop "
+                        "sends at its arrival times, so it would be recorded and not used")
     if s.requests_per_point < 1 and s.duration_s <= 0:
         raise PlanError(f"{src} [sweep].requests_per_point: {s.requests_per_point} requests; "
                         "a point needs at least 1 (or a positive duration_s)")
@@ -418,3 +442,74 @@ def load_plan(path: str | Path) -> Plan:
     except tomllib.TOMLDecodeError as e:
         raise PlanError(f"{path}: {e}") from None
     return plan_from_dict(data, source=str(path))
+
+
+def context_problem(plan: Plan, points: list[dict[str, Any]], max_model_len: Any) -> str | None:
+    """Why POINTS cannot run on a server whose context holds MAX_MODEL_LEN tokens (what its
+    /v1/models says), None when they can or the length is not known: a request's prompt and
+    the tokens it asks for must fit."""
+    if not isinstance(max_model_len, int) or isinstance(max_model_len, bool) or max_model_len < 1:
+        return None
+    wl = plan.workload
+    if wl.kind == "jsonl":
+        prompts = read_prompt_file(wl.jsonl, wl.output_len)
+        worst = max(prompts, key=lambda p: (p.input_len or 0) + p.max_tokens)
+        need = (worst.input_len or 0) + worst.max_tokens
+        what = (f"a prompt of {worst.input_len:,} tokens asking for {worst.max_tokens:,}"
+                if worst.input_len else f"a prompt asking for {worst.max_tokens:,} tokens")
+        where = f"[workload].jsonl {wl.jsonl}"
+    else:
+        if not points:
+            return None
+        worst = max(points, key=lambda p: p["input_len"] + p["output_len"])
+        need = worst["input_len"] + worst["output_len"]
+        what = (f"point {worst['id']}: {worst['input_len']:,} prompt tokens and "
+                f"{worst['output_len']:,} output tokens")
+        where = plan.source or "plan"
+    if need <= max_model_len:
+        return None
+    return (f"{where}: {what} make {need:,}, over the served model's max_model_len of "
+            f"{max_model_len:,} (its /v1/models); shorten them or serve a longer context. "
+            "No point of this server was run")
+
+
+def usable_cpus() -> set[int]:
+    """The CPUs this process may run on."""
+    try:
+        return set(os.sched_getaffinity(0))
+    except AttributeError:      # not Linux
+        return set(range(os.cpu_count() or 1))
+
+
+def affinity_problem(plan: Plan) -> str | None:
+    """Why the plan's worker CPUs cannot be used on this host, None when they can: checked
+    before a round starts (a plan may come from a larger host)."""
+    bad = sorted(set(plan.client.cpu_affinity) - usable_cpus())
+    if not bad:
+        return None
+    return (f"{plan.source or 'plan'} [client].cpu_affinity: CPU {', '.join(map(str, bad))} is not "
+            f"one this process may use here ({', '.join(map(str, sorted(usable_cpus())))})")
+
+
+# Plan keys that may differ when a round is resumed: where the plan file lies, its title and
+# expectations, and where the engine listens; anything else changes what the points measure.
+RESUME_FREE = {("source",), ("title",), ("expect",), ("engine", "endpoint"), ("engine", "port")}
+
+
+def resume_problem(recorded: dict[str, Any], now: dict[str, Any]) -> str | None:
+    """Why the plan NOW (as the manifest would record it) cannot continue a bundle recorded
+    with the plan RECORDED, None when it can: every point of one bundle runs one workload."""
+    for section in sorted(set(recorded) | set(now)):
+        a, b = recorded.get(section), now.get(section)
+        if (section,) in RESUME_FREE or a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key in sorted(set(a) | set(b)):
+                if (section, key) not in RESUME_FREE and a.get(key) != b.get(key):
+                    return (f"--resume: [{section}].{key} was {a.get(key)!r:.80} when the bundle "
+                            f"was recorded and is {b.get(key)!r:.80} now; a resumed round runs "
+                            "the plan it started with (record the change as a new round)")
+            continue
+        return (f"--resume: {section} was {a!r:.80} when the bundle was recorded and is "
+                f"{b!r:.80} now; a resumed round runs the plan it started with")
+    return None

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from serving_ledger.bench.engine import Engine
     from serving_ledger.bundle.store import BundleWriter
 
-from serving_ledger.bench.client import completion_payload, stream_request
+from serving_ledger.bench.client import Timeouts, completion_payload, stream_request
 from serving_ledger.bench.loop import sleep_until
 from serving_ledger.bench.plan import Plan, prompt_pool_size, warmup_count
 from serving_ledger.bench.workload import arrival_offsets, point_seed
@@ -175,7 +175,8 @@ def open_loop_arrivals(plan: Plan, point: dict, total: int, warmup: int, by_dura
 
 
 async def send_request(session, url: str, model: str, wl, p, point_id: str, i: int, is_warm: bool,
-                       t_slot: float, t_sched: float | None, now, headers: dict | None) -> dict:
+                       t_slot: float, t_sched: float | None, now, headers: dict | None,
+                       timeouts: Timeouts | None = None) -> dict:
     """Stream request I of a point (prompt P) and return its record."""
     body = completion_payload(model, p.prompt, p.max_tokens, api=wl.api,
                               ignore_eos=wl.ignore_eos, chunk_token_counts=wl.chunk_token_counts)
@@ -183,7 +184,8 @@ async def send_request(session, url: str, model: str, wl, p, point_id: str, i: i
                            "t_sched": t_sched, "input_len": p.input_len,
                            "max_tokens": p.max_tokens, "group": p.group}
     return await stream_request(session, url, body, rec, now, api=wl.api,
-                                chunk_token_counts=wl.chunk_token_counts, headers=headers)
+                                chunk_token_counts=wl.chunk_token_counts, headers=headers,
+                                timeouts=timeouts)
 
 
 def tally(counts: dict, rec: dict) -> bool:

@@ -7,6 +7,8 @@ read files through here, so neither imports the other to do it.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,17 +19,29 @@ class PlanError(Exception):
 
 
 MAX_TEXT_FILE_BYTES = 1 << 30   # a prompt file larger than this is not one
+MAX_TOKENS = 2**31 - 1     # a token count must fit the bundle's int32 chunk column
 
 
 def read_text_file(path: str | Path, where: str, limit: int = MAX_TEXT_FILE_BYTES) -> str:
     """The UTF-8 text of PATH, up to LIMIT bytes; PlanError led by WHERE for anything else."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(limit + 1)
+        # Opened without blocking and checked before any read: a FIFO would wait for a writer
+        # forever, a device (/dev/zero) never end.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise PlanError(f"{where}: does not exist") from None
     except OSError as e:
         raise PlanError(f"{where}: {e.strerror or e}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PlanError(f"{where}: not a regular file (a pipe, a device or a directory)")
+        os.set_blocking(fd, True)
+        with open(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise PlanError(f"{where}: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
     if len(data) > limit:
         raise PlanError(f"{where}: over {limit >> 20} MiB; not a file this tool reads")
     try:
@@ -59,8 +73,10 @@ def read_prompt_file(path: str, output_len: int, where: str = "[workload].jsonl"
             raise PlanError(f"{path} line {n}: expected an object with \"prompt\" or "
                             "\"messages\"") from None
         max_tokens = row.get("max_tokens", output_len)
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise PlanError(f"{path} line {n}: max_tokens {max_tokens!r} is not a positive integer")
+        if (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+                or max_tokens > MAX_TOKENS):
+            raise PlanError(f"{path} line {n}: max_tokens {max_tokens!r:.40} is not an integer "
+                            f"from 1 to {MAX_TOKENS:,}")
         n_in = len(prompt) if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt) else None
         rows.append(Prompt(prompt, n_in, max_tokens))
     if not rows:

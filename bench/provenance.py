@@ -11,6 +11,10 @@ import sys
 from pathlib import Path
 
 from serving_ledger.bench import __version__
+from serving_ledger.bench.prompts import PlanError, read_text_file
+
+# A model's config.json is a few KB; a larger "config" is not one.
+MAX_CONFIG_BYTES = 16 << 20
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,8 +73,8 @@ def collect_model_config(path: str | Path | None) -> tuple[dict | None, str | No
     if p.is_dir():
         p = p / "config.json"
     try:
-        return json.loads(p.read_text(encoding="utf-8")), str(p)
-    except (OSError, json.JSONDecodeError):
+        return json.loads(read_text_file(p, str(p), limit=MAX_CONFIG_BYTES)), str(p)
+    except (PlanError, json.JSONDecodeError):
         return None, None
 
 

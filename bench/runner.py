@@ -13,6 +13,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import shlex
 import sys
@@ -21,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from serving_ledger.bench.client import open_stream_session
+from serving_ledger.bench.client import Timeouts, open_stream_session
 from serving_ledger.bench.engine import TINY_MODEL_DIR, Engine, EngineError, free_port
 from serving_ledger.bench.exposition import parse_exposition
 from serving_ledger.bench.hostcpu import host_monitor
 from serving_ledger.bench.loop import collect_between_points
 from serving_ledger.bench.loop import run as run_loop
-from serving_ledger.bench.plan import Plan, PlanError
+from serving_ledger.bench.plan import Plan, PlanError, context_problem, resume_problem
 from serving_ledger.bench.point_driver import (
     LocalSlots,
     PointRun,
@@ -51,6 +52,7 @@ from serving_ledger.bench.provenance import (
     model_dirs_of_command,
 )
 from serving_ledger.bench.workload import make_prompts, stream_start_offsets
+from serving_ledger.bundle.redact import Redactor
 from serving_ledger.bundle.store import BundleWriter, read_bundle
 
 # Host CPU is sampled at least this often: a short point still gets two samples.
@@ -181,7 +183,8 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
         warmup=warmup, ramp_end=t_start + (point.get("ramp_s") or 0.0), by_duration=by_duration,
         duration_s=sw.duration_s, slots=slots, now=w.now,
         send=lambda p, i, warm, t_slot, t_sched: send_request(
-            session, url, model, wl, p, point["id"], i, warm, t_slot, t_sched, w.now, headers),
+            session, url, model, wl, p, point["id"], i, warm, t_slot, t_sched, w.now, headers,
+            Timeouts.of(plan.client)),
         on_measure=lambda t: w.append("points", {"point": point["id"], "event": "measure", "t": t}),
         on_record=record, on_issue=issued)
     if point.get("request_rate"):
@@ -283,8 +286,17 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
                     # A server started with --api-key refuses /v1/models without the token
                     # (describe() never holds it); ask again with the session's header.
                     info["models"] = await models_with_key(session, engine.endpoint)
+                problem = info.pop("models_problem", None)
+                if problem and not info.get("models"):
+                    raise RoundFailed(f"{problem}: is the endpoint an OpenAI-compatible server? "
+                                      "No point was run on it")
                 models = info.get("models") or []
                 model = models[0]["id"] if models else "default"
+                too_long = context_problem(plan, [p for p in points if p["server_set"] == current_set
+                                                  and p["id"] not in skip],
+                                           models[0].get("max_model_len") if models else None)
+                if too_long:
+                    raise RoundFailed(too_long)
                 eng_info = dict(w.manifest.get("engine") or {})
                 eng_info.update(info)
                 eng_info.setdefault("server_sets", {})[str(current_set)] = engine.command or None
@@ -400,6 +412,12 @@ def run_round(plan: Plan, out: Path, endpoint_override: str | None = None,
         plan.engine.mode, plan.engine.endpoint = "endpoint", endpoint_override
     resuming = resume and (out / "manifest.json").exists()
     skip = completed_points(out) if resuming else set()
+    if resuming:
+        recorded = read_bundle(out).manifest.get("plan") or {}
+        now = json.loads(Redactor(secrets_of(plan, api_key)).line(plan.to_dict(), json.dumps))
+        problem = resume_problem(recorded, now)
+        if problem:
+            raise PlanError(problem)
     writer = BundleWriter(out, initial_manifest(plan, endpoint_override), resume=resuming,
                           secrets=secrets_of(plan, api_key))
     if resuming:

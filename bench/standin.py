@@ -74,6 +74,10 @@ meet it:
     multi         N tokens per event (default 3), one event every N-th step; the usage
                   counts say how many tokens each event carried
     slow_headers  the response headers are sent N ms late (default 300)
+    stall         after 2 tokens the stream goes silent for N s (default 30), connection
+                  open, then the connection is closed
+    huge          after 2 tokens one `data:` line of N MiB (default 16) that never ends its
+                  event; then silence, and the connection is closed after 30 s
     mix           each request takes the next mode of MIX_MODES in turn
 Benchmark control (not a fault): `"standin_run": {"id": ID, "seconds": S}` ends every stream
 of run ID with finish_reason "length" at the first step S seconds after the run's first
@@ -105,9 +109,9 @@ VERSION = "standin-1"
 DEFAULT_MODEL = "standin"
 TOKEN_TEXT = " tok"
 FAULT_MODES = ("malformed", "badshape", "cut", "nodone", "http_400", "http_500", "http_503",
-               "error_event", "short", "multi", "slow_headers")
+               "error_event", "short", "multi", "slow_headers", "stall", "huge")
 MIX_MODES = ("none",) + FAULT_MODES
-STEP_FAULTS = ("malformed", "badshape", "cut", "error_event", "multi")   # act during the stream
+STEP_FAULTS = ("malformed", "badshape", "cut", "error_event", "multi", "stall", "huge")   # act during the stream
 METRICS_MODES = ("ok", "500", "malformed", "timeout")
 MALFORMED_PAGE = 'vllm:num_requests_running{engine="0" this is not exposition text\n'
 HTTP_ERRORS = {"http_400": (400, "BadRequestError", "stand-in fault: bad request"),
@@ -530,6 +534,14 @@ class StandIn:
                 tr.close()   # no [DONE], no end of the chunked body
                 self._finish(s, "abort", ok=False)
                 return
+        if mode in ("stall", "huge") and s.sent == 2:
+            if mode == "huge":
+                parts.append("data: " + "x" * ((s.n or 16) << 20))
+            self._send(s, tr, "".join(parts), final=True)
+            self.active.pop(id(s), None)     # no more steps: silence, the connection open
+            quiet = (s.n or 30) if mode == "stall" else 30
+            asyncio.get_running_loop().call_later(quiet, self._hang_up, s, tr)
+            return
         if last:
             if s.usage_final:
                 parts.append(s.head[:s.head.index('"choices"')]
@@ -558,6 +570,13 @@ class StandIn:
         """One HTTP/1.1 chunk straight to the transport (the response is chunked and prepared)."""
         data = text.encode()
         tr.write(b"%x\r\n%b\r\n" % (len(data), data))
+
+    def _hang_up(self, s: _Stream, tr) -> None:
+        """End a silent stream: close its connection (no end of the body) and release its handler."""
+        tr.close()
+        s.finish_reason, s.ok = "abort", False
+        if not s.done.done():
+            s.done.set_result(None)
 
     def _finish(self, s: _Stream, reason: str, ok: bool) -> None:
         if self.active.pop(id(s), None) is None:

@@ -45,7 +45,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from serving_ledger.bench.client import open_stream_session
+from serving_ledger.bench.client import Timeouts, open_stream_session
 from serving_ledger.bench.loop import collect_between_points
 from serving_ledger.bench.loop import run as run_loop
 from serving_ledger.bench.plan import Plan, PlanError
@@ -272,7 +272,8 @@ async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter,
         duration_s=plan.sweep.duration_s,
         slots=SharedSlots(shared, cmd["total"], cmd["by_duration"]), now=now,
         send=lambda p, i, warm, t_slot, t_sched: send_request(
-            session, url, model, wl, p, point["id"], i, warm, t_slot, t_sched, now, headers),
+            session, url, model, wl, p, point["id"], i, warm, t_slot, t_sched, now, headers,
+            Timeouts.of(plan.client)),
         on_measure=lambda t: results.put(("measure", k, t)), on_record=record, on_issue=issued)
     share = cmd["share"]
     if "arrivals" in share:

@@ -303,6 +303,12 @@ def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     if open_loop:
         led.derive(k + "late_send_share", OC.late_send_share, unit="fraction", sources=src,
                    requests=p.measured, late_ms=V.LATE_SEND_MS)
+        # Latencies from the schedule beside those from the send (coordinated omission).
+        for q in (50, 99):
+            led.derive(k + f"ttft_sched_ms_p{q}", ST.percentile, unit="ms", sources=src,
+                       values=ST.ttfts_from_schedule_ms(p.measured), q=q)
+        led.derive(k + "e2e_sched_ms_p99", ST.percentile, unit="ms", sources=src,
+                   values=ST.e2es_from_schedule_ms(p.measured), q=99)
         if C:
             led.derive(k + "cap_held_fraction", OC.share_of_concurrency, unit="fraction",
                        mean_in_flight=ci, concurrency=C)

@@ -17,7 +17,8 @@ BOTTLENECKS = ("gpu_compute", "gpu_bandwidth", "kv_pool", "scheduler_budget", "f
                "client", "engine_host", "under_driven", "unknown")
 # Every validity check a point can fail.
 VALIDITY_CODES = ("not_held", "lockstep", "not_steady", "pace_drift", "over_saturated",
-                  "open_loop_capped", "scrapes_failed", "client_distorted", "interrupted", "failed")
+                  "open_loop_capped", "schedule_missed", "scrapes_failed", "client_distorted",
+                  "interrupted", "failed")
 # Delivery stretches the engine's decode pace by at least this factor: the API server, the
 # network or the client, not the engine, set the pace the client saw.
 DELIVERY_RATIO_MIN = 1.2
@@ -143,6 +144,16 @@ def capped_check(get) -> tuple[bool | None, list[str]]:
     return not (late > V.LATE_SEND_MAX and at_cap >= V.CAP_HELD_MIN), notes
 
 
+def schedule_check(get) -> tuple[bool | None, list[str]]:
+    """Open loop: whether the client kept its schedule where no cap held it back: sends late
+    against their schedule, and the requests in flight below the cap (or no cap at all)."""
+    late, at_cap = get("late_send_share"), get("cap_held_fraction")
+    if late is None:
+        return None, []
+    held_by_cap = at_cap is not None and at_cap >= V.CAP_HELD_MIN
+    return not (late > V.LATE_SEND_MAX and not held_by_cap), []
+
+
 def distortion_check(get) -> tuple[bool | None, list[str]]:
     """Whether the client's timing distorted its ITL. The stamps (events sharing a read while
     bytes waited in the socket) give a measured error; it counts when it exceeds the tolerance
@@ -187,6 +198,7 @@ def point_validity(led: Ledger, pid: str, status: str = "ok") -> Validity:
     if open_loop:
         checks["over_saturated"] = saturation_check(get)
         checks["open_loop_capped"] = capped_check(get)
+        checks["schedule_missed"] = schedule_check(get)
     else:
         checks["not_held"] = held_check(get, C)
     checks["not_steady"] = steady_check(get)

@@ -36,6 +36,8 @@ REASON_WORDS = {
                        "到达速率超过了服务能力：发送期间客户端在途请求每秒增加 [[p.{p}.inflight_growth]]，服务端完成了发送量的 [[p.{p}.finish_over_send|pct]]，TTFT 从前三分之一的发送到后三分之一变为 [[p.{p}.ttft_trend]]，不存在可测的稳态"),
     "open_loop_capped": ("its concurrency cap of [[p.{p}.concurrency|int]] held the open loop back: [[p.{p}.late_send_share|pct]] of the requests were sent over [[r.rule_late_send_ms]] after their scheduled time (the slot wait p99 was [[p.{p}.slot_wait_ms_p99]]) with the requests in flight at [[p.{p}.cap_held_fraction|pct]] of the cap, so the offered rate was not the rate sent",
                          "并发上限 [[p.{p}.concurrency|int]] 拖住了开环：[[p.{p}.late_send_share|pct]] 的请求比计划时刻晚 [[r.rule_late_send_ms]] 以上才发出（等待槽位的 p99 为 [[p.{p}.slot_wait_ms_p99]]），在途请求达到上限的 [[p.{p}.cap_held_fraction|pct]]，实际发送速率并非设定的到达速率"),
+    "schedule_missed": ("the client missed the open loop's schedule: [[p.{p}.late_send_share|pct]] of the requests were sent over [[r.rule_late_send_ms]] after their scheduled time with no cap holding them (TTFT p99 from the schedule [[p.{p}.ttft_sched_ms_p99]] against [[p.{p}.ttft_ms_p99]] from the send), so the offered rate was not the rate sent",
+                        "客户端没有跟上开环的发送计划：[[p.{p}.late_send_share|pct]] 的请求比计划时刻晚 [[r.rule_late_send_ms]] 以上才发出，且并非并发上限所致（从计划时刻算的 TTFT p99 为 [[p.{p}.ttft_sched_ms_p99]]，从发送算为 [[p.{p}.ttft_ms_p99]]），实际发送速率并非设定的到达速率"),
     "interrupted": ("the point was interrupted", "该点被中断"),
     "failed": ("the point failed", "该点失败"),
 }
@@ -175,8 +177,8 @@ DISAGREEMENTS = {
                                        "{p} 点时间戳显示 [[p.{p}.mistimed_share|pct]] 的事件可能计时有误，但读计数器显示只有 [[p.{p}.coread_share_by_counters|pct]] 是同次读取的：计时可信"),
     "client_short_engine_unseen": ("at {p} the client kept only [[p.{p}.client_held_fraction|pct]] of C in flight, but with no server-side count to hold it against the concurrency check is not made",
                                    "{p} 点客户端只维持了 C 的 [[p.{p}.client_held_fraction|pct]] 在途，但没有服务端的计数可供对照，不做并发检查"),
-    "late_sends_below_cap": ("at {p} [[p.{p}.late_send_share|pct]] of the requests were sent late against their schedule while the requests in flight stayed at [[p.{p}.cap_held_fraction|pct]] of the cap: the client, not the cap, was late",
-                             "{p} 点 [[p.{p}.late_send_share|pct]] 的请求晚于计划发出，而在途请求只有上限的 [[p.{p}.cap_held_fraction|pct]]：晚的是客户端，而非上限"),
+    "late_sends_below_cap": ("at {p} [[p.{p}.late_send_share|pct]] of the requests were sent late against their schedule while the requests in flight stayed at [[p.{p}.cap_held_fraction|pct]] of the cap: the client, not the cap, was late (counted as a missed schedule)",
+                             "{p} 点 [[p.{p}.late_send_share|pct]] 的请求晚于计划发出，而在途请求只有上限的 [[p.{p}.cap_held_fraction|pct]]：晚的是客户端，而非上限（按未跟上发送计划计）"),
     "client_apart_error_small": ("at {p} the client's ITL p50 lies [[p.{p}.client_outside_engine_itl_p50|pct]] outside the engine's histogram bucket while its own timing error is small: the gap is delivery, not the client's clock",
                                  "{p} 点客户端 ITL p50 落在引擎直方图桶外 [[p.{p}.client_outside_engine_itl_p50|pct]]，而其自身计时误差很小：差距来自下发环节，而非客户端计时"),
 }

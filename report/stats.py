@@ -152,6 +152,25 @@ def e2es_ms(requests: RequestTable) -> np.ndarray:
     return (last - requests.col("t_send")[has]) * 1e3
 
 
+def ttfts_from_schedule_ms(requests: RequestTable) -> np.ndarray:
+    """Open loop: time to first token from each request's scheduled send time, in ms (what a
+    user arriving then waited: a send the client held back counts against it, so no
+    coordinated omission)."""
+    requests = as_request_table(requests)
+    first, sched = requests.col("t_first"), requests.col("t_sched")
+    has = ~np.isnan(first) & ~np.isnan(sched)
+    return (first[has] - sched[has]) * 1e3
+
+
+def e2es_from_schedule_ms(requests: RequestTable) -> np.ndarray:
+    """Open loop: end-to-end latency from each request's scheduled send time, in ms."""
+    requests = as_request_table(requests)
+    has, last = _last_chunk_times(requests)
+    sched = requests.col("t_sched")[has]
+    keep = ~np.isnan(sched)
+    return (last[keep] - sched[keep]) * 1e3
+
+
 def slot_waits_ms(requests: RequestTable) -> np.ndarray:
     """Time a request waited for a client-side concurrency slot (kept apart from latency), ms."""
     requests = as_request_table(requests)

@@ -9,6 +9,7 @@ import time
 import pytest
 from serving_ledger.bench.client import (
     EventSink,
+    Timeouts,
     completion_payload,
     open_stream_session,
     stream_request,
@@ -195,3 +196,49 @@ def test_reads_handed_over_in_batches_make_the_same_record_as_one_by_one():
     assert one.rec["chunks"] == [(0.5, 1), (1.5, 1), (1.5, 2), (3.5, 1), (4.5, None), (5.5, 1),
                                  (6.5, 1)]
     assert one.rec["finish_reason"] == "length" and one.rec["usage"]["completion_tokens"] == 5
+
+
+def _one(fault: str, timeouts: Timeouts, max_tokens: int = MAX_TOKENS) -> tuple[dict, float]:
+    async def go():
+        async with StandIn(step_ms=STEP_MS) as url:
+            session = open_stream_session()
+            try:
+                body = completion_payload("standin", [5, 6, 7, 8], max_tokens)
+                body["standin_fault"] = fault
+                t = time.monotonic()
+                rec = await stream_request(session, url + "/v1/completions", body, {},
+                                           time.monotonic, timeouts=timeouts)
+                return rec, time.monotonic() - t
+            finally:
+                await session.close()
+    return asyncio.run(go())
+
+
+def test_a_stream_that_goes_silent_fails_at_the_idle_timeout_with_its_chunks_kept():
+    rec, took = _one("stall:20", Timeouts(first_byte_s=30, idle_s=0.5, total_s=60))
+    assert rec["status"] == "error"
+    assert rec["error"] == "TimeoutError: no byte for 0.5 s inside the stream"
+    assert [n for _, n in rec["chunks"]] == [1, 1]
+    assert 0.5 <= took < 5
+
+
+def test_a_response_head_that_never_comes_fails_at_the_first_byte_timeout():
+    rec, took = _one("slow_headers:10000", Timeouts(first_byte_s=0.5, idle_s=30, total_s=60))
+    assert rec["error"] == "TimeoutError: no response head within 0.5 s of the send"
+    assert rec["t_headers"] is None and 0.5 <= took < 5
+
+
+def test_an_event_that_never_ends_fails_the_request_in_bounded_time():
+    rec, took = _one("huge:64", Timeouts(first_byte_s=30, idle_s=30, total_s=60))
+    assert rec["status"] == "error"
+    assert "an SSE event over 8 MiB without its end" in rec["error"]
+    assert took < 10, took   # linear: a 64 MiB line is refused after its first 8 MiB
+
+
+def test_an_event_spanning_many_reads_is_gathered_in_linear_time():
+    big = b'data: {"a":"' + b"x" * (6 << 20) + b'"}\n\n'
+    p = sink()
+    t = time.process_time()
+    out = [x for i in range(0, len(big), 1 << 14) for x in p.payloads(big[i:i + (1 << 14)])]
+    assert out == [big[6:-2]]
+    assert time.process_time() - t < 2.0

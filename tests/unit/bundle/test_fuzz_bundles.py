@@ -19,13 +19,11 @@ import signal
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from serving_ledger.report.cli import main as cli_main
 
-hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from serving_ledger.report.cli import main as cli_main  # noqa: E402
-from tests.conftest import FIXTURES  # noqa: E402
+from tests.conftest import FIXTURES
 
 SOURCE = FIXTURES / "cpu-demo"
 STREAMS = ("points.jsonl", "requests.jsonl", "metrics.jsonl", "client.jsonl")

@@ -223,3 +223,18 @@ def test_a_short_point_with_no_scrape_after_its_warm_up_compares_like_with_like(
     assert val(led, k + "population_requests_client") == val(led, k + "population_requests_server")
     f = population_finding(led, "L128-c8")
     assert "warm-up requests included" in f.en and "包括预热请求" in f.zh
+
+
+@pytest.mark.parametrize("late,at_cap,capped,missed", [
+    (0.40, None, None, False),   # no cap, 40 % of sends late: the client missed its schedule
+    (0.40, 0.30, True, False),   # a cap, seldom reached: the client, not the cap, was late
+    (0.40, 0.99, False, True),   # the cap held the loop back: capped, not a missed schedule
+    (0.01, None, None, True),    # on time: both silent
+    (0.01, 0.99, True, True),
+])
+def test_late_open_loop_sends_are_named_by_what_held_them(late, at_cap, capped, missed):
+    from serving_ledger.report.diagnosis import capped_check, schedule_check
+    values = {"late_send_share": late, "cap_held_fraction": at_cap}
+    assert capped_check(values.get)[0] is capped
+    assert schedule_check(values.get)[0] is missed
+    assert schedule_check({"late_send_share": None}.get) == (None, [])

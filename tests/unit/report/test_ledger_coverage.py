@@ -46,6 +46,7 @@ NON_LEDGER_HELPERS: dict[str, str] = {
     **{f"stats.{n}": _SELECTION for n in (
         "e2es_ms", "failed", "interrupted_window", "itl_gaps_ms", "measured", "output_token_counts",
         "output_tokens", "point_windows", "requests_of_point", "slot_waits_ms", "tpots_ms",
+        "ttfts_from_schedule_ms", "e2es_from_schedule_ms",
         "ttfts_ms")},
     # report.series: reading scrapes
     **{f"series.{n}": _SELECTION for n in (
