@@ -25,6 +25,7 @@ from serving_ledger.bench.plan import (
 )
 from serving_ledger.bundle.redact import API_KEY_ENV, SECRET_MIN_LEN
 from serving_ledger.bundle.store import BundleError
+from serving_ledger.bundle.textsafety import terminal_line
 
 
 def int_list(text: str) -> list[int]:
@@ -216,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         plan = plan_from_args(args)
     except PlanError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(terminal_line(f"error: {e}"), file=sys.stderr)
         return 2
     key = os.environ.get(API_KEY_ENV)
     problem = api_key_problem(key)
@@ -240,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
               f"(continue with --resume)", file=sys.stderr)
         return 130
     except (PlanError, BundleError, EngineError, RoundFailed) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(terminal_line(f"error: {e}"), file=sys.stderr)
         return 2 if isinstance(e, (PlanError, BundleError)) else 1
     except OSError as e:  # --out not writable, a launch command that does not exist
         where = f"{e.filename}: " if e.filename else ""

@@ -28,6 +28,8 @@ MAX_ERROR_BODY = 2000
 # The longest SSE event a stream may send: a token chunk is under 1 KB, one with top-20
 # logprobs a few KB; past this the request fails and the point goes on.
 MAX_EVENT_BYTES = 8 << 20
+# The largest token count of one chunk the bundle holds (its int32 chunk column).
+MAX_COUNT = 2**31 - 1
 UNKNOWN = -(1 << 63)    # a chunk whose token count the server did not give (null in the record)
 
 
@@ -236,11 +238,10 @@ class EventSink:
                         and type(usage.get("completion_tokens")) is int):
                     cum = usage["completion_tokens"]
                     n = cum - (self.cum or 0)
-                    try:
-                        self.ns.append(n if n >= 0 else UNKNOWN)   # a count that went down: null
-                    except OverflowError:                 # beyond 64 bits: not a count
+                    if n > MAX_COUNT:                     # not a count a bundle holds
                         self.rec["error"] = f"malformed SSE event: {_text(payload)[:200]!r}"
                         return
+                    self.ns.append(n if n >= 0 else UNKNOWN)   # a count that went down: null
                     if not self.ts:
                         self.rec["t_first"] = t
                     self.ts.append(t)
@@ -266,11 +267,13 @@ class EventSink:
             if _has_content(event, self.api):
                 n, new_cum = _chunk_tokens(event, self.cum, self.mode)
                 fr = event["choices"][0].get("finish_reason")
+                if n is not None and n > MAX_COUNT:
+                    raise OverflowError(n)
+                self.ns.append(UNKNOWN if n is None else n)
                 self.cum = new_cum
                 if not self.ts:
                     rec["t_first"] = t
                 self.ts.append(t)
-                self.ns.append(UNKNOWN if n is None else n)
                 if fr:
                     rec["finish_reason"] = fr
             elif isinstance(event.get("usage"), dict) and not event.get("choices"):

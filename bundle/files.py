@@ -199,8 +199,9 @@ class DuplicateKey(ValueError):
     """A JSON object that names one key twice (a reader would keep either)."""
 
 
-def loads_unique(line: bytes | str, where: str) -> Any:
-    """The JSON value of LINE as loads_finite reads it, refusing an object with a key twice."""
+def loads_unique(line: bytes | str, where: str, whole_file: bool = False) -> Any:
+    """The JSON value of LINE as loads_finite reads it, refusing an object with a key twice
+    (WHOLE_FILE: LINE is a file's text, and a syntax error names its line)."""
     try:
         return json.loads(line, object_pairs_hook=_unique_keys, parse_constant=refuse_constant,
                           parse_float=finite_float)
@@ -212,7 +213,8 @@ def loads_unique(line: bytes | str, where: str) -> Any:
         raise BundleError(f"{where}: not UTF-8 text (byte 0x{line[e.start]:02x} at offset "
                           f"{e.start})") from None
     except json.JSONDecodeError as e:
-        raise BundleError(f"{where}: not valid JSON ({e.msg})") from None
+        at = f" line {e.lineno}" if whole_file else ""
+        raise BundleError(f"{where}{at}: not valid JSON ({e.msg})") from None
 
 
 def check_record(rec: Any, where: str, fields: tuple[str, ...] = ()) -> dict:

@@ -58,9 +58,17 @@ def count(v: Any) -> bool:
     return integer(v) and v >= 0
 
 
+def chunk_pairs(v: Any) -> bool:
+    """A list of [time, tokens or null] pairs, tokens a whole number below 2^31 (an int32 column)."""
+    return isinstance(v, (list, tuple)) and all(
+        isinstance(p, (list, tuple)) and len(p) == 2 and number(p[0])
+        and (p[1] is None or (integer(p[1]) and 0 <= p[1] < 2**31)) for p in v)
+
+
 # What each word names in a message.
 WHAT = {number: "a number", integer: "an integer", text: "a string", boolean: "true or false",
         obj: "an object", array: "a list", numbers_by_name: "an object of numbers",
+        chunk_pairs: "a list of [time, tokens or null] pairs",
         count: "a whole number at or above 0"}
 
 POINT_EVENTS = ("start", "measure", "end", "server_start", "server_ready", "server_stop")
@@ -98,7 +106,7 @@ REQUEST: dict[str, Check] = {
     "t_slot": nullable(number), "t_sched": nullable(number), "t_send": nullable(number),
     "t_headers": nullable(number), "t_first": nullable(number), "t_end": nullable(number),
     "input_len": nullable(number), "usage": nullable(obj), "server_metrics": nullable(numbers_by_name),
-    "chunks": nullable(array), "max_tokens": nullable(count), "http_status": nullable(integer),
+    "chunks": nullable(chunk_pairs), "max_tokens": nullable(count), "http_status": nullable(integer),
     "finish_reason": nullable(text),
 }
 USAGE: dict[str, Check] = {"prompt_tokens": nullable(count), "completion_tokens": nullable(count),

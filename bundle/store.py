@@ -533,7 +533,7 @@ def read_manifest(mpath: Path) -> Any:
     except UnicodeDecodeError as e:
         raise BundleError(f"{mpath}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
                           f"{e.start})") from None
-    return loads_unique(text, str(mpath))
+    return loads_unique(text, str(mpath), whole_file=True)
 
 
 def find_bundles(root: str | os.PathLike) -> list[Path]:

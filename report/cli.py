@@ -110,7 +110,7 @@ def cmd_build(args: argparse.Namespace) -> int:
                                                  refused)
                    if rep.round_id in stale]
         for line in refused:
-            from serving_ledger.report.textsafety import terminal_line
+            from serving_ledger.bundle.textsafety import terminal_line
             print(terminal_line(f"error: {line}"), file=sys.stderr)
         for r in (line.split(":", 1)[0] for line in refused):
             keys.pop(r, None)
@@ -161,7 +161,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
         d = d / "bundle"
     warnings: list[str] = []
     rows = point_summaries(d, warnings)
-    from serving_ledger.report.textsafety import json_text, terminal_line
+    from serving_ledger.bundle.textsafety import json_text, terminal_line
     for w in warnings:
         print(terminal_line(f"warning: {d}/{w}"), file=sys.stderr)
     if args.json:
@@ -182,14 +182,14 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 def print_warnings(rd) -> None:
     """The bundle's read warnings (a truncated last line, requests of no point) on stderr."""
-    from serving_ledger.report.textsafety import terminal_line
+    from serving_ledger.bundle.textsafety import terminal_line
     for w in rd.bundle.warnings:
         print(terminal_line(f"warning: {rd.bundle.path}/{w}"), file=sys.stderr)
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
+    from serving_ledger.bundle.textsafety import json_text, terminal_line
     from serving_ledger.report.numbers import format_value
-    from serving_ledger.report.textsafety import json_text, terminal_line
     from serving_ledger.report.verdicts import ledger_json, read_bundle_ledger
     rd, led = read_bundle_ledger(args.run_dir)
     print_warnings(rd)
@@ -202,7 +202,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
 
 def cmd_findings(args: argparse.Namespace) -> int:
-    from serving_ledger.report.textsafety import json_text, terminal_line
+    from serving_ledger.bundle.textsafety import json_text, terminal_line
     from serving_ledger.report.verdicts import findings_json, read_bundle_ledger
     rd, led = read_bundle_ledger(args.run_dir)
     print_warnings(rd)
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         return {"build": cmd_build, "summary": cmd_summary, "ledger": cmd_ledger,
                 "findings": cmd_findings}[args.cmd](args)
     except BundleError as e:
-        from serving_ledger.report.textsafety import terminal_line
+        from serving_ledger.bundle.textsafety import terminal_line
         print(terminal_line(f"error: {e}"), file=sys.stderr)
         return 2
     except OSError as e:  # an unwritable --out, a file where a directory should be

@@ -31,6 +31,7 @@ from typing import Any
 import jinja2
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
+from serving_ledger.bundle.textsafety import neutralise_controls
 from serving_ledger.report.ledger import Source, Value
 from serving_ledger.report.model import LANGS as PAGE_LANGS
 from serving_ledger.report.model import RoundReport
@@ -43,7 +44,6 @@ from serving_ledger.report.numbers import (
     raw_text,
     unit_heading,
 )
-from serving_ledger.report.textsafety import neutralise_controls
 from serving_ledger.report.words import LANGS, group, has, word
 
 

@@ -1,4 +1,4 @@
-"""Strings from a bundle (a model name, an error text) shown as they are, never as layout.
+"""Strings from a bundle or a plan (a model name, an error text, a key) shown as they are, never as layout.
 
 Bidirectional controls (U+202E turns "gnp.exe" around) and other invisible format or control
 characters are replaced by a visible `[U+XXXX]`, so a page and its PDF show what the bundle
