@@ -38,7 +38,7 @@ $(ENGINE)/.ok:
 
 setup-model: .engine/tiny-qwen2/config.json
 .engine/tiny-qwen2/config.json: bench/tinymodel.py $(VENV)/.ok
-	$(TOOL_PY) -m serving_ledger.bench.tinymodel --out .engine/tiny-qwen2
+	$(TOOL_PY) -m bench.tinymodel --out .engine/tiny-qwen2
 
 demo: setup
 	rm -rf site/demo-bundle

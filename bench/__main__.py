@@ -1,7 +1,7 @@
-"""`python -m serving_ledger.bench run ...`: the collector's command line."""
+"""`python -m bench run ...`: the collector's command line."""
 
 import sys
 
-from serving_ledger.bench.cli import main
+from bench.cli import main
 
 sys.exit(main())

@@ -1,4 +1,4 @@
-"""`serving-ledger run` (`python -m serving_ledger.bench run`): run a round from a plan file or from ad-hoc flags."""
+"""`serving-ledger run` (`python -m bench run`): run a round from a plan file or from ad-hoc flags."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import sys
 import urllib.parse
 from pathlib import Path
 
-from serving_ledger.bench.engine import EngineError
-from serving_ledger.bench.plan import (
+from bench.engine import EngineError
+from bench.plan import (
     OPEN_FILES_RESERVED,
     Plan,
     PlanError,
@@ -23,9 +23,9 @@ from serving_ledger.bench.plan import (
     load_plan,
     open_files_limit,
 )
-from serving_ledger.bundle.redact import API_KEY_ENV, SECRET_MIN_LEN
-from serving_ledger.bundle.store import BundleError
-from serving_ledger.bundle.textsafety import terminal_line
+from bundle.redact import API_KEY_ENV, SECRET_MIN_LEN
+from bundle.store import BundleError
+from bundle.textsafety import terminal_line
 
 
 def int_list(text: str) -> list[int]:
@@ -213,7 +213,7 @@ def api_key_problem(key: str | None) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from serving_ledger.bench.runner import RoundFailed, run_round
+    from bench.runner import RoundFailed, run_round
     try:
         plan = plan_from_args(args)
     except PlanError as e:
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"error: {API_KEY_ENV}: {problem}", file=sys.stderr)
         return 2
-    from serving_ledger.bench.plan import affinity_problem
+    from bench.plan import affinity_problem
     problem = affinity_problem(plan)
     if problem:
         print(f"error: {name_the_flag(problem, args)}", file=sys.stderr)

@@ -17,7 +17,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from serving_ledger.bench.httpstream import StreamError, StreamPool, dumps
+from bench.httpstream import StreamError, StreamPool, dumps
 
 try:
     from orjson import loads  # 5-10x faster on small events; same results on valid JSON

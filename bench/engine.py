@@ -25,7 +25,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from serving_ledger.bundle.redact import API_KEY_ENV
+from bundle.redact import API_KEY_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 # The embedded engine's home: its environment (.venv-engine) and model (.engine/tiny-qwen2).
@@ -232,7 +232,7 @@ def _interrupt(signum, _frame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m serving_ledger.bench.engine`: start the embedded engine in the foreground until Ctrl-C."""
+    """`python -m bench.engine`: start the embedded engine in the foreground until Ctrl-C."""
     import argparse
     ap = argparse.ArgumentParser(description="Serve the embedded engine until interrupted.")
     ap.add_argument("--port", type=int, default=8000)

@@ -16,7 +16,8 @@ whole-text parse on real vLLM pages.
 from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
-from serving_ledger.bundle.metric_keys import sample_key, split_key
+
+from bundle.metric_keys import sample_key, split_key
 
 __all__ = ["parse_exposition", "parse_exposition_uncached", "sample_key", "split_key"]
 

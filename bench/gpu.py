@@ -19,7 +19,7 @@ try:  # the package is a dependency, but a missing one must read as "no NVML", n
 except ImportError:  # pragma: no cover - exercised by monkeypatching _nvml in tests
     pynvml = None
 
-from serving_ledger.bundle.gpu_fields import (  # noqa: F401
+from bundle.gpu_fields import (  # noqa: F401
     REASON_TEXT,
     SAMPLE_FIELDS,
     decode_throttle_reasons,

@@ -46,7 +46,7 @@ except ImportError:                      # pragma: no cover - orjson is a depend
     from json import loads as _loads
 
 try:
-    from serving_ledger.bench import _streamread
+    from bench import _streamread
 except ImportError:     # not built (no C compiler at install, or not Linux): the loop reads
     _streamread = None
 

@@ -17,13 +17,13 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from serving_ledger.bench.prompts import (  # noqa: F401 - PlanError re-exported
+from bench.prompts import (  # noqa: F401 - PlanError re-exported
     MAX_TOKENS,
     PlanError,
     read_prompt_file,
     read_text_file,
 )
-from serving_ledger.bundle.expect import ExpectError, expect_from_dict
+from bundle.expect import ExpectError, expect_from_dict
 
 
 @dataclass

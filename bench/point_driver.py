@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 if TYPE_CHECKING:
-    from serving_ledger.bench.engine import Engine
-    from serving_ledger.bundle.store import BundleWriter
+    from bench.engine import Engine
+    from bundle.store import BundleWriter
 
-from serving_ledger.bench.client import Timeouts, completion_payload, stream_request
-from serving_ledger.bench.loop import sleep_until
-from serving_ledger.bench.plan import Plan, prompt_pool_size, warmup_count
-from serving_ledger.bench.workload import arrival_offsets, point_seed
+from bench.client import Timeouts, completion_payload, stream_request
+from bench.loop import sleep_until
+from bench.plan import Plan, prompt_pool_size, warmup_count
+from bench.workload import arrival_offsets, point_seed
 
 
 class Slots(Protocol):

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from serving_ledger.bench import __version__
-from serving_ledger.bench.prompts import PlanError, read_text_file
+from bench import __version__
+from bench.prompts import PlanError, read_text_file
 
 # A model's config.json is a few KB; a larger "config" is not one.
 MAX_CONFIG_BYTES = 16 << 20
@@ -33,8 +33,8 @@ def collect_git_revision() -> str | None:
 
 def collect_tool_metadata() -> dict:
     """Tool name and version, git revision, Python and platform, and how the client reads."""
-    from serving_ledger.bench.httpstream import reader_name
-    from serving_ledger.bench.loop import loop_name
+    from bench.httpstream import reader_name
+    from bench.loop import loop_name
     return {"name": "serving-ledger", "version": __version__, "git_revision": collect_git_revision(),
             "python": sys.version.split()[0], "platform": platform.platform(),
             "event_loop": loop_name(), "stream_reader": reader_name(),

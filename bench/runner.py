@@ -22,14 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from serving_ledger.bench.client import Timeouts, open_stream_session
-from serving_ledger.bench.engine import TINY_MODEL_DIR, Engine, EngineError, free_port
-from serving_ledger.bench.exposition import parse_exposition
-from serving_ledger.bench.hostcpu import host_monitor
-from serving_ledger.bench.loop import collect_between_points
-from serving_ledger.bench.loop import run as run_loop
-from serving_ledger.bench.plan import Plan, PlanError, context_problem, resume_problem
-from serving_ledger.bench.point_driver import (
+
+from bench.client import Timeouts, open_stream_session
+from bench.engine import TINY_MODEL_DIR, Engine, EngineError, free_port
+from bench.exposition import parse_exposition
+from bench.hostcpu import host_monitor
+from bench.loop import collect_between_points
+from bench.loop import run as run_loop
+from bench.plan import Plan, PlanError, context_problem, resume_problem
+from bench.point_driver import (
     LocalSlots,
     PointRun,
     RoundFailed,
@@ -44,16 +45,16 @@ from serving_ledger.bench.point_driver import (
     tally,
     transport_error,
 )
-from serving_ledger.bench.provenance import (
+from bench.provenance import (
     collect_host_metadata,
     collect_model_config,
     collect_tokenizer_vocab,
     collect_tool_metadata,
     model_dirs_of_command,
 )
-from serving_ledger.bench.workload import make_prompts, stream_start_offsets
-from serving_ledger.bundle.redact import Redactor
-from serving_ledger.bundle.store import BundleWriter, read_bundle
+from bench.workload import make_prompts, stream_start_offsets
+from bundle.redact import Redactor
+from bundle.store import BundleWriter, read_bundle
 
 # Host CPU is sampled at least this often: a short point still gets two samples.
 HOST_INTERVAL_S = 0.5
@@ -258,14 +259,14 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
 
     try:
         if plan.sampler.gpu and w.manifest.get("gpus"):
-            from serving_ledger.bench.gpu import GpuSampler
+            from bench.gpu import GpuSampler
             side.append(asyncio.create_task(GpuSampler().run(w, plan.sampler.gpu_interval_s, stop)))
         side.append(asyncio.create_task(lag_monitor(w, stop, streams=streams)))
         side.append(asyncio.create_task(host_monitor(
             w, lambda: engine.proc.pid if engine is not None and engine.proc is not None else None,
             stop, min(plan.sampler.metrics_interval_s, HOST_INTERVAL_S))))
         if plan.client.workers > 1 and any(p["id"] not in skip for p in points):
-            from serving_ledger.bench.workers import WorkerPool
+            from bench.workers import WorkerPool
             workers = WorkerPool(plan, w, headers)
             await workers.start()
         for idx, point in enumerate(points):
@@ -356,7 +357,7 @@ def served_model_paths(plan: Plan) -> tuple[str | None, str | None, str | None]:
 
 def initial_manifest(plan: Plan, endpoint_override: str | None) -> dict[str, Any]:
     """Provenance known before the engine starts."""
-    from serving_ledger.bench.gpu import describe_gpus
+    from bench.gpu import describe_gpus
     gpus, absent = describe_gpus()
     cfg_path, tok_path, cfg_how = served_model_paths(plan)
     config, cfg_src = collect_model_config(cfg_path)

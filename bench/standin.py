@@ -84,7 +84,7 @@ of run ID with finish_reason "length" at the first step S seconds after the run'
 request arrived, so a client that issues fixed request counts (`vllm bench serve`) finishes
 in bounded time.
 
-Run it: `python -m serving_ledger.bench.standin --port 8100 --step-ms 10 [--trace] [--cpu 1]
+Run it: `python -m bench.standin --port 8100 --step-ms 10 [--trace] [--cpu 1]
 [--reuse-port] [--model M] [--version V] [--api-key K] [--log-line LINE ...]`
 (`--reuse-port`: K processes started so on one port serve it together; `--admin-port P` lets
 each of them be asked for its own trace); in-process:
@@ -103,7 +103,8 @@ from array import array
 from typing import Any, Sequence
 
 from aiohttp import web
-from serving_ledger.bundle.redact import API_KEY_ENV
+
+from bundle.redact import API_KEY_ENV
 
 VERSION = "standin-1"
 DEFAULT_MODEL = "standin"
@@ -639,7 +640,7 @@ class StandInThread:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m serving_ledger.bench.standin",
+    ap = argparse.ArgumentParser(prog="python -m bench.standin",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8100)

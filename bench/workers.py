@@ -45,11 +45,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from serving_ledger.bench.client import Timeouts, open_stream_session
-from serving_ledger.bench.loop import collect_between_points
-from serving_ledger.bench.loop import run as run_loop
-from serving_ledger.bench.plan import Plan, PlanError
-from serving_ledger.bench.point_driver import (
+from bench.client import Timeouts, open_stream_session
+from bench.loop import collect_between_points
+from bench.loop import run as run_loop
+from bench.plan import Plan, PlanError
+from bench.point_driver import (
     PointRun,
     RoundFailed,
     drive_closed,
@@ -62,9 +62,9 @@ from serving_ledger.bench.point_driver import (
     tally,
     transport_error,
 )
-from serving_ledger.bench.workload import make_prompts, stream_start_offsets
-from serving_ledger.bundle.redact import Redactor
-from serving_ledger.bundle.store import BundleWriter, check_written, reopen_for_append, request_line
+from bench.workload import make_prompts, stream_start_offsets
+from bundle.redact import Redactor
+from bundle.store import BundleWriter, check_written, reopen_for_append, request_line
 
 RUN, STOP, ABORT = 0, 1, 2     # shared stop flag: go on, stop issuing (server died), cancel now
 PROGRESS_EVERY_S = 0.25        # a worker reports its counts at most this often

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import random
 
-from serving_ledger.bench.plan import WorkloadSpec
-from serving_ledger.bench.prompts import PlanError, Prompt, read_prompt_file
+from bench.plan import WorkloadSpec
+from bench.prompts import PlanError, Prompt, read_prompt_file
 
 
 def random_ids(rng: random.Random, n: int, low: int, high: int) -> list[int]:

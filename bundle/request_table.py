@@ -30,8 +30,9 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 import orjson
-from serving_ledger.bundle.allocator import keep_freed_memory
-from serving_ledger.bundle.files import (
+
+from bundle.allocator import keep_freed_memory
+from bundle.files import (
     INFLATE_ERRORS,
     MAX_INFLATE_RATIO,
     MAX_LINE_BYTES,

@@ -33,7 +33,7 @@ try:
 except ImportError:     # pragma: no cover - orjson is a dependency
     orjson = None
 
-from serving_ledger.bundle.files import (
+from bundle.files import (
     BundleError,
     bundle_file,
     check_record,
@@ -43,9 +43,9 @@ from serving_ledger.bundle.files import (
     no_newline,
     stream_file,
 )
-from serving_ledger.bundle.redact import REDACTED, SECRET_MIN_LEN, Redactor  # noqa: F401 - REDACTED re-exported
-from serving_ledger.bundle.request_table import RequestTable, line_blocks, read_request_files
-from serving_ledger.bundle.schema import record_problem
+from bundle.redact import REDACTED, SECRET_MIN_LEN, Redactor  # noqa: F401 - REDACTED re-exported
+from bundle.request_table import RequestTable, line_blocks, read_request_files
+from bundle.schema import record_problem
 
 SCHEMA_VERSION = 2
 KIND = "serving-ledger/bundle"

@@ -1,7 +1,7 @@
-"""`python -m serving_ledger.report build | summary | ledger | findings | explain ...`."""
+"""`python -m report build | summary | ledger | findings | explain ...`."""
 
 import sys
 
-from serving_ledger.report.cli import main
+from report.cli import main
 
 sys.exit(main())

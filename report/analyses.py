@@ -10,9 +10,10 @@ import math
 from typing import Sequence
 
 import numpy as np
-from serving_ledger.bundle.request_table import RequestTable, as_request_table
-from serving_ledger.report import series
-from serving_ledger.report.ledger import Absent
+
+from bundle.request_table import RequestTable, as_request_table
+from report import series
+from report.ledger import Absent
 
 # -------------------------------------------------------------- server-side means (ms)
 
@@ -222,7 +223,7 @@ def loop_lag_p99_ms(client_samples: list, t_start: float, t_end: float) -> float
 
 def loop_lag_ms_quantile(client_samples: list, t_start: float, t_end: float, q: float) -> float:
     """The q-th percentile of the client's event-loop delay inside the window, ms."""
-    from serving_ledger.report.stats import percentile
+    from report.stats import percentile
     vals = [s["loop_lag_s"] * 1e3 for s in client_samples if t_start <= s["t"] <= t_end]
     if not vals:
         raise Absent("reason.no_client_lag")
@@ -264,7 +265,7 @@ def socket_wait_p99_ms(client_samples: list, t_start: float, t_end: float) -> fl
     Reads whose bytes were all timed by their segments' arrival (packet ring) add no wait:
     their times do not depend on when they were read.
     """
-    from serving_ledger.report.stats import percentile
+    from report.stats import percentile
     rows = [s for s in _read_samples(client_samples, t_start, t_end) if s["reads_kernel_stamped"]]
     if not rows:
         raise Absent("reason.no_kernel_stamp")
@@ -318,7 +319,7 @@ def interpolate(x: float, xs: list, ys: list) -> float:
 
 def doc_of(func) -> str:
     """The one-line docstring of a quantity function (for values recorded as absent)."""
-    from serving_ledger.report.ledger import doc_line
+    from report.ledger import doc_line
     return doc_line(func)
 
 

@@ -10,22 +10,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from serving_ledger.bundle.request_table import RequestTable
-from serving_ledger.bundle.store import Bundle
-from serving_ledger.report import analyses as A
-from serving_ledger.report import clienterror as CE
-from serving_ledger.report import delivery as DL
-from serving_ledger.report import hostload as HL
-from serving_ledger.report import logstats as LS
-from serving_ledger.report import occupancy as OC
-from serving_ledger.report import params as PA
-from serving_ledger.report import reconcile as R
-from serving_ledger.report import series as S
-from serving_ledger.report import stats as ST
-from serving_ledger.report import theory as T
-from serving_ledger.report import validity as V
-from serving_ledger.report.ledger import Absent, Ledger, Reason, Source, reason_from_text
-from serving_ledger.report.serverlog import ServerLogFacts, server_log_facts
+from bundle.request_table import RequestTable
+from bundle.store import Bundle
+from report import analyses as A
+from report import clienterror as CE
+from report import delivery as DL
+from report import hostload as HL
+from report import logstats as LS
+from report import occupancy as OC
+from report import params as PA
+from report import reconcile as R
+from report import series as S
+from report import stats as ST
+from report import theory as T
+from report import validity as V
+from report.ledger import Absent, Ledger, Reason, Source, reason_from_text
+from report.serverlog import ServerLogFacts, server_log_facts
 
 # The steady part of a point's window used for gauge statistics (KV usage, running, waiting):
 # its middle fraction, leaving out the ramp-up after the first measured request and the
@@ -579,7 +579,7 @@ def _plan_metrics(rd: RoundData) -> bool:
 
 def build_ledger(rd: RoundData) -> Ledger:
     """Every number of one round."""
-    from serving_ledger.report.diagnosis import passed_every_check, point_bottleneck, point_validity
+    from report.diagnosis import passed_every_check, point_bottleneck, point_validity
     led = Ledger()
     pool_ledger(led, rd)
     peak_ledger(led, rd)
@@ -621,7 +621,7 @@ def build_ledger(rd: RoundData) -> Ledger:
 
 def peak_ledger(led: Ledger, rd: RoundData) -> None:
     """The hardware peaks MFU/MBU are measured against, or why there are none."""
-    from serving_ledger.report.gpus import lookup_gpu
+    from report.gpus import lookup_gpu
     gpus = rd.bundle.manifest.get("gpus") or []
     src = (f"{rd.name}/manifest.json: gpus; report/data/gpus.toml",)
     doc_f = "Dense bf16 tensor peak of the GPU, from the spec table"
@@ -744,7 +744,7 @@ def gpu_absent_reason(text: str | None) -> Reason | None:
 
 def power_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     """GPU power, temperature, throttling and energy over one point's window (item 6)."""
-    from serving_ledger.report import power as PW
+    from report import power as PW
     k = f"p.{p.pid}."
     a, b = p.window.t_measure, p.window.t_end
     n = sum(1 for s in rd.bundle.gpu if a <= s["t"] <= b)
@@ -823,7 +823,7 @@ def length_axis_ledger(led: Ledger, rd: RoundData) -> None:
 
 def rule_ledger(led: Ledger) -> None:
     """The validity thresholds (policy, report.validity), so the page prints them traced."""
-    from serving_ledger.report import diagnosis as D
+    from report import diagnosis as D
     for key, value, unit, doc in (
             ("r.rule_held_min", V.HELD_MIN, "fraction", "Least share of C the server must hold on average (policy)"),
             ("r.rule_sync_max", V.SYNC_MAX, "fraction", "Most send synchrony before a point counts as lockstep (policy)"),

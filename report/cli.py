@@ -1,4 +1,4 @@
-"""`python -m serving_ledger.report` (or `serving-ledger`): build the site, print a round's summary, or explain a model's capacity."""
+"""`python -m report` (or `serving-ledger`): build the site, print a round's summary, or explain a model's capacity."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from serving_ledger.bundle.store import BundleError, find_bundles
+from bundle.store import BundleError, find_bundles
 
 FORMATS = ("html", "pdf")
 
@@ -33,8 +33,8 @@ def is_site_round(path: Path) -> bool:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from serving_ledger.report.compose import compose_rounds
-    from serving_ledger.report.site import ROUND_ID, build_site
+    from report.compose import compose_rounds
+    from report.site import ROUND_ID, build_site
     if args.bundle:
         pairs = [(Path(args.bundle), args.round or round_id_for(Path(args.bundle)))]
     else:
@@ -84,7 +84,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         print(f"error: --jobs must be at least 1, not {args.jobs}", file=sys.stderr)
         return 2
-    from serving_ledger.report.site import default_workers
+    from report.site import default_workers
     workers = args.jobs or default_workers()
     t0 = time.perf_counter()
     keys: dict[str, str] = {}
@@ -94,8 +94,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     else:
         # A round whose bundle, previous round, code, templates and formats are unchanged
         # keeps its pages; each stale round is composed with the round before it.
-        from serving_ledger.report.buildkey import code_digest, round_key, up_to_date
-        from serving_ledger.report.compose import previous_round_id
+        from report.buildkey import code_digest, round_key, up_to_date
+        from report.compose import previous_round_id
         every = {r: b for b, r in ((b, round_id_for(b)) for b in find_bundles(args.runs))}
         code = code_digest()
         stale = []
@@ -110,7 +110,7 @@ def cmd_build(args: argparse.Namespace) -> int:
                                                  refused)
                    if rep.round_id in stale]
         for line in refused:
-            from serving_ledger.bundle.textsafety import terminal_line
+            from bundle.textsafety import terminal_line
             print(terminal_line(f"error: {line}"), file=sys.stderr)
         for r in (line.split(":", 1)[0] for line in refused):
             keys.pop(r, None)
@@ -136,8 +136,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 def point_summaries(bundle_dir: Path, warnings: list[str] | None = None) -> list[dict]:
     """Per point, the client statistics from the ledger (None where absent); the bundle's
     read warnings (a truncated last line) are appended to WARNINGS."""
-    from serving_ledger.bundle.store import read_bundle
-    from serving_ledger.report.build import build_ledger, read_round
+    from bundle.store import read_bundle
+    from report.build import build_ledger, read_round
     bundle = read_bundle(bundle_dir)
     if warnings is not None:
         warnings.extend(bundle.warnings)
@@ -161,7 +161,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
         d = d / "bundle"
     warnings: list[str] = []
     rows = point_summaries(d, warnings)
-    from serving_ledger.bundle.textsafety import json_text, terminal_line
+    from bundle.textsafety import json_text, terminal_line
     for w in warnings:
         print(terminal_line(f"warning: {d}/{w}"), file=sys.stderr)
     if args.json:
@@ -182,15 +182,15 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 def print_warnings(rd) -> None:
     """The bundle's read warnings (a truncated last line, requests of no point) on stderr."""
-    from serving_ledger.bundle.textsafety import terminal_line
+    from bundle.textsafety import terminal_line
     for w in rd.bundle.warnings:
         print(terminal_line(f"warning: {rd.bundle.path}/{w}"), file=sys.stderr)
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
-    from serving_ledger.bundle.textsafety import json_text, terminal_line
-    from serving_ledger.report.numbers import format_value
-    from serving_ledger.report.verdicts import ledger_json, read_bundle_ledger
+    from bundle.textsafety import json_text, terminal_line
+    from report.numbers import format_value
+    from report.verdicts import ledger_json, read_bundle_ledger
     rd, led = read_bundle_ledger(args.run_dir)
     print_warnings(rd)
     if args.json:
@@ -202,8 +202,8 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
 
 def cmd_findings(args: argparse.Namespace) -> int:
-    from serving_ledger.bundle.textsafety import json_text, terminal_line
-    from serving_ledger.report.verdicts import findings_json, read_bundle_ledger
+    from bundle.textsafety import json_text, terminal_line
+    from report.verdicts import findings_json, read_bundle_ledger
     rd, led = read_bundle_ledger(args.run_dir)
     print_warnings(rd)
     out = findings_json(rd, led)
@@ -222,7 +222,7 @@ def cmd_findings(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["explain"]:
-        from serving_ledger.report.explain import main as explain_main
+        from report.explain import main as explain_main
         return explain_main(argv[1:])
     ap = argparse.ArgumentParser(prog="serving-ledger", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         return {"build": cmd_build, "summary": cmd_summary, "ledger": cmd_ledger,
                 "findings": cmd_findings}[args.cmd](args)
     except BundleError as e:
-        from serving_ledger.bundle.textsafety import terminal_line
+        from bundle.textsafety import terminal_line
         print(terminal_line(f"error: {e}"), file=sys.stderr)
         return 2
     except OSError as e:  # an unwritable --out, a file where a directory should be

@@ -13,9 +13,10 @@ the (q ± 200s)-quantiles: the error of ITL p50 and p99 is that distance, in ms.
 from __future__ import annotations
 
 import numpy as np
-from serving_ledger.bundle.request_table import RequestTable, as_request_table
-from serving_ledger.report import series
-from serving_ledger.report.ledger import Absent
+
+from bundle.request_table import RequestTable, as_request_table
+from report import series
+from report.ledger import Absent
 
 ENGINE_ITL = "vllm:inter_token_latency_seconds"
 

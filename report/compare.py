@@ -10,9 +10,9 @@ import dataclasses
 import json
 from typing import Any
 
-from serving_ledger.report import analyses as A
-from serving_ledger.report.build import RoundData, ok_points
-from serving_ledger.report.ledger import Absent, Ledger, Reason, Source, Value
+from report import analyses as A
+from report.build import RoundData, ok_points
+from report.ledger import Absent, Ledger, Reason, Source, Value
 
 # Workload settings that must match for two points to count as "the same point".
 POINT_KEYS = ("concurrency", "input_len", "output_len", "request_rate", "arrival")

@@ -5,16 +5,16 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from serving_ledger.bundle.store import BundleError, read_bundle
-from serving_ledger.report import figures as F
-from serving_ledger.report.build import RoundData, build_ledger, gpu_absent_reason, read_round
-from serving_ledger.report.compare import cross_round_ledger
-from serving_ledger.report.findings import round_findings
-from serving_ledger.report.ledger import Ledger
-from serving_ledger.report.model import LANGS, Column, RoundReport, Table
-from serving_ledger.report.next_steps import next_steps
-from serving_ledger.report.stats import INTERRUPTED
-from serving_ledger.report.words import has, word
+from bundle.store import BundleError, read_bundle
+from report import figures as F
+from report.build import RoundData, build_ledger, gpu_absent_reason, read_round
+from report.compare import cross_round_ledger
+from report.findings import round_findings
+from report.ledger import Ledger
+from report.model import LANGS, Column, RoundReport, Table
+from report.next_steps import next_steps
+from report.stats import INTERRUPTED
+from report.words import has, word
 
 CLIENT_LAG_SHARE_LIMIT = 0.1      # the templates say "a tenth" of the ITL median
 # From this share of chunks stamped like the one before them, the page explains the zero gaps

@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from serving_ledger.bundle.expect import expect_of_plan_file
-from serving_ledger.report.diagnosis import BOTTLENECKS, VALIDITY_CODES
+from bundle.expect import expect_of_plan_file
+from report.diagnosis import BOTTLENECKS, VALIDITY_CODES
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def plan_expectations(bundle_dir: Path) -> dict:
 
 def bundle_checks(path: Path) -> list[Check]:
     """The checks of every point of the bundle at PATH that its plan's [expect] names."""
-    from serving_ledger.report.verdicts import read_bundle_ledger
+    from report.verdicts import read_bundle_ledger
     rd, _ = read_bundle_ledger(path)
     expect = plan_expectations(Path(rd.bundle.path))
     validity, attribution = rd.extras["validity"], rd.extras["attribution"]

@@ -12,9 +12,10 @@ client's per-token gaps include everything after it.
 from __future__ import annotations
 
 import numpy as np
-from serving_ledger.bundle.request_table import RequestTable, as_request_table
-from serving_ledger.report import series
-from serving_ledger.report.ledger import Absent
+
+from bundle.request_table import RequestTable, as_request_table
+from report import series
+from report.ledger import Absent
 
 ENGINE_ITL = "vllm:inter_token_latency_seconds"
 ENGINE_TTFT = "vllm:time_to_first_token_seconds"
@@ -48,7 +49,7 @@ def engine_steps_per_s(scrapes: list, t_start: float, t_end: float) -> float:
 
 def client_itl_ms_mean(requests: RequestTable) -> float:
     """Mean gap per output token as the client received it (a chunk of k tokens gives k equal gaps), ms."""
-    from serving_ledger.report.stats import itl_gaps_ms
+    from report.stats import itl_gaps_ms
     gaps = itl_gaps_ms(as_request_table(requests))
     if not len(gaps):
         raise Absent("reason.no_two_chunks")

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from serving_ledger.report import validity as V
-from serving_ledger.report.ledger import Ledger
+from report import validity as V
+from report.ledger import Ledger
 
 BOTTLENECKS = ("gpu_compute", "gpu_bandwidth", "kv_pool", "scheduler_budget", "frontend",
                "client", "engine_host", "under_driven", "unknown")

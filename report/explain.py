@@ -28,16 +28,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from serving_ledger.report import explain_notes as N
-from serving_ledger.report import fit
-from serving_ledger.report import kvlayout as K
-from serving_ledger.report import params as P
-from serving_ledger.report import theory as th
-from serving_ledger.report.explain_notes import Note
-from serving_ledger.report.explain_words import LABELS
-from serving_ledger.report.gpus import known_gpu_names, lookup_gpu, normalize_dtype
-from serving_ledger.report.ledger import Absent, Ledger, Reason, Value
-from serving_ledger.report.modelconfig import CROSS, FULL, SLIDING, parse_config_json
+from report import explain_notes as N
+from report import fit
+from report import kvlayout as K
+from report import params as P
+from report import theory as th
+from report.explain_notes import Note
+from report.explain_words import LABELS
+from report.gpus import known_gpu_names, lookup_gpu, normalize_dtype
+from report.ledger import Absent, Ledger, Reason, Value
+from report.modelconfig import CROSS, FULL, SLIDING, parse_config_json
 
 PROG = "serving-ledger explain"
 

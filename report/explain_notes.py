@@ -9,12 +9,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from serving_ledger.report import fit
-from serving_ledger.report.explain_words import NOTES
-from serving_ledger.report.kvlayout import KVLayout, kv_block_bytes
-from serving_ledger.report.ledger import Ledger, Reason
-from serving_ledger.report.modelconfig import CROSS, FULL, SLIDING, ModelShape
-from serving_ledger.report.params import experts_touched
+from report import fit
+from report.explain_words import NOTES
+from report.kvlayout import KVLayout, kv_block_bytes
+from report.ledger import Ledger, Reason
+from report.modelconfig import CROSS, FULL, SLIDING, ModelShape
+from report.params import experts_touched
 
 Note = tuple[str, dict[str, Any]]
 

@@ -8,7 +8,7 @@ punctuation.
 
 from __future__ import annotations
 
-from serving_ledger.report.words import LANGS, group
+from report.words import LANGS, group
 
 # Value labels and section titles (`label.plan_*`), and the notes' sentences (`label.note_*`).
 LABELS = {lang: group("label.plan_", lang) for lang in LANGS}

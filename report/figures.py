@@ -11,10 +11,11 @@ from typing import Any, Callable
 
 import altair as alt
 import pandas as pd
-from serving_ledger.report import series as S
-from serving_ledger.report.ledger import Absent, Ledger
-from serving_ledger.report.model import LANGS, Figure
-from serving_ledger.report.words import group
+
+from report import series as S
+from report.ledger import Absent, Ledger
+from report.model import LANGS, Figure
+from report.words import group
 
 WIDTH, HEIGHT = 560, 240
 
@@ -291,7 +292,7 @@ def fig_power(gpu_samples: list, windows: list[tuple[str, float, float]]) -> Fig
 
 def fig_tflops_timeline(scrapes: list, windows: list[tuple[str, float, float]]) -> Figure | None:
     """Per-interval TF/s from vLLM's estimated FLOPs counter over the round (item 15)."""
-    from serving_ledger.report import analyses as A
+    from report import analyses as A
     try:
         rates = A.counter_rate_series(scrapes, "vllm:estimated_flops_per_gpu_total")
     except Absent:

@@ -11,9 +11,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from serving_ledger.report.diagnosis import Attribution, Validity, val
-from serving_ledger.report.ledger import Ledger
-from serving_ledger.report.numbers import Format, format_value
+from report.diagnosis import Attribution, Validity, val
+from report.ledger import Ledger
+from report.numbers import Format, format_value
 
 PLACEHOLDER = re.compile(r"\[\[([^\]|]+)(?:\|(pct|pct0|spct|int))?\]\]")  # int: a count, no unit; spct: signed %; pct0: whole %
 # A step "carries the batch several times over" at this many tokens per running request.

@@ -8,9 +8,9 @@ them (TP must then be a multiple of them). MLA keeps one latent per token on eve
 
 from __future__ import annotations
 
-from serving_ledger.report.ledger import Reason
-from serving_ledger.report.modelconfig import ModelShape
-from serving_ledger.report.theory import _non_negative, _positive
+from report.ledger import Reason
+from report.modelconfig import ModelShape
+from report.theory import _non_negative, _positive
 
 GIB = 1024**3
 

@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from serving_ledger.report.ledger import Absent, Reason
+from report.ledger import Absent, Reason
 
 DTYPES = ("bf16", "fp16", "fp8")
 
@@ -104,7 +104,7 @@ def _row_to_spec(key: str, row: Mapping[str, Any]) -> GpuSpec:
 
 def load_table_rows(overrides: Mapping[str, Mapping[str, Any]] | str | Path | None = None) -> dict[str, dict[str, Any]]:
     """The packaged table's rows keyed by row key, with OVERRIDES (rows or a TOML file of rows) merged over them."""
-    text = resources.files("serving_ledger.report").joinpath("data/gpus.toml").read_text(encoding="utf-8")
+    text = resources.files("report").joinpath("data/gpus.toml").read_text(encoding="utf-8")
     rows = {k: dict(v) for k, v in tomllib.loads(text)["gpu"].items()}
     if overrides is None:
         return rows

@@ -6,7 +6,7 @@ process group's user + system time, so it counts every process the launcher star
 
 from __future__ import annotations
 
-from serving_ledger.report.ledger import Absent
+from report.ledger import Absent
 
 
 def _ends(host_samples: list, t_start: float, t_end: float, field: str) -> tuple[dict, dict]:

@@ -16,9 +16,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from serving_ledger.report.ledger import Absent, Reason
-from serving_ledger.report.modelconfig import FULL, SLIDING
-from serving_ledger.report.theory import _non_negative, _positive
+from report.ledger import Absent, Reason
+from report.modelconfig import FULL, SLIDING
+from report.theory import _non_negative, _positive
 
 # vLLM uses the larger kind's count as the group size when the kinds are this close.
 _CLOSE_COUNTS = 1.5

@@ -17,7 +17,7 @@ import string
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from serving_ledger.report.words import section, word
+from report.words import section, word
 
 
 @dataclass(frozen=True)

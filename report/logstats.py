@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from serving_ledger.report.ledger import Absent
-from serving_ledger.report.serverlog import StatsLine
+from report.ledger import Absent
+from report.serverlog import StatsLine
 
 
 def stats_line_time(timestamp: str, year: int, t0_wall_unix: float) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from serving_ledger.report.ledger import Ledger
+from report.ledger import Ledger
 
 LANGS = ("zh", "en")
 

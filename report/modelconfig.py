@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from serving_ledger.report.ledger import Absent, Reason
+from report.ledger import Absent, Reason
 
 FULL, SLIDING, CROSS = "full", "sliding", "cross"
 

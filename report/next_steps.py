@@ -6,10 +6,10 @@ sentences are `label.next_*` in the catalogue.
 
 from __future__ import annotations
 
-from serving_ledger.report.diagnosis import val
-from serving_ledger.report.ledger import Ledger
-from serving_ledger.report.validity import SATURATION_GROWTH
-from serving_ledger.report.words import LANGS, word
+from report.diagnosis import val
+from report.ledger import Ledger
+from report.validity import SATURATION_GROWTH
+from report.words import LANGS, word
 
 
 def step(sid: str, code: str, **fields) -> dict:

@@ -11,8 +11,8 @@ import math
 import numbers
 from dataclasses import dataclass
 
-from serving_ledger.report.ledger import Reason, Value
-from serving_ledger.report.words import has, word
+from report.ledger import Reason, Value
+from report.words import has, word
 
 # Units a fraction may carry; pct=True multiplies these by 100 and prints "%".
 FRACTION_UNITS = ("", "fraction", "ratio", "share")

@@ -9,9 +9,10 @@ other two contradict is stale, not a point that was not held. Each is a pure fun
 from __future__ import annotations
 
 import numpy as np
-from serving_ledger.bundle.request_table import RequestTable, as_request_table
-from serving_ledger.report import series
-from serving_ledger.report.ledger import Absent
+
+from bundle.request_table import RequestTable, as_request_table
+from report import series
+from report.ledger import Absent
 
 E2E = "vllm:e2e_request_latency_seconds"
 # The engine's and the client's means describe one population when their counts are this close.

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from serving_ledger.report.ledger import Absent, Reason
-from serving_ledger.report.modelconfig import ModelShape, QuantScheme
-from serving_ledger.report.theory import (
+from report.ledger import Absent, Reason
+from report.modelconfig import ModelShape, QuantScheme
+from report.theory import (
     _non_negative,
     _positive,
     _shape,

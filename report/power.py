@@ -12,8 +12,8 @@ import statistics
 from itertools import pairwise
 from typing import Any, Iterable
 
-from serving_ledger.bundle.gpu_fields import reason_bits
-from serving_ledger.report.ledger import Absent, Reason
+from bundle.gpu_fields import reason_bits
+from report.ledger import Absent, Reason
 
 Samples = Iterable[dict[str, Any]]
 

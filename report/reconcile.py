@@ -65,10 +65,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from serving_ledger.bundle.request_table import RequestTable, as_request_table
-from serving_ledger.report import series as S
-from serving_ledger.report import theory as T
-from serving_ledger.report.ledger import Absent
+
+from bundle.request_table import RequestTable, as_request_table
+from report import series as S
+from report import theory as T
+from report.ledger import Absent
 
 FLOPS = "vllm:estimated_flops_per_gpu_total"
 READ_BYTES = "vllm:estimated_read_bytes_per_gpu_total"

@@ -31,11 +31,12 @@ from typing import Any
 import jinja2
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
-from serving_ledger.bundle.textsafety import neutralise_controls
-from serving_ledger.report.ledger import Source, Value
-from serving_ledger.report.model import LANGS as PAGE_LANGS
-from serving_ledger.report.model import RoundReport
-from serving_ledger.report.numbers import (
+
+from bundle.textsafety import neutralise_controls
+from report.ledger import Source, Value
+from report.model import LANGS as PAGE_LANGS
+from report.model import RoundReport
+from report.numbers import (
     Format,
     absent,
     format_parts,
@@ -44,12 +45,12 @@ from serving_ledger.report.numbers import (
     raw_text,
     unit_heading,
 )
-from serving_ledger.report.words import LANGS, group, has, word
+from report.words import LANGS, group, has, word
 
 
 def templates_dir() -> Path:
     """The narrative templates: templates/ beside the package in a checkout, else the copy
-    installed as package data `serving_ledger.report.templates` (pyproject maps one onto the other)."""
+    installed as package data `report.templates` (pyproject maps one onto the other)."""
     checkout = Path(__file__).resolve().parent.parent / "templates"
     if (checkout / "base.html.j2").is_file():
         return checkout
@@ -89,7 +90,7 @@ def quantity_code(value: Value) -> str:
         if parts[0] in ("p", "x") and len(parts) >= 3:
             parts[1] = "*"
         return "quantity.observed." + ".".join(parts)
-    return "quantity." + value.func.removeprefix("serving_ledger.report.")
+    return "quantity." + value.func.removeprefix("report.")
 
 
 def meaning(value: Value, lang: str) -> str:
@@ -312,7 +313,7 @@ class Page:
 
     def say(self, text: str) -> Markup:
         """A finding's sentence: its text as text, each [[key|pct]] as a traced number."""
-        from serving_ledger.report.findings import PLACEHOLDER, placeholder_format
+        from report.findings import PLACEHOLDER, placeholder_format
         out, at = [], 0
         for m in PLACEHOLDER.finditer(text):
             if m.start() > at:

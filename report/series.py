@@ -28,8 +28,8 @@ from functools import lru_cache
 from itertools import pairwise
 from typing import Mapping, Sequence
 
-from serving_ledger.bundle.metric_keys import split_key
-from serving_ledger.report.ledger import Absent, Reason
+from bundle.metric_keys import split_key
+from report.ledger import Absent, Reason
 
 Scrape = Mapping
 Where = Mapping[str, str] | None

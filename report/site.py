@@ -22,8 +22,9 @@ from pathlib import Path
 
 import jinja2
 from markupsafe import Markup
-from serving_ledger.report.model import LANGS, RoundReport
-from serving_ledger.report.render import (
+
+from report.model import LANGS, RoundReport
+from report.render import (
     TEMPLATES_DIR,
     Timing,
     _sha256,
@@ -31,7 +32,7 @@ from serving_ledger.report.render import (
     page_name,
     render_round,
 )
-from serving_ledger.report.words import word
+from report.words import word
 
 log = logging.getLogger(__name__)
 

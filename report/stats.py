@@ -18,8 +18,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from serving_ledger.bundle.request_table import RequestTable, as_request_table
-from serving_ledger.report.ledger import Absent
+
+from bundle.request_table import RequestTable, as_request_table
+from report.ledger import Absent
 
 # A point's status when it has a `start` and no `end` event (the round was stopped inside it).
 INTERRUPTED = "interrupted"

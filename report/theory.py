@@ -36,8 +36,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from serving_ledger.report.ledger import Absent
-from serving_ledger.report.modelconfig import CROSS, ModelShape, dtype_bytes, model_shape  # noqa: F401 (callers read shapes here)
+from report.ledger import Absent
+from report.modelconfig import CROSS, ModelShape, dtype_bytes, model_shape  # noqa: F401 (callers read shapes here)
 
 GIB = 1024**3
 

@@ -10,9 +10,10 @@ verdict.
 from __future__ import annotations
 
 import numpy as np
-from serving_ledger.bundle.request_table import RequestTable, as_request_table
-from serving_ledger.report import series
-from serving_ledger.report.ledger import Absent
+
+from bundle.request_table import RequestTable, as_request_table
+from report import series
+from report.ledger import Absent
 
 # The server "held" the point when running + waiting averaged at least this share of C.
 HELD_MIN = 0.9

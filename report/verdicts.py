@@ -6,8 +6,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from serving_ledger.report.ledger import Ledger
-from serving_ledger.report.numbers import missing_reason
+from report.ledger import Ledger
+from report.numbers import missing_reason
 
 
 def _plain(x: Any) -> Any:
@@ -28,7 +28,7 @@ def ledger_json(led: Ledger) -> dict:
 
 def findings_json(rd, led: Ledger) -> dict:
     """Each point's validity and bottleneck with evidence, and the round's findings as plain text."""
-    from serving_ledger.report.findings import plain_text, round_findings
+    from report.findings import plain_text, round_findings
     validity, attribution = rd.extras["validity"], rd.extras["attribution"]
     ok = [p.pid for p in rd.points if p.window.status == "ok"]
     valid = [pid for pid in ok if validity[pid].valid]
@@ -49,8 +49,8 @@ def findings_json(rd, led: Ledger) -> dict:
 
 def read_bundle_ledger(path: str | Path):
     """(RoundData, Ledger) of the bundle at PATH (a run directory or its bundle/)."""
-    from serving_ledger.bundle.store import read_bundle
-    from serving_ledger.report.build import build_ledger, read_round
+    from bundle.store import read_bundle
+    from report.build import build_ledger, read_round
     d = Path(path)
     if (d / "bundle" / "manifest.json").exists():
         d = d / "bundle"

@@ -27,7 +27,7 @@ def section(name: str, lang: str) -> dict[str, str]:
     """The texts of one section in one language (code key without the section prefix)."""
     if name not in SECTIONS or lang not in LANGS:
         raise WordError(f"no catalogue {name}.{lang}")
-    path = resources.files("serving_ledger.report").joinpath(f"data/words/{name}.{lang}.toml")
+    path = resources.files("report").joinpath(f"data/words/{name}.{lang}.toml")
     if not path.is_file():
         return {}
     return tomllib.loads(path.read_text(encoding="utf-8"))

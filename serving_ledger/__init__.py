@@ -1,19 +1,9 @@
 """Serving Ledger: benchmark LLM inference servers, report every number from raw samples.
 
-Subpackages: `serving_ledger.bundle` (the run bundle format; imports nothing else of ours),
-`serving_ledger.bench` (the collectors) and `serving_ledger.report` (the report builder),
-each of the last two depending on the bundle layer only.
-
-In a checkout the subpackages are the top-level folders `bundle/`, `bench/`, `report/` and
-`templates/`; the wheel installs them under this package (pyproject.toml maps them), so
-the same import names work in both.
+This package is the console script (`serving-ledger`, `python -m serving_ledger`). The layers
+are the checkout's top-level packages, each imported by its folder's name: `bundle` (the run
+bundle format; imports nothing else of ours), `bench` (the collectors) and `report` (the
+report builder), the last two depending on `bundle` only. A module's import name is its path
+(`report.ledger` is `report/ledger.py`), so every tool that reads imports finds it, and each
+module is loaded under that one name. pyproject.toml lists the packages; nothing is mapped.
 """
-
-from pathlib import Path as _Path
-
-_HERE = _Path(__file__).resolve().parent
-_CHECKOUT = _HERE.parent
-# Invariant: the checkout's folders are added only where this file is not an installed copy
-# (an installed copy has its subpackages beside it).
-if not (_HERE / "bundle").is_dir() and (_CHECKOUT / "bundle" / "__init__.py").is_file():
-    __path__.append(str(_CHECKOUT))  # noqa: F821 (a package's __path__)

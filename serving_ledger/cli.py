@@ -1,6 +1,6 @@
 """`serving-ledger run | build | summary | ledger | findings | explain`: one command for both halves.
 
-`run` is the collector (`python -m serving_ledger.bench run`); the rest are the report (`python -m serving_ledger.report`).
+`run` is the collector (`python -m bench run`); the rest are the report (`python -m report`).
 Each half is imported only when its command runs.
 """
 
@@ -23,10 +23,10 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0 if argv else 2
     if argv[0] == "run":
-        from serving_ledger.bench.cli import main as bench_main
+        from bench.cli import main as bench_main
         return bench_main(argv)
     if argv[0] in ("build", "summary", "ledger", "findings", "explain"):
-        from serving_ledger.report.cli import main as report_main
+        from report.cli import main as report_main
         return report_main(argv)
     print(f"serving-ledger: unknown command {argv[0]!r}\n{USAGE}", file=sys.stderr)
     return 2

@@ -33,7 +33,7 @@ SESSION_ENGINE_FLAGS = ["--enable-mfu-metrics", "--num-gpu-blocks-override", "24
 @pytest.fixture(scope="session")
 def engine(tmp_path_factory):
     """A real embedded vLLM server, started once per test session and always stopped."""
-    from serving_ledger.bench.engine import ENGINE_PYTHON, TINY_MODEL_DIR, Engine
+    from bench.engine import ENGINE_PYTHON, TINY_MODEL_DIR, Engine
     if not ENGINE_PYTHON.exists() or not (TINY_MODEL_DIR / "config.json").exists():
         pytest.fail("the embedded engine is not set up: run `make setup` (make test does)")
     eng = Engine.embedded(flags=SESSION_ENGINE_FLAGS)
@@ -49,7 +49,7 @@ def engine(tmp_path_factory):
 def run_bench(*args: str, timeout: float = 600, env: dict | None = None,
               check: bool = True) -> subprocess.CompletedProcess:
     """Run `python -m bench ARGS` as a user would, returning the completed process."""
-    proc = subprocess.run([sys.executable, "-m", "serving_ledger.bench", *args], cwd=ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
     if check and proc.returncode != 0:
         raise AssertionError(f"bench {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")

@@ -12,8 +12,9 @@ import statistics
 
 import altair as alt
 import pandas as pd
-from serving_ledger.report.ledger import Absent, Ledger, Reason
-from serving_ledger.report.model import Column, Figure, RoundReport, Table
+
+from report.ledger import Absent, Ledger, Reason
+from report.model import Column, Figure, RoundReport, Table
 
 ROUND_ID = "fixture-hand-built"
 POINTS = (1, 4, 16, 64)
@@ -203,8 +204,8 @@ def templates_with(tmp_path, name: str, source: str):
     """A copy of the templates in TMP_PATH with section NAME set to SOURCE in both languages."""
     import shutil
 
-    from serving_ledger.report.model import LANGS
-    from serving_ledger.report.render import TEMPLATES_DIR
+    from report.model import LANGS
+    from report.render import TEMPLATES_DIR
     tdir = tmp_path / "templates"
     shutil.copytree(TEMPLATES_DIR, tdir)
     for lang in LANGS:
@@ -216,7 +217,7 @@ def render_section(tmp_path, source: str, **report_changes) -> str:
     """The zh HTML of the hand-built report with one section whose template is SOURCE."""
     from dataclasses import replace
 
-    from serving_ledger.report.render import Page
+    from report.render import Page
     tdir = templates_with(tmp_path, "_t", source)
     report = replace(hand_built_report(), sections=["_t"], **report_changes)
     return Page(report, "zh", tdir).assemble("html")

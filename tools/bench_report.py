@@ -31,8 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from serving_ledger.bundle.store import SAMPLE_FILES, compress_in_members, find_bundles, read_bundle  # noqa: E402
-from serving_ledger.report.build import build_ledger, read_round  # noqa: E402
+from bundle.store import SAMPLE_FILES, compress_in_members, find_bundles, read_bundle  # noqa: E402
+from report.build import build_ledger, read_round  # noqa: E402
 
 TARGET_REPORT_S = 60.0
 TARGET_UNCHANGED_S = 5.0
@@ -41,9 +41,9 @@ TARGET_LEDGER_GB = 4.0
 
 
 def stages(runs: Path, out: Path) -> float:
-    from serving_ledger.report.cli import round_id_for
-    from serving_ledger.report.compose import compose_rounds
-    from serving_ledger.report.site import build_site
+    from report.cli import round_id_for
+    from report.compose import compose_rounds
+    from report.site import build_site
     pairs = [(b, round_id_for(b)) for b in find_bundles(runs)]
     if not pairs:
         print(f"no bundles under {runs}")

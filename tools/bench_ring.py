@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from serving_ledger.bench import httpstream  # noqa: E402
+from bench import httpstream  # noqa: E402
 
 
 def event(n: int) -> bytes:

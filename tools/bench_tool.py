@@ -89,10 +89,10 @@ def worker_ours(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT))
     import gc
 
-    from serving_ledger.bench.client import completion_payload, open_stream_session, stream_request
-    from serving_ledger.bench.loop import loop_name
-    from serving_ledger.bench.loop import run as run_loop
-    from serving_ledger.bundle.store import BundleWriter
+    from bench.client import completion_payload, open_stream_session, stream_request
+    from bench.loop import loop_name
+    from bench.loop import run as run_loop
+    from bundle.store import BundleWriter
 
     gc_log: list[tuple[int, float]] = []    # (generation, pause s) of each collection
     gc_t = [0.0]
@@ -333,7 +333,7 @@ def micro_ours() -> dict[int, float]:
     """Our per-read work alone: the response body's reads fed to the request's EventSink, as
     the connection's read callback does (HTTP framing and socket reads excluded, as the
     mocked session excludes them for vllm bench serve)."""
-    from serving_ledger.bench.client import EventSink
+    from bench.client import EventSink
 
     out = {}
     for batch in MICRO_BATCHES:
@@ -446,7 +446,7 @@ def parse_cost(page: Path = METRICS_PAGE) -> dict:
     """parse_exposition cost per scrape on a real vLLM /metrics page (ms)."""
     import statistics
 
-    from serving_ledger.bench import exposition
+    from bench import exposition
     text = page.read_text()
     exposition._SERIES_CACHE.clear()
     t = time.perf_counter()
@@ -471,10 +471,11 @@ def sampler_jitter(url: str, interval: float, seconds: float, load: int, max_tok
     """MetricsSampler for SECONDS at INTERVAL (optionally beside LOAD streams of our client)."""
     import aiohttp
     import numpy as np
-    from serving_ledger.bench.client import completion_payload, open_stream_session, stream_request
-    from serving_ledger.bench.loop import run as run_loop
-    from serving_ledger.bench.runner import MetricsSampler
-    from serving_ledger.bundle.store import BundleWriter, read_bundle
+
+    from bench.client import completion_payload, open_stream_session, stream_request
+    from bench.loop import run as run_loop
+    from bench.runner import MetricsSampler
+    from bundle.store import BundleWriter, read_bundle
 
     out = tmp / f"sampler-{interval:g}-{load}"
     w = BundleWriter(out, {"tool": {}, "engine": {}, "plan": {}})
@@ -537,14 +538,14 @@ class StandIns:
 
     def __init__(self, step_ms: float, cpus: list[int | None]):
         sys.path.insert(0, str(ROOT))
-        from serving_ledger.bench.engine import free_port
+        from bench.engine import free_port
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.procs: list[subprocess.Popen] = []
         self.admin: list[str] = []
         for cpu in cpus:
             admin = free_port()
-            cmd = [sys.executable, "-m", "serving_ledger.bench.standin", "--port", str(port), "--step-ms",
+            cmd = [sys.executable, "-m", "bench.standin", "--port", str(port), "--step-ms",
                    str(step_ms), "--trace", "--reuse-port", "--admin-port", str(admin)]
             cmd += ["--cpu", str(cpu)] if cpu is not None else []
             self.procs.append(subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL,
@@ -888,7 +889,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu_model = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
                       if ln.startswith("model name")), platform.processor()) \
         if os.path.exists("/proc/cpuinfo") else platform.processor()
-    from serving_ledger.bench.httpstream import reader_name
+    from bench.httpstream import reader_name
     print(f"bench_tool {dt.datetime.now().isoformat(timespec='seconds')}  host: {ncpu} cores "
           f"({cpu_model}), {platform.machine()}, Python {platform.python_version()}, "
           f"aiohttp {aiohttp.__version__}")

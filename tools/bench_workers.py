@@ -2,7 +2,7 @@
 
 For each N it runs a real one-point round, `python -m serving_ledger run --workers N` at concurrency C
 for `--seconds` of measured time, against K stand-in servers sharing one port (SO_REUSEPORT,
-`python -m serving_ledger.bench.standin --reuse-port`), and prints per N:
+`python -m bench.standin --reuse-port`), and prints per N:
 
 - tok/s: output tokens whose chunk arrived inside [measure, measure + seconds], over seconds
   (read from the bundle's request files, the shards included);
@@ -111,7 +111,7 @@ def used(before: dict[int, float], after: dict[int, float]) -> float:
 
 def free_port() -> int:
     sys.path.insert(0, str(ROOT))
-    from serving_ledger.bench.engine import free_port as fp
+    from bench.engine import free_port as fp
     return fp()
 
 
@@ -122,7 +122,7 @@ def start_servers(k: int, cpus: list[int], step_ms: float) -> tuple[list[subproc
     procs = []
     for j in range(k):
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "serving_ledger.bench.standin", "--port", str(port), "--step-ms", str(step_ms),
+            [sys.executable, "-m", "bench.standin", "--port", str(port), "--step-ms", str(step_ms),
              "--reuse-port"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             preexec_fn=prepare([cpus[j % len(cpus)]] if cpus else None)))
     for p in procs:
@@ -203,7 +203,7 @@ cpu_affinity = {json.dumps(args.client_cpus or [])}
 """)
     out = work / f"bundle-{n}"
     log = open(work / f"round-{n}.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "serving_ledger.bench", "run", "--plan", str(plan),
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "run", "--plan", str(plan),
                              "--endpoint", url, "--out", str(out)], cwd=ROOT, stdout=log,
                             stderr=subprocess.STDOUT, preexec_fn=prepare(args.client_cpus))
     c0 = s0 = t0 = None

@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from serving_ledger.bench import gpu as gpu_mod  # noqa: E402
-from serving_ledger.bundle.store import BundleWriter  # noqa: E402
+from bench import gpu as gpu_mod  # noqa: E402
+from bundle.store import BundleWriter  # noqa: E402
 
 
 def _version(dist: str) -> str | None:

@@ -5,6 +5,7 @@ what of ours it imports, the layer each package sits in, and any cycle or layer 
 
 Layers (each imports only those below it): bundle (nothing of ours) < bench, report (bundle
 only; never each other) < serving_ledger (the console script). Imports inside functions count.
+Module names are paths from the checkout's root (report.ledger is report/ledger.py).
 """
 
 from __future__ import annotations
@@ -14,22 +15,20 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = {"bundle": "bundle", "bench": "bench", "report": "report", "serving_ledger": "serving_ledger"}
+# Our packages: the top-level folders, each imported by its own name.
+PACKAGES = ("bundle", "bench", "report", "serving_ledger")
 # What each package may import of ours.
 ALLOWED = {"bundle": set(), "bench": {"bundle"}, "report": {"bundle"},
            "serving_ledger": {"bench", "report", "bundle"}}
-PREFIX = "serving_ledger."
 
 
 def modules() -> dict[str, Path]:
-    """Every module of ours by dotted name (serving_ledger.report.ledger -> its file)."""
+    """Every module of ours by dotted name (report.ledger -> report/ledger.py)."""
     out = {}
-    for pkg, folder in PACKAGES.items():
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            rel = path.relative_to(ROOT / folder).with_suffix("")
-            parts = [p for p in rel.parts if p != "__init__"]
-            name = "serving_ledger" if pkg == "serving_ledger" else f"serving_ledger.{pkg}"
-            out[".".join([name, *parts])] = path
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            rel = path.relative_to(ROOT).with_suffix("")
+            out[".".join(p for p in rel.parts if p != "__init__")] = path
     return out
 
 
@@ -43,7 +42,7 @@ def imports_of(path: Path, known: set[str]) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
         for n in names:
-            if n.startswith(PREFIX) or n == "serving_ledger":
+            if n.split(".")[0] in PACKAGES:
                 while n and n not in known:
                     n = n.rpartition(".")[0]
                 if n:
@@ -52,9 +51,7 @@ def imports_of(path: Path, known: set[str]) -> set[str]:
 
 
 def package_of(module: str) -> str:
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 and parts[1] in ALLOWED and parts[1] != "serving_ledger" \
-        else "serving_ledger"
+    return module.split(".")[0]
 
 
 def graph() -> dict[str, set[str]]:
@@ -68,7 +65,7 @@ def breaches(g: dict[str, set[str]]) -> list[str]:
     for m, deps in g.items():
         for d in deps:
             a, b = package_of(m), package_of(d)
-            if a != b and b not in ALLOWED[a] and not (a == "serving_ledger" and d == "serving_ledger"):
+            if a != b and b not in ALLOWED[a]:
                 out.append(f"{m} imports {d} ({a} may import only {sorted(ALLOWED[a]) or 'nothing of ours'})")
     return out
 

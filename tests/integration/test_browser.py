@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from serving_ledger.report.site import build_site
 
+from report.site import build_site
 from tests.render_fixture import ROUND_ID, hand_built_report
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -1,12 +1,11 @@
-"""A whole `python -m serving_ledger.bench run` round over every fault of the stand-in stays
+"""A whole `python -m bench run` round over every fault of the stand-in stays
 readable (the client's handling of each fault: tests/unit/bench/test_stream_faults.py)."""
 
 from __future__ import annotations
 
-from serving_ledger.bench.standin import StandInThread
-from serving_ledger.bundle.store import read_bundle
-from serving_ledger.report.stats import output_tokens
-
+from bench.standin import StandInThread
+from bundle.store import read_bundle
+from report.stats import output_tokens
 from tests.conftest import run_bench
 
 STEP_MS = 10.0

@@ -18,13 +18,13 @@ import time
 from pathlib import Path
 
 import pytest
-from serving_ledger.bench.engine import http_get
-from serving_ledger.bench.standin import StandInThread
-from serving_ledger.bundle.store import read_bundle
-from serving_ledger.report import stats as ST
-from serving_ledger.report.build import build_ledger, read_round
-from serving_ledger.report.compose import compose_round
 
+from bench.engine import http_get
+from bench.standin import StandInThread
+from bundle.store import read_bundle
+from report import stats as ST
+from report.build import build_ledger, read_round
+from report.compose import compose_round
 from tests.conftest import ROOT, run_bench
 from tests.standin_round import STANDIN_ENGINE as FAKE_ENGINE
 
@@ -65,14 +65,14 @@ def point_running(out: Path, pid: str) -> bool:
 
 
 def bench_popen(*args: str, env: dict | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "serving_ledger.bench", "run", *args], cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "bench", "run", *args], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, **(env or {})})
 
 
 def build_html(bundle: Path, out: Path, round_id: str = "x") -> str:
     """`python -m serving_ledger build` on BUNDLE; the English page."""
-    proc = subprocess.run([sys.executable, "-m", "serving_ledger.report", "build", "--bundle", str(bundle),
+    proc = subprocess.run([sys.executable, "-m", "report", "build", "--bundle", str(bundle),
                            "--round", round_id, "--out", str(out), "--formats", "html"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -181,7 +181,7 @@ def free_port() -> int:
 def test_killed_endpoint_server_stops_the_round_cleanly(tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "serving_ledger.bench.standin",
+    server = subprocess.Popen([sys.executable, "-m", "bench.standin",
                                "--port", str(port), "--step-ms", "5"], cwd=ROOT, start_new_session=True,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -285,7 +285,7 @@ cooldown_s = 0.5
         reqs = ST.requests_of_point(b.requests, wins[pid])
         assert len(reqs) > 2 * c and all(r["status"] == "ok" for r in reqs)
         n_measured[pid] = len(ST.measured(reqs))
-    summary = subprocess.run([sys.executable, "-m", "serving_ledger.report", "summary", str(out), "--json"],
+    summary = subprocess.run([sys.executable, "-m", "report", "summary", str(out), "--json"],
                              cwd=ROOT, capture_output=True, text=True, check=True)
     rows = json.loads(summary.stdout)["points"]
     assert [(r["point"], r["status"], r["requests"]) for r in rows] == [

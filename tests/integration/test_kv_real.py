@@ -31,13 +31,13 @@ test checks sample by sample, the tightest bound the gauges allow.
 from __future__ import annotations
 
 import pytest
-from serving_ledger.bench.engine import TINY_MODEL_DIR
-from serving_ledger.bundle.store import read_bundle
-from serving_ledger.report import build as B
-from serving_ledger.report import reconcile as R
-from serving_ledger.report import series as S
-from serving_ledger.report.serverlog import server_log_facts
 
+from bench.engine import TINY_MODEL_DIR
+from bundle.store import read_bundle
+from report import build as B
+from report import reconcile as R
+from report import series as S
+from report.serverlog import server_log_facts
 from tests.conftest import run_bench
 
 pytestmark = pytest.mark.engine

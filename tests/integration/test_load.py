@@ -23,10 +23,10 @@ import time
 import urllib.request
 
 import pytest
-from serving_ledger.bench.engine import free_port
-from serving_ledger.bench.exposition import parse_exposition
-from serving_ledger.bundle.store import iter_jsonl
 
+from bench.engine import free_port
+from bench.exposition import parse_exposition
+from bundle.store import iter_jsonl
 from tests.conftest import ROOT
 
 pytestmark = [
@@ -72,7 +72,7 @@ def server_counters(url: str) -> dict[str, float]:
 def test_2000_streams_for_minutes(tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "serving_ledger.bench.standin", "--port", str(port),
+    server = subprocess.Popen([sys.executable, "-m", "bench.standin", "--port", str(port),
                                "--step-ms", str(STEP_MS)], cwd=ROOT, stdout=subprocess.PIPE,
                               text=True, preexec_fn=pinned(1))
     out = tmp_path / "bundle"
@@ -83,7 +83,7 @@ def test_2000_streams_for_minutes(tmp_path):
         t0 = time.monotonic()
         with open(log, "w") as f:
             rnd = subprocess.Popen(
-                [sys.executable, "-m", "serving_ledger.bench", "run", "--endpoint", url, "--concurrency",
+                [sys.executable, "-m", "bench", "run", "--endpoint", url, "--concurrency",
                  str(STREAMS), "--duration", str(SECONDS), "--input-len", "16", "--output-len",
                  str(OUTPUT_LEN), "--out", str(out)],
                 cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, preexec_fn=pinned(0))

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from serving_ledger.bundle.store import read_bundle
-from serving_ledger.report.build import build_ledger, read_round
 
+from bundle.store import read_bundle
+from report.build import build_ledger, read_round
 from tests.conftest import ROOT
 
 ROUND = ROOT / "runs" / "round-2"
@@ -37,7 +37,7 @@ CUT_T = (EVENTS["measure"] + EVENTS["end"]) / 2     # inside LAST's measured win
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "serving_ledger.report", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "report", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
 
 

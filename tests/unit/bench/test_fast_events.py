@@ -8,9 +8,9 @@ import asyncio
 import time
 
 import pytest
-from serving_ledger.bench import httpstream
-from serving_ledger.bench.client import EventSink, stream_request
 
+from bench import httpstream
+from bench.client import EventSink, stream_request
 from tests.unit.bench.test_httpstream import HEAD_CHUNKED, _threaded_server
 
 compiled_only = pytest.mark.skipif(httpstream._streamread is None,

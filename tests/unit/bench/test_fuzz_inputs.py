@@ -8,11 +8,12 @@ import dataclasses
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from serving_ledger.bench.client import EventSink
-from serving_ledger.bench.httpstream import StreamError
-from serving_ledger.bench.plan import SECTIONS, PlanError, load_plan, plan_from_dict
-from serving_ledger.bundle.schema import record_problem
-from serving_ledger.bundle.textsafety import terminal_line
+
+from bench.client import EventSink
+from bench.httpstream import StreamError
+from bench.plan import SECTIONS, PlanError, load_plan, plan_from_dict
+from bundle.schema import record_problem
+from bundle.textsafety import terminal_line
 
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**65, 2**65),
                     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12))

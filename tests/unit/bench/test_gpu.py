@@ -8,8 +8,9 @@ import types
 
 import pynvml
 import pytest
-from serving_ledger.bench import gpu
-from serving_ledger.bundle.store import BundleWriter, read_bundle
+
+from bench import gpu
+from bundle.store import BundleWriter, read_bundle
 
 
 def writer_at(tmp_path):

@@ -10,8 +10,9 @@ import threading
 import time
 
 import pytest
-from serving_ledger.bench import httpstream
-from serving_ledger.bench.httpstream import StreamError, StreamPool
+
+from bench import httpstream
+from bench.httpstream import StreamError, StreamPool
 
 
 @pytest.fixture(autouse=True, params=["compiled", "python"])

@@ -4,8 +4,9 @@ names real points, and an API key is one a header can carry and the bundle can l
 from __future__ import annotations
 
 import pytest
-from serving_ledger.bench.cli import api_key_problem
-from serving_ledger.bench.plan import PlanError, plan_from_dict
+
+from bench.cli import api_key_problem
+from bench.plan import PlanError, plan_from_dict
 
 OPEN = {"sweep": {"request_rate": [4, 200], "arrival": "poisson", "duration_s": 5}}
 

@@ -11,9 +11,9 @@ import urllib.request
 
 import aiohttp
 import pytest
-from serving_ledger.bench.exposition import parse_exposition
-from serving_ledger.bench.standin import FAULT_MODES, StandIn, StandInThread, parse_fault
 
+from bench.exposition import parse_exposition
+from bench.standin import FAULT_MODES, StandIn, StandInThread, parse_fault
 from tests.conftest import ROOT
 
 STEP_MS = 10.0
@@ -184,9 +184,9 @@ def test_thread_helper_serves_blocking_clients():
 
 
 def test_cli_runs_and_stops():
-    from serving_ledger.bench.engine import free_port
+    from bench.engine import free_port
     port = free_port()
-    p = subprocess.Popen([sys.executable, "-m", "serving_ledger.bench.standin", "--port", str(port),
+    p = subprocess.Popen([sys.executable, "-m", "bench.standin", "--port", str(port),
                           "--step-ms", "5"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         line = p.stdout.readline()

@@ -7,15 +7,16 @@ import asyncio
 import time
 
 import pytest
-from serving_ledger.bench.client import (
+
+from bench.client import (
     EventSink,
     Timeouts,
     completion_payload,
     open_stream_session,
     stream_request,
 )
-from serving_ledger.bench.standin import StandIn
-from serving_ledger.report.stats import itl_gaps_ms, output_tokens
+from bench.standin import StandIn
+from report.stats import itl_gaps_ms, output_tokens
 
 STEP_MS = 10.0
 MAX_TOKENS = 6

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from serving_ledger.report.cli import main as cli_main
 
+from report.cli import main as cli_main
 from tests.conftest import FIXTURES
 
 SOURCE = FIXTURES / "cpu-demo"

@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from serving_ledger.bundle.schema import record_problem
-from serving_ledger.bundle.store import BundleError, BundleWriter, read_bundle
+
+from bundle.schema import record_problem
+from bundle.store import BundleError, BundleWriter, read_bundle
 
 MANIFEST = {"tool": {"name": "test"}, "engine": None, "plan": {}}
 SETTINGS = {"id": "A", "concurrency": 2, "input_len": 8, "output_len": 3, "server_set": 0}

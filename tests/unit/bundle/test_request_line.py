@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from serving_ledger.bundle.store import request_line
+from bundle.store import request_line
 
 
 def reference(record: dict) -> str:

@@ -3,7 +3,7 @@ streams and a crash-truncated last line included."""
 
 from __future__ import annotations
 
-from serving_ledger.bundle.store import BundleWriter, read_bundle
+from bundle.store import BundleWriter, read_bundle
 
 
 def test_resume_appends_to_compressed_and_crash_truncated_streams(tmp_path):

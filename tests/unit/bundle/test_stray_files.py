@@ -7,9 +7,9 @@ import os
 import shutil
 
 import pytest
-from serving_ledger.bundle.files import BundleError
-from serving_ledger.bundle.store import read_bundle
 
+from bundle.files import BundleError
+from bundle.store import read_bundle
 from tests.conftest import FIXTURES
 
 

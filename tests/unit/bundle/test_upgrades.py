@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from serving_ledger.bundle.files import BundleError
-from serving_ledger.bundle.store import SCHEMA_VERSION, read_bundle, upgrade_manifest, upgrade_to_2
 
+from bundle.files import BundleError
+from bundle.store import SCHEMA_VERSION, read_bundle, upgrade_manifest, upgrade_to_2
 from tests.conftest import FIXTURES
 
 

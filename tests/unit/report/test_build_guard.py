@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def test_build_never_writes_over_what_it_did_not_write(tmp_path):
-    from serving_ledger.report.cli import is_site_round
+    from report.cli import is_site_round
     site = tmp_path / "site" / "round-1"
     site.mkdir(parents=True)
     (site / "round.json").write_text("{}")

@@ -12,14 +12,14 @@ import json
 import re
 
 import pytest
-from serving_ledger.report import fit
-from serving_ledger.report import kvlayout as K
-from serving_ledger.report import params as P
-from serving_ledger.report import theory as th
-from serving_ledger.report.explain import main
-from serving_ledger.report.ledger import Absent
-from serving_ledger.report.modelconfig import FULL, SLIDING, parse_config_json
 
+from report import fit
+from report import kvlayout as K
+from report import params as P
+from report import theory as th
+from report.explain import main
+from report.ledger import Absent
+from report.modelconfig import FULL, SLIDING, parse_config_json
 from tests.conftest import FIXTURES
 
 MODELS = FIXTURES / "models"

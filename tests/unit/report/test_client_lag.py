@@ -4,8 +4,9 @@ on how late it may have timed a chunk."""
 from __future__ import annotations
 
 import pytest
-from serving_ledger.report import analyses as A
-from serving_ledger.report.ledger import Absent
+
+from report import analyses as A
+from report.ledger import Absent
 
 
 def sample(t, lag=0.001, reads=None, stamped=None, wait=0.0, **extra):

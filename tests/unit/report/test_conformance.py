@@ -10,16 +10,16 @@ one of them and prints the table and the confusion matrix of bottlenecks.
 from __future__ import annotations
 
 import pytest
-from serving_ledger.bundle.expect import ExpectError, expect_from_dict
-from serving_ledger.report.conformance import (
+
+from bundle.expect import ExpectError, expect_from_dict
+from report.conformance import (
     bundle_checks,
     checks_table,
     confusion,
     confusion_table,
     point_checks,
 )
-from serving_ledger.report.diagnosis import BOTTLENECKS
-
+from report.diagnosis import BOTTLENECKS
 from tests.conftest import FIXTURES, ROOT
 
 CORPUS = sorted((FIXTURES / "corpus").glob("*/bundle")) + sorted((ROOT / "runs").glob("round-*/bundle"))

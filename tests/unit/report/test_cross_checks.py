@@ -7,15 +7,16 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from serving_ledger.bench.exposition import parse_exposition
-from serving_ledger.bundle.request_table import RequestTable
-from serving_ledger.report import clienterror as CE
-from serving_ledger.report import hostload as HL
-from serving_ledger.report import logstats as LS
-from serving_ledger.report import occupancy as OC
-from serving_ledger.report.diagnosis import distortion_check, held_check, saturation_check
-from serving_ledger.report.ledger import Absent
-from serving_ledger.report.serverlog import server_log_facts
+
+from bench.exposition import parse_exposition
+from bundle.request_table import RequestTable
+from report import clienterror as CE
+from report import hostload as HL
+from report import logstats as LS
+from report import occupancy as OC
+from report.diagnosis import distortion_check, held_check, saturation_check
+from report.ledger import Absent
+from report.serverlog import server_log_facts
 
 
 def request(t_send, chunks, t_end=None, point="p", warmup=False):

@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
-from serving_ledger.bundle.store import read_bundle
-from serving_ledger.report.build import build_ledger, read_round
-from serving_ledger.report.diagnosis import kv_pool_full, point_bottleneck, point_validity, val
 
+from bundle.store import read_bundle
+from report.build import build_ledger, read_round
+from report.diagnosis import kv_pool_full, point_bottleneck, point_validity, val
 from tests.conftest import FIXTURES, ROOT
 
 FIX = FIXTURES
@@ -145,8 +145,8 @@ def test_invalid_points_stay_out_of_fits(h200):
 
 
 def test_a_served_model_directory_covers_the_whole_vocabulary(tmp_path):
-    from serving_ledger.bench.provenance import collect_tokenizer_vocab, model_dirs_of_command
-    from serving_ledger.bench.tinymodel import write_config_dir
+    from bench.provenance import collect_tokenizer_vocab, model_dirs_of_command
+    from bench.tinymodel import write_config_dir
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps({"model_type": "qwen2", "vocab_size": 5000}))
     out = write_config_dir(cfg, tmp_path / "m")
@@ -160,7 +160,7 @@ def test_a_served_model_directory_covers_the_whole_vocabulary(tmp_path):
 def test_a_tokenizer_smaller_than_the_vocabulary_is_said_in_both_languages(tmp_path):
     import shutil
 
-    from serving_ledger.report.compose import compose_round
+    from report.compose import compose_round
     b = tmp_path / "b"
     shutil.copytree(FIX / "h200-lockstep", b)
     m = json.loads((b / "manifest.json").read_text())
@@ -174,7 +174,7 @@ def test_a_tokenizer_smaller_than_the_vocabulary_is_said_in_both_languages(tmp_p
 
 
 def test_invalid_points_are_drawn_apart_and_off_the_lines(h200):
-    from serving_ledger.report import figures as F
+    from report import figures as F
     _, led = h200
     assert led["p.L1024-c256.valid"].value is False and led["p.L1024-c64.valid"].value is True
     spec = F.fig_throughput(led, ["L1024-c1", "L1024-c64", "L1024-c256"], "concurrency").specs["en"]
@@ -192,7 +192,7 @@ def test_invalid_points_are_drawn_apart_and_off_the_lines(h200):
 
 
 def test_the_roofline_is_titled_for_what_it_can_show(round3, h200):
-    from serving_ledger.report import figures as F
+    from report import figures as F
     rd, led = round3
     cpu = F.fig_roofline(led, [p.pid for p in rd.points])
     assert "no roof" in cpu.title["en"] and "无屋顶" in cpu.title["zh"]
@@ -216,7 +216,7 @@ def test_without_a_scrape_after_the_warm_up_both_sides_include_it(h200):
 def test_a_short_point_with_no_scrape_after_its_warm_up_compares_like_with_like():
     # cpu-demo: C=8 of `make demo` (24 requests, about a second long) on the embedded CPU
     # engine, trimmed by tools/trim_bundle.py; no scrape falls after its warm-up ends.
-    from serving_ledger.report.findings import population_finding
+    from report.findings import population_finding
     _, led = ledger_of(FIX / "cpu-demo")
     k = "p.L128-c8."
     assert val(led, k + "population_excludes_warmup") is False
@@ -233,7 +233,7 @@ def test_a_short_point_with_no_scrape_after_its_warm_up_compares_like_with_like(
     (0.01, 0.99, True, True),
 ])
 def test_late_open_loop_sends_are_named_by_what_held_them(late, at_cap, capped, missed):
-    from serving_ledger.report.diagnosis import capped_check, schedule_check
+    from report.diagnosis import capped_check, schedule_check
     values = {"late_send_share": late, "cap_held_fraction": at_cap}
     assert capped_check(values.get)[0] is capped
     assert schedule_check(values.get)[0] is missed

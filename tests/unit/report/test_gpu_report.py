@@ -12,10 +12,10 @@ import json
 import shutil
 
 import pytest
-from serving_ledger.bundle.store import read_bundle
-from serving_ledger.report.compose import compose_rounds
-from serving_ledger.report.render import render_round
 
+from bundle.store import read_bundle
+from report.compose import compose_rounds
+from report.render import render_round
 from tests.conftest import FIXTURES, ROOT
 
 ROUND = ROOT / "runs" / "round-3" / "bundle"

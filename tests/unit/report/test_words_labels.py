@@ -21,15 +21,15 @@ import re
 from pathlib import Path
 
 import pytest
-from serving_ledger.report.ledger import Value
-from serving_ledger.report.render import quantity_code, render_round
-from serving_ledger.report.words import fields_of, section
 
+from report.ledger import Value
+from report.render import quantity_code, render_round
+from report.words import fields_of, section
 from tests.conftest import ROOT  # noqa: E402
 
 REPORT = ROOT / "report"
 TEMPLATES = ROOT / "templates"
-PACKAGE = "serving_ledger.report."
+PACKAGE = "report."
 
 # Label prefixes read as a table by name (words.group); the files that name their entries.
 GROUPS = {
@@ -120,7 +120,7 @@ def _bundles() -> list[Path]:
 def reports():
     """The report objects of every committed round (each compared with the one before, so the
     cross-round values are there too) and of every fixture bundle."""
-    from serving_ledger.report.compose import compose_rounds
+    from report.compose import compose_rounds
     bundles = _bundles()
     rounds = [(p, p.parent.name) for p in bundles if p.parent.parent.name == "runs"]
     out = compose_rounds(rounds)

@@ -6,11 +6,10 @@ from __future__ import annotations
 import ast
 import re
 
-from serving_ledger.bundle.store import read_bundle
-from serving_ledger.report.build import build_ledger, read_round
-from serving_ledger.report.ledger import Source
-from serving_ledger.report.words import LANGS, fields_of, section
-
+from bundle.store import read_bundle
+from report.build import build_ledger, read_round
+from report.ledger import Source
+from report.words import LANGS, fields_of, section
 from tests.conftest import ROOT  # noqa: E402
 
 CODE = re.compile(r"^source\.[a-z_]+$")
