@@ -151,6 +151,23 @@ def compose_rounds(pairs: list[tuple[str | Path, str]],
     return out
 
 
+# How a setting that varies across a round's points names a point: C=128, L=8192, 4 req/s.
+LABEL_PARTS = (("server_set", "set {}"), ("input_len", "L={}"), ("concurrency", "C={}"),
+               ("request_rate", "{} req/s"))
+
+
+def point_labels(points) -> dict[str, str]:
+    """Each point's name by the settings that vary across the round (its id where none does)."""
+    varying = [(k, fmt) for k, fmt in LABEL_PARTS
+               if len({str(p.settings.get(k)) for p in points}) > 1]
+    out = {}
+    for p in points:
+        parts = [fmt.format(f"{p.settings.get(k):g}" if isinstance(p.settings.get(k), float)
+                            else p.settings.get(k)) for k, fmt in varying]
+        out[p.pid] = ", ".join(parts) if parts else p.pid
+    return out
+
+
 def previous_round_id(rid: str) -> str | None:
     """`round-3` -> `round-2`; other ids have no previous round."""
     head, _, num = rid.rpartition("-")
@@ -205,6 +222,12 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     attribution = rd.extras["attribution"]
     valid = [pid for pid in pids if validity[pid].valid]
     facts["valid_points"] = valid
+    # The one point the narrative's "at C=…" sentences speak of, in every section: the last
+    # valid point (else the last that ran), and the first likewise; each named by its settings.
+    shown = valid or pids
+    facts["headline_point"] = shown[-1] if shown else None
+    facts["first_point"] = shown[0] if shown else None
+    facts["point_labels"] = point_labels(rd.points)
     facts["invalid_points"] = {pid: validity[pid].reasons for pid in pids if not validity[pid].valid}
     facts["bottlenecks"] = {pid: attribution[pid].bottleneck for pid in pids}
     facts["findings"] = [asdict(f) for f in round_findings(led, validity, attribution, valid, facts)]

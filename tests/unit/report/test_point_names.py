@@ -1,0 +1,47 @@
+"""Every section speaks of one point and names it by its settings (C=128, L=8192), never as
+"the last point": on round 4 the cards, the KV, MFU and power sections all mean the last valid
+point, C=128, and not C=512, which failed its checks."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from report.compose import compose_round, point_labels
+from report.render import Page
+from tests.conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def round4():
+    return compose_round(ROOT / "runs" / "round-4" / "bundle", "round-4")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_round_4_names_its_headline_point_in_every_section(round4, lang):
+    facts = round4.facts
+    assert facts["headline_point"] == "L1024-c128" and "L1024-c512" not in facts["valid_points"]
+    assert facts["point_labels"]["L1024-c128"] == "C=128"
+    html = Page(round4, lang).assemble("html")
+    text = re.sub(r"<[^>]+>", "", html)
+    assert "last point" not in text and "末点" not in text and "首点" not in text
+    label = "Output throughput at C=128" if lang == "en" else "C=128 点输出吞吐"
+    assert label in text
+    # The power paragraph speaks of the same point as the cards.
+    start = text.index("Power and thermals" if lang == "en" else "功耗与温度")
+    said = re.findall(r"(?:At|at) (C=\d+) the GPU drew|(C=\d+) 点 GPU 功耗", text[start:])
+    assert said and "C=128" in said[0]
+
+
+def test_a_point_is_named_by_the_settings_that_vary():
+    class P:
+        def __init__(self, pid, **s):
+            self.pid, self.settings = pid, s
+    same_c = [P("a", input_len=256, concurrency=16), P("b", input_len=8192, concurrency=16)]
+    assert point_labels(same_c) == {"a": "L=256", "b": "L=8192"}
+    grid = [P("a", input_len=256, concurrency=1), P("b", input_len=8192, concurrency=4)]
+    assert point_labels(grid) == {"a": "L=256, C=1", "b": "L=8192, C=4"}
+    rates = [P("a", request_rate=4.0), P("b", request_rate=80.0)]
+    assert point_labels(rates) == {"a": "4 req/s", "b": "80 req/s"}
+    assert point_labels([P("only", concurrency=8)]) == {"only": "only"}
