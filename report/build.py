@@ -833,6 +833,7 @@ def rule_ledger(led: Ledger) -> None:
             ("r.rule_itl_slope_min", V.ITL_SLOPE_AGREES[0], "fraction", "Least measured/theory ITL slope the seeds accept"),
             ("r.rule_itl_slope_max", V.ITL_SLOPE_AGREES[1], "fraction", "Largest measured/theory ITL slope the seeds accept"),
             ("r.rule_repro_tput_tol", V.REPRO_TPUT_TOL, "fraction", "Largest output-throughput difference at shared points for two rounds to reproduce (policy)"),
+            ("r.rule_repro_ttft_tol", V.REPRO_TTFT_TOL, "fraction", "Largest TTFT p99 difference at shared points for two rounds to reproduce their latency (policy)"),
             ("r.rule_saturation_growth", V.SATURATION_GROWTH, "fraction", "Least throughput growth between the last two points before a sweep counts as saturated (policy)"),
             ("r.rule_late_send_ms", V.LATE_SEND_MS, "ms", "How late against its schedule an open-loop send counts as held back (policy)"),
             ("r.rule_late_send_max", V.LATE_SEND_MAX, "fraction", "Largest share of late open-loop sends before the cap counts as holding the loop back (policy)"),

@@ -248,22 +248,40 @@ def block_rounding_finding(led: Ledger, pids: list[str]) -> Finding | None:
 
 
 def reproducibility_finding(led: Ledger, facts: dict) -> Finding | None:
-    """Whether the points shared with the previous round reproduce, against a stated tolerance."""
+    """Whether the points shared with the previous round reproduce, throughput and tail latency
+    each against its stated tolerance: "reproduced" only when both hold."""
     lo, hi = val(led, "x.repro_tput_min"), val(led, "x.repro_tput_max")
     if lo is None or hi is None:
         return None
-    tol = val(led, "r.rule_repro_tput_tol")
-    ok = max(abs(lo), abs(hi)) <= tol
+    tput_ok = max(abs(lo), abs(hi)) <= val(led, "r.rule_repro_tput_tol")
+    tlo, thi = val(led, "x.repro_ttft_p99_min"), val(led, "x.repro_ttft_p99_max")
+    ttft_ok = None if tlo is None or thi is None else max(abs(tlo), abs(thi)) <= val(led, "r.rule_repro_ttft_tol")
     prev = facts.get("prev_round")
-    one = lo == hi   # a single common point: one difference, not a range
-    span_en = "by [[x.repro_tput_min|spct]]" if one else "by [[x.repro_tput_min|spct]] to [[x.repro_tput_max|spct]]"
-    span_zh = "相差 [[x.repro_tput_min|spct]]" if one else "相差 [[x.repro_tput_min|spct]] 至 [[x.repro_tput_max|spct]]"
-    if ok:
-        en = f"Reproduced: at the points shared with {prev}, output throughput differs {span_en}, within the ±[[r.rule_repro_tput_tol|pct0]] tolerance."
-        zh = f"可复现：与 {prev} 相同设置的点上，输出吞吐{span_zh}，在 ±[[r.rule_repro_tput_tol|pct0]] 容差之内。"
+
+    def span(name: str, lo_v: float, hi_v: float) -> tuple[str, str]:
+        one = lo_v == hi_v   # a single common point: one difference, not a range
+        en = f"by [[x.{name}_min|spct]]" if one else f"by [[x.{name}_min|spct]] to [[x.{name}_max|spct]]"
+        zh = f"相差 [[x.{name}_min|spct]]" if one else f"相差 [[x.{name}_min|spct]] 至 [[x.{name}_max|spct]]"
+        return en, zh
+    t_en, t_zh = span("repro_tput", lo, hi)
+    tput_en = f"output throughput differs {t_en} (tolerance ±[[r.rule_repro_tput_tol|pct0]])"
+    tput_zh = f"输出吞吐{t_zh}（容差 ±[[r.rule_repro_tput_tol|pct0]]）"
+    if ttft_ok is not None:
+        l_en, l_zh = span("repro_ttft_p99", tlo, thi)
+        ttft_en = f"TTFT p99 differs {l_en} (tolerance ±[[r.rule_repro_ttft_tol|pct0]])"
+        ttft_zh = f"TTFT p99 {l_zh}（容差 ±[[r.rule_repro_ttft_tol|pct0]]）"
+    if tput_ok and ttft_ok:
+        en = f"Reproduced: at the points shared with {prev}, {tput_en} and {ttft_en}, both within tolerance."
+        zh = f"可复现：与 {prev} 相同设置的点上，{tput_zh}，{ttft_zh}，均在容差之内。"
+    elif tput_ok and ttft_ok is False:
+        en = f"Throughput reproduced, latency did not: at the points shared with {prev}, {tput_en}, but {ttft_en}, beyond it; the tail moved between the rounds, so compare their queues before trusting either's latency."
+        zh = f"吞吐可复现，延迟未能复现：与 {prev} 相同设置的点上，{tput_zh}，但 {ttft_zh}，超出容差；两轮之间尾延迟变了，采信任一轮的延迟之前先比较两轮的排队。"
+    elif tput_ok:
+        en = f"Throughput reproduced: at the points shared with {prev}, {tput_en}; the latency of the two rounds could not be compared."
+        zh = f"吞吐可复现：与 {prev} 相同设置的点上，{tput_zh}；两轮的延迟无法比较。"
     else:
-        en = f"Not reproduced: at the points shared with {prev}, output throughput differs {span_en}, beyond the ±[[r.rule_repro_tput_tol|pct0]] tolerance; compare the two rounds' validity and bottlenecks before trusting either."
-        zh = f"未能复现：与 {prev} 相同设置的点上，输出吞吐{span_zh}，超出 ±[[r.rule_repro_tput_tol|pct0]] 容差；在采信任一轮之前，先比较两轮的有效性与瓶颈判定。"
+        en = f"Not reproduced: at the points shared with {prev}, {tput_en}, beyond tolerance; compare the two rounds' validity and bottlenecks before trusting either."
+        zh = f"未能复现：与 {prev} 相同设置的点上，{tput_zh}，超出容差；在采信任一轮之前，先比较两轮的有效性与瓶颈判定。"
     return _make(led, "reproducibility", "comparison", en, zh, [])
 
 

@@ -62,6 +62,9 @@ DELIVERY_TTFT_FACTOR = 3.0      # client TTFT over the engine's
 ITL_SLOPE_AGREES = (0.8, 1.2)
 # Two rounds reproduce when output throughput at their common points differs by at most this.
 REPRO_TPUT_TOL = 0.05
+# Tail latency moves more between runs than throughput: the TTFT p99 difference at shared
+# points within which two rounds still count as reproducing their latency (policy).
+REPRO_TTFT_TOL = 0.2
 # Throughput that grew less than this between the last two valid points has saturated.
 SATURATION_GROWTH = 0.10
 

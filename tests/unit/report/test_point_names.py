@@ -45,3 +45,22 @@ def test_a_point_is_named_by_the_settings_that_vary():
     rates = [P("a", request_rate=4.0), P("b", request_rate=80.0)]
     assert point_labels(rates) == {"a": "4 req/s", "b": "80 req/s"}
     assert point_labels([P("only", concurrency=8)]) == {"only": "only"}
+
+
+@pytest.mark.parametrize("tput,ttft,head", [
+    ((0.01, 0.03), (-0.05, 0.10), "Reproduced:"),
+    ((0.01, 0.03), (-0.355, 0.02), "Throughput reproduced, latency did not:"),
+    ((0.01, 0.30), (-0.05, 0.10), "Not reproduced:"),
+])
+def test_reproduced_is_said_only_when_throughput_and_tail_latency_both_hold(tput, ttft, head):
+    from report.findings import reproducibility_finding
+    from report.ledger import Ledger
+    led = Ledger()
+    for name, (lo, hi) in (("tput", tput), ("ttft_p99", ttft)):
+        led.record(f"x.repro_{name}_min", lo, unit="fraction", doc="hand-built")
+        led.record(f"x.repro_{name}_max", hi, unit="fraction", doc="hand-built")
+    led.record("r.rule_repro_tput_tol", 0.05, unit="fraction", doc="hand-built")
+    led.record("r.rule_repro_ttft_tol", 0.2, unit="fraction", doc="hand-built")
+    f = reproducibility_finding(led, {"prev_round": "round-1"})
+    assert f.en.startswith(head)
+    assert ("可复现：" in f.zh) == (head == "Reproduced:")
