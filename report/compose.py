@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bundle.store import BundleError, read_bundle
 from report import figures as F
+from report import validity as V
 from report.build import RoundData, build_ledger, gpu_absent_reason, read_round
 from report.compare import cross_round_ledger
 from report.findings import round_findings
@@ -203,6 +204,8 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     facts["zero_gap_note_share"] = ZERO_GAP_NOTE_SHARE
     facts["client_distorted_points"] = [pid for pid in pids if "client_distorted" in validity[pid].reasons]
     facts["kv_close_pp"] = KV_CLOSE_PP
+    # At or above this peak the pool counts as near full: "not because of the pool" is not said.
+    facts["pool_room_share"] = V.POOL_ROOM_SHARE
     facts["flops_close"] = FLOPS_CLOSE
     facts["peak_label"] = rd.extras.get("peak_label")
     peak_missing = rd.extras.get("peak_missing")
