@@ -180,6 +180,28 @@ def kv_occupancy(concurrency: float, input_len: float, output_len: float, pool_t
     return concurrency * (input_len + output_len) / pool_tokens
 
 
+def decode_floor_ms(weight_bytes: float, peak_bandwidth: float) -> float:
+    """The shortest decode step: every weight read once at the peak bandwidth, in ms.
+
+    A dense model's step reads them all whatever the batch; its KV reads come on top.
+    """
+    if peak_bandwidth <= 0:
+        raise Absent("reason.denominator_zero")
+    return weight_bytes / peak_bandwidth * 1e3
+
+
+def requests_that_fit(pool_tokens: float, request_tokens: float) -> int:
+    """Whole requests of REQUEST_TOKENS each that the pool's POOL_TOKENS hold at once."""
+    if request_tokens <= 0:
+        raise Absent("reason.denominator_zero")
+    return int(pool_tokens // request_tokens)
+
+
+def giga(value: float) -> float:
+    """A value in units of 10^9."""
+    return value / 1e9
+
+
 def tera(value: float) -> float:
     """A value in units of 10^12."""
     return value / 1e12

@@ -517,12 +517,15 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
         why = Reason.of("reason.no_model_config")
         for key, unit, doc in (("r.kv_bytes_per_token", "B", "KV bytes per token from the architecture"),
                                ("r.kv_bytes_per_token_mha", "B", "KV bytes per token if every head had its own KV head"),
-                               ("r.params_non_embedding", "", "Parameters outside the embeddings")):
+                               ("r.params_non_embedding", "", "Parameters outside the embeddings"),
+                               ("r.weight_bytes", "B", "Bytes the weights occupy")):
             led.record(key, None, unit=unit, doc=doc, sources=csrc, missing=why)
     else:
         led.derive("r.kv_bytes_per_token", T.model_kv_bytes_per_token, unit="B", sources=csrc, config=cfg)
         led.derive("r.kv_bytes_per_token_mha", T.model_mha_kv_bytes_per_token, unit="B", sources=csrc, config=cfg)
         led.derive("r.params_non_embedding", PA.model_params_non_embedding, unit="", sources=csrc, config=cfg)
+        led.derive("r.weight_bytes", PA.model_weight_bytes, unit="B", sources=csrc, config=cfg)
+        led.derive("r.weight_gb", A.giga, unit="GB", value=led["r.weight_bytes"])
     # The pool from memory: the KV memory the log states, divided by bytes per token (whole blocks).
     kv_gib = None
     if log is not None:
@@ -642,6 +645,9 @@ def peak_ledger(led: Ledger, rd: RoundData) -> None:
                peak_bandwidth=led["r.peak_bandwidth"])
     led.derive("r.peak_tflops", A.tera, unit="TFLOP/s", value=led["r.peak_flops"])
     led.derive("r.peak_tb_s", A.tera, unit="TB/s", value=led["r.peak_bandwidth"])
+    if "r.weight_bytes" in led:
+        led.derive("r.decode_floor_ms", A.decode_floor_ms, unit="ms", weight_bytes=led["r.weight_bytes"],
+                   peak_bandwidth=led["r.peak_bandwidth"])
 
 
 def kv_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
@@ -654,6 +660,10 @@ def kv_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     mean = led.derive(k + "request_mean_tokens", T.request_mean_tokens, unit="tok",
                       input_len=L, output_len=out, block_size=blk)
     pool = led["r.pool_tokens_usable"]
+    led.derive(k + "requests_fit", A.requests_that_fit, unit="req", pool_tokens=pool, request_tokens=peak)
+    if "r.decode_floor_ms" in led and k + "itl_ms_p50" in led:
+        led.derive(k + "itl_over_decode_floor", A.ratio, unit="×", numerator=led[k + "itl_ms_p50"],
+                   denominator=led["r.decode_floor_ms"])
     led.derive(k + "kv_expected_peak", T.expected_kv_peak_fraction, unit="fraction",
                concurrency=C, peak_tokens=peak, pool_tokens=pool)
     exp_mean = led.derive(k + "kv_expected_mean", T.expected_kv_mean_fraction, unit="fraction",

@@ -173,6 +173,12 @@ def unembedding_params(counts: ParamCounts) -> int:
     return counts.unembedding
 
 
+def model_weight_bytes(config: Mapping[str, Any] | ModelShape) -> int:
+    """Bytes this model's weights occupy (weight_bytes_in_memory), from its config."""
+    shape = _shape(config)
+    return weight_bytes_in_memory(param_counts(shape), shape)
+
+
 def model_params_non_embedding(config: Mapping[str, Any] | ModelShape) -> int:
     """Non-embedding parameters of this model, from its config (MLA attention and mixture-of-experts handled)."""
     return param_counts(_shape(config)).non_embedding

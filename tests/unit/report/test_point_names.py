@@ -64,3 +64,19 @@ def test_reproduced_is_said_only_when_throughput_and_tail_latency_both_hold(tput
     f = reproducibility_finding(led, {"prev_round": "round-1"})
     assert f.en.startswith(head)
     assert ("可复现：" in f.zh) == (head == "Reproduced:")
+
+
+def test_round_4_quantifies_the_decode_floor_the_headroom_and_the_step_budget(round4):
+    led = round4.ledger
+    # 15.2 GB of bf16 weights read once at 4.8 TB/s: the shortest decode step.
+    assert led["r.weight_bytes"].value == pytest.approx(15.23e9, rel=0.01)
+    assert led["r.decode_floor_ms"].value == pytest.approx(15.23e9 / 4.8e12 * 1e3, rel=0.01)
+    c1, c128 = led["p.L1024-c1.itl_over_decode_floor"].value, led["p.L1024-c128.itl_over_decode_floor"].value
+    assert 1 < c1 < c128     # above the floor, and further above it as the batch grows
+    # 2.09 M pool tokens hold some 1,600 requests of 1,280 tokens; C=128 used a few per cent.
+    assert led["p.L1024-c128.requests_fit"].value == led["r.pool_tokens_usable"].value // 1280
+    assert led["r.max_num_batched_tokens"].value == 8192
+    for lang in ("en", "zh"):
+        text = re.sub(r"<[^>]+>", "", Page(round4, lang).assemble("html"))
+        assert ("--max-num-batched-tokens" in text and ("The decode floor" in text or "Decode 下限" in text)
+                and ("Headroom." in text or "余量。" in text))
