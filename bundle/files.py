@@ -169,15 +169,30 @@ def loads_finite(line: bytes, where: str) -> Any:
         return orjson.loads(line)   # refuses NaN, Infinity and overflowing numbers
     except orjson.JSONDecodeError:
         pass
-    try:    # what orjson refuses and json reads: integers over 64 bits
-        return json.loads(line, parse_constant=refuse_constant, parse_float=finite_float)
+    return _json_value(line, where)   # what orjson refuses and json reads: integers over 64 bits
+
+
+def loads_unique(line: bytes | str, where: str, whole_file: bool = False) -> Any:
+    """The JSON value of LINE as loads_finite reads it, refusing an object with a key twice
+    (WHOLE_FILE: LINE is a file's text, and a syntax error names its line)."""
+    return _json_value(line, where, _unique_keys, whole_file)
+
+
+def _json_value(text: bytes | str, where: str, pairs_hook=None, whole_file: bool = False) -> Any:
+    """TEXT parsed by json with finite numbers only (and PAIRS_HOOK), or BundleError naming WHERE."""
+    try:
+        return json.loads(text, object_pairs_hook=pairs_hook, parse_constant=refuse_constant,
+                          parse_float=finite_float)
+    except DuplicateKey as e:
+        raise BundleError(f"{where}: {e}; which one is meant cannot be known") from None
     except NotFinite as e:
         raise BundleError(f"{where}: {e}; a bundle holds finite numbers only") from None
     except UnicodeDecodeError as e:
-        raise BundleError(f"{where}: not UTF-8 text (byte 0x{line[e.start]:02x} at offset "
+        raise BundleError(f"{where}: not UTF-8 text (byte 0x{text[e.start]:02x} at offset "
                           f"{e.start})") from None
     except json.JSONDecodeError as e:
-        raise BundleError(f"{where}: not valid JSON ({e.msg})") from None
+        at = f" line {e.lineno}" if whole_file else ""
+        raise BundleError(f"{where}{at}: not valid JSON ({e.msg})") from None
 
 
 def no_newline(path: Path, size: int) -> BundleError:
@@ -197,24 +212,6 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
 
 class DuplicateKey(ValueError):
     """A JSON object that names one key twice (a reader would keep either)."""
-
-
-def loads_unique(line: bytes | str, where: str, whole_file: bool = False) -> Any:
-    """The JSON value of LINE as loads_finite reads it, refusing an object with a key twice
-    (WHOLE_FILE: LINE is a file's text, and a syntax error names its line)."""
-    try:
-        return json.loads(line, object_pairs_hook=_unique_keys, parse_constant=refuse_constant,
-                          parse_float=finite_float)
-    except DuplicateKey as e:
-        raise BundleError(f"{where}: {e}; which one is meant cannot be known") from None
-    except NotFinite as e:
-        raise BundleError(f"{where}: {e}; a bundle holds finite numbers only") from None
-    except UnicodeDecodeError as e:
-        raise BundleError(f"{where}: not UTF-8 text (byte 0x{line[e.start]:02x} at offset "
-                          f"{e.start})") from None
-    except json.JSONDecodeError as e:
-        at = f" line {e.lineno}" if whole_file else ""
-        raise BundleError(f"{where}{at}: not valid JSON ({e.msg})") from None
 
 
 def check_record(rec: Any, where: str, fields: tuple[str, ...] = ()) -> dict:
