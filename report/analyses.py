@@ -124,9 +124,19 @@ def loglog_slope(x1: float, y1: float, x2: float, y2: float) -> float:
     return math.log(y2 / y1) / math.log(x2 / x1)
 
 
+# A mean queue time below this (ms) is scheduling noise: no power law is drawn through it.
+QUEUE_FLOOR_MS = 1.0
+
+
 def crossover_concurrency(c_last: float, prefill_last: float, queue_last: float,
-                          slope_queue: float, slope_prefill: float) -> float:
-    """Concurrency where the queue and prefill power laws meet: C·exp(ln(P/Q)/(s_q − s_p))."""
+                          slope_queue: float, slope_prefill: float, queue_prev: float) -> float:
+    """Concurrency where the queue and prefill power laws meet: C·exp(ln(P/Q)/(s_q − s_p)).
+
+    Only where the queue was measurable at both points the slopes come from (QUEUE_PREV and
+    QUEUE_LAST at or above QUEUE_FLOOR_MS): a line through a 0.02 ms queue extrapolates noise.
+    """
+    if min(queue_prev, queue_last) < QUEUE_FLOOR_MS:
+        raise Absent("reason.queue_below_floor", floor=QUEUE_FLOOR_MS)
     if slope_queue <= slope_prefill:
         raise Absent("reason.queue_not_faster")
     if queue_last <= 0 or prefill_last <= 0:

@@ -897,7 +897,8 @@ def cross_point_ledger(led: Ledger, rd: RoundData) -> None:
                             x2=cb, y2=led[f"p.{b.pid}.prefill_ms_mean"])
             led.derive("r.crossover_concurrency", A.crossover_concurrency, c_last=cb,
                        prefill_last=led[f"p.{b.pid}.prefill_ms_mean"],
-                       queue_last=led[f"p.{b.pid}.queue_ms_mean"], slope_queue=sq, slope_prefill=sp)
+                       queue_last=led[f"p.{b.pid}.queue_ms_mean"], slope_queue=sq, slope_prefill=sp,
+                       queue_prev=led[f"p.{a.pid}.queue_ms_mean"])
             led.derive("r.prefill_growth", A.ratio, unit="×", numerator=led[f"p.{b.pid}.prefill_ms_mean"],
                        denominator=led[f"p.{first.pid}.prefill_ms_mean"])
             led.derive("r.output_tok_s_growth", A.ratio, unit="×", numerator=led[f"p.{b.pid}.output_tok_s"],

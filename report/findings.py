@@ -44,8 +44,8 @@ REASON_WORDS = {
 
 MECHANISMS = {
     "bandwidth_bound": (
-        "At {p} the engine was bound by memory bandwidth: vLLM's byte counter read [[p.{p}.mbu|pct]] of the peak bandwidth while its FLOP counter reached [[p.{p}.mfu|pct]] of the dense peak, at [[p.{p}.intensity]] — below the ridge of [[r.ridge]]. Each decode step rereads the weights for a batch too small to reuse them; NVML put the GPU busy [[p.{p}.gpu_util_median_pct]] of the time.",
-        "{p} 点受显存带宽限制：vLLM 的读字节计数达到峰值带宽的 [[p.{p}.mbu|pct]]，而 FLOP 计数只有稠密峰值的 [[p.{p}.mfu|pct]]；算术强度 [[p.{p}.intensity]]，低于屋脊 [[r.ridge]]。每个 decode 步都要重读一遍权重，而批太小，摊不薄这次读取；NVML 显示 GPU 忙碌时间中位数 [[p.{p}.gpu_util_median_pct]]。"),
+        "At {p} the engine was bound by memory bandwidth: vLLM's byte counter read [[p.{p}.mbu|pct]] of the peak bandwidth while its FLOP counter reached [[p.{p}.mfu|pct]] of the dense peak, at [[p.{p}.intensity]] — below the ridge of [[r.ridge]]. Each decode step rereads the weights for a batch too small to reuse them. NVML's utilisation read [[p.{p}.gpu_util_median_pct]], which says only that a kernel was running, not how much of the GPU it used.",
+        "{p} 点受显存带宽限制：vLLM 的读字节计数达到峰值带宽的 [[p.{p}.mbu|pct]]，而 FLOP 计数只有稠密峰值的 [[p.{p}.mfu|pct]]；算术强度 [[p.{p}.intensity]]，低于屋脊 [[r.ridge]]。每个 decode 步都要重读一遍权重，而批太小，摊不薄这次读取。NVML 利用率中位数为 [[p.{p}.gpu_util_median_pct]]，它只说明有内核在运行，不说明用了 GPU 的多少。"),
     "compute_bound": (
         "At {p} the engine was bound by compute: vLLM's FLOP counter reached [[p.{p}.mfu|pct]] of the dense peak against [[p.{p}.mbu|pct]] of the bandwidth roof, at a median [[p.{p}.power_median_w]] of its [[p.{p}.power_limit_w]] limit.",
         "{p} 点受算力限制：vLLM 的 FLOP 计数达到稠密峰值的 [[p.{p}.mfu|pct]]，带宽只用到 [[p.{p}.mbu|pct]]；功耗中位数 [[p.{p}.power_median_w]]（上限 [[p.{p}.power_limit_w]]）。"),

@@ -80,3 +80,13 @@ def test_round_4_quantifies_the_decode_floor_the_headroom_and_the_step_budget(ro
         text = re.sub(r"<[^>]+>", "", Page(round4, lang).assemble("html"))
         assert ("--max-num-batched-tokens" in text and ("The decode floor" in text or "Decode 下限" in text)
                 and ("Headroom." in text or "余量。" in text))
+
+
+def test_no_crossover_is_extrapolated_through_a_queue_of_noise():
+    from report.analyses import crossover_concurrency
+    from report.ledger import Absent
+    # round 4: a 0.019 ms queue at C=64 gave slope 11.4 and "C ≈ 148"; not said any more
+    with pytest.raises(Absent) as e:
+        crossover_concurrency(128, 60.0, 2.0, 11.4, 0.5, queue_prev=0.019)
+    assert "under 1.0 ms" in str(e.value)
+    assert crossover_concurrency(64, 40.0, 10.0, 2.0, 1.0, queue_prev=2.5) == pytest.approx(256.0)
