@@ -805,13 +805,25 @@ def length_axis_ledger(led: Ledger, rd: RoundData) -> None:
                          ("r.kv_lin_r2", "R² of peak KV tokens on input length"),
                          ("r.kv_lin_slope_vs_theory", "Fitted KV slope relative to the concurrency")):
             led.record(key, None, doc=doc, missing=reason)
-    itl = [led[f"p.{p.pid}.itl_ms_p50"] for p in pts]
-    if all(v.present for v in itl):
+    # The ITL slope's theory has C requests reading their KV each step: only the points that ran
+    # all C at once (the pool did not cap them) are fitted.
+    held = [p for p in pts if (led.value_of(f"p.{p.pid}.effective_concurrency") or 0) >= C]
+    led.record("r.itl_fit_points", len(held), unit="", sources=tuple(f"p.{p.pid}.effective_concurrency" for p in pts),
+               doc="Points of the length sweep that ran all C requests at once (the ITL slope's fit)")
+    itl = [led[f"p.{p.pid}.itl_ms_p50"] for p in held]
+    if len(held) >= 2 and all(v.present for v in itl):
+        xs = [p.settings["input_len"] for p in held]
         ys = [v.value for v in itl]
-        fsrc = (f"{rd.name}: ledger keys " + ", ".join(f"p.{p.pid}.itl_ms_p50" for p in pts),)
+        fsrc = (f"{rd.name}: ledger keys " + ", ".join(f"p.{p.pid}.itl_ms_p50" for p in held),)
         led.derive("r.itl_slope", A.fit_slope, unit="ms/tok", sources=fsrc, xs=xs, ys=ys)
         led.derive("r.itl_intercept", A.fit_intercept, unit="ms", sources=fsrc, xs=xs, ys=ys)
         led.derive("r.itl_r2", A.fit_r_squared, unit="", sources=fsrc, xs=xs, ys=ys)
+    elif len(held) < 2:
+        why = Reason.of("reason.itl_fit_too_few_held", held=len(held), points=len(pts))
+        for key, unit, doc in (("r.itl_slope", "ms/tok", "Least-squares slope of ITL p50 on input length"),
+                               ("r.itl_intercept", "ms", "Least-squares intercept of ITL p50 on input length"),
+                               ("r.itl_r2", "", "R² of ITL p50 on input length")):
+            led.record(key, None, unit=unit, doc=doc, missing=why)
     led.derive("r.itl_slope_theory", T.itl_kv_slope_ms_per_token, unit="ms/tok", concurrency=C,
                kv_bytes_per_token=led["r.kv_bytes_per_token"], peak_bandwidth=led["r.peak_bandwidth"])
     if "r.itl_slope" in led:

@@ -90,3 +90,13 @@ def test_no_crossover_is_extrapolated_through_a_queue_of_noise():
         crossover_concurrency(128, 60.0, 2.0, 11.4, 0.5, queue_prev=0.019)
     assert "under 1.0 ms" in str(e.value)
     assert crossover_concurrency(64, 40.0, 10.0, 2.0, 1.0, queue_prev=2.5) == pytest.approx(256.0)
+
+
+def test_the_itl_slope_is_fitted_over_the_points_that_ran_all_c_requests():
+    from report.verdicts import read_bundle_ledger
+    rd, led = read_bundle_ledger(ROOT / "runs" / "round-5" / "bundle")
+    held = [p.pid for p in rd.points if (led.value_of(f"p.{p.pid}.effective_concurrency") or 0)
+            >= p.settings["concurrency"] and led.value_of(f"p.{p.pid}.valid")]
+    assert "L8192-c16" not in held and led.value_of("r.itl_fit_points") == len(held)
+    # with L8192 (13 of 16 running) left out the slope is 1.27x the bandwidth theory, not 1.09x
+    assert led.value_of("r.itl_slope_vs_theory") == pytest.approx(1.27, abs=0.01)
