@@ -207,6 +207,13 @@ def requests_that_fit(pool_tokens: float, request_tokens: float) -> int:
     return int(pool_tokens // request_tokens)
 
 
+def peak_at_clock(peak: float, clock_mhz: float, max_clock_mhz: float) -> float:
+    """A datasheet peak at the boost clock scaled to the clock the GPU ran at."""
+    if max_clock_mhz <= 0:
+        raise Absent("reason.denominator_zero")
+    return peak * clock_mhz / max_clock_mhz
+
+
 def giga(value: float) -> float:
     """A value in units of 10^9."""
     return value / 1e9

@@ -772,6 +772,13 @@ def power_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
             led.record(k + name, None, unit=unit, doc=A.doc_of(fn), sources=src, missing=absent)
         else:
             led.derive(k + name, fn, unit=unit, sources=src, samples=gpu, t_start=a, t_end=b)
+    if gpu is not None and "r.peak_tflops" in led and k + "tflops_s" in led:
+        # The dense peak scales with the SM clock: under a power cap the ceiling is the clock's.
+        ceiling = led.derive(k + "peak_tflops_at_clock", A.peak_at_clock, unit="TFLOP/s",
+                             peak=led["r.peak_tflops"], clock_mhz=led[k + "sm_clock_load_mhz"],
+                             max_clock_mhz=led["r.max_sm_clock_mhz"])
+        led.derive(k + "mfu_at_clock", A.ratio, unit="fraction", numerator=led[k + "tflops_s"],
+                   denominator=ceiling)
     if gpu is None:
         led.record(k + "energy_j", None, unit="J", doc=A.doc_of(PW.energy_j), sources=src, missing=absent)
     else:

@@ -100,3 +100,15 @@ def test_the_itl_slope_is_fitted_over_the_points_that_ran_all_c_requests():
     assert "L8192-c16" not in held and led.value_of("r.itl_fit_points") == len(held)
     # with L8192 (13 of 16 running) left out the slope is 1.27x the bandwidth theory, not 1.09x
     assert led.value_of("r.itl_slope_vs_theory") == pytest.approx(1.27, abs=0.01)
+
+
+def test_the_compute_ceiling_under_the_power_cap_is_the_clocks(round4):
+    led = round4.ledger
+    clock, top = led.value_of("p.L1024-c128.sm_clock_load_mhz"), led.value_of("r.max_sm_clock_mhz")
+    assert clock < top     # held by the power cap
+    ceiling = led.value_of("p.L1024-c128.peak_tflops_at_clock")
+    assert ceiling == pytest.approx(led.value_of("r.peak_tflops") * clock / top)
+    assert led.value_of("p.L1024-c128.mfu_at_clock") == pytest.approx(
+        led.value_of("p.L1024-c128.tflops_s") / ceiling)
+    found = [f for f in round4.facts["findings"] if "peak_tflops_at_clock" in f["en"]]
+    assert found and "L1024-c128" in found[0]["en"]
