@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from bench.httpstream import StreamError, StreamPool, dumps
+from bundle.schema import MAX_COUNT
 
 try:
     from orjson import loads  # 5-10x faster on small events; same results on valid JSON
@@ -28,8 +29,6 @@ MAX_ERROR_BODY = 2000
 # The longest SSE event a stream may send: a token chunk is under 1 KB, one with top-20
 # logprobs a few KB; past this the request fails and the point goes on.
 MAX_EVENT_BYTES = 8 << 20
-# The largest token count of one chunk the bundle holds (its int32 chunk column).
-MAX_COUNT = 2**31 - 1
 UNKNOWN = -(1 << 63)    # a chunk whose token count the server did not give (null in the record)
 
 
@@ -145,11 +144,7 @@ class EventSink:
                 if not isinstance(self.buf, bytearray):
                     self.buf = bytearray(self.buf)
                 self.buf += data
-                if len(self.buf) > MAX_EVENT_BYTES:
-                    self.buf = b""
-                    raise StreamError("ClientPayloadError", f"an SSE event over "
-                                      f"{MAX_EVENT_BYTES >> 20} MiB without its end; not a "
-                                      "stream of token events")
+                self._check_pending()
                 return []
             buf = bytes(self.buf) + data
         else:
@@ -160,10 +155,7 @@ class EventSink:
             buf = buf.replace(b"\r\n", b"\n")
         events = buf.split(b"\n\n")
         self.buf = events.pop()
-        if len(self.buf) > MAX_EVENT_BYTES:
-            self.buf = b""
-            raise StreamError("ClientPayloadError", f"an SSE event over {MAX_EVENT_BYTES >> 20} "
-                              "MiB without its end; not a stream of token events")
+        self._check_pending()
         out = []
         for ev in events:
             if ev[:6] == b"data: " and b"\n" not in ev:   # the usual one-line event
@@ -173,6 +165,13 @@ class EventSink:
             if lines:
                 out.append(b"\n".join(ln[5:].lstrip(b" ") for ln in lines))
         return out
+
+    def _check_pending(self) -> None:
+        """Fail the request (StreamError) when the unfinished event passed MAX_EVENT_BYTES."""
+        if len(self.buf) > MAX_EVENT_BYTES:
+            self.buf = b""
+            raise StreamError("ClientPayloadError", f"an SSE event over {MAX_EVENT_BYTES >> 20} "
+                              "MiB without its end; not a stream of token events")
 
     def feed(self, data: bytes, t: float) -> None:
         """Body bytes of one read, received at T."""
@@ -307,20 +306,15 @@ class Timeouts:
 async def stream_request(session: StreamPool, url: str, body: dict[str, Any],
                          rec: dict[str, Any], now: Callable[[], float], *, api: str = "completions",
                          chunk_token_counts: str = "usage", headers: dict | None = None,
-                         timeout_s: float | None = None,
                          timeouts: Timeouts | None = None) -> dict[str, Any]:
     """Send one streaming request through SESSION (a StreamPool) and fill REC with raw timings;
-    never raises (except CancelledError, after recording it). TIMEOUT_S, when given, replaces
-    the total of TIMEOUTS."""
+    never raises (except CancelledError, after recording it)."""
     rec.update(t_send=None, t_headers=None, t_first=None, t_end=None, chunks=[], status="error",
                http_status=None, error=None, finish_reason=None, usage=None, server_metrics=None)
     sink = EventSink(rec, api, chunk_token_counts)
     data = dumps(body)
-    limits = timeouts or Timeouts()
-    if timeout_s is not None:
-        limits = Timeouts(limits.first_byte_s, limits.idle_s, timeout_s)
     try:
-        return await _send(session, url, data, sink, rec, now, headers, limits)
+        return await _send(session, url, data, sink, rec, now, headers, timeouts or Timeouts())
     finally:
         sink.close()
 

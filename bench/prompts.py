@@ -13,13 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bundle.schema import MAX_COUNT
+
 
 class PlanError(Exception):
     """A plan that cannot be used; the message names the file and the key."""
 
 
 MAX_TEXT_FILE_BYTES = 1 << 30   # a prompt file larger than this is not one
-MAX_TOKENS = 2**31 - 1     # a token count must fit the bundle's int32 chunk column
+MAX_TOKENS = MAX_COUNT     # a token count must fit the bundle's chunk column
 
 
 def read_text_file(path: str | Path, where: str, limit: int = MAX_TEXT_FILE_BYTES) -> str:

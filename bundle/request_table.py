@@ -42,6 +42,7 @@ from bundle.files import (
     no_newline,
     open_stream,
 )
+from bundle.schema import MAX_COUNT
 
 # Scalar columns: name -> how to read it from a record (float64, NaN where absent or null).
 FLOAT_FIELDS = ("t_slot", "t_sched", "t_send", "t_headers", "t_first", "t_end", "input_len")
@@ -458,7 +459,7 @@ def _is_number(v: Any) -> bool:
 def _is_count(v: Any) -> bool:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return False
-    return v >= 0 and float(v).is_integer() and v < 2**31
+    return v >= 0 and float(v).is_integer() and v <= MAX_COUNT
 
 
 # ============================================================================ reading
@@ -483,7 +484,7 @@ def _pairs(csv: bytes) -> tuple[np.ndarray, np.ndarray, int] | None:
     t, nf = df["t"].to_numpy(np.float64), df["n"].to_numpy(np.float64)
     isnull = np.isnan(nf)
     known = nf[~isnull]
-    if np.any(known != np.floor(known)) or np.any(np.abs(known) >= 2**31):
+    if np.any(known != np.floor(known)) or np.any(np.abs(known) > MAX_COUNT):
         return None
     return t, np.where(isnull, -1, nf).astype(np.int64), int(isnull.sum())
 

@@ -12,6 +12,9 @@ from typing import Any, Callable
 
 Check = Callable[[Any], bool]
 
+# The largest token count a chunk may carry: the request table holds counts in int32.
+MAX_COUNT = 2**31 - 1
+
 
 def number(v: Any) -> bool:
     """A JSON number (not a boolean)."""
@@ -59,10 +62,10 @@ def count(v: Any) -> bool:
 
 
 def chunk_pairs(v: Any) -> bool:
-    """A list of [time, tokens or null] pairs, tokens a whole number below 2^31 (an int32 column)."""
+    """A list of [time, tokens or null] pairs, tokens a whole number up to MAX_COUNT."""
     return isinstance(v, (list, tuple)) and all(
         isinstance(p, (list, tuple)) and len(p) == 2 and number(p[0])
-        and (p[1] is None or (integer(p[1]) and 0 <= p[1] < 2**31)) for p in v)
+        and (p[1] is None or (integer(p[1]) and 0 <= p[1] <= MAX_COUNT)) for p in v)
 
 
 # What each word names in a message.

@@ -162,8 +162,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     warnings: list[str] = []
     rows = point_summaries(d, warnings)
     from bundle.textsafety import json_text, terminal_line
-    for w in warnings:
-        print(terminal_line(f"warning: {d}/{w}"), file=sys.stderr)
+    print_warnings(d, warnings)
     if args.json:
         print(json_text(json.dumps({"bundle": str(d), "points": rows}, indent=2)))
         return 0
@@ -180,11 +179,11 @@ def cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_warnings(rd) -> None:
-    """The bundle's read warnings (a truncated last line, requests of no point) on stderr."""
+def print_warnings(bundle_dir: Path, warnings: list[str]) -> None:
+    """A bundle's read warnings (a truncated last line, requests of no point) on stderr."""
     from bundle.textsafety import terminal_line
-    for w in rd.bundle.warnings:
-        print(terminal_line(f"warning: {rd.bundle.path}/{w}"), file=sys.stderr)
+    for w in warnings:
+        print(terminal_line(f"warning: {bundle_dir}/{w}"), file=sys.stderr)
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
@@ -192,7 +191,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     from report.numbers import format_value
     from report.verdicts import ledger_json, read_bundle_ledger
     rd, led = read_bundle_ledger(args.run_dir)
-    print_warnings(rd)
+    print_warnings(rd.bundle.path, rd.bundle.warnings)
     if args.json:
         print(json_text(json.dumps(ledger_json(led), indent=1, ensure_ascii=False)))
         return 0
@@ -205,7 +204,7 @@ def cmd_findings(args: argparse.Namespace) -> int:
     from bundle.textsafety import json_text, terminal_line
     from report.verdicts import findings_json, read_bundle_ledger
     rd, led = read_bundle_ledger(args.run_dir)
-    print_warnings(rd)
+    print_warnings(rd.bundle.path, rd.bundle.warnings)
     out = findings_json(rd, led)
     if args.json:
         print(json_text(json.dumps(out, indent=1, ensure_ascii=False)))

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from bench import httpstream
-from bench.client import EventSink, stream_request
+from bench.client import EventSink, Timeouts, stream_request
 from tests.unit.bench.test_httpstream import HEAD_CHUNKED, _threaded_server
 
 compiled_only = pytest.mark.skipif(httpstream._streamread is None,
@@ -77,7 +77,8 @@ def record(texts: list[bytes], compiled: bool, monkeypatch,
         async def main():
             pool = httpstream.StreamPool()
             rec: dict = {}
-            await stream_request(pool, url, {"prompt": "p"}, rec, time.monotonic, timeout_s=10)
+            await stream_request(pool, url, {"prompt": "p"}, rec, time.monotonic,
+                                 timeouts=Timeouts(total_s=10))
             await pool.close()
             return rec
         rec = asyncio.run(main())

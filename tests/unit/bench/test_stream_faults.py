@@ -33,7 +33,7 @@ async def _requests(faults: list[str | None], max_tokens: int = MAX_TOKENS) -> l
                     body["standin_fault"] = fault
                 rec: dict = {"fault": fault}
                 return await stream_request(session, url + "/v1/completions", body, rec,
-                                            time.monotonic, timeout_s=30)
+                                            time.monotonic, timeouts=Timeouts(total_s=30))
             return await asyncio.gather(*(one(f) for f in faults))
         finally:
             await session.close()
