@@ -33,8 +33,8 @@ def is_site_round(path: Path) -> bool:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from report.compose import compose_rounds
-    from report.site import ROUND_ID, build_site
+    from report.publish.compose import compose_rounds
+    from report.publish.site import ROUND_ID, build_site
     if args.bundle:
         pairs = [(Path(args.bundle), args.round or round_id_for(Path(args.bundle)))]
     else:
@@ -84,7 +84,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         print(f"error: --jobs must be at least 1, not {args.jobs}", file=sys.stderr)
         return 2
-    from report.site import default_workers
+    from report.publish.site import default_workers
     workers = args.jobs or default_workers()
     t0 = time.perf_counter()
     keys: dict[str, str] = {}
@@ -94,8 +94,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     else:
         # A round whose bundle, previous round, code, templates and formats are unchanged
         # keeps its pages; each stale round is composed with the round before it.
-        from report.buildkey import code_digest, round_key, up_to_date
-        from report.compose import previous_round_id
+        from report.publish.buildkey import code_digest, round_key, up_to_date
+        from report.publish.compose import previous_round_id
         every = {r: b for b, r in ((b, round_id_for(b)) for b in find_bundles(args.runs))}
         code = code_digest()
         stale = []
@@ -137,7 +137,8 @@ def point_summaries(bundle_dir: Path, warnings: list[str] | None = None) -> list
     """Per point, the client statistics from the ledger (None where absent); the bundle's
     read warnings (a truncated last line) are appended to WARNINGS."""
     from bundle.store import read_bundle
-    from report.build import build_ledger, read_round
+    from report.derive.round_ledger import read_round
+    from report.judge.verdicts import build_ledger
     bundle = read_bundle(bundle_dir)
     if warnings is not None:
         warnings.extend(bundle.warnings)
@@ -188,8 +189,9 @@ def print_warnings(bundle_dir: Path, warnings: list[str]) -> None:
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     from bundle.textsafety import json_text, terminal_line
-    from report.numbers import format_value
-    from report.verdicts import ledger_json, read_bundle_ledger
+    from report.judge.verdicts import read_bundle_ledger
+    from report.publish.dumps import ledger_json
+    from report.publish.numbers import format_value
     rd, led = read_bundle_ledger(args.run_dir)
     print_warnings(rd.bundle.path, rd.bundle.warnings)
     if args.json:
@@ -202,7 +204,8 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
 def cmd_findings(args: argparse.Namespace) -> int:
     from bundle.textsafety import json_text, terminal_line
-    from report.verdicts import findings_json, read_bundle_ledger
+    from report.judge.verdicts import read_bundle_ledger
+    from report.publish.dumps import findings_json
     rd, led = read_bundle_ledger(args.run_dir)
     print_warnings(rd.bundle.path, rd.bundle.warnings)
     out = findings_json(rd, led)
@@ -221,7 +224,7 @@ def cmd_findings(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["explain"]:
-        from report.explain import main as explain_main
+        from report.planner.explain import main as explain_main
         return explain_main(argv[1:])
     ap = argparse.ArgumentParser(prog="serving-ledger", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)

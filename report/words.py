@@ -8,6 +8,7 @@ a text in every language, every field a text uses is given, and every text is us
 
 from __future__ import annotations
 
+import re
 import string
 import tomllib
 from functools import cache
@@ -15,6 +16,9 @@ from importlib import resources
 from typing import Any
 
 LANGS = ("en", "zh")
+# A traced number inside a sentence: `[[ledger.key]]`, or `[[ledger.key|SPEC]]` with SPEC pct,
+# spct (signed %), pct0 (whole %) or int (a count, no unit). Pages print it traced, text as text.
+PLACEHOLDER = re.compile(r"\[\[([^\]|]+)(?:\|(pct|pct0|spct|int))?\]\]")
 SECTIONS = ("reason", "label", "quantity", "source")
 
 

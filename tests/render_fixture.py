@@ -14,7 +14,7 @@ import altair as alt
 import pandas as pd
 
 from report.ledger import Absent, Ledger, Reason
-from report.model import Column, Figure, RoundReport, Table
+from report.publish.document import Column, Figure, RoundReport, Table
 
 ROUND_ID = "fixture-hand-built"
 POINTS = (1, 4, 16, 64)
@@ -204,8 +204,8 @@ def templates_with(tmp_path, name: str, source: str):
     """A copy of the templates in TMP_PATH with section NAME set to SOURCE in both languages."""
     import shutil
 
-    from report.model import LANGS
-    from report.render import TEMPLATES_DIR
+    from report.publish.document import LANGS
+    from report.publish.render import TEMPLATES_DIR
     tdir = tmp_path / "templates"
     shutil.copytree(TEMPLATES_DIR, tdir)
     for lang in LANGS:
@@ -217,7 +217,7 @@ def render_section(tmp_path, source: str, **report_changes) -> str:
     """The zh HTML of the hand-built report with one section whose template is SOURCE."""
     from dataclasses import replace
 
-    from report.render import Page
+    from report.publish.render import Page
     tdir = templates_with(tmp_path, "_t", source)
     report = replace(hand_built_report(), sections=["_t"], **report_changes)
     return Page(report, "zh", tdir).assemble("html")

@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bundle.store import SAMPLE_FILES, compress_in_members, find_bundles, read_bundle  # noqa: E402
-from report.build import build_ledger, read_round  # noqa: E402
+from report.derive.round_ledger import read_round  # noqa: E402
+from report.judge.verdicts import build_ledger  # noqa: E402
 
 TARGET_REPORT_S = 60.0
 TARGET_UNCHANGED_S = 5.0
@@ -42,8 +43,8 @@ TARGET_LEDGER_GB = 4.0
 
 def stages(runs: Path, out: Path) -> float:
     from report.cli import round_id_for
-    from report.compose import compose_rounds
-    from report.site import build_site
+    from report.publish.compose import compose_rounds
+    from report.publish.site import build_site
     pairs = [(b, round_id_for(b)) for b in find_bundles(runs)]
     if not pairs:
         print(f"no bundles under {runs}")

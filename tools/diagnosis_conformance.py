@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from report.conformance import (  # noqa: E402
+from report.judge.conformance import (  # noqa: E402
     bundle_checks,
     checks_table,
     confusion_table,

@@ -4,8 +4,11 @@ what of ours it imports, the layer each package sits in, and any cycle or layer 
     .venv/bin/python tools/import_graph.py          # exit 1 on a cycle or a breach
 
 Layers (each imports only those below it): bundle (nothing of ours) < bench, report (bundle
-only; never each other) < serving_ledger (the console script). Imports inside functions count.
-Module names are paths from the checkout's root (report.ledger is report/ledger.py).
+only; never each other) < serving_ledger (the console script). Inside report, its stages:
+the ledger's types and the catalogue (report.ledger, report.words) < architecture < derive <
+judge < publish, with the planner on architecture alone, and the report's command line
+(report.cli) over all of them. Imports inside functions count. Module names are paths from
+the checkout's root (report.ledger is report/ledger.py).
 """
 
 from __future__ import annotations
@@ -17,9 +20,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # Our packages: the top-level folders, each imported by its own name.
 PACKAGES = ("bundle", "bench", "report", "serving_ledger")
-# What each package may import of ours.
-ALLOWED = {"bundle": set(), "bench": {"bundle"}, "report": {"bundle"},
-           "serving_ledger": {"bench", "report", "bundle"}}
+# The report's stages, each a sub-package, in import order (each imports only those before it).
+STAGES = ("architecture", "derive", "judge", "publish")
+# The modules every stage may import: the ledger's types and the catalogue of words.
+REPORT_CORE = ("report.ledger", "report.words")
+CORE, CLI = "report.core", "report.cli"
+_REPORT_UNITS = [CORE] + [f"report.{s}" for s in STAGES]
+# What each layer may import of ours.
+ALLOWED = {"bundle": set(), "bench": {"bundle"},
+           CORE: {"bundle"},
+           **{u: {"bundle", *_REPORT_UNITS[:i]} for i, u in enumerate(_REPORT_UNITS) if i},
+           "report.planner": {"bundle", CORE, "report.architecture"},
+           CLI: {"bundle", *_REPORT_UNITS, "report.planner"},
+           "serving_ledger": {"bench", "bundle", *_REPORT_UNITS, "report.planner", CLI}}
 
 
 def modules() -> dict[str, Path]:
@@ -54,6 +67,18 @@ def package_of(module: str) -> str:
     return module.split(".")[0]
 
 
+def layer_of(module: str) -> str:
+    """The layer a module sits in: its package, or inside report its stage (report.derive)."""
+    parts = module.split(".")
+    if parts[0] != "report":
+        return parts[0]
+    if module in REPORT_CORE:
+        return CORE
+    if len(parts) > 1 and f"report.{parts[1]}" in ALLOWED:
+        return f"report.{parts[1]}"
+    return CLI
+
+
 def graph() -> dict[str, set[str]]:
     mods = modules()
     return {m: imports_of(p, set(mods)) - {m} for m, p in mods.items()}
@@ -64,7 +89,7 @@ def breaches(g: dict[str, set[str]]) -> list[str]:
     out = []
     for m, deps in g.items():
         for d in deps:
-            a, b = package_of(m), package_of(d)
+            a, b = layer_of(m), layer_of(d)
             if a != b and b not in ALLOWED[a]:
                 out.append(f"{m} imports {d} ({a} may import only {sorted(ALLOWED[a]) or 'nothing of ours'})")
     return out
@@ -110,10 +135,10 @@ def doc_line(path: Path) -> str:
 
 def main() -> int:
     mods, g = modules(), graph()
-    for pkg in ("bundle", "bench", "report", "serving_ledger"):
-        mine = [m for m in g if package_of(m) == pkg]
-        deps = sorted({package_of(d) for m in mine for d in g[m]} - {pkg})
-        print(f"{pkg}/  imports of ours: {', '.join(deps) or 'nothing'}")
+    for layer in ALLOWED:
+        mine = [m for m in g if layer_of(m) == layer]
+        deps = sorted({layer_of(d) for m in mine for d in g[m]} - {layer})
+        print(f"{layer}  imports of ours: {', '.join(deps) or 'nothing'}")
         for m in mine:
             print(f"  {str(mods[m].relative_to(ROOT)):<32} {doc_line(mods[m])[:90]}")
     bad, loops = breaches(g), cycles(g)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from report.site import build_site
+from report.publish.site import build_site
 from tests.render_fixture import ROUND_ID, hand_built_report
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -9,7 +9,8 @@ import pytest
 
 from bench.standin import StandInThread
 from bundle.store import read_bundle
-from report.build import build_ledger, read_round
+from report.derive.round_ledger import read_round
+from report.judge.verdicts import build_ledger
 from tests.conftest import ROOT, run_bench
 
 
@@ -40,7 +41,7 @@ metrics_interval_s = 0.5
 
 def html_pages(rep, site: Path) -> dict[str, str]:
     """REP rendered as HTML into SITE: page name -> text."""
-    from report.render import render_round
+    from report.publish.render import render_round
     site.mkdir(exist_ok=True)
     return {q.name: q.read_text() for q in render_round(rep, site, formats=("html",)).paths
             if q.suffix == ".html"}
@@ -65,7 +66,7 @@ def test_a_round_records_its_reads_and_the_ledger_bounds_its_timing_error(tmp_pa
     assert packet.value == 1.0 and bound.value == 0.0
     assert sum(s["segments_dropped"] for s in rows) == 0
     # ... and the client section says so, in both languages.
-    from report.compose import compose_rounds
+    from report.publish.compose import compose_rounds
     pages = html_pages(compose_rounds([(tmp_path / "b", "x")])[0], tmp_path / "site")
     assert "every read was matched, byte for byte, to the TCP segments" in pages["index.en.html"]
     assert "每次读取都逐字节对应到数据包环" in pages["index.zh.html"]
@@ -82,7 +83,7 @@ def test_a_plan_can_turn_the_packet_ring_off(tmp_path: Path):
 def test_points_the_client_distorted_are_listed_and_their_zero_gaps_explained(tmp_path: Path):
     # cpu-noraw-hog (tests/fixtures/corpus): a client without CAP_NET_RAW beside a CPU hog read
     # most events together; its ITL p50 per token is 0 while the engine's was about 2 ms.
-    from report.compose import compose_rounds
+    from report.publish.compose import compose_rounds
     bundle = ROOT / "tests" / "fixtures" / "corpus" / "cpu-noraw-hog" / "bundle"
     rep = compose_rounds([(bundle, "hog")])[0]
     listed = rep.facts["client_distorted_points"]

@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 
-from report.diagnosis import val
+from report.judge.diagnosis import val
 from tests.conftest import FIXTURES, ROOT
 
 FIX = FIXTURES
@@ -49,8 +49,8 @@ def test_ledger_json_has_the_new_values_and_reasons_for_absent_ones():
 
 
 def test_the_whole_report_of_the_real_gpu_fixture_renders_in_both_languages(tmp_path):
-    from report.compose import compose_round
-    from report.site import build_site
+    from report.publish.compose import compose_round
+    from report.publish.site import build_site
     report = compose_round(FIX / "h200-round-4", "h200")
     build_site([report], tmp_path, formats=("html",))
     en = (tmp_path / "h200" / "index.en.html").read_text()
@@ -62,8 +62,8 @@ def test_the_whole_report_of_the_real_gpu_fixture_renders_in_both_languages(tmp_
 
 
 def test_the_shared_point_of_two_h200_rounds_gets_a_reproducibility_verdict():
-    from report.compose import compose_rounds
-    from report.findings import plain_text
+    from report.publish.compose import compose_rounds
+    from report.publish.numbers import plain_text
     r4, r5 = compose_rounds([(ROOT / "runs" / "round-4" / "bundle", "round-4"),
                              (ROOT / "runs" / "round-5" / "bundle", "round-5")])
     found = [f for f in r5.facts["findings"] if f["id"] == "reproducibility"]

@@ -22,9 +22,10 @@ import pytest
 from bench.engine import http_get
 from bench.standin import StandInThread
 from bundle.store import read_bundle
-from report import stats as ST
-from report.build import build_ledger, read_round
-from report.compose import compose_round
+from report.derive import stats as ST
+from report.derive.round_ledger import read_round
+from report.judge.verdicts import build_ledger
+from report.publish.compose import compose_round
 from tests.conftest import ROOT, run_bench
 from tests.standin_round import STANDIN_ENGINE as FAKE_ENGINE
 

@@ -5,7 +5,7 @@ hits, which would share blocks and lower the usage), 8 s of closed-loop load, /m
 10 Hz. Block size 128, so the pool is 24 × 128 = 3,072 tokens, of which vLLM's usage gauge
 counts (24 − 1) × 128 = 2,944 (the null block is excluded).
 
-Expected value (report/reconcile.py derives it). The gauge is published after each step, and
+Expected value (report/derive/reconcile.py derives it). The gauge is published after each step, and
 a request that finishes in a step is freed first, so a request is seen at decode progress
 j = 0 … out − 2 holding ceil((in + j)/128) blocks: 2 blocks at j = 0 and 3 blocks at
 j = 1 … 126. Four requests, at independent phases or in lockstep, hold 12 blocks except at
@@ -34,10 +34,11 @@ import pytest
 
 from bench.engine import TINY_MODEL_DIR
 from bundle.store import read_bundle
-from report import build as B
-from report import reconcile as R
-from report import series as S
-from report.serverlog import server_log_facts
+from report.derive import reconcile as R
+from report.derive import round_ledger as B
+from report.derive import series as S
+from report.derive.serverlog import server_log_facts
+from report.judge.verdicts import build_ledger
 from tests.conftest import run_bench
 
 pytestmark = pytest.mark.engine
@@ -71,7 +72,7 @@ def bundle(engine, tmp_path_factory):
 @pytest.fixture(scope="module")
 def ledger(bundle):
     rd = B.read_round(bundle)
-    return rd, B.build_ledger(rd)
+    return rd, build_ledger(rd)
 
 
 def test_pool_from_cache_config_agrees_with_the_log_line(bundle, engine):

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from bundle.store import read_bundle
-from report.build import build_ledger, read_round
+from report.derive.round_ledger import read_round
+from report.judge.verdicts import build_ledger
 from tests.conftest import ROOT
 
 ROUND = ROOT / "runs" / "round-2"

@@ -39,10 +39,10 @@ import pytest
 
 from bench.engine import TINY_MODEL_DIR
 from bundle.store import read_bundle
-from report import reconcile as R
-from report import series as S
-from report import stats as ST
-from report import theory as T
+from report.architecture import theory as T
+from report.derive import reconcile as R
+from report.derive import series as S
+from report.derive import stats as ST
 from report.ledger import Absent
 from tests.conftest import run_bench
 

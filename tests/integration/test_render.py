@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from report import render
-from report.render import Page, RenderError
-from report.site import build_site
+from report.publish import render
+from report.publish.render import Page, RenderError
+from report.publish.site import build_site
 from tests.render_fixture import ROUND_ID, hand_built_report, render_section
 
 HOSTILE = "<script>alert(1)</script>"

@@ -11,7 +11,7 @@ from tests.unit.report.test_templates import LANGS, key_literals, sections
 
 def test_every_template_key_exists_in_a_real_ledger():
     """Keys named in templates exist in the ledgers built from the recorded rounds."""
-    from report.compose import compose_rounds
+    from report.publish.compose import compose_rounds
     bundles = [(ROOT / "runs" / f"round-{n}" / "bundle", f"round-{n}") for n in (1, 2, 3, 4, 5)]
     bundles = [(b, r) for b, r in bundles if (b / "manifest.json").exists()]
     if len(bundles) < 5:

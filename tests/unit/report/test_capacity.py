@@ -13,13 +13,13 @@ import re
 
 import pytest
 
-from report import fit
-from report import kvlayout as K
-from report import params as P
-from report import theory as th
-from report.explain import main
+from report.architecture import fit
+from report.architecture import kvlayout as K
+from report.architecture import params as P
+from report.architecture import theory as th
+from report.architecture.modelconfig import FULL, SLIDING, parse_config_json
 from report.ledger import Absent
-from report.modelconfig import FULL, SLIDING, parse_config_json
+from report.planner.explain import main
 from tests.conftest import FIXTURES
 
 MODELS = FIXTURES / "models"

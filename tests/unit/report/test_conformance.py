@@ -12,14 +12,14 @@ from __future__ import annotations
 import pytest
 
 from bundle.expect import ExpectError, expect_from_dict
-from report.conformance import (
+from report.judge.conformance import (
     bundle_checks,
     checks_table,
     confusion,
     confusion_table,
     point_checks,
 )
-from report.diagnosis import BOTTLENECKS
+from report.judge.diagnosis import BOTTLENECKS
 from tests.conftest import FIXTURES, ROOT
 
 CORPUS = sorted((FIXTURES / "corpus").glob("*/bundle")) + sorted((ROOT / "runs").glob("round-*/bundle"))

@@ -10,13 +10,13 @@ import pytest
 
 from bench.exposition import parse_exposition
 from bundle.request_table import RequestTable
-from report import clienterror as CE
-from report import hostload as HL
-from report import logstats as LS
-from report import occupancy as OC
-from report.diagnosis import distortion_check, held_check, saturation_check
+from report.derive import clienterror as CE
+from report.derive import hostload as HL
+from report.derive import occupancy as OC
+from report.derive import serverlog as LS
+from report.derive.serverlog import server_log_facts
+from report.judge.diagnosis import distortion_check, held_check, saturation_check
 from report.ledger import Absent
-from report.serverlog import server_log_facts
 
 
 def request(t_send, chunks, t_end=None, point="p", warmup=False):

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from bundle.store import read_bundle
-from report.build import build_ledger, read_round
-from report.diagnosis import kv_pool_full, point_bottleneck, point_validity, val
+from report.derive.round_ledger import read_round
+from report.judge.diagnosis import kv_pool_full, point_bottleneck, point_validity, val
+from report.judge.verdicts import build_ledger
 from tests.conftest import FIXTURES, ROOT
 
 FIX = FIXTURES
@@ -160,7 +161,7 @@ def test_a_served_model_directory_covers_the_whole_vocabulary(tmp_path):
 def test_a_tokenizer_smaller_than_the_vocabulary_is_said_in_both_languages(tmp_path):
     import shutil
 
-    from report.compose import compose_round
+    from report.publish.compose import compose_round
     b = tmp_path / "b"
     shutil.copytree(FIX / "h200-lockstep", b)
     m = json.loads((b / "manifest.json").read_text())
@@ -174,7 +175,7 @@ def test_a_tokenizer_smaller_than_the_vocabulary_is_said_in_both_languages(tmp_p
 
 
 def test_invalid_points_are_drawn_apart_and_off_the_lines(h200):
-    from report import figures as F
+    from report.publish import figures as F
     _, led = h200
     assert led["p.L1024-c256.valid"].value is False and led["p.L1024-c64.valid"].value is True
     spec = F.fig_throughput(led, ["L1024-c1", "L1024-c64", "L1024-c256"], "concurrency").specs["en"]
@@ -192,7 +193,7 @@ def test_invalid_points_are_drawn_apart_and_off_the_lines(h200):
 
 
 def test_the_roofline_is_titled_for_what_it_can_show(round3, h200):
-    from report import figures as F
+    from report.publish import figures as F
     rd, led = round3
     cpu = F.fig_roofline(led, [p.pid for p in rd.points])
     assert "no roof" in cpu.title["en"] and "无屋顶" in cpu.title["zh"]
@@ -216,7 +217,7 @@ def test_without_a_scrape_after_the_warm_up_both_sides_include_it(h200):
 def test_a_short_point_with_no_scrape_after_its_warm_up_compares_like_with_like():
     # cpu-demo: C=8 of `make demo` (24 requests, about a second long) on the embedded CPU
     # engine, trimmed by tools/trim_bundle.py; no scrape falls after its warm-up ends.
-    from report.findings import population_finding
+    from report.judge.findings import population_finding
     _, led = ledger_of(FIX / "cpu-demo")
     k = "p.L128-c8."
     assert val(led, k + "population_excludes_warmup") is False
@@ -233,7 +234,7 @@ def test_a_short_point_with_no_scrape_after_its_warm_up_compares_like_with_like(
     (0.01, 0.99, True, True),
 ])
 def test_late_open_loop_sends_are_named_by_what_held_them(late, at_cap, capped, missed):
-    from report.diagnosis import capped_check, schedule_check
+    from report.judge.diagnosis import capped_check, schedule_check
     values = {"late_send_share": late, "cap_held_fraction": at_cap}
     assert capped_check(values.get)[0] is capped
     assert schedule_check(values.get)[0] is missed

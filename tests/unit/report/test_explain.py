@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from report.explain import JSON_KEYS, main
+from report.planner.explain import JSON_KEYS, main
 from tests.conftest import FIXTURES, ROOT
 
 QWEN = FIXTURES / "models" / "qwen2.5-7b-instruct.config.json"
@@ -165,7 +165,7 @@ def test_bad_inputs_exit_2(capsys, qwen_path, tmp_path):
 
 
 def test_module_entry_point_no_traceback(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "report.explain", "--model", str(tmp_path / "x"), "--gpu", "L4"],
+    r = subprocess.run([sys.executable, "-m", "report.planner.explain", "--model", str(tmp_path / "x"), "--gpu", "L4"],
                        cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1

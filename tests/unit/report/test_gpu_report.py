@@ -14,8 +14,8 @@ import shutil
 import pytest
 
 from bundle.store import read_bundle
-from report.compose import compose_rounds
-from report.render import render_round
+from report.publish.compose import compose_rounds
+from report.publish.render import render_round
 from tests.conftest import FIXTURES, ROOT
 
 ROUND = ROOT / "runs" / "round-3" / "bundle"

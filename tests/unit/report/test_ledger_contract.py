@@ -12,7 +12,7 @@ Contract:
   absent with a reason in words; no value is 0 where its input was missing;
 - every public function of the quantity modules has a docstring.
 
-Known gaps of report/build.py, listed by key pattern below so that each test still fails on
+Known gaps of report/derive/round_ledger.py, listed by key pattern below so that each test still fails on
 any other violation and on a listed one that has been fixed (remove it from the list then).
 """
 
@@ -29,12 +29,13 @@ import pytest
 
 from bench.plan import Plan, SweepSpec, WorkloadSpec
 from bundle.store import BundleWriter, read_bundle
-from report import build as B
+from report.derive import round_ledger as B
+from report.judge.verdicts import build_ledger
 from report.ledger import Ledger, Value
 from tests.standin_round import TINY_CONFIG
 
-QUANTITY_MODULES = ("report.theory", "report.analyses", "report.stats", "report.series",
-                    "report.power", "report.reconcile")
+QUANTITY_MODULES = ("report.architecture.theory", "report.derive.analyses", "report.derive.stats", "report.derive.series",
+                    "report.derive.power", "report.derive.reconcile")
 SERVER_FILES = ("metrics.jsonl", "server.log")
 
 # Keys whose value may be 0 in this fixture, and why 0 is the observation, not a stand-in.
@@ -58,7 +59,7 @@ LEGITIMATE_ZEROS = {
 }
 
 
-# Known gaps in report/build.py, as key patterns: absent values that name no source, absent
+# Known gaps in report/derive/round_ledger.py, as key patterns: absent values that name no source, absent
 # values whose reason names the wrong cause, and reasons without words. None at present; a
 # pattern listed here must match a real violation (check_known fails once it is fixed).
 KNOWN_NO_PROVENANCE: tuple[str, ...] = ()
@@ -139,7 +140,7 @@ def built(tmp_path_factory):
     assert bundle.manifest["origin"] == "hand-built-fixture"
     assert bundle.metrics == [] and bundle.server_log() is None
     rd = B.read_round(bundle)
-    return rd, B.build_ledger(rd)
+    return rd, build_ledger(rd)
 
 
 def resolve(qualified: str):

@@ -18,9 +18,10 @@ import json
 import pytest
 
 from bundle.store import read_bundle
-from report.build import build_ledger, read_round
-from report.compare import cross_round_ledger
-from report.explain import plan
+from report.derive.round_ledger import read_round
+from report.judge.compare import cross_round_ledger
+from report.judge.verdicts import build_ledger
+from report.planner.explain import plan
 from tests.conftest import FIXTURES, ROOT
 from tests.unit.report.test_ledger_contract import QUANTITY_MODULES
 
@@ -37,26 +38,26 @@ _CLOSED_FORM = "a closed form the tests check a general function of the tool aga
 
 # Public functions that never reach a ledger, by module, each with the reason it exists.
 NON_LEDGER_HELPERS: dict[str, str] = {
-    # report.analyses
+    # report.derive.analyses
     "analyses.bracketing_window": "the window of the counter reads behind a value; build.py cites it as sources",
-    "analyses.counter_rate_series": "a counter's rate over time for the figures (report/figures.py), not one number",
+    "analyses.counter_rate_series": "a counter's rate over time for the figures (report/publish/figures.py), not one number",
     "analyses.doc_of": "the one-line description of a function, for derive's doc",
     "analyses.span": "a window's bounds as build.py passes them on; not a quantity",
-    # report.stats: per-request columns and selections that the ledger's statistics read
+    # report.derive.stats: per-request columns and selections that the ledger's statistics read
     **{f"stats.{n}": _SELECTION for n in (
         "e2es_ms", "failed", "interrupted_window", "itl_gaps_ms", "measured", "output_token_counts",
         "output_tokens", "point_windows", "requests_of_point", "slot_waits_ms", "tpots_ms",
         "ttfts_from_schedule_ms", "e2es_from_schedule_ms",
         "ttfts_ms")},
-    # report.series: reading scrapes
+    # report.derive.series: reading scrapes
     **{f"series.{n}": _SELECTION for n in (
         "cache_config_info", "counter_moved", "counter_rate", "gauge_series", "gauge_values",
         "histogram_increase", "histogram_mean", "histogram_window_mean",
         "kv_pool_tokens_from_cache_config", "matching_samples", "names_for", "scrape_gaps",
         "scrape_value", "scrapes_in_window", "steady_window")},
-    # report.power
+    # report.derive.power
     "power.window_samples": _SELECTION,
-    # report.theory: the terms the ledger's theory functions are made of
+    # report.architecture.theory: the terms the ledger's theory functions are made of
     **{f"theory.{n}": "a term of a theory function the ledger names (or of the planner's)" for n in (
         "attention_params_per_layer", "embedding_params", "flops_per_token", "kv_bytes_per_token",
         "kv_pool_tokens_from_memory", "max_concurrency", "mbu", "mfu", "mha_kv_bytes_per_token",
@@ -66,7 +67,7 @@ NON_LEDGER_HELPERS: dict[str, str] = {
         "weight_bytes_read_per_step")},
     "theory.max_input_len_at_concurrency_whole_blocks": _CLOSED_FORM,
     "theory.vllm_estimated_read_bytes_by_kind": _CLOSED_FORM,
-    # report.reconcile
+    # report.derive.reconcile
     **{f"reconcile.{n}": _SELECTION for n in (
         "counter_window", "effective_concurrency", "estimated_counter_increase", "lifecycle_window",
         "quiet_bracketing_window", "requests_inside_window", "requests_straddling_window",
@@ -84,7 +85,7 @@ NON_LEDGER_HELPERS: dict[str, str] = {
 
 
 def public_functions(module: str) -> list[str]:
-    """"module.name" of each public function defined in MODULE (report.theory → theory.x)."""
+    """"module.name" of each public function defined in MODULE (report.architecture.theory → theory.x)."""
     mod = importlib.import_module(module)
     short = module.rsplit(".", 1)[1]
     return [f"{short}.{name}" for name, f in inspect.getmembers(mod, inspect.isfunction)

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from report.compose import compose_round, point_labels
-from report.render import Page
+from report.publish.compose import compose_round, point_labels
+from report.publish.render import Page
 from tests.conftest import ROOT
 
 
@@ -53,7 +53,7 @@ def test_a_point_is_named_by_the_settings_that_vary():
     ((0.01, 0.30), (-0.05, 0.10), "Not reproduced:"),
 ])
 def test_reproduced_is_said_only_when_throughput_and_tail_latency_both_hold(tput, ttft, head):
-    from report.findings import reproducibility_finding
+    from report.judge.findings import reproducibility_finding
     from report.ledger import Ledger
     led = Ledger()
     for name, (lo, hi) in (("tput", tput), ("ttft_p99", ttft)):
@@ -83,7 +83,7 @@ def test_round_4_quantifies_the_decode_floor_the_headroom_and_the_step_budget(ro
 
 
 def test_no_crossover_is_extrapolated_through_a_queue_of_noise():
-    from report.analyses import crossover_concurrency
+    from report.derive.analyses import crossover_concurrency
     from report.ledger import Absent
     # round 4: a 0.019 ms queue at C=64 gave slope 11.4 and "C ≈ 148"; not said any more
     with pytest.raises(Absent) as e:
@@ -93,7 +93,7 @@ def test_no_crossover_is_extrapolated_through_a_queue_of_noise():
 
 
 def test_the_itl_slope_is_fitted_over_the_points_that_ran_all_c_requests():
-    from report.verdicts import read_bundle_ledger
+    from report.judge.verdicts import read_bundle_ledger
     rd, led = read_bundle_ledger(ROOT / "runs" / "round-5" / "bundle")
     held = [p.pid for p in rd.points if (led.value_of(f"p.{p.pid}.effective_concurrency") or 0)
             >= p.settings["concurrency"] and led.value_of(f"p.{p.pid}.valid")]

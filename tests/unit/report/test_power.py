@@ -1,4 +1,4 @@
-"""report/power.py over a real NVML capture from an H200 (idle, bf16 matmul loop, idle)."""
+"""report/derive/power.py over a real NVML capture from an H200 (idle, bf16 matmul loop, idle)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 from bundle.store import read_bundle
-from report import power
+from report.derive import power
 from report.ledger import Absent, Ledger
 from tests.conftest import FIXTURES
 

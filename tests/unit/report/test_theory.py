@@ -13,9 +13,9 @@ import math
 
 import pytest
 
-from report import params as pa
-from report import theory as th
-from report.gpus import lookup_gpu
+from report.architecture import params as pa
+from report.architecture import theory as th
+from report.architecture.gpus import lookup_gpu
 from report.ledger import Absent, Ledger
 from tests.conftest import FIXTURES
 

@@ -11,12 +11,8 @@ import string
 import pytest
 
 from bundle.store import read_bundle
-from report.build import (
-    GPU_ABSENT_CODES,
-    build_ledger,
-    gpu_absent_reason,
-    read_round,
-)
+from report.derive.round_ledger import GPU_ABSENT_CODES, gpu_absent_reason, read_round
+from report.judge.verdicts import build_ledger
 from report.ledger import Absent, Ledger, Reason
 from report.words import LANGS, fields_of, section, word
 from tests.conftest import ROOT  # noqa: E402

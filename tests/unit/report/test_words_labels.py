@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from report.ledger import Value
-from report.render import quantity_code, render_round
+from report.publish.render import quantity_code, render_round
 from report.words import fields_of, section
 from tests.conftest import ROOT  # noqa: E402
 
@@ -120,7 +120,7 @@ def _bundles() -> list[Path]:
 def reports():
     """The report objects of every committed round (each compared with the one before, so the
     cross-round values are there too) and of every fixture bundle."""
-    from report.compose import compose_rounds
+    from report.publish.compose import compose_rounds
     bundles = _bundles()
     rounds = [(p, p.parent.name) for p in bundles if p.parent.parent.name == "runs"]
     out = compose_rounds(rounds)

@@ -7,7 +7,8 @@ import ast
 import re
 
 from bundle.store import read_bundle
-from report.build import build_ledger, read_round
+from report.derive.round_ledger import read_round
+from report.judge.verdicts import build_ledger
 from report.ledger import Source
 from report.words import LANGS, fields_of, section
 from tests.conftest import ROOT  # noqa: E402

@@ -1,0 +1,386 @@
+"""Derived quantities that combine other ledger values (ANALYSES.md items 1-21).
+
+Each is a pure function named for what it returns, with a one-line docstring that the
+report shows as its description. Missing or degenerate inputs raise Absent with a reason.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from bundle.request_table import RequestTable, as_request_table
+from report.derive import series
+from report.ledger import Absent
+
+# -------------------------------------------------------------- server-side means (ms)
+
+QUEUE = "vllm:request_queue_time_seconds"
+PREFILL = "vllm:request_prefill_time_seconds"
+DECODE = "vllm:request_decode_time_seconds"
+SERVER_TTFT = "vllm:time_to_first_token_seconds"
+ITERATION_TOKENS = "vllm:iteration_tokens_total"
+
+
+def mean_queue_ms(scrapes: list, t_start: float, t_end: float) -> float:
+    """Mean time a request waited in the scheduler queue: Δsum/Δcount of request_queue_time_seconds, ms."""
+    return 1e3 * series.histogram_window_mean(scrapes, t_start, t_end, QUEUE)
+
+
+def mean_prefill_ms(scrapes: list, t_start: float, t_end: float) -> float:
+    """Mean prefill time (scheduled to first token): Δsum/Δcount of request_prefill_time_seconds, ms."""
+    return 1e3 * series.histogram_window_mean(scrapes, t_start, t_end, PREFILL)
+
+
+def mean_iteration_tokens(scrapes: list, t_start: float, t_end: float) -> float:
+    """Mean tokens per engine step: Δsum/Δcount of iteration_tokens_total."""
+    return series.histogram_window_mean(scrapes, t_start, t_end, ITERATION_TOKENS)
+
+
+def frontend_ms(ttft_ms_mean: float, queue_ms_mean: float, prefill_ms_mean: float) -> float:
+    """Client TTFT not explained by server queue and prefill: API server, IPC and network."""
+    return ttft_ms_mean - queue_ms_mean - prefill_ms_mean
+
+
+def share(part: float, whole: float) -> float:
+    """A part as a fraction of its whole."""
+    if whole == 0:
+        raise Absent("reason.whole_zero")
+    return part / whole
+
+
+def ratio(numerator: float, denominator: float, scale: float = 1.0) -> float:
+    """One quantity divided by another (times a unit scale)."""
+    if denominator == 0:
+        raise Absent("reason.denominator_zero")
+    return numerator / denominator * scale
+
+
+def scaled_ratio(numerator: float, denominator: float, scale: float) -> float:
+    """A rate in scaled units (e.g. TFLOP/s) divided by a peak in base units: numerator × scale ÷ denominator."""
+    if denominator == 0:
+        raise Absent("reason.peak_zero")
+    return numerator * scale / denominator
+
+
+def product(a: float, b: float) -> float:
+    """a times b."""
+    return a * b
+
+
+def effective_concurrency(concurrency: float, server_running_median: float) -> float:
+    """Requests actually holding KV: the median of running requests when the pool caps it below C, else C."""
+    return min(concurrency, server_running_median)
+
+
+def usable_pool_tokens(pool_tokens: int, block_size: int) -> int:
+    """Pool tokens vLLM's usage gauge is a fraction of: one block (the null block) fewer."""
+    if pool_tokens <= block_size:
+        raise Absent("reason.pool_one_block")
+    return pool_tokens - block_size
+
+
+def difference(a: float, b: float) -> float:
+    """a minus b."""
+    return a - b
+
+
+def relative_difference(new: float, old: float) -> float:
+    """Relative change from OLD to NEW, as a fraction of OLD."""
+    if old == 0:
+        raise Absent("reason.reference_zero")
+    return (new - old) / old
+
+
+def percentage_point_error(measured: float, expected: float) -> float:
+    """Measured minus expected, both fractions, in percentage points."""
+    return 100.0 * (measured - expected)
+
+
+def prefill_part_of_iteration(mean_iteration_tokens: float, decode_tokens: float) -> float:
+    """Tokens per engine step that are not decode: mean step tokens minus running requests."""
+    return mean_iteration_tokens - decode_tokens
+
+
+def per_request_server_ms(requests: RequestTable, field: str) -> float:
+    """Mean of one per-request server timing (from the usage chunk's metrics), ms."""
+    vals = as_request_table(requests).server_metric(field)
+    vals = vals[~np.isnan(vals)]
+    if not len(vals):
+        raise Absent("reason.no_server_field", field=field)
+    return float(np.cumsum(vals)[-1]) / len(vals)  # summed in order, as sum()
+
+
+# -------------------------------------------------------------- growth and crossover
+
+def loglog_slope(x1: float, y1: float, x2: float, y2: float) -> float:
+    """Slope of log y against log x between two points (the local power-law exponent)."""
+    if min(x1, y1, x2, y2) <= 0:
+        raise Absent("reason.log_of_nonpositive")
+    if x1 == x2:
+        raise Absent("reason.points_share_x")
+    return math.log(y2 / y1) / math.log(x2 / x1)
+
+
+# A mean queue time below this (ms) is scheduling noise: no power law is drawn through it.
+QUEUE_FLOOR_MS = 1.0
+
+
+def crossover_concurrency(c_last: float, prefill_last: float, queue_last: float,
+                          slope_queue: float, slope_prefill: float, queue_prev: float) -> float:
+    """Concurrency where the queue and prefill power laws meet: C·exp(ln(P/Q)/(s_q − s_p)).
+
+    Only where the queue was measurable at both points the slopes come from (QUEUE_PREV and
+    QUEUE_LAST at or above QUEUE_FLOOR_MS): a line through a 0.02 ms queue extrapolates noise.
+    """
+    if min(queue_prev, queue_last) < QUEUE_FLOOR_MS:
+        raise Absent("reason.queue_below_floor", floor=QUEUE_FLOOR_MS)
+    if slope_queue <= slope_prefill:
+        raise Absent("reason.queue_not_faster")
+    if queue_last <= 0 or prefill_last <= 0:
+        raise Absent("reason.queue_or_prefill_zero")
+    return c_last * math.exp(math.log(prefill_last / queue_last) / (slope_queue - slope_prefill))
+
+
+def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, float]:
+    if len(xs) != len(ys) or len(xs) < 2:
+        raise Absent("reason.fit_two_points")
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        raise Absent("reason.x_all_equal")
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    slope = sxy / sxx
+    intercept = my - slope * mx
+    ss_tot = sum((y - my) ** 2 for y in ys)
+    ss_res = sum((y - (intercept + slope * x)) ** 2 for x, y in zip(xs, ys))
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    return slope, intercept, r2
+
+
+def fit_slope(xs: list, ys: list) -> float:
+    """Least-squares slope of y on x."""
+    return _fit(xs, ys)[0]
+
+
+def fit_intercept(xs: list, ys: list) -> float:
+    """Least-squares intercept of y on x."""
+    return _fit(xs, ys)[1]
+
+
+def fit_r_squared(xs: list, ys: list) -> float:
+    """Coefficient of determination R² of the least-squares line of y on x."""
+    if len(xs) < 3:
+        raise Absent("reason.r2_two_points")
+    return _fit(xs, ys)[2]
+
+
+# -------------------------------------------------------------- KV
+
+def kv_tokens_in_use(usage_fraction: float, pool_tokens: float) -> float:
+    """Tokens held in the KV cache: usage fraction times the pool in tokens."""
+    return usage_fraction * pool_tokens
+
+
+def kv_occupancy(concurrency: float, input_len: float, output_len: float, pool_tokens: float) -> float:
+    """Theoretical KV occupancy C·(L+out)/pool (blocks not rounded)."""
+    return concurrency * (input_len + output_len) / pool_tokens
+
+
+def decode_floor_ms(weight_bytes: float, peak_bandwidth: float) -> float:
+    """The shortest decode step: every weight read once at the peak bandwidth, in ms.
+
+    A dense model's step reads them all whatever the batch; its KV reads come on top.
+    """
+    if peak_bandwidth <= 0:
+        raise Absent("reason.denominator_zero")
+    return weight_bytes / peak_bandwidth * 1e3
+
+
+def requests_that_fit(pool_tokens: float, request_tokens: float) -> int:
+    """Whole requests of REQUEST_TOKENS each that the pool's POOL_TOKENS hold at once."""
+    if request_tokens <= 0:
+        raise Absent("reason.denominator_zero")
+    return int(pool_tokens // request_tokens)
+
+
+def peak_at_clock(peak: float, clock_mhz: float, max_clock_mhz: float) -> float:
+    """A datasheet peak at the boost clock scaled to the clock the GPU ran at."""
+    if max_clock_mhz <= 0:
+        raise Absent("reason.denominator_zero")
+    return peak * clock_mhz / max_clock_mhz
+
+
+def giga(value: float) -> float:
+    """A value in units of 10^9."""
+    return value / 1e9
+
+
+def tera(value: float) -> float:
+    """A value in units of 10^12."""
+    return value / 1e12
+
+
+def pool_tokens_agreement(log_tokens: float, metric_tokens: float) -> float:
+    """Relative difference between the pool size from the log and from cache_config_info."""
+    return (metric_tokens - log_tokens) / log_tokens
+
+
+def span(values: list) -> float:
+    """Largest minus smallest of a list of values."""
+    if not values:
+        raise Absent("reason.no_values")
+    return max(values) - min(values)
+
+
+def minimum(values: list) -> float:
+    """The smallest of a list of values."""
+    if not values:
+        raise Absent("reason.no_values")
+    return min(values)
+
+
+def maximum(values: list) -> float:
+    """The largest of a list of values."""
+    if not values:
+        raise Absent("reason.no_values")
+    return max(values)
+
+
+def count(values: list) -> int:
+    """How many values."""
+    return len(values)
+
+
+def loop_lag_p99_ms(client_samples: list, t_start: float, t_end: float) -> float:
+    """p99 of the client's own event-loop delay inside the window, ms (the client's lag)."""
+    return loop_lag_ms_quantile(client_samples, t_start, t_end, 99)
+
+
+def loop_lag_ms_quantile(client_samples: list, t_start: float, t_end: float, q: float) -> float:
+    """The q-th percentile of the client's event-loop delay inside the window, ms."""
+    from report.derive.stats import percentile
+    vals = [s["loop_lag_s"] * 1e3 for s in client_samples if t_start <= s["t"] <= t_end]
+    if not vals:
+        raise Absent("reason.no_client_lag")
+    return percentile(vals, q)
+
+
+def _read_samples(client_samples: list, t_start: float, t_end: float) -> list:
+    rows = [s for s in client_samples if t_start <= s["t"] <= t_end and "reads" in s]
+    if not rows:
+        raise Absent("reason.no_read_counters")
+    return rows
+
+
+def kernel_stamped_read_share(client_samples: list, t_start: float, t_end: float) -> float:
+    """Share of the client's stream reads in the window timed by the kernel's receive stamp."""
+    rows = _read_samples(client_samples, t_start, t_end)
+    reads = sum(s["reads"] for s in rows)
+    if not reads:
+        raise Absent("reason.no_stream_reads")
+    return sum(s["reads_kernel_stamped"] for s in rows) / reads
+
+
+def packet_stamped_read_share(client_samples: list, t_start: float, t_end: float) -> float:
+    """Share of the client's stream reads in the window whose every byte was timed by its own TCP segment's arrival (packet ring)."""
+    rows = _read_samples(client_samples, t_start, t_end)
+    if not any("reads_packet_stamped" in s for s in rows):
+        raise Absent("reason.no_packet_ring")
+    reads = sum(s["reads"] for s in rows)
+    if not reads:
+        raise Absent("reason.no_stream_reads")
+    return sum(s.get("reads_packet_stamped", 0) for s in rows) / reads
+
+
+def socket_wait_p99_ms(client_samples: list, t_start: float, t_end: float) -> float:
+    """p99 over the window's lag samples of the longest socket-buffer wait of stream bytes timed by their read, ms.
+
+    Each 0.5 s sample holds the longest time bytes waited before the client read them, known
+    from kernel-stamped reads only; a p99, not the max: one stall of the host is not the rule.
+    Reads whose bytes were all timed by their segments' arrival (packet ring) add no wait:
+    their times do not depend on when they were read.
+    """
+    from report.derive.stats import percentile
+    rows = [s for s in _read_samples(client_samples, t_start, t_end) if s["reads_kernel_stamped"]]
+    if not rows:
+        raise Absent("reason.no_kernel_stamp")
+    return percentile([s["read_wait_max_s"] * 1e3 for s in rows], 99)
+
+
+def client_timing_error_bound_ms(client_samples: list, t_start: float, t_end: float) -> float:
+    """How late the client may have timed a chunk in the window, ms.
+
+    Every read kernel-stamped: the p99 socket-buffer wait of bytes timed by their read (a
+    read that holds several events gives the older ones the newest one's stamp; a lone event
+    is timed exactly; bytes timed by their own segment's arrival wait for nothing, so with
+    every read segment-stamped the bound is 0). Otherwise: the p99 of the event-loop delay
+    (a chunk is timed when the loop reads it).
+    """
+    try:
+        if kernel_stamped_read_share(client_samples, t_start, t_end) == 1.0:
+            return socket_wait_p99_ms(client_samples, t_start, t_end)
+    except Absent:
+        pass
+    return loop_lag_p99_ms(client_samples, t_start, t_end)
+
+
+def bracketing_window(scrapes: list, t_start: float, t_end: float) -> tuple[float, float]:
+    """The window widened to the last successful scrape at or before its start and the first at or after its end.
+
+    Counters and histograms are differenced between these two scrapes, so a point shorter
+    than the scrape interval still gets its increase; points are separated by an idle
+    cool-down, so the widening adds idle time only.
+    """
+    ok = [s["t"] for s in scrapes if s.get("ok")]
+    before = [t for t in ok if t <= t_start]
+    after = [t for t in ok if t >= t_end]
+    return (before[-1] if before else t_start, after[0] if after else t_end)
+
+
+def identity_of(value: float) -> float:
+    """The same value under another name: carried over from another round, or the source chosen."""
+    return value
+
+
+def interpolate(x: float, xs: list, ys: list) -> float:
+    """Linear interpolation of y at x between measured (xs, ys) points, xs ascending."""
+    if len(xs) < 2 or not xs[0] <= x <= xs[-1]:
+        raise Absent("reason.outside_range_no_extrapolation")
+    for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
+        if x0 <= x <= x1:
+            return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    raise Absent("reason.outside_range")
+
+
+def doc_of(func) -> str:
+    """The one-line docstring of a quantity function (for values recorded as absent)."""
+    from report.ledger import doc_line
+    return doc_line(func)
+
+
+def counter_rate_series(scrapes: list, name: str) -> list[tuple[float, float]]:
+    """(t, per-second rate) of counter NAME between consecutive successful scrapes; a drop (restart) is skipped."""
+    pts = []
+    for s in scrapes:
+        if not s.get("ok"):
+            continue
+        try:
+            pts.append((s["t"], series.scrape_value(s["samples"], name)))
+        except Absent:
+            continue
+    out = []
+    for (t0, v0), (t1, v1) in zip(pts, pts[1:]):
+        if t1 > t0 and v1 >= v0:
+            out.append(((t0 + t1) / 2, (v1 - v0) / (t1 - t0)))
+    if not out:
+        raise Absent("reason.too_few_scrapes_carry", name=name)
+    return out
+
+
+def gauge_peak(scrapes: list, t_start: float, t_end: float, name: str) -> float:
+    """Largest sample of gauge NAME in the window."""
+    return series.peak_value(series.gauge_values(scrapes, t_start, t_end, name))

@@ -1,0 +1,137 @@
+"""The client's timing error, measured from what it recorded, and the engine's ITL to hold it against.
+
+Events read together share one stamp, so within a request two consecutive chunks with the
+same time were read (or, with the packet ring, received in one TCP segment) together. Only
+such an event can carry a later event's stamp; an event read alone keeps its own kernel stamp
+exactly, however long it waited in the socket. A co-read event is late by at most the longest
+time bytes waited in the socket during its 0.5 s client sample; only where that exceeds the
+tolerance may its time be wrong. If a share s of the events may be wrong, at most 2s of the
+gaps are (each event bounds two), and a measured q-quantile is off by at most the distance to
+the (q ± 200s)-quantiles: the error of ITL p50 and p99 is that distance, in ms.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bundle.request_table import RequestTable, as_request_table
+from report.derive import series
+from report.ledger import Absent
+
+ENGINE_ITL = "vllm:inter_token_latency_seconds"
+
+
+def _pairs(requests: RequestTable) -> tuple[np.ndarray, np.ndarray]:
+    """(gap in s, time of the later chunk) of every two consecutive chunks of one request."""
+    t, _, off = as_request_table(requests).chunks()
+    if len(t) < 2:
+        return np.zeros(0), np.zeros(0)
+    same = np.ones(len(t) - 1, dtype=bool)
+    starts = off[1:-1]
+    starts = starts[(starts > 0) & (starts < len(t))]
+    same[starts - 1] = False                  # chunk j+1 opens the next request
+    return np.diff(t)[same], t[1:][same]
+
+
+def chunk_gaps_ms(requests: RequestTable) -> np.ndarray:
+    """Gaps between consecutive chunks of each request, ms (a chunk, not a token, is the unit)."""
+    gaps, _ = _pairs(requests)
+    return gaps * 1e3
+
+
+def zero_gap_chunks(requests: RequestTable) -> int:
+    """Chunks that arrived with the same stamp as the chunk before them in their request."""
+    gaps, _ = _pairs(requests)
+    return int(np.count_nonzero(gaps == 0))
+
+
+def events_received(requests: RequestTable) -> int:
+    """Chunks (stream events that carried tokens) the client received."""
+    t, _, _ = as_request_table(requests).chunks()
+    return int(len(t))
+
+
+def reads_in_window(client_samples: list, t_start: float, t_end: float) -> int:
+    """Stream reads the client made inside the window (client.jsonl's read counters)."""
+    rows = [s for s in client_samples if t_start <= s["t"] <= t_end and "reads" in s]
+    if not rows:
+        raise Absent("reason.no_read_counters")
+    return int(sum(s["reads"] for s in rows))
+
+
+def coread_share_by_counters(requests: RequestTable, client_samples: list, t_start: float,
+                             t_end: float) -> float:
+    """Share of the window's events that shared a read, by the counters: (events − reads) ÷ events, at least 0 (a read may also carry no event)."""
+    t, _, _ = as_request_table(requests).chunks()
+    events = int(np.count_nonzero((t >= t_start) & (t < t_end)))
+    if not events:
+        raise Absent("reason.no_samples")
+    reads = reads_in_window(client_samples, t_start, t_end)
+    return max(0, events - reads) / events
+
+
+def _sample_of(client_samples: list, times: np.ndarray) -> tuple[np.ndarray, list]:
+    """The index of the client sample whose interval [t, next t) holds each time (-1: none)."""
+    rows = sorted(client_samples, key=lambda s: s["t"])
+    ts = np.array([s["t"] for s in rows], dtype=np.float64)
+    return np.searchsorted(ts, times, side="right") - 1, rows
+
+
+def mistimed_events(requests: RequestTable, client_samples: list, tolerance_ms: float) -> int:
+    """Co-read events whose stamp may be later than their arrival by more than TOLERANCE_MS.
+
+    A co-read event (same stamp as the chunk before it) is counted when its client sample was
+    not wholly packet-stamped and its longest socket wait (or, for a client without read
+    counters, its event-loop delay) exceeded the tolerance.
+    """
+    gaps, later = _pairs(requests)
+    times = later[gaps == 0]
+    if not len(times):
+        return 0
+    if not client_samples:
+        raise Absent("reason.no_client_lag")
+    idx, rows = _sample_of(client_samples, times)
+    late = np.zeros(len(rows), dtype=bool)
+    for i, s in enumerate(rows):
+        if "reads" in s:
+            packet = s.get("reads_packet_stamped", 0)
+            whole = s["reads"] > 0 and packet >= s["reads"]
+            late[i] = not whole and s["read_wait_max_s"] * 1e3 > tolerance_ms
+        else:
+            late[i] = s["loop_lag_s"] * 1e3 > tolerance_ms
+    inside = idx >= 0
+    return int(np.count_nonzero(late[idx[inside]])) + int(np.count_nonzero(~inside))
+
+
+def quantile_error_ms(gaps_ms: np.ndarray, q: float, wrong_share: float) -> float:
+    """How far the q-th percentile of GAPS_MS can be from the truth when a share WRONG_SHARE of events is mistimed: the distance to the (q ± 200·share)-th percentiles, ms."""
+    xs = np.sort(np.asarray(gaps_ms, dtype=np.float64))
+    if not len(xs):
+        raise Absent("reason.no_samples")
+    d = 200.0 * wrong_share
+    lo, mid, hi = np.percentile(xs, [max(0.0, q - d), q, min(100.0, q + d)])
+    return float(max(hi - mid, mid - lo))
+
+
+def engine_itl_bucket_ms(scrapes: list, t_start: float, t_end: float, q: float, edge: str) -> float:
+    """The lower or upper bound (EDGE) of the engine ITL histogram bucket that holds its q-th percentile over the window, ms."""
+    delta = series.histogram_increase(scrapes, t_start, t_end, ENGINE_ITL)
+    if delta.count <= 0 or not delta.buckets:
+        raise Absent("reason.no_observations_mean", name=ENGINE_ITL)
+    rank = q / 100.0 * delta.count
+    lower = 0.0
+    for le, cum in delta.buckets:
+        if cum >= rank:
+            return (lower if edge == "low" else le) * 1e3
+        lower = le
+    return lower * 1e3
+
+
+def outside_bucket(value: float, low: float, high: float) -> float:
+    """How far VALUE lies outside [LOW, HIGH], as a share of the nearer bound (0 inside)."""
+    if low <= value <= high:
+        return 0.0
+    bound = low if value < low else high
+    if bound <= 0:
+        raise Absent("reason.no_observations_mean", name=ENGINE_ITL)
+    return abs(value - bound) / bound

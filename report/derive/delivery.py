@@ -1,0 +1,97 @@
+"""The engine's own timings against the client's: what delivery (API server, network, client) adds.
+
+vLLM 0.24's definitions (vllm/v1/metrics/stats.py): `inter_token_latency_seconds` is the
+gap between two engine-core output timestamps of one request; `request_time_per_output_token_seconds`
+is a finished request's (last − first engine-core token timestamp) / (tokens − 1);
+`time_to_first_token_seconds` runs from the request's arrival in the API server's engine
+client to the frontend's processing of the iteration that carried its first token. So the
+first two are the engine core's pace, before the API server detokenises and streams; the
+client's per-token gaps include everything after it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bundle.request_table import RequestTable, as_request_table
+from report.derive import series
+from report.ledger import Absent
+
+ENGINE_ITL = "vllm:inter_token_latency_seconds"
+ENGINE_TTFT = "vllm:time_to_first_token_seconds"
+ENGINE_TPOT = "vllm:request_time_per_output_token_seconds"
+QUEUE = "vllm:request_queue_time_seconds"
+ITERATION_TOKENS = "vllm:iteration_tokens_total"
+
+
+def engine_itl_ms_mean(scrapes: list, t_start: float, t_end: float) -> float:
+    """Mean gap between a request's engine-core output timestamps: Δsum/Δcount of inter_token_latency_seconds, ms."""
+    return 1e3 * series.histogram_window_mean(scrapes, t_start, t_end, ENGINE_ITL)
+
+
+def engine_ttft_ms_mean(scrapes: list, t_start: float, t_end: float) -> float:
+    """Mean time from arrival in the engine client to the first token's iteration: Δsum/Δcount of time_to_first_token_seconds, ms."""
+    return 1e3 * series.histogram_window_mean(scrapes, t_start, t_end, ENGINE_TTFT)
+
+
+def engine_tpot_ms_mean(scrapes: list, t_start: float, t_end: float) -> float:
+    """Mean per-request engine decode pace, (last − first token) ÷ (tokens − 1): Δsum/Δcount of request_time_per_output_token_seconds, ms."""
+    return 1e3 * series.histogram_window_mean(scrapes, t_start, t_end, ENGINE_TPOT)
+
+
+def engine_steps_per_s(scrapes: list, t_start: float, t_end: float) -> float:
+    """Engine steps per second: Δcount of iteration_tokens_total over the window."""
+    if t_end <= t_start:
+        raise Absent("reason.window_empty")
+    delta = series.histogram_increase(scrapes, t_start, t_end, ITERATION_TOKENS)
+    return delta.count / (t_end - t_start)
+
+
+def client_itl_ms_mean(requests: RequestTable) -> float:
+    """Mean gap per output token as the client received it (a chunk of k tokens gives k equal gaps), ms."""
+    from report.derive.stats import itl_gaps_ms
+    gaps = itl_gaps_ms(as_request_table(requests))
+    if not len(gaps):
+        raise Absent("reason.no_two_chunks")
+    return float(np.mean(gaps))
+
+
+def last_warmup_end(requests: RequestTable) -> float:
+    """When the point's last warm-up request ended (client time)."""
+    reqs = as_request_table(requests)
+    warm = reqs.col("warmup").astype(bool)
+    ends = reqs.col("t_end")[warm]
+    ends = ends[~np.isnan(ends)]
+    if not len(ends):
+        raise Absent("reason.no_warmup")
+    return float(np.max(ends))
+
+
+def population_window(scrapes: list, t_after: float, t_end: float) -> tuple[float, float]:
+    """The first successful scrape at or after T_AFTER and the first at or after T_END: a histogram window every finish of which is a measured request."""
+    ok = [s["t"] for s in scrapes if s.get("ok")]
+    start = next((t for t in ok if t >= t_after), None)
+    end = next((t for t in ok if t >= t_end), None)
+    if start is None or end is None or end <= start:
+        raise Absent("reason.no_scrapes_bracket")
+    return start, end
+
+
+def requests_ended_between(requests: RequestTable, t_start: float, t_end: float) -> RequestTable:
+    """The requests whose last byte arrived in (T_START, T_END]."""
+    reqs = as_request_table(requests)
+    ends = reqs.col("t_end")
+    return reqs.take((ends > t_start) & (ends <= t_end))
+
+
+def requests_first_token_between(requests: RequestTable, t_start: float,
+                                 t_end: float) -> RequestTable:
+    """The requests whose first token arrived in (T_START, T_END]."""
+    reqs = as_request_table(requests)
+    first = reqs.col("t_first")
+    return reqs.take((first > t_start) & (first <= t_end))
+
+
+def server_finished_count(scrapes: list, t_start: float, t_end: float) -> float:
+    """Requests the server finished in the window: Δcount of request_queue_time_seconds."""
+    return series.histogram_increase(scrapes, t_start, t_end, QUEUE).count

@@ -1,0 +1,168 @@
+"""How many requests a point kept in flight, seen three ways, and whether its queue kept growing.
+
+The server's gauges (running + waiting), the client's own send and end times, and Little's
+law over the engine's counters (Δ`e2e_request_latency_seconds_sum` ÷ window: the mean number
+of requests inside the server) are independent signals of one quantity; a gauge that the
+other two contradict is stale, not a point that was not held. Each is a pure function.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bundle.request_table import RequestTable, as_request_table
+from report.derive import series
+from report.ledger import Absent
+
+E2E = "vllm:e2e_request_latency_seconds"
+# The engine's and the client's means describe one population when their counts are this close.
+POPULATION_SLACK = 0.1
+SUCCESS = "vllm:request_success_total"
+
+
+def client_inflight_mean(requests: RequestTable, t_start: float, t_end: float) -> float:
+    """Time-weighted mean of the requests the client had in flight (sent, not yet ended) over the window."""
+    if t_end <= t_start:
+        raise Absent("reason.window_empty")
+    reqs = as_request_table(requests)
+    send, end = reqs.col("t_send"), reqs.col("t_end")
+    ok = ~np.isnan(send)
+    send, end = send[ok], np.where(np.isnan(end[ok]), t_end, end[ok])
+    overlap = np.clip(np.minimum(end, t_end) - np.maximum(send, t_start), 0.0, None)
+    return float(overlap.sum()) / (t_end - t_start)
+
+
+def engine_inflight_mean(scrapes: list, t_start: float, t_end: float) -> float:
+    """Mean requests inside the server by Little's law: Δsum of e2e_request_latency_seconds ÷ window."""
+    if t_end <= t_start:
+        raise Absent("reason.window_empty")
+    delta = series.histogram_increase(scrapes, t_start, t_end, E2E)
+    if delta.count <= 0:
+        raise Absent("reason.no_observations_mean", name=E2E)
+    return delta.sum / (delta.t_last - delta.t_first if delta.t_last > delta.t_first
+                        else t_end - t_start)
+
+
+def engine_e2e_ms_mean(scrapes: list, t_start: float, t_end: float) -> float:
+    """Mean time a request spent in the server from its arrival in the API server's engine client to its finish: Δsum/Δcount of e2e_request_latency_seconds, ms."""
+    return 1e3 * series.histogram_window_mean(scrapes, t_start, t_end, E2E)
+
+
+def client_lifetime_ms_mean(requests: RequestTable) -> float:
+    """Mean time from a request's send to its last byte at the client, ms."""
+    reqs = as_request_table(requests)
+    life = reqs.col("t_end") - reqs.col("t_send")
+    life = life[~np.isnan(life)]
+    if not len(life):
+        raise Absent("reason.no_samples")
+    return float(np.mean(life)) * 1e3
+
+
+def engine_life_share(engine_e2e_ms: float, client_lifetime_ms: float, server_requests: float,
+                      client_requests: float) -> float:
+    """Share of a request's life at the client that it spent inside the engine (the same requests on both sides)."""
+    if client_lifetime_ms <= 0:
+        raise Absent("reason.lifetime_zero")
+    if abs(server_requests - client_requests) > POPULATION_SLACK * max(client_requests, 1):
+        raise Absent("reason.populations_differ", server=int(server_requests), client=int(client_requests))
+    return engine_e2e_ms / client_lifetime_ms
+
+
+def share_of_concurrency(mean_in_flight: float, concurrency: int) -> float:
+    """A mean number in flight as a share of the set concurrency (may exceed 1: requests in flight beyond C are the warm-up's tail)."""
+    if not concurrency:
+        raise Absent("reason.no_concurrency")
+    return mean_in_flight / concurrency
+
+
+def inflight_at(requests: RequestTable, t: float) -> int:
+    """Requests the client had in flight at time T."""
+    reqs = as_request_table(requests)
+    send, end = reqs.col("t_send"), reqs.col("t_end")
+    return int(np.count_nonzero((send <= t) & ~(end <= t)))
+
+
+def inflight_growth(requests: RequestTable, t_start: float, t_end: float) -> float:
+    """Requests in flight at the window's end minus at its start, per second of window."""
+    if t_end <= t_start:
+        raise Absent("reason.window_empty")
+    return (inflight_at(requests, t_end) - inflight_at(requests, t_start)) / (t_end - t_start)
+
+
+def late_send_share(requests: RequestTable, late_ms: float) -> float:
+    """Share of an open loop's requests sent more than LATE_MS after their scheduled time (they waited for a slot under the cap)."""
+    reqs = as_request_table(requests)
+    sched, send = reqs.col("t_sched"), reqs.col("t_send")
+    has = ~np.isnan(sched) & ~np.isnan(send)
+    if not np.any(has):
+        raise Absent("reason.no_schedule")
+    return float(np.count_nonzero((send[has] - sched[has]) * 1e3 > late_ms)) / int(np.count_nonzero(has))
+
+
+def send_span(requests: RequestTable, t_start: float, t_end: float) -> tuple[float, float]:
+    """The first and last send of REQUESTS inside the window (the window itself when fewer than two)."""
+    send = as_request_table(requests).col("t_send")
+    send = send[(send >= t_start) & (send <= t_end)]
+    if len(send) < 2:
+        return t_start, t_end
+    return float(send.min()), float(send.max())
+
+
+def send_rate(requests: RequestTable, t_start: float, t_end: float) -> float:
+    """Requests the client sent per second inside the window."""
+    if t_end <= t_start:
+        raise Absent("reason.window_empty")
+    send = as_request_table(requests).col("t_send")
+    return float(np.count_nonzero((send >= t_start) & (send < t_end))) / (t_end - t_start)
+
+
+def engine_finish_rate(scrapes: list, t_start: float, t_end: float) -> float:
+    """Requests the server finished per second: Δcount of e2e_request_latency_seconds over the window."""
+    if t_end <= t_start:
+        raise Absent("reason.window_empty")
+    delta = series.histogram_increase(scrapes, t_start, t_end, E2E)
+    span = delta.t_last - delta.t_first if delta.t_last > delta.t_first else t_end - t_start
+    return delta.count / span
+
+
+def ttft_trend(requests: RequestTable, t_start: float, t_end: float) -> float:
+    """Median TTFT of the requests sent in the window's last third over that of its first third."""
+    reqs = as_request_table(requests)
+    send, first = reqs.col("t_send"), reqs.col("t_first")
+    ok = ~np.isnan(send) & ~np.isnan(first)
+    send, ttft = send[ok], first[ok] - send[ok]
+    third = (t_end - t_start) / 3
+    early = ttft[(send >= t_start) & (send < t_start + third)]
+    late = ttft[(send >= t_end - third) & (send < t_end)]
+    if len(early) < 3 or len(late) < 3:
+        raise Absent("reason.few_requests_per_third", n=min(len(early), len(late)))
+    base = float(np.median(early))
+    if base <= 0:
+        raise Absent("reason.lifetime_zero")
+    return float(np.median(late)) / base
+
+
+def throughput_trend(requests: RequestTable, t_start: float, t_end: float) -> float:
+    """Chunks received in the window's second half over those of its first half (1: steady)."""
+    t, _, _ = as_request_table(requests).chunks()
+    mid = (t_start + t_end) / 2
+    first = np.count_nonzero((t >= t_start) & (t < mid))
+    second = np.count_nonzero((t >= mid) & (t < t_end))
+    if first == 0:
+        raise Absent("reason.no_samples")
+    return second / first
+
+
+def engine_throughput_trend(scrapes: list, t_start: float, t_end: float) -> float:
+    """Generation tokens the server counted in the window's second half over its first half."""
+    mid = (t_start + t_end) / 2
+    # Each half needs a few scrapes: a counter differenced over one or two scrape intervals
+    # moves by whole steps of the interval and reads as a drift.
+    for lo, hi in ((t_start, mid), (mid, t_end)):
+        if len(series.scrapes_in_window(scrapes, lo, hi)) < 3:
+            raise Absent("reason.too_few_scrapes_halves")
+    a = series.counter_increase(scrapes, t_start, mid, "vllm:generation_tokens_total")
+    b = series.counter_increase(scrapes, mid, t_end, "vllm:generation_tokens_total")
+    if a <= 0:
+        raise Absent("reason.mfu_counters_still")
+    return b / a

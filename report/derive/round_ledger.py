@@ -1,0 +1,925 @@
+"""Compose a round's ledger from its bundle: every number the report prints is derived here.
+
+Keys: `p.<point>.<quantity>` per point, `r.<quantity>` per round, `x.<quantity>` for
+comparisons with other rounds. Values come only from `Ledger.derive` (a pure function over
+raw samples or other values) or `Ledger.record` (a setting or count read from a bundle).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bundle.request_table import RequestTable
+from bundle.store import Bundle
+from report.architecture import params as PA
+from report.architecture import theory as T
+from report.derive import analyses as A
+from report.derive import clienterror as CE
+from report.derive import delivery as DL
+from report.derive import hostload as HL
+from report.derive import occupancy as OC
+from report.derive import reconcile as R
+from report.derive import series as S
+from report.derive import stats as ST
+from report.derive import validity as V
+from report.derive.serverlog import ServerLogFacts, log_peak, server_log_facts
+from report.ledger import Absent, Ledger, Reason, Source, reason_from_text
+
+# The steady part of a point's window used for gauge statistics (KV usage, running, waiting):
+# its middle fraction, leaving out the ramp-up after the first measured request and the
+# ramp-down while the last requests drain.
+STEADY_FRACTION = 0.6
+
+
+@dataclass
+class PointData:
+    """One point's raw inputs, as read from the bundle."""
+
+    window: ST.Window
+    requests: RequestTable      # every request of the point (warm-up and failed included)
+    measured: RequestTable      # non-warm-up, ok
+    failed: RequestTable        # non-warm-up, error
+    steady: tuple[float, float]
+
+    @property
+    def pid(self) -> str:
+        return self.window.point
+
+    @property
+    def settings(self) -> dict:
+        return self.window.settings
+
+
+@dataclass
+class RoundData:
+    """A bundle read for the report: points in run order, the log's facts, the model config."""
+
+    bundle: Bundle
+    points: list[PointData]
+    log: ServerLogFacts | None
+    config: dict | None
+    axis: str                   # "concurrency", "input_len", "server" or "single"
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.bundle.name
+
+
+def sweep_axis(points: list[PointData]) -> str:
+    """Which setting varies across the points."""
+    def varies(k: str) -> bool:
+        return len({str(p.settings.get(k)) for p in points}) > 1
+    if varies("server_set"):
+        return "server"
+    if varies("input_len") and not varies("concurrency"):
+        return "input_len"
+    if varies("concurrency") or varies("request_rate"):
+        return "concurrency"
+    return "single"
+
+
+def read_round(bundle: Bundle) -> RoundData:
+    """Split a bundle into points with their windows and requests."""
+    wins = ST.point_windows(bundle.points)
+    pts = []
+    for w in wins.values():
+        reqs = ST.requests_of_point(bundle.request_table, w)
+        if w.status == ST.INTERRUPTED:
+            w = ST.interrupted_window(w, reqs)
+        pts.append(PointData(window=w, requests=reqs, measured=ST.measured(reqs),
+                             failed=ST.failed(reqs),
+                             steady=S.steady_window(w.t_measure, w.t_end, STEADY_FRACTION)
+                             if w.t_end > w.t_measure else (w.t_measure, w.t_end)))
+    log_text = bundle.server_log()
+    log = server_log_facts(log_text) if log_text else None
+    config = (bundle.manifest.get("model") or {}).get("config")
+    return RoundData(bundle=bundle, points=pts, log=log, config=config, axis=sweep_axis(pts))
+
+
+def _src_requests(rd: RoundData, p: PointData, code: str = "source.requests_of_point",
+                  **more) -> tuple[Source, ...]:
+    return (Source.of(f"{rd.name}/{rd.bundle.file_for('requests')}", code, n=len(p.requests),
+                      point=p.pid, measured=len(p.measured), **more),)
+
+
+def _src_metrics(rd: RoundData, a: float, b: float, what: Source | None = None) -> tuple[Source, ...]:
+    n = sum(1 for s in rd.bundle.metrics if a <= s["t"] <= b)
+    file = f"{rd.name}/{rd.bundle.file_for('metrics')}"
+    if a == float("-inf") and b == float("inf"):
+        if what is None:
+            return (Source.of(file, "source.scrapes_whole", n=n),)
+        return (Source.of(file, "source.scrapes_whole_of", n=n, what=what),)
+    if what is None:
+        return (Source.of(file, "source.scrapes_span_only", n=n, a=a, b=b),)
+    return (Source.of(file, "source.scrapes_span", n=n, a=a, b=b, what=what),)
+
+
+def _what(code: str, **params) -> Source:
+    """A phrase saying which scrapes of the metrics file a value used."""
+    return Source.of("", code, **params)
+
+
+def _src_window(rd: RoundData, p: PointData) -> tuple[Source, ...]:
+    return (Source.of(f"{rd.name}/{rd.bundle.file_for('points')}", "source.point_window",
+                      point=p.pid, a=p.window.t_measure, b=p.window.t_end),)
+
+
+def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
+    """Client statistics and server-side decompositions for one point."""
+    k = f"p.{p.pid}."
+    src, win = _src_requests(rd, p), _src_window(rd, p)
+    s = p.settings
+    led.record(k + "concurrency", s.get("concurrency"), doc="Concurrency (requests in flight) set for the point", sources=win)
+    led.record(k + "input_len", s.get("input_len"), unit="tok", doc="Prompt length set for the point", sources=win)
+    led.record(k + "output_len", s.get("output_len"), unit="tok", doc="Output length set for the point", sources=win)
+    if s.get("request_rate"):
+        led.record(k + "request_rate", s["request_rate"], unit="req/s", doc="Open-loop arrival rate set for the point", sources=win)
+    led.derive(k + "window_s", A.difference, unit="s", sources=win,
+               a=p.window.t_end, b=p.window.t_measure)
+    led.derive(k + "requests", A.count, unit="req", sources=src, values=p.measured)
+    led.derive(k + "failed", A.count, unit="req", sources=src, values=p.failed)
+    ttft = ST.ttfts_ms(p.measured)
+    itl = ST.itl_gaps_ms(p.measured)
+    e2e = ST.e2es_ms(p.measured)
+    tpot = ST.tpots_ms(p.measured)
+    led.derive(k + "ttft_ms_mean", ST.mean, unit="ms", sources=src, values=ttft)
+    for q in (50, 90, 99):
+        led.derive(k + f"ttft_ms_p{q}", ST.percentile, unit="ms", sources=src, values=ttft, q=q)
+        led.derive(k + f"itl_ms_p{q}", ST.percentile, unit="ms", sources=src, values=itl, q=q)
+    led.derive(k + "tpot_ms_mean", ST.mean, unit="ms", sources=src, values=tpot)
+    led.derive(k + "e2e_ms_p50", ST.percentile, unit="ms", sources=src, values=e2e, q=50)
+    led.derive(k + "e2e_ms_p99", ST.percentile, unit="ms", sources=src, values=e2e, q=99)
+    led.derive(k + "output_tok_s", ST.output_tokens_per_s, unit="tok/s", sources=src + win,
+               all_requests=p.requests, t_measure=p.window.t_measure, t_end=p.window.t_end)
+    led.derive(k + "total_tok_s", ST.total_tokens_per_s, unit="tok/s", sources=src + win,
+               all_requests=p.requests, t_measure=p.window.t_measure, t_end=p.window.t_end)
+    led.derive(k + "req_s", ST.requests_per_s, unit="req/s", sources=src + win,
+               requests=p.measured, t_measure=p.window.t_measure, t_end=p.window.t_end)
+    led.derive(k + "multi_token_chunks", ST.multi_token_chunks, unit="", sources=src, requests=p.measured)
+    led.derive(k + "slot_wait_ms_p99", ST.percentile, unit="ms", sources=src,
+               values=ST.slot_waits_ms(p.measured), q=99)
+    led.derive(k + "client_lag_ms_p99", A.loop_lag_p99_ms, unit="ms",
+               sources=(f"{rd.name}/{rd.bundle.file_for('client')}",),
+               client_samples=rd.bundle.client, t_start=p.window.t_measure, t_end=p.window.t_end)
+
+    csrc = (f"{rd.name}/{rd.bundle.file_for('client')}",)
+    cwin = {"client_samples": rd.bundle.client, "t_start": p.window.t_measure, "t_end": p.window.t_end}
+    led.derive(k + "kernel_stamped_read_share", A.kernel_stamped_read_share, unit="fraction",
+               sources=csrc, **cwin)
+    led.derive(k + "packet_stamped_read_share", A.packet_stamped_read_share, unit="fraction",
+               sources=csrc, **cwin)
+    led.derive(k + "socket_wait_ms_p99", A.socket_wait_p99_ms, unit="ms", sources=csrc, **cwin)
+    led.derive(k + "client_timing_error_ms", A.client_timing_error_bound_ms, unit="ms",
+               sources=csrc, **cwin)
+    led.derive(k + "client_lag_share_of_itl", A.ratio, unit="fraction",
+               numerator=led[k + "client_timing_error_ms"], denominator=led[k + "itl_ms_p50"])
+
+    # Server side over the same window (histogram differencing, resets handled).
+    sc = rd.bundle.metrics
+    # Counters and histograms: differenced between the scrapes that bracket the window.
+    a, b = A.bracketing_window(sc, p.window.t_measure, p.window.t_end)
+    ms = _src_metrics(rd, a, b, _what("source.what_bracketing", point=p.pid))
+    # One population: queue and prefill are observed when a request finishes, so they are
+    # differenced from the first scrape after the last warm-up request ended: every finish
+    # they count is a measured request, and the client's TTFT is taken over the same ones.
+    pa, pb, pop_what, excludes_warmup = _population_window(sc, p, a, b)
+    pms = _src_metrics(rd, pa, pb, _what(pop_what, point=p.pid))
+    # Without a scrape after the warm-up's end, both sides take every answered request of
+    # the point's window, warm-up included, so they still describe one population.
+    pop = DL.requests_ended_between(
+        p.measured if excludes_warmup else p.requests.take(p.requests.col("ok").astype(bool)), pa, pb)
+    led.record(k + "population_excludes_warmup",
+               excludes_warmup if any(s.get("ok") for s in sc) else None, sources=ms,
+               missing=Reason.of("reason.no_scrape_no_histogram_window"),
+               doc="Whether a scrape fell between the last warm-up request's end and the point's end, "
+                   "so the server's finish-time histograms could leave the warm-up out")
+    psrc = _src_requests(rd, p, "source.requests_ended_in", k=len(pop), a=pa, b=pb)
+    q = led.derive(k + "queue_ms_mean", A.mean_queue_ms, unit="ms", sources=pms, scrapes=sc, t_start=pa, t_end=pb)
+    pf = led.derive(k + "prefill_ms_mean", A.mean_prefill_ms, unit="ms", sources=pms, scrapes=sc, t_start=pa, t_end=pb)
+    led.derive(k + "population_requests_client", A.count, unit="req", sources=psrc, values=pop)
+    led.derive(k + "population_requests_server", DL.server_finished_count, unit="req", sources=pms,
+               scrapes=sc, t_start=pa, t_end=pb)
+    led.derive(k + "population_mismatch", A.relative_difference, unit="fraction",
+               new=led[k + "population_requests_server"], old=led[k + "population_requests_client"])
+    led.derive(k + "warmup_ended_in_point_window", A.count, unit="req", sources=src,
+               values=DL.requests_ended_between(p.requests.take(p.requests.col("warmup").astype(bool)), a, b))
+    ttft_pop = led.derive(k + "ttft_ms_mean_population", ST.mean, unit="ms", sources=psrc,
+                          values=ST.ttfts_ms(pop))
+    led.derive(k + "frontend_ms_mean", A.frontend_ms, unit="ms", ttft_ms_mean=ttft_pop,
+               queue_ms_mean=q, prefill_ms_mean=pf)
+    led.derive(k + "queue_share", A.share, unit="fraction", part=q, whole=ttft_pop)
+    led.derive(k + "queue_over_prefill", A.ratio, unit="fraction", numerator=q, denominator=pf)
+    delivery_ledger(led, rd, p, k, pa, pb, pms, pop, psrc, (a, b, ms))
+    led.derive(k + "server_queue_ms_mean", A.per_request_server_ms, unit="ms", sources=src,
+               requests=p.measured, field="queue_time_ms")
+    led.derive(k + "server_prefill_ms_mean", A.per_request_server_ms, unit="ms", sources=src,
+               requests=p.measured, field="time_to_first_token_ms")
+    it = led.derive(k + "iteration_tokens_mean", A.mean_iteration_tokens, unit="tok", sources=ms,
+                    scrapes=sc, t_start=a, t_end=b)
+    sa, sb = p.steady
+    ss = _src_metrics(rd, sa, sb, _what("source.what_steady", share=STEADY_FRACTION, point=p.pid))
+
+    def gauge(name: str) -> list[float]:
+        try:
+            return S.gauge_values(sc, sa, sb, name)
+        except Absent:
+            return []
+
+    running, waiting, kv = (gauge("vllm:num_requests_running"), gauge("vllm:num_requests_waiting"),
+                            gauge("vllm:kv_cache_usage_perc"))
+    run_med = led.derive(k + "server_running_median", S.median_value, unit="req", sources=ss, values=running)
+    led.derive(k + "waiting_peak", S.peak_value, unit="req", sources=ss, values=waiting)
+    led.derive(k + "waiting_share", S.share_positive, unit="fraction", sources=ss, values=waiting)
+    led.derive(k + "prefill_tokens_per_iteration", A.prefill_part_of_iteration, unit="tok",
+               mean_iteration_tokens=it, decode_tokens=run_med)
+    led.derive(k + "step_tokens_per_running", A.ratio, unit="×", numerator=it, denominator=run_med)
+    led.derive(k + "kv_usage_p50", S.median_value, unit="fraction", sources=ss, values=kv)
+    led.derive(k + "kv_usage_peak", A.gauge_peak, unit="fraction",
+               sources=_src_metrics(rd, p.window.t_measure, p.window.t_end, _what("source.what_point", point=p.pid)),
+               scrapes=sc, t_start=p.window.t_measure, t_end=p.window.t_end,
+               name="vllm:kv_cache_usage_perc")
+    led.derive(k + "preemptions", S.counter_increase, unit="", sources=ms, scrapes=sc, t_start=a,
+               t_end=b, name="vllm:num_preemptions_total")
+    led.derive(k + "prefix_cache_hits", S.counter_increase, unit="tok", sources=ms, scrapes=sc,
+               t_start=a, t_end=b, name="vllm:prefix_cache_hits_total")
+    led.derive(k + "prompt_tokens_server", S.counter_increase, unit="tok", sources=ms, scrapes=sc,
+               t_start=a, t_end=b, name="vllm:prompt_tokens_total")
+    led.derive(k + "generation_tokens_server", S.counter_increase, unit="tok", sources=ms,
+               scrapes=sc, t_start=a, t_end=b, name="vllm:generation_tokens_total")
+    mfu_ok = _counter_moved(sc, a, b, "vllm:estimated_flops_per_gpu_total")
+    if mfu_ok:
+        led.derive(k + "tflops_s", _rate_tera, unit="TFLOP/s", sources=ms, scrapes=sc, t_start=a,
+                   t_end=b, name="vllm:estimated_flops_per_gpu_total")
+        led.derive(k + "read_gb_s", _rate_giga, unit="GB/s", sources=ms, scrapes=sc, t_start=a,
+                   t_end=b, name="vllm:estimated_read_bytes_per_gpu_total")
+    else:
+        if len(S.scrapes_in_window(sc, a, b)) < 2:
+            reason = Reason.of("reason.too_few_scrapes_window")
+        else:
+            reason = Reason.of("reason.mfu_counters_still")
+        led.record(k + "tflops_s", None, unit="TFLOP/s", doc="Estimated FLOP rate from vLLM's MFU counters",
+                   sources=ms, missing=reason)
+        led.record(k + "read_gb_s", None, unit="GB/s", doc="Estimated read-byte rate from vLLM's MFU counters",
+                   sources=ms, missing=reason)
+
+
+def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
+    """The second signals of each verdict: requests in flight seen by the client and by Little's
+    law, the client's measured timing error, host CPU, the log's stats lines, queue trends."""
+    k = f"p.{p.pid}."
+    sc, C = rd.bundle.metrics, p.settings.get("concurrency")
+    open_loop = bool(p.settings.get("request_rate"))
+    a, b = A.bracketing_window(sc, p.window.t_measure, p.window.t_end)
+    ms = _src_metrics(rd, a, b, _what("source.what_bracketing", point=p.pid))
+    sa, sb = p.steady
+    src, win = _src_requests(rd, p), (p.window.t_measure, p.window.t_end)
+    csrc = (f"{rd.name}/{rd.bundle.file_for('client')}",)
+    hsrc = (f"{rd.name}/{rd.bundle.file_for('host')}",)
+    # Requests in flight, three ways (the gauges' share is held_concurrency_fraction): the
+    # client's count, and the engine's, which is the client's times the share of each
+    # request's life spent inside the engine (the same finished requests on both sides: so
+    # neither a warm-up tail nor a window shorter than a lifetime pushes it past C).
+    ci = led.derive(k + "client_inflight_mean", OC.client_inflight_mean, unit="req", sources=src,
+                    requests=p.requests, t_start=sa, t_end=sb)
+    little = led.derive(k + "engine_inflight_little", OC.engine_inflight_mean, unit="req",
+                        sources=ms, scrapes=sc, t_start=a, t_end=b)
+    pa, pb, pop_what, excludes_warmup = _population_window(sc, p, a, b)
+    pop = DL.requests_ended_between(
+        p.measured if excludes_warmup else p.requests.take(p.requests.col("ok").astype(bool)), pa, pb)
+    e2e = led.derive(k + "engine_e2e_ms_mean", OC.engine_e2e_ms_mean, unit="ms",
+                     sources=_src_metrics(rd, pa, pb, _what(pop_what, point=p.pid)),
+                     scrapes=sc, t_start=pa, t_end=pb)
+    life = led.derive(k + "client_lifetime_ms_mean", OC.client_lifetime_ms_mean, unit="ms",
+                      sources=_src_requests(rd, p, "source.requests_ended_in", k=len(pop), a=pa, b=pb),
+                      requests=pop)
+    inside = led.derive(k + "engine_life_share", OC.engine_life_share, unit="fraction",
+                        engine_e2e_ms=e2e, client_lifetime_ms=life,
+                        server_requests=led[k + "population_requests_server"],
+                        client_requests=led[k + "population_requests_client"])
+    led.derive(k + "outside_engine_share", A.difference, unit="fraction", a=1.0, b=inside)
+    if open_loop:
+        led.derive(k + "late_send_share", OC.late_send_share, unit="fraction", sources=src,
+                   requests=p.measured, late_ms=V.LATE_SEND_MS)
+        # Latencies from the schedule beside those from the send (coordinated omission).
+        for q in (50, 99):
+            led.derive(k + f"ttft_sched_ms_p{q}", ST.percentile, unit="ms", sources=src,
+                       values=ST.ttfts_from_schedule_ms(p.measured), q=q)
+        led.derive(k + "e2e_sched_ms_p99", ST.percentile, unit="ms", sources=src,
+                   values=ST.e2es_from_schedule_ms(p.measured), q=99)
+        if C:
+            led.derive(k + "cap_held_fraction", OC.share_of_concurrency, unit="fraction",
+                       mean_in_flight=ci, concurrency=C)
+    else:
+        cheld = led.derive(k + "client_held_fraction", OC.share_of_concurrency, unit="fraction",
+                           mean_in_flight=ci, concurrency=C)
+        led.derive(k + "engine_held_fraction", A.product, unit="fraction", a=cheld, b=inside)
+        # Little's law over the engine's own counter alone: the signal independent of the client
+        # (it can pass 1 where lifetimes are long against the window; only compared, not printed).
+        led.derive(k + "engine_little_held_fraction", OC.share_of_concurrency, unit="fraction",
+                   mean_in_flight=little, concurrency=C)
+    # Whether the queue kept growing (open loop) or the pace drifted (steady state): over the
+    # span the measured requests were sent in, not the drain after the last send.
+    span = OC.send_span(p.measured, *win)
+    led.derive(k + "send_rate", OC.send_rate, unit="req/s", sources=src, requests=p.requests,
+               t_start=span[0], t_end=span[1])
+    led.derive(k + "send_span_s", A.difference, unit="s", sources=src, a=span[1], b=span[0])
+    sp_a, sp_b = A.bracketing_window(sc, *span)
+    sms = _src_metrics(rd, sp_a, sp_b, _what("source.what_bracketing", point=p.pid))
+    led.derive(k + "engine_finish_rate", OC.engine_finish_rate, unit="req/s", sources=sms,
+               scrapes=sc, t_start=sp_a, t_end=sp_b)
+    led.derive(k + "finish_over_send", A.ratio, unit="fraction", numerator=led[k + "engine_finish_rate"],
+               denominator=led[k + "send_rate"])
+    led.derive(k + "inflight_growth", OC.inflight_growth, unit="req/s", sources=src,
+               requests=p.requests, t_start=span[0], t_end=span[1])
+    led.derive(k + "ttft_trend", OC.ttft_trend, unit="×", sources=src, requests=p.measured,
+               t_start=span[0], t_end=span[1])
+    led.derive(k + "throughput_trend", OC.throughput_trend, unit="×", sources=src,
+               requests=p.requests, t_start=span[0], t_end=span[1])
+    led.derive(k + "engine_throughput_trend", OC.engine_throughput_trend, unit="×", sources=sms,
+               scrapes=sc, t_start=sp_a, t_end=sp_b)
+    # The client's timing error, measured: events that shared a stamp, and where they could be late.
+    led.derive(k + "events_received", CE.events_received, unit="", sources=src, requests=p.measured)
+    led.derive(k + "reads_in_window", CE.reads_in_window, unit="", sources=csrc,
+               client_samples=rd.bundle.client, t_start=win[0], t_end=win[1])
+    led.derive(k + "coread_share_by_counters", CE.coread_share_by_counters, unit="fraction",
+               sources=src + csrc, requests=p.requests, client_samples=rd.bundle.client,
+               t_start=win[0], t_end=win[1])
+    zero = led.derive(k + "zero_gap_chunks", CE.zero_gap_chunks, unit="", sources=src, requests=p.measured)
+    led.derive(k + "zero_gap_share", A.share, unit="fraction", part=zero, whole=led[k + "events_received"])
+    chunk = CE.chunk_gaps_ms(p.measured)
+    for q in (50, 99):
+        led.derive(k + f"chunk_itl_ms_p{q}", ST.percentile, unit="ms", sources=src, values=chunk, q=q)
+    # The ITL the client's error is held against: the engine's own where it was sampled (the
+    # client's may be the distorted one), else the client's per-chunk p50.
+    engine_itl = led[k + "engine_itl_ms_mean"]
+    ref = led.derive(k + "itl_reference_ms", A.identity_of, unit="ms",
+                     value=engine_itl if engine_itl.present else led[k + "chunk_itl_ms_p50"])
+    tol = led.derive(k + "client_error_tolerance_ms", A.product, unit="ms",
+                     a=led["r.rule_client_error_max"], b=ref)
+    wrong = led.derive(k + "mistimed_events", CE.mistimed_events, unit="", sources=src + csrc,
+                       requests=p.measured, client_samples=rd.bundle.client, tolerance_ms=tol)
+    share = led.derive(k + "mistimed_share", A.share, unit="fraction", part=wrong,
+                       whole=led[k + "events_received"])
+    gaps = ST.itl_gaps_ms(p.measured)
+    for q in (50, 99):
+        led.derive(k + f"itl_error_ms_p{q}", CE.quantile_error_ms, unit="ms", sources=src,
+                   gaps_ms=gaps, q=q, wrong_share=share)
+        led.derive(k + f"itl_error_share_p{q}", A.ratio, unit="fraction",
+                   numerator=led[k + f"itl_error_ms_p{q}"],
+                   denominator=ref if q == 50 else led[k + f"itl_ms_p{q}"])
+        # The engine's own percentile, to the resolution of its histogram's buckets.
+        lo = led.derive(k + f"engine_itl_ms_p{q}_low", CE.engine_itl_bucket_ms, unit="ms", sources=ms,
+                        scrapes=sc, t_start=a, t_end=b, q=q, edge="low")
+        hi = led.derive(k + f"engine_itl_ms_p{q}_high", CE.engine_itl_bucket_ms, unit="ms", sources=ms,
+                        scrapes=sc, t_start=a, t_end=b, q=q, edge="high")
+        led.derive(k + f"client_outside_engine_itl_p{q}", CE.outside_bucket, unit="fraction",
+                   value=led[k + f"itl_ms_p{q}"], low=lo, high=hi)
+    led.derive(k + "client_lag_ms_p50", A.loop_lag_ms_quantile, unit="ms", sources=csrc,
+               client_samples=rd.bundle.client, t_start=win[0], t_end=win[1], q=50)
+    # Host CPU: the engine's processes, the client, the whole host.
+    host = rd.bundle.host
+    led.derive(k + "engine_cpu_share", HL.engine_cpu_share, unit="fraction", sources=hsrc,
+               host_samples=host, t_start=win[0], t_end=win[1])
+    led.derive(k + "client_cpu_cores", HL.client_cpu_cores, unit="", sources=hsrc,
+               host_samples=host, t_start=win[0], t_end=win[1])
+    led.derive(k + "host_cpu_busy_share", HL.host_cpu_busy_share, unit="fraction", sources=hsrc,
+               host_samples=host, t_start=win[0], t_end=win[1])
+    # The server log's stats lines: the gauges of a round recorded without /metrics.
+    stats = list(rd.log.stats_lines) if rd.log else []
+    year = int(str(rd.bundle.manifest.get("created_utc") or "1970")[:4])
+    t0 = rd.bundle.manifest["clock"]["t0_wall_unix"]
+    lsrc = (Source.of(f"{rd.name}/server.log", "source.stats_lines_of_point", point=p.pid),)
+    for name, stat in (("log_running_peak", "running"), ("log_waiting_peak", "waiting"),
+                       ("log_kv_usage_peak_pct", "kv_cache_usage_pct")):
+        led.derive(k + name, log_peak, unit="%" if stat.endswith("pct") else "req", sources=lsrc,
+                   stats=stats, year=year, t0_wall_unix=t0, t_start=win[0], t_end=win[1], field=stat)
+
+
+def _population_window(sc: list, p: PointData, a: float,
+                       b: float) -> tuple[float, float, str, bool]:
+    """The histogram window of one population (see point_ledger) and whether it leaves the
+    warm-up out; the point's bracketing window when no scrape follows the warm-up's end."""
+    try:
+        t_warm = DL.last_warmup_end(p.requests)
+        pa, pb = DL.population_window(sc, max(t_warm, a), p.window.t_end)
+        return pa, pb, "source.what_after_warmup", True
+    except Absent:
+        return a, b, "source.what_warmup_included", False
+
+
+def delivery_ledger(led: Ledger, rd: RoundData, p: PointData, k: str, pa: float, pb: float,
+                    pms: tuple, pop, psrc: tuple, bracket: tuple) -> None:
+    """The engine's own ITL, TPOT and TTFT beside the client's, and the validity signals."""
+    sc = rd.bundle.metrics
+    a, b, ms = bracket
+    src = _src_requests(rd, p)
+    led.derive(k + "engine_itl_ms_mean", DL.engine_itl_ms_mean, unit="ms", sources=ms, scrapes=sc,
+               t_start=a, t_end=b)
+    led.derive(k + "client_itl_ms_mean", DL.client_itl_ms_mean, unit="ms", sources=src,
+               requests=p.measured)
+    led.derive(k + "delivery_itl_ms", A.difference, unit="ms", a=led[k + "client_itl_ms_mean"],
+               b=led[k + "engine_itl_ms_mean"])
+    e_tpot = led.derive(k + "engine_tpot_ms_mean", DL.engine_tpot_ms_mean, unit="ms", sources=pms,
+                        scrapes=sc, t_start=pa, t_end=pb)
+    c_tpot = led.derive(k + "client_tpot_ms_mean", ST.mean, unit="ms", sources=psrc,
+                        values=ST.tpots_ms(pop))
+    led.derive(k + "delivery_tpot_ratio", A.ratio, unit="×", numerator=c_tpot, denominator=e_tpot)
+    first = DL.requests_first_token_between(p.measured, pa, pb)
+    led.derive(k + "engine_ttft_ms_mean", DL.engine_ttft_ms_mean, unit="ms", sources=pms,
+               scrapes=sc, t_start=pa, t_end=pb)
+    led.derive(k + "client_ttft_ms_mean_first_in_window", ST.mean, unit="ms",
+               sources=_src_requests(rd, p, "source.requests_first_token_in", k=len(first), a=pa, b=pb),
+               values=ST.ttfts_ms(first))
+    led.derive(k + "delivery_ttft_ms", A.difference, unit="ms",
+               a=led[k + "client_ttft_ms_mean_first_in_window"], b=led[k + "engine_ttft_ms_mean"])
+    led.derive(k + "engine_steps_per_s", DL.engine_steps_per_s, unit="step/s", sources=ms,
+               scrapes=sc, t_start=a, t_end=b)
+    sa, sb = p.steady
+    ss = _src_metrics(rd, sa, sb, _what("source.what_steady", share=STEADY_FRACTION, point=p.pid))
+    C = p.settings.get("concurrency")
+    led.derive(k + "held_concurrency_fraction", V.held_concurrency_fraction, unit="fraction",
+               sources=ss, scrapes=sc, t_start=sa, t_end=sb, concurrency=C)
+    led.derive(k + "send_synchrony", V.send_synchrony, unit="fraction", sources=src,
+               requests=p.measured, concurrency=C)
+    led.derive(k + "lifetimes_in_window", V.lifetimes_in_window, unit="",
+               window_s=led[k + "window_s"], e2e_ms_p50=led[k + "e2e_ms_p50"])
+    wms = _src_metrics(rd, p.window.t_measure, p.window.t_end, _what("source.what_point", point=p.pid))
+    led.derive(k + "failed_scrape_share", V.failed_scrape_share, unit="fraction", sources=wms,
+               scrapes=sc, t_start=p.window.t_measure, t_end=p.window.t_end)
+    led.derive(k + "waiting_capacity_peak", S.peak_value, unit="req", sources=ss,
+               values=_gauge_or_empty(sc, sa, sb, "vllm:num_requests_waiting_by_reason",
+                                      {"reason": "capacity"}))
+
+
+def _gauge_or_empty(sc: list, a: float, b: float, name: str, where=None) -> list[float]:
+    try:
+        return S.gauge_values(sc, a, b, name, where)
+    except Absent:
+        return []
+
+
+def _counter_moved(scrapes, a, b, name) -> bool:
+    try:
+        return S.counter_moved(scrapes, a, b, name)
+    except Absent:
+        return False
+
+
+def _rate_tera(scrapes: list, t_start: float, t_end: float, name: str) -> float:
+    """Window rate of an estimated_* counter, in units of 10^12 per second."""
+    return S.counter_rate(scrapes, t_start, t_end, name) / 1e12
+
+
+def _rate_giga(scrapes: list, t_start: float, t_end: float, name: str) -> float:
+    """Window rate of an estimated_* counter, in units of 10^9 per second."""
+    return S.counter_rate(scrapes, t_start, t_end, name) / 1e9
+
+
+def pool_ledger(led: Ledger, rd: RoundData) -> None:
+    """The KV pool: from the log line and from cache_config_info; the architecture's bytes/token."""
+    log = rd.log
+    log_src = (f"{rd.name}/server.log",)
+    if log is None:
+        led.record("r.pool_tokens_log", None, unit="tok", doc="KV pool size in tokens, as the server log states it",
+                   sources=(f"{rd.name}/manifest.json: files",),
+                   missing=Reason.of("reason.no_server_log_external"))
+    else:
+        led.record("r.pool_tokens_log", log.kv_cache_size_tokens, unit="tok", sources=log_src,
+                   doc="KV pool size in tokens, as the server log states it",
+                   missing=Reason.of("reason.log_no_kv_cache_size"))
+    try:
+        labels = S.cache_config_info(rd.bundle.metrics)
+        pool = S.kv_pool_tokens_from_cache_config(labels)
+        block = S._int_label(labels, "block_size")
+        rd.extras["cache_config"] = labels
+    except Absent as e:
+        pool, block = None, None
+        rd.extras["cache_config_missing"] = e.reason
+    msrc = _src_metrics(rd, float("-inf"), float("inf"), _what("source.what_cache_config"))
+    led.record("r.pool_tokens_metrics", pool.blocks_times_block_size if pool else None, unit="tok",
+               sources=msrc, doc="KV pool size in tokens: num_gpu_blocks × block_size from cache_config_info",
+               missing=rd.extras.get("cache_config_missing", Reason.of("reason.cache_config_no_blocks")))
+    led.record("r.block_size", block, unit="tok", sources=msrc, doc="KV cache block size in tokens (cache_config_info)",
+               missing=Reason.of("reason.cache_config_no_block_size"))
+    led.derive("r.pool_agreement", A.pool_tokens_agreement, unit="fraction",
+               log_tokens=led["r.pool_tokens_log"], metric_tokens=led["r.pool_tokens_metrics"])
+    pool_v = led["r.pool_tokens_metrics"] if led["r.pool_tokens_metrics"].present else led["r.pool_tokens_log"]
+    led.derive("r.pool_tokens", A.identity_of, unit="tok", value=pool_v)
+    # vLLM's usage gauge excludes the null block: 1 - free/(num_gpu_blocks - 1).
+    led.derive("r.pool_tokens_usable", A.usable_pool_tokens, unit="tok",
+               pool_tokens=led["r.pool_tokens"], block_size=led["r.block_size"])
+    cfg = rd.config
+    csrc = (f"{rd.name}/manifest.json: model.config",)
+    if cfg is None:
+        why = Reason.of("reason.no_model_config")
+        for key, unit, doc in (("r.kv_bytes_per_token", "B", "KV bytes per token from the architecture"),
+                               ("r.kv_bytes_per_token_mha", "B", "KV bytes per token if every head had its own KV head"),
+                               ("r.params_non_embedding", "", "Parameters outside the embeddings"),
+                               ("r.weight_bytes", "B", "Bytes the weights occupy")):
+            led.record(key, None, unit=unit, doc=doc, sources=csrc, missing=why)
+    else:
+        led.derive("r.kv_bytes_per_token", T.model_kv_bytes_per_token, unit="B", sources=csrc, config=cfg)
+        led.derive("r.kv_bytes_per_token_mha", T.model_mha_kv_bytes_per_token, unit="B", sources=csrc, config=cfg)
+        led.derive("r.params_non_embedding", PA.model_params_non_embedding, unit="", sources=csrc, config=cfg)
+        led.derive("r.weight_bytes", PA.model_weight_bytes, unit="B", sources=csrc, config=cfg)
+        led.derive("r.weight_gb", A.giga, unit="GB", value=led["r.weight_bytes"])
+    # The pool from memory: the KV memory the log states, divided by bytes per token (whole blocks).
+    kv_gib = None
+    if log is not None:
+        kv_gib = log.available_kv_cache_gib if log.available_kv_cache_gib is not None else log.cpu_kv_cache_gib
+    led.record("r.kv_memory_gib", kv_gib, unit="GiB", sources=log_src,
+               doc="KV cache memory the server log states (Available KV cache memory / CPU KV cache GiB)",
+               missing=Reason.of("reason.log_no_kv_memory"))
+    led.derive("r.pool_tokens_from_memory", T.kv_pool_tokens_from_gib, unit="tok",
+               kv_memory_gib=led["r.kv_memory_gib"], kv_bytes_per_token=led["r.kv_bytes_per_token"],
+               block_size=led["r.block_size"])
+    blocks_profiled = log.num_gpu_blocks_profiled if log is not None else None
+    led.record("r.blocks_before_override", blocks_profiled, unit="blocks", sources=log_src,
+               doc="Blocks vLLM sized from memory before --num-gpu-blocks-override replaced them",
+               missing=Reason.of("reason.log_no_blocks_override"))
+    sized = (led.derive("r.pool_tokens_sized", A.product, unit="tok", a=led["r.blocks_before_override"],
+                        b=led["r.block_size"]) if blocks_profiled is not None
+             else led.derive("r.pool_tokens_sized", A.identity_of, unit="tok", value=led["r.pool_tokens_log"]))
+    led.derive("r.pool_memory_agreement", A.relative_difference, unit="fraction",
+               new=led["r.pool_tokens_from_memory"], old=sized)
+
+
+def sampler_ledger(led: Ledger, rd: RoundData) -> None:
+    """Sampler quality over the whole round (ANALYSES.md item 10)."""
+    sc = rd.bundle.metrics
+    src = _src_metrics(rd, float("-inf"), float("inf"))
+    led.derive("r.scrapes", S.scrape_count, unit="", sources=src, scrapes=sc)
+    led.derive("r.scrape_gaps", S.failed_scrape_count, unit="", sources=src, scrapes=sc)
+    led.derive("r.scrape_interval_p50", S.scrape_interval_p50, unit="s", sources=src, scrapes=sc)
+    led.derive("r.scrape_latency_p50", S.scrape_latency_p50, unit="s", sources=src, scrapes=sc)
+    table = rd.bundle.request_table
+    all_measured = table.take([]).concat(*(p.measured for p in rd.points))
+    all_failed = table.take([]).concat(*(p.failed for p in rd.points))
+    rsrc = (Source.of(f"{rd.name}/{rd.bundle.file_for('requests')}", "source.requests_all", n=len(table)),)
+    led.derive("r.requests", A.count, unit="req", sources=rsrc, values=all_measured.concat(all_failed))
+    led.derive("r.failed", A.count, unit="req", sources=rsrc, values=all_failed)
+    if sc:
+        t0, t1 = sc[0]["t"], sc[-1]["t"]
+        led.derive("r.duration_s", A.difference, unit="s", sources=src, a=t1, b=t0)
+        led.derive("r.preemptions", S.counter_increase, unit="", sources=src, scrapes=sc, t_start=t0,
+                   t_end=t1, name="vllm:num_preemptions_total")
+    else:
+        why = (Reason.of("reason.no_metrics_sampler") if not _plan_metrics(rd)
+               else Reason.of("reason.no_scrape"))
+        led.record("r.duration_s", None, unit="s", doc="Time between the first and last scrape",
+                   sources=src, missing=why)
+        led.record("r.preemptions", None, doc="Preemptions the server counted over the round",
+                   sources=src, missing=why)
+
+
+def _plan_metrics(rd: RoundData) -> bool:
+    """Whether the round's plan had the /metrics sampler on."""
+    return bool(((rd.bundle.manifest.get("plan") or {}).get("sampler") or {}).get("metrics", True))
+
+
+def measured_ledger(rd: RoundData) -> Ledger:
+    """Every number of one round that does not need the points' validity: the round's settings,
+    pool and peaks, and each point's own quantities."""
+    led = Ledger()
+    pool_ledger(led, rd)
+    peak_ledger(led, rd)
+    sampler_ledger(led, rd)
+    log = rd.log
+    led.record("r.max_num_batched_tokens", log.max_num_batched_tokens if log else None, unit="tok",
+               doc="The scheduler's token budget per engine step, as the server log states it",
+               sources=(f"{rd.name}/server.log",),
+               missing=Reason.of("reason.log_no_max_num_batched_tokens") if log else
+               Reason.of("reason.no_server_log"))
+    led.record("r.kv_cache_memory_suggested_bytes", log.kv_cache_memory_fit_bytes if log else None,
+               unit="B", doc="The KV cache memory the server log suggests (--kv-cache-memory)",
+               sources=(f"{rd.name}/server.log",),
+               missing=Reason.of("reason.log_no_kv_cache_memory_hint"))
+    led.derive("r.kv_cache_memory_suggested_gib", A.ratio, unit="GiB",
+               numerator=led["r.kv_cache_memory_suggested_bytes"], denominator=2**30)
+    rule_ledger(led)
+    gpus = rd.bundle.manifest.get("gpus") or []
+    led.record("r.max_sm_clock_mhz", gpus[0].get("max_sm_clock_mhz") if gpus else None, unit="MHz",
+               doc="The GPU's maximum SM clock, as NVML reports it", sources=(f"{rd.name}/manifest.json: gpus",),
+               missing=gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry"))
+    for p in rd.points:
+        point_ledger(led, rd, p)
+        cross_check_ledger(led, rd, p)
+        kv_point_ledger(led, rd, p)
+        mfu_point_ledger(led, rd, p)
+        power_point_ledger(led, rd, p)
+    return led
+
+
+def valid_points_ledger(led: Ledger, rd: RoundData) -> None:
+    """The quantities over a round's valid points (fits, scaling, the length axis), once the
+    judge has set each point's validity in `rd.extras["validity"]`."""
+    cross_point_ledger(led, rd)
+    if rd.axis == "input_len":
+        length_axis_ledger(led, rd)
+
+
+def peak_ledger(led: Ledger, rd: RoundData) -> None:
+    """The hardware peaks MFU/MBU are measured against, or why there are none."""
+    from report.architecture.gpus import lookup_gpu
+    gpus = rd.bundle.manifest.get("gpus") or []
+    src = (f"{rd.name}/manifest.json: gpus; report/data/gpus.toml",)
+    doc_f = "Dense bf16 tensor peak of the GPU, from the spec table"
+    doc_b = "Peak memory bandwidth of the GPU, from the spec table"
+    spec = lookup_gpu(gpus[0].get("name", "")) if gpus else None
+    if spec is None:
+        reason = (Reason.of("reason.no_gpu") if not gpus else
+                  Reason.of("reason.gpu_not_in_table", name=gpus[0].get("name")))
+        rd.extras["peak_missing"] = reason
+        led.record("r.peak_flops", None, unit="FLOP/s", doc=doc_f, sources=src, missing=reason)
+        led.record("r.peak_bandwidth", None, unit="B/s", doc=doc_b, sources=src, missing=reason)
+    else:
+        rd.extras["peak_label"] = spec.peak_label("bf16")
+        rd.extras["gpu_spec"] = spec.name
+        led.record("r.peak_flops", spec.peak_flops("bf16"), unit="FLOP/s", doc=doc_f, sources=src)
+        led.record("r.peak_bandwidth", spec.memory_bandwidth, unit="B/s", doc=doc_b, sources=src)
+    led.derive("r.ridge", T.ridge_flops_per_byte, unit="FLOP/B", peak_flops=led["r.peak_flops"],
+               peak_bandwidth=led["r.peak_bandwidth"])
+    led.derive("r.peak_tflops", A.tera, unit="TFLOP/s", value=led["r.peak_flops"])
+    led.derive("r.peak_tb_s", A.tera, unit="TB/s", value=led["r.peak_bandwidth"])
+    if "r.weight_bytes" in led:
+        led.derive("r.decode_floor_ms", A.decode_floor_ms, unit="ms", weight_bytes=led["r.weight_bytes"],
+                   peak_bandwidth=led["r.peak_bandwidth"])
+
+
+def kv_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
+    """KV reconciliation for one point (ANALYSES.md items 7, 8, 12)."""
+    k = f"p.{p.pid}."
+    L, out, C = p.settings.get("input_len"), p.settings.get("output_len"), p.settings.get("concurrency")
+    blk = led["r.block_size"]
+    peak = led.derive(k + "request_peak_tokens", T.request_peak_tokens, unit="tok",
+                      input_len=L, output_len=out, block_size=blk)
+    mean = led.derive(k + "request_mean_tokens", T.request_mean_tokens, unit="tok",
+                      input_len=L, output_len=out, block_size=blk)
+    pool = led["r.pool_tokens_usable"]
+    led.derive(k + "requests_fit", A.requests_that_fit, unit="req", pool_tokens=pool, request_tokens=peak)
+    if "r.decode_floor_ms" in led and k + "itl_ms_p50" in led:
+        led.derive(k + "itl_over_decode_floor", A.ratio, unit="×", numerator=led[k + "itl_ms_p50"],
+                   denominator=led["r.decode_floor_ms"])
+    led.derive(k + "kv_expected_peak", T.expected_kv_peak_fraction, unit="fraction",
+               concurrency=C, peak_tokens=peak, pool_tokens=pool)
+    exp_mean = led.derive(k + "kv_expected_mean", T.expected_kv_mean_fraction, unit="fraction",
+                          concurrency=C, mean_tokens=mean, pool_tokens=pool)
+    # When the pool caps how many requests run, the median running count is the occupancy.
+    eff = led.derive(k + "effective_concurrency", A.effective_concurrency, unit="req",
+                     concurrency=C, server_running_median=led[k + "server_running_median"])
+    exp_eff = led.derive(k + "kv_expected_mean_effective", T.expected_kv_mean_fraction, unit="fraction",
+                         concurrency=eff, mean_tokens=mean, pool_tokens=pool)
+    # The median of blocks held by C requests at uniform decode progress (reconcile.py).
+    exp_med = led.derive(k + "kv_expected_median", R.expected_kv_usage_median_fraction_effective,
+                         unit="fraction", concurrency=C, server_running_median=led[k + "server_running_median"],
+                         input_len=L, output_len=out, block_size=blk, usable_pool_tokens=pool)
+    led.derive(k + "kv_error_pp", A.percentage_point_error, unit="pp",
+               measured=led[k + "kv_usage_p50"], expected=exp_med)
+    led.derive(k + "kv_error_pp_mean_model", A.percentage_point_error, unit="pp",
+               measured=led[k + "kv_usage_p50"], expected=exp_eff)
+    led.derive(k + "kv_error_pp_nominal", A.percentage_point_error, unit="pp",
+               measured=led[k + "kv_usage_p50"], expected=exp_mean)
+    led.derive(k + "block_waste_tokens", T.block_alignment_waste_tokens, unit="tok",
+               input_len=L, output_len=out, block_size=blk, concurrency=C)
+    led.derive(k + "kv_tokens_peak", A.kv_tokens_in_use, unit="tok",
+               usage_fraction=led[k + "kv_usage_peak"], pool_tokens=pool)
+    led.derive(k + "kv_tokens_theory", A.product, unit="tok", a=C, b=peak)
+    led.derive(k + "kv_peak_vs_blocks", A.relative_difference, unit="fraction",
+               new=led[k + "kv_tokens_peak"], old=led[k + "kv_tokens_theory"])
+    led.derive(k + "kv_occupancy", A.kv_occupancy, unit="fraction", concurrency=C, input_len=L,
+               output_len=out, pool_tokens=pool)
+
+
+def mfu_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
+    """MFU, MBU and measured arithmetic intensity for one point (items 15, 17)."""
+    k = f"p.{p.pid}."
+    if led[k + "tflops_s"].present and rd.config is not None:
+        # vLLM's FLOPs counter against its own formulas applied to the requests' lifecycles.
+        sc = rd.bundle.metrics
+        ms = _src_metrics(rd, p.window.t_start, p.window.t_end, _what("source.what_quiet_bracketing", point=p.pid))
+        src = ms + _src_requests(rd, p)
+        led.derive(k + "flops_measured", flops_measured, unit="FLOP", sources=ms, scrapes=sc,
+                   t_start=p.window.t_start, t_end=p.window.t_end)
+        led.derive(k + "flops_predicted", flops_predicted, unit="FLOP", sources=src + (f"{rd.name}/manifest.json: model.config",),
+                   config=rd.config, scrapes=sc, requests=p.requests, t_start=p.window.t_start,
+                   t_end=p.window.t_end)
+        led.derive(k + "flops_ratio", R.estimator_ratio, unit="×", measured=led[k + "flops_measured"],
+                   predicted=led[k + "flops_predicted"])
+        try:
+            rec = R.flops_reconciliation(rd.config, sc, p.requests, *R.quiet_bracketing_window(
+                sc, p.window.t_start, p.window.t_end), concurrency=p.settings.get("concurrency"))
+            rd.extras.setdefault("flops_explanations", {})[p.pid] = rec.explanation
+        except Absent as e:
+            rd.extras.setdefault("flops_explanations", {})[p.pid] = {"window": e.reason}
+    led.derive(k + "intensity", A.ratio, unit="FLOP/B", numerator=led[k + "tflops_s"],
+               denominator=led[k + "read_gb_s"], scale=1e3)
+    led.derive(k + "mfu", A.scaled_ratio, unit="fraction", numerator=led[k + "tflops_s"],
+               denominator=led["r.peak_flops"], scale=1e12)
+    led.derive(k + "mbu", A.scaled_ratio, unit="fraction", numerator=led[k + "read_gb_s"],
+               denominator=led["r.peak_bandwidth"], scale=1e9)
+
+
+def flops_measured(scrapes: list, t_start: float, t_end: float) -> float:
+    """Increase of vLLM's estimated FLOPs counter between the quiet scrapes that bracket the point."""
+    a, b = R.quiet_bracketing_window(scrapes, t_start, t_end)
+    return R.estimated_counter_increase(scrapes, a, b, R.FLOPS)
+
+
+def flops_predicted(config: dict, scrapes: list, requests: list, t_start: float, t_end: float) -> float:
+    """vLLM's FLOPs formulas summed over the lifecycles of the requests that ran wholly between those scrapes."""
+    a, b = R.quiet_bracketing_window(scrapes, t_start, t_end)
+    inside = R.requests_inside_window(requests, *R.lifecycle_window(scrapes, a, b))
+    if not inside:
+        raise Absent("reason.no_request_in_counter_window")
+    return R.predicted_flops(config, inside)
+
+
+# What bench/gpu.py records in the manifest when it sampled no GPU, as catalogue codes.
+GPU_ABSENT_CODES = ("reason.nvml_no_bindings", "reason.nvml_no_library", "reason.nvml_driver_not_loaded",
+                    "reason.nvml_init_failed", "reason.nvml_load_failed", "reason.nvml_no_gpu",
+                    "reason.nvml_list_failed")
+
+
+def gpu_absent_reason(text: str | None) -> Reason | None:
+    """The manifest's gpu_absent_reason (English text the collector wrote) as a reason, None if none."""
+    if not text:
+        return None
+    return (reason_from_text(text, GPU_ABSENT_CODES)
+            or Reason.of("reason.gpu_absent_recorded", text=text))
+
+
+def power_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
+    """GPU power, temperature, throttling and energy over one point's window (item 6)."""
+    from report.derive import power as PW
+    k = f"p.{p.pid}."
+    a, b = p.window.t_measure, p.window.t_end
+    n = sum(1 for s in rd.bundle.gpu if a <= s["t"] <= b)
+    gpu = rd.bundle.gpu if rd.bundle.gpu else None
+    src = ((Source.of(f"{rd.name}/{rd.bundle.file_for('gpu')}", "source.gpu_samples_of_point", n=n, point=p.pid),) if gpu
+           else (f"{rd.name}/manifest.json: gpu_absent_reason",))
+    absent = gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry")
+    specs = [("power_median_w", PW.median_power_w, "W"), ("power_peak_w", PW.peak_power_w, "W"),
+             ("power_limit_w", PW.power_limit_w, "W"), ("temp_max_c", PW.max_temperature_c, "°C"),
+             ("power_cap_share", PW.power_cap_share, "fraction"),
+             ("sm_clock_load_mhz", PW.median_sm_clock_under_load_mhz, "MHz"),
+             ("gpu_util_median_pct", PW.median_gpu_util_pct, "%")]
+    for name, fn, unit in specs:
+        if gpu is None:
+            led.record(k + name, None, unit=unit, doc=A.doc_of(fn), sources=src, missing=absent)
+        else:
+            led.derive(k + name, fn, unit=unit, sources=src, samples=gpu, t_start=a, t_end=b)
+    if gpu is not None and "r.peak_tflops" in led and k + "tflops_s" in led:
+        # The dense peak scales with the SM clock: under a power cap the ceiling is the clock's.
+        ceiling = led.derive(k + "peak_tflops_at_clock", A.peak_at_clock, unit="TFLOP/s",
+                             peak=led["r.peak_tflops"], clock_mhz=led[k + "sm_clock_load_mhz"],
+                             max_clock_mhz=led["r.max_sm_clock_mhz"])
+        led.derive(k + "mfu_at_clock", A.ratio, unit="fraction", numerator=led[k + "tflops_s"],
+                   denominator=ceiling)
+    if gpu is None:
+        led.record(k + "energy_j", None, unit="J", doc=A.doc_of(PW.energy_j), sources=src, missing=absent)
+    else:
+        led.derive(k + "energy_j", PW.energy_j, unit="J", sources=src, samples=gpu, t_start=a, t_end=b)
+    out_tok = led.derive(k + "output_tokens_in_window", ST.output_tokens_in_window, unit="tok",
+                         sources=_src_requests(rd, p), all_requests=p.requests, t_measure=a, t_end=b)
+    led.derive(k + "joules_per_token", PW.joules_per_output_token, unit="J/tok",
+               energy_j=led[k + "energy_j"], output_tokens=out_tok)
+
+
+def length_axis_ledger(led: Ledger, rd: RoundData) -> None:
+    """Length-sweep fits over the valid points: KV linearity, ITL slope, throughput divergence (items 12, 18, 19)."""
+    pts = valid_points(rd)
+    if len(pts) < 2:
+        return
+    C = pts[-1].settings.get("concurrency")
+    xs = [p.settings["input_len"] for p in pts]
+    kv = [led[f"p.{p.pid}.kv_tokens_peak"] for p in pts]
+    src = tuple(f"p.{p.pid}.kv_tokens_peak" for p in pts)
+    if all(v.present for v in kv):
+        ys = [v.value for v in kv]
+        fsrc = (Source.of(rd.name, "source.ledger_keys", keys=", ".join(src)),)
+        slope = led.derive("r.kv_lin_slope", A.fit_slope, unit="tok/tok", sources=fsrc, xs=xs, ys=ys)
+        led.derive("r.kv_lin_intercept", A.fit_intercept, unit="tok", sources=fsrc, xs=xs, ys=ys)
+        led.derive("r.kv_lin_r2", A.fit_r_squared, unit="", sources=fsrc, xs=xs, ys=ys)
+        led.derive("r.kv_lin_slope_vs_theory", A.relative_difference, unit="fraction", new=slope, old=C)
+    else:
+        reason = next(v.missing for v in kv if not v.present)
+        for key, doc in (("r.kv_lin_slope", "Least-squares slope of peak KV tokens on input length"),
+                         ("r.kv_lin_intercept", "Least-squares intercept of peak KV tokens on input length"),
+                         ("r.kv_lin_r2", "R² of peak KV tokens on input length"),
+                         ("r.kv_lin_slope_vs_theory", "Fitted KV slope relative to the concurrency")):
+            led.record(key, None, doc=doc, missing=reason)
+    # The ITL slope's theory has C requests reading their KV each step: only the points that ran
+    # all C at once (the pool did not cap them) are fitted.
+    held = [p for p in pts if (led.value_of(f"p.{p.pid}.effective_concurrency") or 0) >= C]
+    led.record("r.itl_fit_points", len(held), unit="", sources=tuple(f"p.{p.pid}.effective_concurrency" for p in pts),
+               doc="Points of the length sweep that ran all C requests at once (the ITL slope's fit)")
+    itl = [led[f"p.{p.pid}.itl_ms_p50"] for p in held]
+    if len(held) >= 2 and all(v.present for v in itl):
+        xs = [p.settings["input_len"] for p in held]
+        ys = [v.value for v in itl]
+        fsrc = (f"{rd.name}: ledger keys " + ", ".join(f"p.{p.pid}.itl_ms_p50" for p in held),)
+        led.derive("r.itl_slope", A.fit_slope, unit="ms/tok", sources=fsrc, xs=xs, ys=ys)
+        led.derive("r.itl_intercept", A.fit_intercept, unit="ms", sources=fsrc, xs=xs, ys=ys)
+        led.derive("r.itl_r2", A.fit_r_squared, unit="", sources=fsrc, xs=xs, ys=ys)
+    elif len(held) < 2:
+        why = Reason.of("reason.itl_fit_too_few_held", held=len(held), points=len(pts))
+        for key, unit, doc in (("r.itl_slope", "ms/tok", "Least-squares slope of ITL p50 on input length"),
+                               ("r.itl_intercept", "ms", "Least-squares intercept of ITL p50 on input length"),
+                               ("r.itl_r2", "", "R² of ITL p50 on input length")):
+            led.record(key, None, unit=unit, doc=doc, missing=why)
+    led.derive("r.itl_slope_theory", T.itl_kv_slope_ms_per_token, unit="ms/tok", concurrency=C,
+               kv_bytes_per_token=led["r.kv_bytes_per_token"], peak_bandwidth=led["r.peak_bandwidth"])
+    if "r.itl_slope" in led:
+        led.derive("r.itl_slope_vs_theory", A.ratio, unit="fraction", numerator=led["r.itl_slope"],
+                   denominator=led["r.itl_slope_theory"])
+    first, last = pts[0], pts[-1]
+    led.derive("r.output_tok_s_change", A.relative_difference, unit="fraction",
+               new=led[f"p.{last.pid}.output_tok_s"], old=led[f"p.{first.pid}.output_tok_s"])
+    led.derive("r.total_tok_s_change", A.relative_difference, unit="fraction",
+               new=led[f"p.{last.pid}.total_tok_s"], old=led[f"p.{first.pid}.total_tok_s"])
+    led.derive("r.pool_tokens_mha", T.pool_tokens_at_kv_bytes, unit="tok",
+               pool_tokens=led["r.pool_tokens"], kv_bytes_per_token=led["r.kv_bytes_per_token"],
+               other_kv_bytes_per_token=led["r.kv_bytes_per_token_mha"])
+    led.derive("r.max_input_len_mha", T.max_input_len_at_concurrency, unit="tok",
+               pool_tokens=led["r.pool_tokens_mha"], concurrency=C, output_len=last.settings["output_len"])
+    led.derive("r.max_input_len", T.max_input_len_at_concurrency, unit="tok",
+               pool_tokens=led["r.pool_tokens"], concurrency=C, output_len=last.settings["output_len"])
+
+
+def rule_ledger(led: Ledger) -> None:
+    """The validity thresholds (policy, report.derive.validity), so the page prints them traced."""
+    for key, value, unit, doc in (
+            ("r.rule_held_min", V.HELD_MIN, "fraction", "Least share of C the server must hold on average (policy)"),
+            ("r.rule_sync_max", V.SYNC_MAX, "fraction", "Most send synchrony before a point counts as lockstep (policy)"),
+            ("r.rule_lifetimes_min", V.LIFETIMES_MIN, "", "Fewest request lifetimes a window must cover (policy)"),
+            ("r.rule_scrape_fail_max", V.SCRAPE_FAIL_MAX, "fraction", "Largest share of failed /metrics scrapes in a window (policy)"),
+            ("r.rule_client_error_max", V.CLIENT_ERROR_MAX, "fraction", "Largest client timing error as a share of the ITL p50 (policy)"),
+            ("r.rule_itl_slope_min", V.ITL_SLOPE_AGREES[0], "fraction", "Least measured/theory ITL slope the seeds accept"),
+            ("r.rule_itl_slope_max", V.ITL_SLOPE_AGREES[1], "fraction", "Largest measured/theory ITL slope the seeds accept"),
+            ("r.rule_repro_tput_tol", V.REPRO_TPUT_TOL, "fraction", "Largest output-throughput difference at shared points for two rounds to reproduce (policy)"),
+            ("r.rule_repro_ttft_tol", V.REPRO_TTFT_TOL, "fraction", "Largest TTFT p99 difference at shared points for two rounds to reproduce their latency (policy)"),
+            ("r.rule_saturation_growth", V.SATURATION_GROWTH, "fraction", "Least throughput growth between the last two points before a sweep counts as saturated (policy)"),
+            ("r.rule_late_send_ms", V.LATE_SEND_MS, "ms", "How late against its schedule an open-loop send counts as held back (policy)"),
+            ("r.rule_late_send_max", V.LATE_SEND_MAX, "fraction", "Largest share of late open-loop sends before the cap counts as holding the loop back (policy)"),
+            ("r.rule_delivery_ratio_min", V.DELIVERY_RATIO_MIN, "×", "Least client TPOT over engine TPOT for delivery to be the limit (policy)"),
+            ("r.rule_roof_dominance", V.ROOF_DOMINANCE, "×", "How many times one roof's utilisation must exceed the other's to name the limit (policy)"),
+            ("r.rule_lag_min_ms", V.LAG_MIN_MS, "ms", "Client event-loop lag (p50) above which the client may not keep up (policy)"),
+            ("r.rule_trend_steady_low", V.TREND_STEADY[0], "×", "Lowest second-half over first-half pace of a steady window (policy)"),
+            ("r.rule_trend_steady_high", V.TREND_STEADY[1], "×", "Highest second-half over first-half pace of a steady window (policy)")):
+        led.record(key, value, unit=unit, doc=doc, sources=("report/derive/validity.py",))
+
+
+def ok_points(rd: RoundData) -> list[PointData]:
+    return [p for p in rd.points if p.window.status == "ok"]
+
+
+def valid_points(rd: RoundData) -> list[PointData]:
+    """Points measured to the end whose validity checks all passed (see report.judge.diagnosis)."""
+    validity = rd.extras.get("validity") or {}
+    return [p for p in ok_points(rd) if p.pid not in validity or validity[p.pid].valid]
+
+
+def cross_point_ledger(led: Ledger, rd: RoundData) -> None:
+    """Quantities across the valid points of one round: scaling, growth, crossover (items 2, 3)."""
+    pts = valid_points(rd)
+    host = rd.bundle.manifest.get("host") or {}
+    led.record("r.cpu_count", host.get("cpu_count"), doc="Logical CPU cores of the client host",
+               sources=(f"{rd.name}/manifest.json: host",), missing=Reason.of("reason.not_recorded"))
+    led.record("r.points", len(ok_points(rd)), doc="Points measured to the end", sources=(f"{rd.name}/points.jsonl",))
+    led.record("r.valid_points", len(pts), doc="Points measured to the end that passed every validity check",
+               sources=(f"{rd.name}/points.jsonl",))
+    if not pts:
+        return
+    first = pts[0]
+    if rd.axis == "concurrency":
+        ref = next((p for p in pts if p.settings.get("concurrency") == 1), None)
+        for p in ok_points(rd):
+            k = f"p.{p.pid}."
+            if ref is None:
+                led.record(k + "scaling_eff", None, unit="fraction", doc="Scaling efficiency tput(C)/(C·tput(1))",
+                           missing=Reason.of("reason.no_c1_point"))
+                continue
+            led.derive(k + "scaling_eff", ST.scaling_efficiency, unit="fraction",
+                       throughput=led[k + "output_tok_s"], concurrency=p.settings.get("concurrency"),
+                       throughput_at_1=led[f"p.{ref.pid}.output_tok_s"])
+        if len(pts) >= 2:
+            a, b = pts[-2], pts[-1]
+            ca, cb = a.settings["concurrency"], b.settings["concurrency"]
+            sq = led.derive("r.queue_loglog_slope", A.loglog_slope, x1=ca, y1=led[f"p.{a.pid}.queue_ms_mean"],
+                            x2=cb, y2=led[f"p.{b.pid}.queue_ms_mean"])
+            sp = led.derive("r.prefill_loglog_slope", A.loglog_slope, x1=ca, y1=led[f"p.{a.pid}.prefill_ms_mean"],
+                            x2=cb, y2=led[f"p.{b.pid}.prefill_ms_mean"])
+            led.derive("r.crossover_concurrency", A.crossover_concurrency, c_last=cb,
+                       prefill_last=led[f"p.{b.pid}.prefill_ms_mean"],
+                       queue_last=led[f"p.{b.pid}.queue_ms_mean"], slope_queue=sq, slope_prefill=sp,
+                       queue_prev=led[f"p.{a.pid}.queue_ms_mean"])
+            led.derive("r.prefill_growth", A.ratio, unit="×", numerator=led[f"p.{b.pid}.prefill_ms_mean"],
+                       denominator=led[f"p.{first.pid}.prefill_ms_mean"])
+            led.derive("r.output_tok_s_growth", A.ratio, unit="×", numerator=led[f"p.{b.pid}.output_tok_s"],
+                       denominator=led[f"p.{first.pid}.output_tok_s"])
+            led.derive("r.ttft_p99_growth", A.ratio, unit="×", numerator=led[f"p.{b.pid}.ttft_ms_p99"],
+                       denominator=led[f"p.{first.pid}.ttft_ms_p99"])
+
+

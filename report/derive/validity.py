@@ -1,0 +1,118 @@
+"""Whether a point measured what it was set to measure: the signals behind its validity.
+
+Each is a pure function named for what it returns. A point is valid when the server held
+the set concurrency, the streams did not run in lockstep waves, the window covered several
+request lifetimes, the server's /metrics answered, and the client's timing error stayed
+small against the ITL. The thresholds are policy, stated once here and printed with every
+verdict.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bundle.request_table import RequestTable, as_request_table
+from report.derive import series
+from report.ledger import Absent
+
+# The server "held" the point when running + waiting averaged at least this share of C.
+HELD_MIN = 0.9
+# Send times within this share of the median request lifetime count as "together".
+SYNC_EPS = 0.05
+# Lockstep: a request's send is, on average, together with more than this share of the
+# other streams' sends (uniform phases give about 2 * SYNC_EPS = 0.1; C streams in two waves
+# give (C/2 - 1)/(C - 1), 0.43 at C=8).
+SYNC_MAX = 0.3
+# Steady state: the window covers at least this many median request lifetimes.
+LIFETIMES_MIN = 3.0
+# More than this share of the window's /metrics scrapes failed: the server-side numbers of
+# the point rest on too few samples.
+SCRAPE_FAIL_MAX = 0.2
+# The client's timing error counts as distortion above this share of the ITL median.
+CLIENT_ERROR_MAX = 0.1
+# A window's pace (second half over first half, client and engine) counts as steady inside this.
+TREND_STEADY = (0.75, 1.33)
+# Relative slack for a ratio computed from floats against its threshold (3.00 lifetimes is 3).
+FLOAT_SLACK = 0.01
+# Open loop over capacity: the client's in-flight count grew by more than this many requests
+# and this share of the window's sends, while the engine finished less than this share of
+# the sends or TTFT of the last third exceeded the first third's by this factor.
+GROWTH_MIN_REQUESTS = 4
+GROWTH_MIN_SHARE = 0.1
+FINISH_MIN = 0.9
+TTFT_TREND_MAX = 2.0
+# An open loop's cap throttled it: more than this share of its requests sent over LATE_SEND_MS
+# after their scheduled time, with the requests in flight at the cap for most of the window.
+LATE_SEND_MS = 10.0
+LATE_SEND_MAX = 0.05
+CAP_HELD_MIN = 0.8
+# Delivery stretches the engine's decode pace by at least this factor: the API server, the
+# network or the client, not the engine, set the pace the client saw.
+DELIVERY_RATIO_MIN = 1.2
+# A roof names the limit only when its utilisation is this many times the other's.
+ROOF_DOMINANCE = 1.2
+# A gauge at or above this share of the pool reads as full where the pool's size is unknown.
+POOL_FULL_SHARE = 0.98
+# The gauges' held share is stale when it misses the counters' by at least this much.
+GAUGE_STALE_GAP = 0.1
+# ... and as having room below this share.
+POOL_ROOM_SHARE = 0.9
+# The client's own loop lagging (p50) by more than this, and more than this share of the
+# engine's ITL, is a client that could not keep up; the client received its first token this
+# many times later than the engine produced it.
+LAG_MIN_MS = 5.0
+LAG_SHARE_OF_ITL = 0.5
+DELIVERY_TTFT_FACTOR = 3.0      # client TTFT over the engine's
+# The seeds accept a measured ITL slope within this range of the KV-bandwidth theory.
+ITL_SLOPE_AGREES = (0.8, 1.2)
+# Two rounds reproduce when output throughput at their common points differs by at most this.
+REPRO_TPUT_TOL = 0.05
+# Tail latency moves more between runs than throughput: the TTFT p99 difference at shared
+# points within which two rounds still count as reproducing their latency (policy).
+REPRO_TTFT_TOL = 0.2
+# Throughput that grew less than this between the last two valid points has saturated.
+SATURATION_GROWTH = 0.10
+
+
+def held_concurrency_fraction(scrapes: list, t_start: float, t_end: float,
+                              concurrency: int) -> float:
+    """Mean over the window's scrapes of min(1, (running + waiting) / C): the share of the set concurrency the server held."""
+    if not concurrency:
+        raise Absent("reason.no_concurrency")
+    running = series.gauge_series(scrapes, t_start, t_end, "vllm:num_requests_running")
+    waiting = dict(series.gauge_series(scrapes, t_start, t_end, "vllm:num_requests_waiting"))
+    held = [min(1.0, (r + waiting.get(t, 0.0)) / concurrency) for t, r in running]
+    return float(np.mean(held))
+
+
+def send_synchrony(requests: RequestTable, concurrency: int) -> float:
+    """Mean share of the other streams whose request was sent within ±5 % of the median request lifetime of each request's send."""
+    if not concurrency or concurrency < 2:
+        raise Absent("reason.single_stream")
+    reqs = as_request_table(requests)
+    sends = np.sort(reqs.col("t_send"))
+    sends = sends[~np.isnan(sends)]
+    ends = reqs.col("t_end")
+    life = ends - reqs.col("t_send")
+    life = life[~np.isnan(life)]
+    if len(sends) < 2 * concurrency or not len(life):
+        raise Absent("reason.few_requests_per_stream", n=len(sends), concurrency=concurrency)
+    eps = SYNC_EPS * float(np.median(life))
+    lo = np.searchsorted(sends, sends - eps)
+    hi = np.searchsorted(sends, sends + eps, side="right")
+    return float(np.mean(hi - lo - 1)) / (concurrency - 1)
+
+
+def lifetimes_in_window(window_s: float, e2e_ms_p50: float) -> float:
+    """How many median request lifetimes the window covers: window ÷ E2E p50."""
+    if e2e_ms_p50 <= 0:
+        raise Absent("reason.lifetime_zero")
+    return window_s * 1e3 / e2e_ms_p50
+
+
+def failed_scrape_share(scrapes: list, t_start: float, t_end: float) -> float:
+    """Failed /metrics scrapes as a share of the scrapes attempted inside the window."""
+    tried = series.scrape_count(scrapes, t_start, t_end)
+    if not tried:
+        raise Absent("reason.no_scrape_attempted")
+    return series.failed_scrape_count(scrapes, t_start, t_end) / tried

@@ -1,0 +1,138 @@
+"""Cross-round quantities (ANALYSES.md items 9, 14, 20, 21), after checking the rounds compare.
+
+Never pool incompatible data: before any comparison the two rounds' model, hardware,
+engine version and workload keys are checked, and each differing key is named.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from report.derive import analyses as A
+from report.derive.round_ledger import RoundData, ok_points
+from report.ledger import Absent, Ledger, Reason, Source, Value
+
+# Workload settings that must match for two points to count as "the same point".
+POINT_KEYS = ("concurrency", "input_len", "output_len", "request_rate", "arrival")
+
+
+def _engine_flags(manifest: dict) -> list[str]:
+    """Server flags that shape performance (the MFU-counter flag only adds counters)."""
+    plan = manifest.get("plan") or {}
+    flags = list((plan.get("engine") or {}).get("flags") or [])
+    return [f for f in flags if f != "--enable-mfu-metrics"]
+
+
+def comparability_keys(manifest: dict) -> dict[str, Any]:
+    """The facts two rounds must share to be compared, from a bundle manifest."""
+    model = manifest.get("model") or {}
+    host = manifest.get("host") or {}
+    eng = manifest.get("engine") or {}
+    plan = manifest.get("plan") or {}
+    wl = plan.get("workload") or {}
+    return {
+        "model config": json.dumps(model.get("config"), sort_keys=True),
+        "GPU": ", ".join(g.get("name", "?") for g in manifest.get("gpus") or []) or "none",
+        "CPU": host.get("cpu_model"),
+        "engine version": eng.get("vllm_version"),
+        "engine mode": eng.get("mode"),
+        "server flags": " ".join(_engine_flags(manifest)),
+        "workload kind": wl.get("kind"),
+        "API": wl.get("api"),
+        "output length": wl.get("output_len"),
+        "ignore_eos": wl.get("ignore_eos"),
+    }
+
+
+def differing_keys(a: dict, b: dict) -> list[str]:
+    """Names of the comparability keys on which two manifests differ."""
+    ka, kb = comparability_keys(a), comparability_keys(b)
+    return [k for k in ka if ka[k] != kb[k]]
+
+
+def same_point(sa: dict, sb: dict) -> bool:
+    """Whether two points ran with the same workload settings."""
+    return all(sa.get(k) == sb.get(k) for k in POINT_KEYS)
+
+
+def import_value(led: Ledger, key: str, v: Value, round_name: str) -> Value:
+    """Bring a value of another round into this ledger, keeping its provenance."""
+    return led.derive(key, A.identity_of, unit=v.unit,
+                      sources=tuple(dataclasses.replace(s, file=f"{round_name}: {s.file}") if isinstance(s, Source)
+                                    else f"{round_name}: {s}" for s in v.sources) or (f"{round_name}: {v.key}",),
+                      value=v)
+
+
+def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: RoundData,
+                       facts: dict) -> None:
+    """Comparisons of this round with the previous one, each behind a comparability check."""
+    diff = differing_keys(rd.bundle.manifest, prev.bundle.manifest)
+    facts["prev_round"] = prev.extras.get("round_id", prev.name)
+    facts["prev_differs"] = diff
+    pts, prev_pts = ok_points(rd), ok_points(prev)
+    # Reproducibility: every point present in both rounds with identical settings (item 9).
+    common = [(p, q) for p in pts for q in prev_pts if same_point(p.settings, q.settings)]
+    facts["common_points"] = [p.pid for p, _ in common]
+    if diff:
+        facts["comparable"] = False
+        return
+    facts["comparable"] = True
+    tput, ttft = [], []
+    for p, q in common:
+        for qty, bucket in (("output_tok_s", tput), ("ttft_ms_p99", ttft)):
+            old = import_value(led, f"x.prev.{q.pid}.{qty}", prev_led[f"p.{q.pid}.{qty}"], prev.name)
+            d = led.derive(f"x.{p.pid}.{qty}_diff", A.relative_difference, unit="fraction",
+                           new=led[f"p.{p.pid}.{qty}"], old=old)
+            if d.present:
+                bucket.append(d)
+    for name, vals in (("tput", tput), ("ttft_p99", ttft)):
+        if vals:
+            led.derive(f"x.repro_{name}_min", A.minimum, unit="fraction", values=[v.value for v in vals],
+                       sources=tuple(v.key for v in vals))
+            led.derive(f"x.repro_{name}_max", A.maximum, unit="fraction", values=[v.value for v in vals],
+                       sources=tuple(v.key for v in vals))
+    facts["repro_points"] = len(tput)
+    # Prefill under concurrency (item 14): the same prompt length at C=1 in the previous round.
+    # The highest-concurrency point of this round whose prompt length the previous round
+    # measured alone, with its prefill known on both sides.
+    for p in sorted(pts, key=lambda p: -(p.settings.get("concurrency") or 0)):
+        ref = next((q for q in prev_pts if q.settings.get("concurrency") == 1
+                    and q.settings.get("input_len") == p.settings.get("input_len")
+                    and q.settings.get("output_len") == p.settings.get("output_len")), None)
+        if (ref is None or p.settings.get("concurrency") == 1
+                or not prev_led[f"p.{ref.pid}.prefill_ms_mean"].present
+                or not led[f"p.{p.pid}.prefill_ms_mean"].present):
+            continue
+        base = import_value(led, f"x.prev.{ref.pid}.prefill_ms_mean",
+                            prev_led[f"p.{ref.pid}.prefill_ms_mean"], prev.name)
+        led.derive("x.prefill_c1_ms", A.identity_of, unit="ms", value=base)
+        led.derive("x.prefill_under_concurrency_ratio", A.ratio, unit="×",
+                   numerator=led[f"p.{p.pid}.prefill_ms_mean"], denominator=base)
+        led.derive("x.prefill_extra_ms", A.difference, unit="ms", a=led[f"p.{p.pid}.prefill_ms_mean"], b=base)
+        facts["prefill_ref_point"] = p.pid
+        break
+    # Same KV occupancy (item 20): this round's output throughput against the previous
+    # round's, interpolated at the same occupancy C·(L+out)/pool.
+    prev_occ = [(prev_led[f"p.{q.pid}.kv_occupancy"], prev_led[f"p.{q.pid}.output_tok_s"]) for q in prev_pts]
+    prev_occ = sorted((o.value, t.value) for o, t in prev_occ if o.present and t.present)
+    best = None
+    for p in pts:
+        o, t = led[f"p.{p.pid}.kv_occupancy"], led[f"p.{p.pid}.output_tok_s"]
+        if o.present and t.present and len(prev_occ) >= 2 and prev_occ[0][0] <= o.value <= prev_occ[-1][0]:
+            best = p  # the highest occupancy inside the previous round's range
+    if best is not None:
+        o = led[f"p.{best.pid}.kv_occupancy"]
+        interp = led.derive("x.prev_tput_at_occupancy", A.interpolate, unit="tok/s",
+                            sources=(f"{prev.name}: p.*.kv_occupancy, p.*.output_tok_s",),
+                            x=o, xs=[a for a, _ in prev_occ], ys=[b for _, b in prev_occ])
+        led.derive("x.occupancy_tput_ratio", A.ratio, unit="×", numerator=interp,
+                   denominator=led[f"p.{best.pid}.output_tok_s"])
+        facts["occupancy_point"] = best.pid
+
+
+def require(v: Value) -> Any:
+    if not v.present:
+        raise Absent.because(v.missing or Reason.of("reason.no_reason"))
+    return v.value

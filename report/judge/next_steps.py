@@ -1,0 +1,58 @@
+"""The next experiments the evidence calls for, each with the numbers that size it.
+
+Each step is a sentence per language with `[[ledger.key]]` numbers, as findings are; the
+sentences are `label.next_*` in the catalogue.
+"""
+
+from __future__ import annotations
+
+from report.derive.validity import SATURATION_GROWTH
+from report.judge.diagnosis import val
+from report.ledger import Ledger
+from report.words import LANGS, word
+
+
+def step(sid: str, code: str, **fields) -> dict:
+    """One step as the templates and the JSON read it: its id and its sentence per language."""
+    return {"id": sid, **{lang: word(f"label.next_{code}", lang, **fields) for lang in LANGS}}
+
+
+def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
+    """The steps of one round, most telling first."""
+    out = []
+    valid = facts.get("valid_points") or []
+    attribution = rd.extras.get("attribution") or {}
+    validity = rd.extras.get("validity") or {}
+    by_kind: dict[str, list[str]] = {}
+    for pid in facts.get("ok_points") or []:
+        by_kind.setdefault(attribution[pid].bottleneck, []).append(pid)
+    for pid, v in validity.items():
+        k = f"p.{pid}."
+        if "lockstep" in v.reasons and val(led, k + "e2e_ms_p50") is not None:
+            out.append(step(f"rerun_{pid}", "rerun", pid=pid))
+        elif "not_steady" in v.reasons and val(led, k + "e2e_ms_p50") is not None:
+            out.append(step(f"longer_{pid}", "longer", pid=pid))
+    if "frontend" in by_kind:
+        out.append(step("api_servers", "api_servers", pid=by_kind["frontend"][0]))
+    if "scheduler_budget" in by_kind:
+        out.append(step("batched_tokens", "batched_tokens", pid=by_kind["scheduler_budget"][0]))
+    if "kv_pool" in by_kind:
+        out.append(step("grow_pool", "grow_pool", pid=by_kind["kv_pool"][0]))
+    if val(led, "r.kv_cache_memory_suggested_gib") is not None:
+        out.append(step("kv_cache_memory", "kv_cache_memory"))
+    if rd.axis == "concurrency" and len(valid) >= 2:
+        a, b = valid[-2], valid[-1]
+        growth = val(led, f"p.{b}.output_tok_s"), val(led, f"p.{a}.output_tok_s")
+        if None not in growth and growth[1] and growth[0] / growth[1] - 1 < SATURATION_GROWTH:
+            out.append(step("between", "between", a=a, b=b))
+        elif attribution.get(b) is not None and attribution[b].bottleneck in ("gpu_bandwidth", "under_driven"):
+            out.append(step("beyond", "beyond", b=b, bottleneck=attribution[b].bottleneck))
+    if not facts.get("mfu_enabled"):
+        out.append(step("enable_mfu", "enable_mfu"))
+    if not rd.bundle.manifest.get("gpus"):
+        out.append(step("gpu_round", "gpu_round"))
+    if rd.axis == "input_len" and "x.prefill_c1_ms" not in led:
+        out.append(step("c1_length_sweep", "c1_length_sweep"))
+    if facts.get("prefix_caching_off"):
+        out.append(step("prefix_caching", "prefix_caching"))
+    return out

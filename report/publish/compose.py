@@ -1,0 +1,309 @@
+"""Turn a bundle (plus reference rounds) into the typed RoundReport the renderers read."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+from bundle.store import BundleError, read_bundle
+from report.derive import validity as V
+from report.derive.round_ledger import RoundData, gpu_absent_reason, read_round
+from report.derive.stats import INTERRUPTED
+from report.judge.compare import cross_round_ledger
+from report.judge.findings import round_findings
+from report.judge.next_steps import next_steps
+from report.judge.verdicts import build_ledger
+from report.ledger import Ledger
+from report.publish import figures as F
+from report.publish.document import LANGS, Column, RoundReport, Table
+from report.words import has, word
+
+CLIENT_LAG_SHARE_LIMIT = 0.1      # the templates say "a tenth" of the ITL median
+# From this share of chunks stamped like the one before them, the page explains the zero gaps
+# and prints per-chunk ITL beside per-token ITL.
+ZERO_GAP_NOTE_SHARE = 0.1
+# vLLM's FLOPs counter "closes" against its own formulas within this relative difference.
+FLOPS_CLOSE = 0.01
+# The KV account "balances" when measured and expected usage differ by at most this many points.
+KV_CLOSE_PP = 1.0
+
+# Columns: (point quantity, catalogue code of the header, unit, decimals).
+KV_COLUMNS = [
+    ("concurrency", "label.col_concurrency", "", 0),
+    ("input_len", "label.col_input_len", "tok", 0),
+    ("effective_concurrency", "label.col_effective_concurrency", "", 1),
+    ("kv_expected_median", "label.col_kv_expected_median", "%", 1),
+    ("kv_usage_p50", "label.col_kv_measured_p50", "%", 1),
+    ("kv_error_pp", "label.col_kv_error_pp", "pp", 2),
+    ("kv_expected_peak", "label.col_kv_expected_peak", "%", 1),
+    ("kv_usage_peak", "label.col_kv_usage_peak", "%", 1),
+]
+
+RESULT_COLUMNS = [
+    ("concurrency", "label.col_concurrency", "", 0),
+    ("input_len", "label.col_input_len", "tok", 0),
+    ("requests", "label.col_requests", "req", 0),
+    ("failed", "label.col_failed", "req", 0),
+    ("output_tok_s", "label.col_output_tok_s", "tok/s", 1),
+    ("total_tok_s", "label.col_total_tok_s", "tok/s", 0),
+    ("ttft_ms_p50", "label.col_ttft_ms_p50", "ms", 1),
+    ("ttft_ms_p99", "label.col_ttft_ms_p99", "ms", 1),
+    ("itl_ms_p50", "label.col_itl_ms_p50", "ms", 2),
+    ("itl_ms_p99", "label.col_itl_ms_p99", "ms", 2),
+    ("queue_ms_mean", "label.col_queue_ms_mean", "ms", 1),
+    ("prefill_ms_mean", "label.col_prefill_ms_mean", "ms", 1),
+    ("kv_usage_p50", "label.col_kv_usage_p50", "%", 1),
+]
+
+
+DETAIL_COLUMNS = [
+    ("concurrency", "label.col_concurrency", "", 0),
+    ("input_len", "label.col_input_len", "tok", 0),
+    ("ttft_ms_mean", "label.col_ttft_ms_mean", "ms", 1),
+    ("queue_ms_mean", "label.col_queue_ms_mean", "ms", 1),
+    ("prefill_ms_mean", "label.col_prefill_ms_mean", "ms", 1),
+    ("frontend_ms_mean", "label.col_frontend_ms_mean", "ms", 1),
+    ("itl_ms_p90", "label.col_itl_ms_p90", "ms", 2),
+    ("tpot_ms_mean", "label.col_tpot_ms_mean", "ms", 2),
+    ("e2e_ms_p50", "label.col_e2e_ms_p50", "ms", 0),
+    ("e2e_ms_p99", "label.col_e2e_ms_p99", "ms", 0),
+    ("server_running_median", "label.col_server_running_median", "req", 1),
+    ("waiting_peak", "label.col_waiting_peak", "req", 0),
+]
+
+
+def in_langs(code: str, **fields) -> dict[str, str]:
+    """The catalogue text of CODE in every language, fields filled."""
+    return {lang: word(code, lang, **fields) for lang in LANGS}
+
+
+def point_table(led: Ledger, pids: list[str], table_id: str, title: dict[str, str],
+                columns: list) -> Table:
+    """A table with one row per point; each cell a ledger key."""
+    cols = [Column(id=c, header=in_langs(h), unit=u, digits=d) for c, h, u, d in columns]
+    rows = [[f"p.{pid}.{c.id}" if f"p.{pid}.{c.id}" in led else None for c in cols] for pid in pids]
+    return Table(id=table_id, title=title, columns=cols, rows=rows,
+                 row_labels=[{lang: pid for lang in LANGS} for pid in pids])
+
+
+def results_table(led: Ledger, pids: list[str]) -> Table:
+    """Every point's main figures."""
+    return point_table(led, pids, "results", in_langs("label.table_results"), RESULT_COLUMNS)
+
+
+def facts_of(rd: RoundData) -> dict:
+    """Non-numeric facts for the narrative: engine, model, hardware, status (escaped on render)."""
+    m = rd.bundle.manifest
+    eng, host, model = m.get("engine") or {}, m.get("host") or {}, m.get("model") or {}
+    gpus = m.get("gpus") or []
+    return {
+        "bundle": rd.name,
+        "status": m.get("status"),
+        "status_reason": m.get("status_reason"),
+        "origin": m.get("origin"),
+        "engine_mode": eng.get("mode"),
+        "engine_mode_text": {lang: word(f"label.engine_mode_{eng.get('mode')}", lang)
+                             if has(f"label.engine_mode_{eng.get('mode')}", lang) else str(eng.get("mode"))
+                             for lang in LANGS},
+        "vllm_version": eng.get("vllm_version"),
+        "model": model.get("served_name") or model.get("name"),
+        "model_desc": model.get("name"),
+        "random_weights": model.get("load_format") == "dummy",
+        "cpu": host.get("cpu_model"),
+        "gpu": ", ".join(g.get("name", "?") for g in gpus) if gpus else None,
+        "gpu_absent_reason": m.get("gpu_absent_reason"),
+        "axis": rd.axis,
+        "created": m.get("created_utc"),
+        "tool_version": (m.get("tool") or {}).get("version"),
+        "git_revision": (m.get("tool") or {}).get("git_revision"),
+        "server_flags": " ".join((eng.get("command") or [])[3:]) if eng.get("command") else None,
+        "prefix_caching_off": any("--no-enable-prefix-caching" in " ".join(c or [])
+                                  for c in (eng.get("server_sets") or {}).values()),
+        "mfu_enabled": any("--enable-mfu-metrics" in " ".join(c or [])
+                           for c in (eng.get("server_sets") or {}).values()),
+        "points": [p.pid for p in rd.points],
+        "failed_points": [p.pid for p in rd.points if p.window.status not in ("ok", INTERRUPTED)],
+        "interrupted_points": [p.pid for p in rd.points if p.window.status == INTERRUPTED],
+        "warnings": list(rd.bundle.warnings),
+    }
+
+
+def compose_rounds(pairs: list[tuple[str | Path, str]],
+                   refused: list[str] | None = None) -> list[RoundReport]:
+    """Compose every round; each is compared with the round before it (by round id order).
+    With REFUSED, a bundle that cannot be read is left out and its error appended there (the
+    other rounds go on); without it, the BundleError stops the composition."""
+    rounds = []
+    for path, rid in pairs:
+        try:
+            bundle = read_bundle(path)
+        except BundleError as e:
+            if refused is None:
+                raise
+            refused.append(f"{rid}: {e}")
+            continue
+        rd = read_round(bundle)
+        rd.extras["round_id"] = rid
+        rounds.append((path, rid, rd, build_ledger(rd)))
+    by_id = {rid: (rd, led) for _, rid, rd, led in rounds}
+    out = []
+    for path, rid, rd, led in rounds:
+        prev = by_id.get(previous_round_id(rid))
+        out.append(compose_from(path, rid, rd, led, prev))
+    return out
+
+
+# How a setting that varies across a round's points names a point: C=128, L=8192, 4 req/s.
+LABEL_PARTS = (("server_set", "set {}"), ("input_len", "L={}"), ("concurrency", "C={}"),
+               ("request_rate", "{} req/s"))
+
+
+def point_labels(points) -> dict[str, str]:
+    """Each point's name by the settings that vary across the round (its id where none does)."""
+    varying = [(k, fmt) for k, fmt in LABEL_PARTS
+               if len({str(p.settings.get(k)) for p in points}) > 1]
+    out = {}
+    for p in points:
+        parts = [fmt.format(f"{p.settings.get(k):g}" if isinstance(p.settings.get(k), float)
+                            else p.settings.get(k)) for k, fmt in varying]
+        out[p.pid] = ", ".join(parts) if parts else p.pid
+    return out
+
+
+def previous_round_id(rid: str) -> str | None:
+    """`round-3` -> `round-2`; other ids have no previous round."""
+    head, _, num = rid.rpartition("-")
+    return f"{head}-{int(num) - 1}" if head and num.isdigit() and int(num) > 1 else None
+
+
+def compose_round(bundle_path: str | Path, round_id: str) -> RoundReport:
+    """Read one bundle and compose its report object, with no previous round."""
+    return compose_rounds([(bundle_path, round_id)])[0]
+
+
+def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
+                 prev: tuple[RoundData, Ledger] | None) -> RoundReport:
+    """The report object of one round, given its ledger and (optionally) the previous round's."""
+    bundle = rd.bundle
+    pids = [p.pid for p in rd.points if p.window.status == "ok"]
+    axis = rd.axis if rd.axis in ("concurrency", "input_len") else "concurrency"
+    facts = facts_of(rd)
+    facts["ok_points"] = pids
+    # Points whose C requests at their peak would need more than the pool: the table's demand
+    # column passes 100 % there, and the page says why.
+    facts["demand_over_pool"] = [pid for pid in pids if (led.get(f"p.{pid}.kv_expected_peak") is not None
+                                 and led[f"p.{pid}.kv_expected_peak"].present
+                                 and led[f"p.{pid}.kv_expected_peak"].value > 1)]
+    facts["sweep_axis"] = rd.axis
+    validity = rd.extras["validity"]
+    if len([pid for pid in pids if validity[pid].valid]) < 2:
+        # Fewer than two valid points (a round cut short, points that failed their checks):
+        # no sweep to narrate; the diagnosis says why.
+        facts["axis"] = "single"
+    # The client's lag counts as distortion above this share of the ITL median (a policy).
+    facts["lag_share_limit"] = CLIENT_LAG_SHARE_LIMIT
+    facts["zero_gap_note_share"] = ZERO_GAP_NOTE_SHARE
+    facts["client_distorted_points"] = [pid for pid in pids if "client_distorted" in validity[pid].reasons]
+    facts["kv_close_pp"] = KV_CLOSE_PP
+    # At or above this peak the pool counts as near full: "not because of the pool" is not said.
+    facts["pool_room_share"] = V.POOL_ROOM_SHARE
+    facts["flops_close"] = FLOPS_CLOSE
+    facts["peak_label"] = rd.extras.get("peak_label")
+    peak_missing = rd.extras.get("peak_missing")
+    facts["peak_missing"] = peak_missing.text("en") if peak_missing else None
+    facts["peak_missing_zh"] = peak_missing.text("zh") if peak_missing else None
+    gpu_absent = gpu_absent_reason(facts.get("gpu_absent_reason"))
+    facts["gpu_absent_reason_zh"] = gpu_absent.text("zh") if gpu_absent else None
+    # Cross-round facts default to "not available"; cross_round_ledger fills what applies.
+    facts.update(prev_round=None, prev_differs=[], common_points=[], comparable=False,
+                 repro_points=0, prefill_ref_point=None, occupancy_point=None)
+    prev_led, prev_pids = None, []
+    if prev is not None:
+        prev_rd, prev_led = prev
+        prev_pids = [p.pid for p in prev_rd.points if p.window.status == "ok"]
+        cross_round_ledger(led, rd, prev_led, prev_rd, facts)
+    facts["has_prev"] = prev is not None
+    attribution = rd.extras["attribution"]
+    valid = [pid for pid in pids if validity[pid].valid]
+    facts["valid_points"] = valid
+    # The one point the narrative's "at C=…" sentences speak of, in every section: the last
+    # valid point (else the last that ran), and the first likewise; each named by its settings.
+    shown = valid or pids
+    facts["headline_point"] = shown[-1] if shown else None
+    facts["first_point"] = shown[0] if shown else None
+    facts["point_labels"] = point_labels(rd.points)
+    facts["invalid_points"] = {pid: validity[pid].reasons for pid in pids if not validity[pid].valid}
+    facts["bottlenecks"] = {pid: attribution[pid].bottleneck for pid in pids}
+    facts["findings"] = [asdict(f) for f in round_findings(led, validity, attribution, valid, facts)]
+    facts["next_steps"] = next_steps(led, rd, facts)
+    figs = {}
+    makers = [F.fig_throughput, F.fig_latency, F.fig_ttft_breakdown, F.fig_queue_vs_prefill,
+              F.fig_iteration, F.fig_kv, F.fig_mfu]
+    for make in makers:
+        fig = make(led, pids, axis)
+        if fig is not None:
+            figs[fig.id] = fig
+    if rd.axis == "input_len":
+        for make in (F.fig_kv_linearity, F.fig_itl_vs_len):
+            fig = make(led, pids)
+            if fig is not None:
+                figs[fig.id] = fig
+    windows = [(p.pid, p.window.t_measure, p.window.t_end) for p in rd.points]
+    for fig in (F.fig_timeline(bundle.metrics, windows), F.fig_power(bundle.gpu, windows),
+                F.fig_tflops_timeline(bundle.metrics, windows), F.fig_roofline(led, pids),
+                F.fig_repro(led, pids, axis),
+                F.fig_occupancy(led, pids, prev_led if facts.get("comparable") else None, prev_pids)):
+        if fig is not None:
+            figs[fig.id] = fig
+    facts["figures"] = sorted(figs)
+    notices = []
+    if facts["status"] != "complete":
+        notices.append(in_langs("label.notice_incomplete", status=facts["status"],
+                                reason=facts["status_reason"] or ""))
+    if facts["interrupted_points"]:
+        notices.append(interrupted_notice(facts["interrupted_points"]))
+    if facts["failed_points"]:
+        notices.append({lang: word("label.notice_failed", lang, points=listed(facts["failed_points"], lang))
+                        for lang in LANGS})
+    model = bundle.manifest.get("model") or {}
+    vocab, model_vocab = model.get("tokenizer_vocab_size"), ((model.get("config") or {}).get("vocab_size"))
+    if isinstance(vocab, int) and isinstance(model_vocab, int) and vocab < model_vocab:
+        notices.append(in_langs("label.notice_vocab", vocab=vocab, model_vocab=model_vocab))
+    if facts["origin"] != "recorded":
+        notices.append(in_langs("label.notice_fixture"))
+    title = round_title(bundle.manifest, rd.axis, round_id)
+    sections = ["summary", "diagnosis", "client", "decomposition", "kv", "mfu", "timeline", "power", "compare",
+                "results", "next", "method"]
+    if not pids:
+        # No point was measured to the end: the notices say why; only what was recorded applies.
+        sections = (["results"] if facts["interrupted_points"] else []) + ["method"]
+    results = results_table(led, pids + facts["interrupted_points"])
+    results.row_labels[len(pids):] = [interrupted_label(pid) for pid in facts["interrupted_points"]]
+    detail = point_table(led, pids, "results_detail", in_langs("label.table_results_detail"),
+                         DETAIL_COLUMNS)
+    return RoundReport(round_id=round_id, title=title, ledger=led, sections=sections, figures=figs,
+                       tables={"results": results, "results_detail": detail,
+                               "kv_table": point_table(led, pids, "kv_table", in_langs("label.table_kv"),
+                                                 KV_COLUMNS)}, facts=facts, notices=notices,
+                       bundles=[str(bundle_path)])
+
+
+def listed(items: list[str], lang: str) -> str:
+    """ITEMS joined as a list is written in LANG ("a, b" / "a、b")."""
+    return word("label.list_sep", lang).join(items)
+
+
+def interrupted_label(pid: str) -> dict[str, str]:
+    """A results-table row label that says the point was interrupted, in each language."""
+    return in_langs("label.row_interrupted", pid=pid)
+
+
+def interrupted_notice(pids: list[str]) -> dict[str, str]:
+    """The notice for points cut short by an interruption, in each language."""
+    return {lang: word("label.notice_interrupted", lang, points=listed(pids, lang)) for lang in LANGS}
+
+
+def round_title(manifest: dict, axis: str, round_id: str) -> dict[str, str]:
+    """The round's title in each language, from the sweep axis and the round id."""
+    return {lang: word("label.round_title", lang, axis=word(f"label.axis_{axis}", lang),
+                       round_id=round_id) for lang in LANGS}

@@ -1,0 +1,47 @@
+"""Machine-readable dumps of one bundle: every ledger value, and the verdicts with their evidence."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from report.ledger import Ledger
+from report.publish.numbers import missing_reason
+
+
+def _plain(x: Any) -> Any:
+    """A JSON-safe value: numpy scalars as Python numbers, non-finite floats as None."""
+    if hasattr(x, "item") and not isinstance(x, (list, dict, str)):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x if isinstance(x, (int, float, str, bool)) or x is None else str(x)
+
+
+def ledger_json(led: Ledger) -> dict:
+    """{"values": {key: {"value", "unit", "missing"}}}: every value, absent ones with their reason."""
+    return {"values": {k: {"value": _plain(v.value), "unit": v.unit,
+                           "missing": None if v.present else missing_reason(v).text("en")}
+                       for k, v in led.values.items()}}
+
+
+def findings_json(rd, led: Ledger) -> dict:
+    """Each point's validity and bottleneck with evidence, and the round's findings as plain text."""
+    from report.judge.findings import round_findings
+    from report.publish.numbers import plain_text
+    validity, attribution = rd.extras["validity"], rd.extras["attribution"]
+    ok = [p.pid for p in rd.points if p.window.status == "ok"]
+    valid = [pid for pid in ok if validity[pid].valid]
+    points = []
+    for p in rd.points:
+        v, a = validity[p.pid], attribution[p.pid]
+        points.append({"point": p.pid, "valid": v.valid, "invalid_reasons": v.reasons,
+                       "unchecked": v.unchecked, "bottleneck": a.bottleneck,
+                       "mechanism": a.mechanism,
+                       "evidence": {k: _plain(x) for k, x in {**v.evidence, **a.evidence}.items()}})
+    facts = {"prev_round": None, "sweep_axis": rd.axis, "ok_points": ok}
+    found = round_findings(led, validity, attribution, valid, facts)
+    return {"points": points,
+            "findings": [{"id": f.id, "kind": f.kind, "text_en": plain_text(f.en, led, "en"),
+                          "text_zh": plain_text(f.zh, led, "zh"), "evidence": f.evidence}
+                         for f in found]}

@@ -1,0 +1,393 @@
+"""Altair figures of a round, one Vega-Lite spec per language, plotting ledger values or raw samples.
+
+A figure plots either ledger values (each key listed in `Figure.keys`, so its provenance is
+the ledger's) or raw gauge samples straight from the bundle (the timeline). Nothing here
+computes a number of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import altair as alt
+import pandas as pd
+
+from report.derive import series as S
+from report.ledger import Absent, Ledger
+from report.publish.document import LANGS, Figure
+from report.words import group
+
+WIDTH, HEIGHT = 560, 240
+
+# Axis titles, legends and figure titles: `label.fig_*` in the catalogue, looked up by name.
+TEXT: dict[str, dict[str, str]] = {lang: group("label.fig_", lang) for lang in LANGS}
+
+PALETTE = ["#2f6db5", "#e07b39", "#5aa469", "#b5443c", "#8a6bbf", "#7f7f7f"]
+
+
+def _val(led: Ledger, key: str) -> float | None:
+    return led.value_of(key)
+
+
+def _rows(led: Ledger, pids: list[str], axis_key: str, series: dict[str, str],
+          scale: float = 1.0) -> tuple[list[dict[str, Any]], list[str]]:
+    rows, keys = [], []
+    for pid in pids:
+        x = _val(led, f"p.{pid}.{axis_key}")
+        for label, q in series.items():
+            key = f"p.{pid}.{q}"
+            y = _val(led, key)
+            if x is not None and y is not None:
+                rows.append({"x": x, "y": y * scale, "series": label, "point": pid,
+                             "valid": _val(led, f"p.{pid}.valid") is not False})
+                keys.append(key)
+    return rows, keys
+
+
+def _line(rows, t: dict, axis: str, y_title: str, title: str = "", log_y: bool = False,
+          log_x: bool = True) -> dict:
+    if log_y:
+        rows = [r for r in rows if r["y"] > 0]  # a log axis cannot show zero
+    df = pd.DataFrame(rows)
+    xs = alt.Scale(type="log", base=2) if log_x else alt.Scale(zero=False)
+    ys = alt.Scale(type="log") if log_y else alt.Scale(zero=True)
+    ticks = sorted({r["x"] for r in rows})
+    # Series keep the order they were given in, so a quantity has one colour in every chart.
+    domain = list(dict.fromkeys(r["series"] for r in rows))
+    x = alt.X("x:Q", title=t[axis], scale=xs, axis=alt.Axis(values=ticks, format="d" if all(float(x).is_integer() for x in ticks) else "~s"))
+    y = alt.Y("y:Q", title=y_title, scale=ys)
+    color = alt.Color("series:N", title=t["series"], sort=domain,
+                      scale=alt.Scale(domain=domain, range=PALETTE[:len(domain)]),
+                      legend=alt.Legend(orient="bottom"))
+    tip = [alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("series:N", title=t["series"]),
+           alt.Tooltip("y:Q", title=y_title, format=",.2f")]
+    good = df[df["valid"]] if "valid" in df else df
+    bad = df[~df["valid"]] if "valid" in df else df.iloc[0:0]
+    # Lines join valid points only; a point that failed its checks is a cross on its own.
+    layers = []
+    if len(good):
+        layers.append(alt.Chart(good).mark_line(point=True).encode(x=x, y=y, color=color, tooltip=tip))
+    if len(bad):
+        layers.append(alt.Chart(bad).mark_point(shape="cross", size=90, filled=True).encode(
+            x=x, y=y, color=color, tooltip=tip + [alt.Tooltip("valid:N", title=t["valid"])]))
+    ch = alt.layer(*layers).properties(width=WIDTH, height=HEIGHT)
+    if len(bad):
+        ch = ch.properties(title=alt.TitleParams(text=t["invalid_note"], fontSize=10,
+                                                 fontWeight="normal", anchor="start"))
+    return ch.to_dict()
+
+
+def per_lang(make: Callable[[dict], dict]) -> dict[str, dict]:
+    return {lang: make(TEXT[lang]) for lang in LANGS}
+
+
+def fig_throughput(led: Ledger, pids: list[str], axis: str) -> Figure | None:
+    """Output and total token throughput against the sweep axis (ANALYSES.md item 19)."""
+    rows_any, keys = _rows(led, pids, axis, {"o": "output_tok_s", "t": "total_tok_s"})
+    if not rows_any:
+        return None
+
+    def make(t):
+        rows, _ = _rows(led, pids, axis, {t["output"]: "output_tok_s", t["total"]: "total_tok_s"})
+        return _line(rows, t, axis, t["tok_s"], t[f"throughput_title_{axis}"])
+    return Figure("throughput", per_lang(make),
+                  {lang: TEXT[lang][f"throughput_title_{axis}"] for lang in LANGS},
+                  keys=tuple(keys))
+
+
+def fig_latency(led: Ledger, pids: list[str], axis: str) -> Figure | None:
+    """TTFT and ITL percentiles against the sweep axis (log y)."""
+    qs = {"ttft_p50": "ttft_ms_p50", "ttft_p99": "ttft_ms_p99", "itl_p50": "itl_ms_p50", "itl_p99": "itl_ms_p99"}
+    rows_any, keys = _rows(led, pids, axis, qs)
+    if not rows_any:
+        return None
+
+    def make(t):
+        rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in qs.items()})
+        return _line(rows, t, axis, t["ms"], t["latency_title"], log_y=True)
+    return Figure("latency", per_lang(make), {lang: TEXT[lang]["latency_title"] for lang in LANGS},
+                  keys=tuple(keys))
+
+
+def fig_ttft_breakdown(led: Ledger, pids: list[str], axis: str) -> Figure | None:
+    """Stacked mean queue, prefill and frontend per point (ANALYSES.md item 1)."""
+    parts = {"queue": "queue_ms_mean", "prefill": "prefill_ms_mean", "frontend": "frontend_ms_mean"}
+    rows_any, keys = _rows(led, pids, axis, parts)
+    if len(rows_any) < 3:
+        return None
+
+    def make(t):
+        rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()})
+        order = [t["queue"], t["prefill"], t["frontend"]]
+        for r in rows:
+            r["order"] = order.index(r["series"])
+        df = pd.DataFrame(rows)
+        ch = alt.Chart(df).mark_bar().encode(
+            x=alt.X("x:O", title=t[axis]),
+            y=alt.Y("y:Q", title=t["ms"], stack="zero"),
+            color=alt.Color("series:N", title=t["part"], sort=order,
+                            scale=alt.Scale(domain=order, range=PALETTE[:3]),
+                            legend=alt.Legend(orient="bottom")),
+            order=alt.Order("order:Q"),
+            tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("series:N", title=t["part"]),
+                     alt.Tooltip("y:Q", title=t["ms"], format=",.1f")],
+        ).properties(width=WIDTH, height=HEIGHT)
+        return ch.to_dict()
+    return Figure("ttft_breakdown", per_lang(make), {lang: TEXT[lang]["ttft_title"] for lang in LANGS},
+                  keys=tuple(keys))
+
+
+def fig_queue_vs_prefill(led: Ledger, pids: list[str], axis: str) -> Figure | None:
+    """Queue and prefill means against concurrency on a log scale (ANALYSES.md item 2)."""
+    parts = {"queue": "queue_ms_mean", "prefill": "prefill_ms_mean", "ttft_mean": "ttft_ms_mean"}
+    rows_any, keys = _rows(led, pids, axis, parts)
+    rows_any = [r for r in rows_any if r["y"] > 0 and r["series"] in ("queue", "prefill")]
+    if len(rows_any) < 3:
+        return None
+
+    def make(t):
+        rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()})
+        rows = [r for r in rows if r["y"] > 0]  # a log axis cannot show zero
+        return _line(rows, t, axis, t["ms"], t["qvp_title"], log_y=True)
+    return Figure("queue_vs_prefill", per_lang(make), {lang: TEXT[lang]["qvp_title"] for lang in LANGS},
+                  keys=tuple(keys))
+
+
+def fig_iteration(led: Ledger, pids: list[str], axis: str) -> Figure | None:
+    """Decode and prefill tokens per engine step (ANALYSES.md item 4)."""
+    parts = {"decode": "server_running_median", "prefill_chunk": "prefill_tokens_per_iteration"}
+    rows_any, keys = _rows(led, pids, axis, parts)
+    if len(rows_any) < 2:
+        return None
+
+    def make(t):
+        rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()})
+        order = [t["decode"], t["prefill_chunk"]]
+        df = pd.DataFrame(rows)
+        ch = alt.Chart(df).mark_bar().encode(
+            x=alt.X("x:O", title=t[axis]), y=alt.Y("y:Q", title=t["tokens"], stack="zero"),
+            color=alt.Color("series:N", title=t["part"], sort=order,
+                            scale=alt.Scale(domain=order, range=PALETTE[:2]),
+                            legend=alt.Legend(orient="bottom")),
+            tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("y:Q", format=",.1f")],
+        ).properties(width=WIDTH, height=HEIGHT)
+        return ch.to_dict()
+    return Figure("iteration", per_lang(make), {lang: TEXT[lang]["iter_title"] for lang in LANGS},
+                  keys=tuple(keys))
+
+
+def fig_kv(led: Ledger, pids: list[str], axis: str) -> Figure | None:
+    """Measured KV usage against the block-rounded expectation (ANALYSES.md item 7)."""
+    parts = {"measured_p50": "kv_usage_p50", "measured_peak": "kv_usage_peak",
+             "expected_peak": "kv_expected_peak", "expected_median": "kv_expected_median"}
+    rows_any, keys = _rows(led, pids, axis, parts, scale=100)
+    if len(rows_any) < 2:
+        return None
+
+    def make(t):
+        rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()}, scale=100)
+        return _line(rows, t, axis, t["fraction"], t["kv_title"])
+    return Figure("kv", per_lang(make), {lang: TEXT[lang]["kv_title"] for lang in LANGS}, keys=tuple(keys))
+
+
+def fig_mfu(led: Ledger, pids: list[str], axis: str) -> Figure | None:
+    """MFU and MBU against the sweep axis (ANALYSES.md item 15)."""
+    parts = {"mfu": "mfu", "mbu": "mbu"}
+    rows_any, keys = _rows(led, pids, axis, parts, scale=100)
+    if len(rows_any) < 2:
+        return None
+
+    def make(t):
+        rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()}, scale=100)
+        return _line(rows, t, axis, t["pct"], t[f"mfu_title_{axis}"])
+    return Figure("mfu", per_lang(make),
+                  {lang: TEXT[lang][f"mfu_title_{axis}"] for lang in LANGS},
+                  keys=tuple(keys))
+
+
+def fig_itl_vs_len(led: Ledger, pids: list[str]) -> Figure | None:
+    """ITL p50 against input length (ANALYSES.md item 18)."""
+    rows_any, keys = _rows(led, pids, "input_len", {"p": "itl_ms_p50"})
+    if len(rows_any) < 2:
+        return None
+
+    def make(t):
+        rows, _ = _rows(led, pids, "input_len", {t["itl_p50"]: "itl_ms_p50"})
+        return _line(rows, t, "input_len", t["ms"], t["itl_fit_title"], log_x=False)
+    return Figure("itl_vs_len", per_lang(make), {lang: TEXT[lang]["itl_fit_title"] for lang in LANGS},
+                  keys=tuple(keys))
+
+
+def fig_kv_linearity(led: Ledger, pids: list[str]) -> Figure | None:
+    """Peak KV tokens against input length, with the theory line (ANALYSES.md item 12)."""
+    rows_any, keys = _rows(led, pids, "input_len", {"m": "kv_tokens_peak", "t": "kv_tokens_theory"})
+    if len(rows_any) < 2:
+        return None
+
+    def make(t):
+        rows, _ = _rows(led, pids, "input_len", {t["measured_peak"]: "kv_tokens_peak",
+                                                  t["theory"]: "kv_tokens_theory"})
+        return _line(rows, t, "input_len", t["kv_tokens"], t["kvlin_title"], log_x=False)
+    return Figure("kv_linearity", per_lang(make), {lang: TEXT[lang]["kvlin_title"] for lang in LANGS},
+                  keys=tuple(keys))
+
+
+def fig_timeline(scrapes: list, windows: list[tuple[str, float, float]]) -> Figure | None:
+    """Running, waiting and KV usage over the whole round, point windows shaded (raw gauges)."""
+    def series(name: str) -> list[tuple[float, float]]:
+        try:
+            return S.gauge_series(scrapes, None, None, name)
+        except Absent:
+            return []
+    run, wait, kv = (series("vllm:num_requests_running"), series("vllm:num_requests_waiting"),
+                     series("vllm:kv_cache_usage_perc"))
+    if not run:
+        return None
+
+    def make(t):
+        req = pd.DataFrame([{"t": a, "y": v, "series": t["running"]} for a, v in run]
+                           + [{"t": a, "y": v, "series": t["waiting"]} for a, v in wait])
+        kvd = pd.DataFrame([{"t": a, "y": v * 100, "series": t["kv"]} for a, v in kv])
+        shade = pd.DataFrame([{"a": a, "b": b, "point": pid} for pid, a, b in windows])
+        base_x = alt.X("t:Q", title=t["t"])
+        bands = alt.Chart(shade).mark_rect(opacity=0.12, color="#888").encode(
+            x="a:Q", x2="b:Q", tooltip=[alt.Tooltip("point:N", title=t["point"])])
+        reqs = alt.Chart(req).mark_line(interpolate="step-after", strokeWidth=1.2).encode(
+            x=base_x, y=alt.Y("y:Q", title=t["requests"]),
+            color=alt.Color("series:N", title=t["series"], scale=alt.Scale(range=PALETTE[:2]),
+                            legend=alt.Legend(orient="bottom")))
+        kvl = alt.Chart(kvd).mark_line(strokeWidth=1.2, color=PALETTE[2]).encode(
+            x=base_x, y=alt.Y("y:Q", title=t["kv"], scale=alt.Scale(domain=[0, 100])))
+        ch = alt.layer(bands, reqs, kvl).resolve_scale(y="independent").properties(width=WIDTH, height=HEIGHT)
+        return ch.to_dict()
+    return Figure("timeline", per_lang(make), {lang: TEXT[lang]["timeline_title"] for lang in LANGS})
+
+
+def fig_power(gpu_samples: list, windows: list[tuple[str, float, float]]) -> Figure | None:
+    """Power (with the limit) and temperature of GPU 0 over the round, point windows shaded (raw NVML)."""
+    s0 = [s for s in gpu_samples if s.get("gpu", 0) == 0 and s.get("power_w") is not None]
+    if not s0:
+        return None
+
+    def make(t):
+        pw = pd.DataFrame([{"t": s["t"], "y": s["power_w"], "series": t["power"]} for s in s0]
+                          + [{"t": s["t"], "y": s["power_limit_w"], "series": t["limit"]}
+                             for s in s0 if s.get("power_limit_w") is not None])
+        tp = pd.DataFrame([{"t": s["t"], "y": s["temperature_c"]} for s in s0
+                           if s.get("temperature_c") is not None])
+        shade = pd.DataFrame([{"a": a, "b": b, "point": pid} for pid, a, b in windows])
+        bands = alt.Chart(shade).mark_rect(opacity=0.12, color="#888").encode(x="a:Q", x2="b:Q")
+        p = alt.Chart(pw).mark_line(strokeWidth=1.2).encode(
+            x=alt.X("t:Q", title=t["t"]), y=alt.Y("y:Q", title=t["power"]),
+            color=alt.Color("series:N", title=t["series"], scale=alt.Scale(range=[PALETTE[0], PALETTE[3]]),
+                            legend=alt.Legend(orient="bottom")),
+            strokeDash=alt.StrokeDash("series:N", legend=None))
+        layers = [bands, p] if windows else [p]
+        if len(tp):
+            layers.append(alt.Chart(tp).mark_line(strokeWidth=1, color=PALETTE[1]).encode(
+                x="t:Q", y=alt.Y("y:Q", title=t["temp"])))
+        return alt.layer(*layers).resolve_scale(y="independent").properties(width=WIDTH, height=HEIGHT).to_dict()
+    return Figure("power", per_lang(make), {lang: TEXT[lang]["power_title"] for lang in LANGS})
+
+
+def fig_tflops_timeline(scrapes: list, windows: list[tuple[str, float, float]]) -> Figure | None:
+    """Per-interval TF/s from vLLM's estimated FLOPs counter over the round (item 15)."""
+    from report.derive import analyses as A
+    try:
+        rates = A.counter_rate_series(scrapes, "vllm:estimated_flops_per_gpu_total")
+    except Absent:
+        return None
+    if not any(r > 0 for _, r in rates):
+        return None
+
+    def make(t):
+        df = pd.DataFrame([{"t": a, "y": r / 1e12} for a, r in rates])
+        shade = pd.DataFrame([{"a": a, "b": b, "point": pid} for pid, a, b in windows])
+        bands = alt.Chart(shade).mark_rect(opacity=0.12, color="#888").encode(
+            x="a:Q", x2="b:Q", tooltip=[alt.Tooltip("point:N", title=t["point"])])
+        line = alt.Chart(df).mark_line(strokeWidth=1.2, color=PALETTE[0]).encode(
+            x=alt.X("t:Q", title=t["t"]), y=alt.Y("y:Q", title=t["tflops"]))
+        return alt.layer(bands, line).properties(width=WIDTH, height=HEIGHT).to_dict()
+    return Figure("tflops_timeline", per_lang(make), {lang: TEXT[lang]["tflops_title"] for lang in LANGS})
+
+
+def fig_roofline(led: Ledger, pids: list[str]) -> Figure | None:
+    """Each point at its measured arithmetic intensity and FLOP rate, under the roof when peaks are known (item 17)."""
+    pts = [(pid, _val(led, f"p.{pid}.intensity"), _val(led, f"p.{pid}.tflops_s")) for pid in pids]
+    pts = [(pid, x, y) for pid, x, y in pts if x and y]
+    if len(pts) < 2:
+        return None
+    peak, bw = _val(led, "r.peak_flops"), _val(led, "r.peak_bandwidth")
+    keys = tuple(f"p.{pid}.{q}" for pid, _, _ in pts for q in ("intensity", "tflops_s"))
+
+    def make(t):
+        df = pd.DataFrame([{"x": x, "y": y, "point": pid,
+                            "shape": t["yes"] if _val(led, f"p.{pid}.valid") is not False else t["no"]}
+                           for pid, x, y in pts])
+        scale_x, scale_y = alt.Scale(type="log"), alt.Scale(type="log")
+        dots = alt.Chart(df).mark_point(filled=True, size=60, color=PALETTE[0]).encode(
+            shape=alt.Shape("shape:N", title=t["valid"], sort=[t["yes"], t["no"]],
+                            scale=alt.Scale(domain=[t["yes"], t["no"]], range=["circle", "cross"]),
+                            legend=alt.Legend(orient="bottom")),
+            x=alt.X("x:Q", title=t["intensity"], scale=scale_x),
+            y=alt.Y("y:Q", title=t["tflops"], scale=scale_y),
+            tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("x:Q", format=",.1f"),
+                     alt.Tooltip("y:Q", format=",.4f")])
+        labels = dots.mark_text(align="left", dx=6, fontSize=9).encode(text="point:N")
+        layers = [dots, labels]
+        if peak and bw:
+            lo = min(x for _, x, _ in pts) / 4
+            hi = max(max(x for _, x, _ in pts) * 4, peak / bw * 4)
+            xs = [lo * (hi / lo) ** (i / 40) for i in range(41)]
+            roof = pd.DataFrame([{"x": x, "y": min(peak, x * bw) / 1e12} for x in xs])
+            layers.insert(0, alt.Chart(roof).mark_line(color=PALETTE[3], strokeDash=[4, 3]).encode(
+                x="x:Q", y="y:Q"))
+        return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT).to_dict()
+    title = "roof_title" if peak and bw else "noroof_title"
+    return Figure("roofline", per_lang(make), {lang: TEXT[lang][title] for lang in LANGS}, keys=keys)
+
+
+def fig_repro(led: Ledger, pids: list[str], axis: str) -> Figure | None:
+    """Output throughput difference against the previous round at each common point (item 9)."""
+    keys = tuple(f"x.{pid}.output_tok_s_diff" for pid in pids if f"x.{pid}.output_tok_s_diff" in led
+                 and led[f"x.{pid}.output_tok_s_diff"].present)
+    pts = [(pid, _val(led, f"p.{pid}.{axis}"), _val(led, f"x.{pid}.output_tok_s_diff")) for pid in pids]
+    pts = [(pid, x, d) for pid, x, d in pts if x is not None and d is not None]
+    if len(pts) < 2:
+        return None
+
+    def make(t):
+        df = pd.DataFrame([{"x": x, "y": d * 100, "point": pid} for pid, x, d in pts])
+        bars = alt.Chart(df).mark_bar(color=PALETTE[0]).encode(
+            x=alt.X("x:O", title=t[axis]), y=alt.Y("y:Q", title=t["diff"]),
+            tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("y:Q", format="+.2f")])
+        zero = alt.Chart(pd.DataFrame([{"y": 0}])).mark_rule(color="#444").encode(y="y:Q")
+        return alt.layer(bars, zero).properties(width=WIDTH, height=HEIGHT * 0.7).to_dict()
+    return Figure("repro", per_lang(make), {lang: TEXT[lang]["repro_title"] for lang in LANGS}, keys=keys)
+
+
+def fig_occupancy(led: Ledger, pids: list[str], prev_led: Ledger | None, prev_pids: list[str]) -> Figure | None:
+    """Output throughput against theoretical KV occupancy, this round and the previous one (item 20)."""
+    if prev_led is None:
+        return None
+    mine = [(_val(led, f"p.{p}.kv_occupancy"), _val(led, f"p.{p}.output_tok_s")) for p in pids]
+    theirs = [(_val(prev_led, f"p.{p}.kv_occupancy"), _val(prev_led, f"p.{p}.output_tok_s")) for p in prev_pids]
+    mine = [(x, y) for x, y in mine if x is not None and y is not None]
+    theirs = [(x, y) for x, y in theirs if x is not None and y is not None]
+    if len(mine) < 2 or len(theirs) < 2:
+        return None
+    keys = tuple(f"p.{p}.{q}" for p in pids for q in ("kv_occupancy", "output_tok_s") if f"p.{p}.{q}" in led)
+
+    def make(t):
+        df = pd.DataFrame([{"x": x * 100, "y": y, "series": t["this_round"]} for x, y in mine]
+                          + [{"x": x * 100, "y": y, "series": t["prev_round"]} for x, y in theirs])
+        # The axis spans the data (a log axis left to itself runs to the next decade).
+        lo, hi = float(df["x"].min()), float(df["x"].max())
+        return alt.Chart(df).mark_line(point=True).encode(
+            x=alt.X("x:Q", title=t["occupancy"],
+                    scale=alt.Scale(type="log", domain=[lo * 0.9, hi * 1.1], nice=False)),
+            y=alt.Y("y:Q", title=t["tok_s"]),
+            color=alt.Color("series:N", title=t["series"], scale=alt.Scale(range=PALETTE[:2]),
+                            legend=alt.Legend(orient="bottom")),
+        ).properties(width=WIDTH, height=HEIGHT).to_dict()
+    return Figure("occupancy", per_lang(make), {lang: TEXT[lang]["occ_title"] for lang in LANGS}, keys=keys)
