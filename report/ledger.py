@@ -85,7 +85,7 @@ class Source:
                                         for k, v in self.params}) if self.code else ""
         if not self.file:
             return what
-        return self.file + (("：" if lang == "zh" else ": ") + what if what else "")
+        return word("source.file_what", lang, file=self.file, what=what) if what else self.file
 
     def __str__(self) -> str:
         return self.text("en")
@@ -142,6 +142,15 @@ class Absent(Exception):
         e.reason = reason
         Exception.__init__(e, reason.text("en"))
         return e
+
+
+def quantity_name(func: str) -> str:
+    """A `Value.func` without its package and stage: "report.derive.stats.mean" -> "stats.mean".
+
+    Invariant (tests/unit/report/test_words_labels.py): module names are unique across the
+    report's stages, so the short name still names one function.
+    """
+    return func.split(".", 2)[2] if func.startswith("report.") else func
 
 
 def doc_line(func: Callable) -> str:

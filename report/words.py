@@ -19,7 +19,7 @@ LANGS = ("en", "zh")
 # A traced number inside a sentence: `[[ledger.key]]`, or `[[ledger.key|SPEC]]` with SPEC pct,
 # spct (signed %), pct0 (whole %) or int (a count, no unit). Pages print it traced, text as text.
 PLACEHOLDER = re.compile(r"\[\[([^\]|]+)(?:\|(pct|pct0|spct|int))?\]\]")
-SECTIONS = ("reason", "label", "quantity", "source")
+SECTIONS = ("reason", "label", "quantity", "source", "finding")
 
 
 class WordError(KeyError):

@@ -12,7 +12,7 @@ import hashlib
 import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]      # the checkout (or site-packages, installed)
 CODE_DIRS = ("bundle", "bench", "report", "templates")
 CODE_SUFFIXES = {".py", ".c", ".j2", ".css", ".toml", ".js"}
 

@@ -42,6 +42,7 @@ def findings_json(rd, led: Ledger) -> dict:
     facts = {"prev_round": None, "sweep_axis": rd.axis, "ok_points": ok}
     found = round_findings(led, validity, attribution, valid, facts)
     return {"points": points,
-            "findings": [{"id": f.id, "kind": f.kind, "text_en": plain_text(f.en, led, "en"),
-                          "text_zh": plain_text(f.zh, led, "zh"), "evidence": f.evidence}
+            "findings": [{"id": f.id, "kind": f.kind,
+                          **{f"text_{lang}": plain_text(text, led, lang) for lang, text in f.texts.items()},
+                          "evidence": f.evidence}
                          for f in found]}

@@ -21,22 +21,6 @@ FRACTION_UNITS = ("", "fraction", "ratio", "share")
 # "53.0 req") unless the use asks for digits.
 COUNT_UNITS = ("tok", "tokens", "req", "blocks")
 
-WORDS = {
-    "zh": {
-        "missing": "未测得：{reason}",
-        "missing_short": "未测得",
-        "true": "是",
-        "false": "否",
-    },
-    "en": {
-        "missing": "not measured: {reason}",
-        "missing_short": "not measured",
-        "true": "yes",
-        "false": "no",
-    },
-}
-
-
 @dataclass(frozen=True)
 class Format:
     """How one use of a number asked to be printed (n()'s keyword arguments)."""
@@ -90,10 +74,10 @@ def unit_heading(unit: str, lang: str) -> str:
 
 def missing_text(value: Value, lang: str, short: bool = False) -> str:
     """The sentence printed in place of an absent value."""
-    w = WORDS[lang]
     if short:
-        return w["missing_short"]
-    return w["missing"].format(reason=(value.missing or Reason.of("reason.no_reason")).text(lang))
+        return word("label.value_missing_short", lang)
+    return word("label.value_missing", lang,
+                reason=(value.missing or Reason.of("reason.no_reason")).text(lang))
 
 
 def absent(value: Value) -> bool:
@@ -125,7 +109,7 @@ def format_parts(value: Value, lang: str, fmt: Format = Format(),
     if isinstance(x, bool):
         if fmt.pct:
             raise ValueError(f"{value.key}: pct=True on a yes/no value")
-        return WORDS[lang]["true" if x else "false"], ""
+        return word("label.value_true" if x else "label.value_false", lang), ""
     unit = value.unit
     if isinstance(x, numbers.Real):
         if fmt.pct:

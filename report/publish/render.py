@@ -33,7 +33,7 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 
 from bundle.textsafety import neutralise_controls
-from report.ledger import Source, Value
+from report.ledger import Source, Value, quantity_name
 from report.publish.document import LANGS as PAGE_LANGS
 from report.publish.document import RoundReport
 from report.publish.numbers import (
@@ -51,10 +51,11 @@ from report.words import LANGS, group, has, word
 def templates_dir() -> Path:
     """The narrative templates: templates/ beside the package in a checkout, else the copy
     installed as package data `report.templates` (pyproject maps one onto the other)."""
-    checkout = Path(__file__).resolve().parent.parent / "templates"
+    package = Path(__file__).resolve().parents[1]      # report/
+    checkout = package.parent / "templates"
     if (checkout / "base.html.j2").is_file():
         return checkout
-    return Path(__file__).resolve().parent / "templates"
+    return package / "templates"
 
 
 TEMPLATES_DIR = templates_dir()
@@ -90,9 +91,7 @@ def quantity_code(value: Value) -> str:
         if parts[0] in ("p", "x") and len(parts) >= 3:
             parts[1] = "*"
         return "quantity.observed." + ".".join(parts)
-    if value.func.startswith("report."):
-        return "quantity." + value.func.split(".", 2)[2]
-    return "quantity." + value.func
+    return "quantity." + quantity_name(value.func)
 
 
 def meaning(value: Value, lang: str) -> str:

@@ -68,14 +68,14 @@ def test_the_shared_point_of_two_h200_rounds_gets_a_reproducibility_verdict():
                              (ROOT / "runs" / "round-5" / "bundle", "round-5")])
     found = [f for f in r5.facts["findings"] if f["id"] == "reproducibility"]
     assert len(found) == 1 and r5.facts["repro_points"] == 1   # L1024-c16 in both rounds
-    text = plain_text(found[0]["en"], r5.ledger, "en")
+    text = plain_text(found[0]["texts"]["en"], r5.ledger, "en")
     # L1024-c16's throughput holds within 5 % but its TTFT p99 moved by more than 20 %: the
     # finding says so instead of "reproduced".
     assert text.startswith("Throughput reproduced, latency did not")
     assert " to " not in text.split("differs")[1].split(",")[0]
     assert abs(val(r5.ledger, "x.repro_tput_min")) <= 0.05
     assert abs(val(r5.ledger, "x.repro_ttft_p99_min")) > 0.2
-    assert "可复现：" not in plain_text(found[0]["zh"], r5.ledger, "zh")
+    assert "可复现：" not in plain_text(found[0]["texts"]["zh"], r5.ledger, "zh")
     # silent where there is nothing to compare: round 4 is composed here without its round 3
     assert not [f for f in r4.facts["findings"] if f["id"] == "reproducibility"]
     assert "x.repro_tput_min" not in r4.ledger

@@ -61,3 +61,13 @@ def test_the_graph_tool_reads_the_modules_python_loads_under_one_name_each():
         files.setdefault(path.resolve(), []).append(name)
     assert all(len(names) == 1 for names in files.values())
     assert _same(import_graph.modules()["report.ledger"], ROOT / "report" / "ledger.py")
+
+
+def test_every_package_folder_of_ours_is_installed():
+    # pyproject's package list is what a non-editable install ships: a sub-package left out of
+    # it imports from the checkout and fails installed.
+    import tomllib
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {".".join(p.parent.relative_to(ROOT).parts)
+               for pkg in import_graph.PACKAGES for p in (ROOT / pkg).rglob("__init__.py")}
+    assert folders and folders <= listed, sorted(folders - listed)

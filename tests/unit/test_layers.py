@@ -1,5 +1,6 @@
 """The layers show in the folders: bundle imports nothing of ours, bench and report import
-bundle and never each other, and no module imports itself back through others."""
+bundle and never each other, inside report its stages import one way (architecture < derive <
+judge < publish, the planner on architecture alone), and no module imports itself back."""
 
 from __future__ import annotations
 
@@ -32,3 +33,23 @@ def test_a_breach_and_a_cycle_are_found():
     assert [b.split(" (")[0] for b in import_graph.breaches(g)] == [
         "bench.x imports report.a"]
     assert import_graph.cycles(g) == [["report.a", "report.b"]]
+
+
+def test_report_stages_import_one_way():
+    g = import_graph.graph()
+    layers = {import_graph.layer_of(m) for m in g if m.startswith("report")}
+    assert {"report.core", "report.architecture", "report.derive", "report.judge",
+            "report.publish", "report.planner", "report.cli"} == layers
+    # HAND-BUILT graph: a derive module reaching up into judge, a planner module into derive
+    bad = {"report.derive.x": {"report.judge.y"}, "report.planner.z": {"report.derive.x"},
+           "report.publish.w": {"report.judge.y", "report.derive.x", "report.ledger"},
+           "report.judge.y": set(), "report.ledger": set()}
+    assert sorted(b.split(" (")[0] for b in import_graph.breaches(bad)) == [
+        "report.derive.x imports report.judge.y", "report.planner.z imports report.derive.x"]
+
+
+def test_no_stage_holds_more_than_a_dozen_modules():
+    g = import_graph.graph()
+    for stage in import_graph.STAGES + ("planner",):
+        mods = [m for m in g if m.startswith(f"report.{stage}.")]
+        assert 1 <= len(mods) <= 12, (stage, mods)

@@ -223,7 +223,7 @@ def test_a_short_point_with_no_scrape_after_its_warm_up_compares_like_with_like(
     assert val(led, k + "population_excludes_warmup") is False
     assert val(led, k + "population_requests_client") == val(led, k + "population_requests_server")
     f = population_finding(led, "L128-c8")
-    assert "warm-up requests included" in f.en and "包括预热请求" in f.zh
+    assert "warm-up requests included" in f.texts["en"] and "包括预热请求" in f.texts["zh"]
 
 
 @pytest.mark.parametrize("late,at_cap,capped,missed", [

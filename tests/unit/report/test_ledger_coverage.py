@@ -21,6 +21,7 @@ from bundle.store import read_bundle
 from report.derive.round_ledger import read_round
 from report.judge.compare import cross_round_ledger
 from report.judge.verdicts import build_ledger
+from report.ledger import quantity_name
 from report.planner.explain import plan
 from tests.conftest import FIXTURES, ROOT
 from tests.unit.report.test_ledger_contract import QUANTITY_MODULES
@@ -109,7 +110,7 @@ def reached() -> set[str]:
         p = plan(json.loads(config.read_text()), "H200", concurrency=16, input_len=1024,
                  output_len=256)
         funcs |= {v.func for v in p.ledger.values.values()}
-    return {f.removeprefix("report.") for f in funcs}
+    return {quantity_name(f) for f in funcs}
 
 
 @pytest.mark.parametrize("module", QUANTITY_MODULES)

@@ -62,8 +62,8 @@ def test_reproduced_is_said_only_when_throughput_and_tail_latency_both_hold(tput
     led.record("r.rule_repro_tput_tol", 0.05, unit="fraction", doc="hand-built")
     led.record("r.rule_repro_ttft_tol", 0.2, unit="fraction", doc="hand-built")
     f = reproducibility_finding(led, {"prev_round": "round-1"})
-    assert f.en.startswith(head)
-    assert ("可复现：" in f.zh) == (head == "Reproduced:")
+    assert f.texts["en"].startswith(head)
+    assert ("可复现：" in f.texts["zh"]) == (head == "Reproduced:")
 
 
 def test_round_4_quantifies_the_decode_floor_the_headroom_and_the_step_budget(round4):
@@ -110,5 +110,5 @@ def test_the_compute_ceiling_under_the_power_cap_is_the_clocks(round4):
     assert ceiling == pytest.approx(led.value_of("r.peak_tflops") * clock / top)
     assert led.value_of("p.L1024-c128.mfu_at_clock") == pytest.approx(
         led.value_of("p.L1024-c128.tflops_s") / ceiling)
-    found = [f for f in round4.facts["findings"] if "peak_tflops_at_clock" in f["en"]]
-    assert found and "L1024-c128" in found[0]["en"]
+    found = [f for f in round4.facts["findings"] if "peak_tflops_at_clock" in f["texts"]["en"]]
+    assert found and "L1024-c128" in found[0]["texts"]["en"]

@@ -22,22 +22,30 @@ from pathlib import Path
 
 import pytest
 
-from report.ledger import Value
+from report.ledger import Value, quantity_name
 from report.publish.render import quantity_code, render_round
 from report.words import fields_of, section
 from tests.conftest import ROOT  # noqa: E402
 
 REPORT = ROOT / "report"
 TEMPLATES = ROOT / "templates"
-PACKAGE = "report."
+STAGES = ("architecture", "derive", "judge", "publish", "planner")
+
+
+def _stage_module(name: str) -> str:
+    """The report module a short name ("stats") is in, whatever its stage ("report.derive.stats")."""
+    found = [f"report.{s}.{name}" for s in STAGES if (REPORT / s / f"{name}.py").is_file()]
+    if len(found) != 1:
+        raise ImportError(f"{name!r} is in {len(found)} of the report's stages")
+    return found[0]
 
 # Label prefixes read as a table by name (words.group); the files that name their entries.
 GROUPS = {
-    "page_": [REPORT / "render.py", TEMPLATES / "macros.j2", TEMPLATES / "base.html.j2",
+    "page_": [REPORT / "publish" / "render.py", TEMPLATES / "macros.j2", TEMPLATES / "base.html.j2",
               TEMPLATES / "index.html.j2"],
-    "fig_": [REPORT / "figures.py", REPORT / "compose.py"],
-    "plan_": [REPORT / "explain.py"],
-    "note_": [REPORT / "explain_notes.py"],
+    "fig_": [REPORT / "publish" / "figures.py", REPORT / "publish" / "compose.py"],
+    "plan_": [REPORT / "planner" / "explain.py"],
+    "note_": [REPORT / "planner" / "notes.py"],
 }
 CJK = "[\u3400-\u9fff]"
 ASCII_AGAINST_CJK = re.compile(f"{CJK}[,:;()]|[,:;()]{CJK}")
@@ -45,7 +53,7 @@ ASCII_SEPARATOR_AGAINST_CJK = re.compile(f"{CJK}[,:;]|[,:;]{CJK}")
 
 
 def _python_sources() -> str:
-    return "\n".join(p.read_text(encoding="utf-8") for p in sorted(REPORT.glob("*.py")))
+    return "\n".join(p.read_text(encoding="utf-8") for p in sorted(REPORT.rglob("*.py")))
 
 
 def _literals(text: str) -> set[str]:
@@ -150,7 +158,7 @@ def _derived_functions(paths: list[Path]) -> set[str]:
     import ast
     out = set()
     for path in paths:
-        module = importlib.import_module(PACKAGE + path.stem)
+        module = importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                     and node.func.attr == "derive" and len(node.args) >= 2):
@@ -166,10 +174,9 @@ def _derived_functions(paths: list[Path]) -> set[str]:
 
 
 def test_every_function_the_code_derives_with_has_a_chinese_meaning():
-    funcs = _derived_functions([REPORT / "build.py", REPORT / "compare.py"])
+    funcs = _derived_functions([REPORT / "derive" / "round_ledger.py", REPORT / "judge" / "compare.py"])
     assert len(funcs) > 50
-    missing = sorted(f.removeprefix(PACKAGE) for f in funcs
-                     if f.removeprefix(PACKAGE) not in section("quantity", "zh"))
+    missing = sorted(quantity_name(f) for f in funcs if quantity_name(f) not in section("quantity", "zh"))
     assert not missing, f"add a Chinese meaning to report/data/words/quantity.zh.toml: {missing}"
 
 
@@ -185,7 +192,7 @@ def test_every_chinese_meaning_names_a_function_or_a_recorded_key(reports):
             continue
         module, _, qualname = key.rpartition(".")
         try:
-            obj = importlib.import_module(PACKAGE + module)
+            obj = importlib.import_module(_stage_module(module))
             for part in qualname.split("."):
                 obj = getattr(obj, part)
         except (ImportError, AttributeError):
@@ -210,3 +217,9 @@ def test_chinese_appendix_of_round_2_is_in_chinese(reports, tmp_path):
     assert not [m for m in meanings if m in english or not re.search(CJK, m)]
     assert not re.search(r"\d values\b", appendix)
     assert not re.search(r"\d (fraction|tok|req|blocks)\b", appendix)
+
+
+def test_a_module_name_is_in_one_stage_only():
+    # quantity_name drops the stage: two stages with one module name would share meanings.
+    names = [p.stem for s in STAGES for p in (REPORT / s).glob("*.py") if p.stem != "__init__"]
+    assert len(names) > 30 and len(names) == len(set(names))

@@ -18,7 +18,7 @@ CODE = re.compile(r"^source\.[a-z_]+$")
 
 def codes_in_source() -> set[str]:
     out = set()
-    for path in (ROOT / "report").glob("*.py"):
+    for path in (ROOT / "report").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and CODE.match(node.value):
                 out.add(node.value)
