@@ -48,10 +48,8 @@ def float_list(text: str) -> list[float]:
     return values
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="serving-ledger", description=__doc__)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="run a round and write a bundle of raw samples")
+def add_run_arguments(r: argparse.ArgumentParser) -> None:
+    """The flags of `serving-ledger run`."""
     r.add_argument("--plan", help="a round plan (TOML); ad-hoc flags below override its sweep")
     r.add_argument("--endpoint", help="use a server already running at this URL")
     r.add_argument("--launch", help="start this server command line instead of the embedded engine "
@@ -79,7 +77,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pin client worker k to CPU N[k %% len]: comma-separated CPU numbers")
     r.add_argument("--out", required=True, help="bundle directory to create")
     r.add_argument("--resume", action="store_true", help="run only the points still missing")
-    return ap
 
 
 def plan_from_args(args: argparse.Namespace) -> Plan:
@@ -211,8 +208,8 @@ def api_key_problem(key: str | None) -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """`serving-ledger run`: record a round; 0 when it ran, 2 for bad input, 1 when it failed."""
     from bench.runner import RoundFailed, run_round
     try:
         plan = plan_from_args(args)

@@ -2,7 +2,7 @@
 
 It is not an engine and never stands for one in a published run: it runs no model and
 generates no text, only a timed stream of token events shaped like vLLM's
-(docs/vllm-observability.md §5), and a /metrics page with a few of vLLM's counters that
+(docs/analyses.md, streaming), and a /metrics page with a few of vLLM's counters that
 follow what it sent. Its default version string and model owner say "standin" so a bundle
 recorded against it is recognisable. It is the project's one fake server: the load tools
 (tools/bench_*.py) drive thousands of streams through it, and the fault and security tests

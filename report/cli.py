@@ -1,4 +1,4 @@
-"""`python -m report` (or `serving-ledger`): build the site, print a round's summary, or explain a model's capacity."""
+"""The report's commands of `serving-ledger`: build the site, print a bundle's summary, ledger or findings."""
 
 from __future__ import annotations
 
@@ -221,14 +221,8 @@ def cmd_findings(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["explain"]:
-        from report.planner.explain import main as explain_main
-        return explain_main(argv[1:])
-    ap = argparse.ArgumentParser(prog="serving-ledger", description=__doc__)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build", help="recompute every round's ledger and render site/")
+def add_build_arguments(b: argparse.ArgumentParser) -> None:
+    """The flags of `serving-ledger build`."""
     b.add_argument("--runs", default="runs", help="where bundles live (default runs/)")
     b.add_argument("--bundle", help="build this one bundle instead")
     b.add_argument("--round", help="only this round (e.g. round-2), or the id for --bundle")
@@ -238,19 +232,29 @@ def main(argv: list[str] | None = None) -> int:
                    help="rebuild every round, even those whose inputs are unchanged")
     b.add_argument("--jobs", type=int, default=None,
                    help="processes rendering documents at once (default: the usable cores)")
-    s = sub.add_parser("summary", help="per-point client statistics of one bundle")
-    s.add_argument("run_dir")
-    s.add_argument("--json", action="store_true")
-    for name, text in (("ledger", "every ledger value of one bundle, with its unit or why it is absent"),
-                       ("findings", "each point's validity and bottleneck with evidence, and the findings")):
-        c = sub.add_parser(name, help=text)
-        c.add_argument("run_dir")
-        c.add_argument("--json", action="store_true")
-    sub.add_parser("explain", help="capacity planner from a model config (see explain --help)")
-    args = ap.parse_args(argv)
+
+
+def add_bundle_arguments(c: argparse.ArgumentParser) -> None:
+    """The flags of `serving-ledger summary | ledger | findings`: one bundle, text or JSON."""
+    c.add_argument("run_dir")
+    c.add_argument("--json", action="store_true")
+
+
+# The report's commands: name -> (what it does, its flags, what runs it).
+COMMANDS = {
+    "build": ("recompute every round's ledger and render site/", add_build_arguments, cmd_build),
+    "summary": ("per-point client statistics of one bundle", add_bundle_arguments, cmd_summary),
+    "ledger": ("every ledger value of one bundle, with its unit or why it is absent",
+               add_bundle_arguments, cmd_ledger),
+    "findings": ("each point's validity and bottleneck with evidence, and the findings",
+                 add_bundle_arguments, cmd_findings),
+}
+
+
+def run(args: argparse.Namespace) -> int:
+    """One report command; bad input is one line on stderr and exit 2."""
     try:
-        return {"build": cmd_build, "summary": cmd_summary, "ledger": cmd_ledger,
-                "findings": cmd_findings}[args.cmd](args)
+        return COMMANDS[args.cmd][2](args)
     except BundleError as e:
         from bundle.textsafety import terminal_line
         print(terminal_line(f"error: {e}"), file=sys.stderr)

@@ -15,11 +15,13 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-LANGS = ("en", "zh")
+# Every language of the pages, the first the primary one (the seeds' language): its page is
+# the site's default.
+LANGS = ("zh", "en")
 # A traced number inside a sentence: `[[ledger.key]]`, or `[[ledger.key|SPEC]]` with SPEC pct,
 # spct (signed %), pct0 (whole %) or int (a count, no unit). Pages print it traced, text as text.
 PLACEHOLDER = re.compile(r"\[\[([^\]|]+)(?:\|(pct|pct0|spct|int))?\]\]")
-SECTIONS = ("reason", "label", "quantity", "source", "finding")
+SECTIONS = ("reason", "label", "quantity", "source", "finding", "prose")
 
 
 class WordError(KeyError):

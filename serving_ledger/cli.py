@@ -1,35 +1,60 @@
-"""`serving-ledger run | build | summary | ledger | findings | explain`: one command for both halves.
+"""`serving-ledger <verb>`: the one command line of both halves, one argparse tree.
 
-`run` is the collector (`python -m bench run`); the rest are the report (`python -m report`).
-Each half is imported only when its command runs.
+    run       record a round (the collector, bench/)
+    build     build the site from bundles (the report, report/)
+    summary   per-point statistics of a bundle
+    ledger    every ledger value of a bundle (--json)
+    findings  validity, bottleneck and findings of a bundle (--json)
+    explain   the capacity planner for a model config
+
+`python -m serving_ledger` and the Makefile call `main`. Bad flags are one line on stderr and
+exit 2, as every other bad input.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-USAGE = ("usage: serving-ledger {run|build|summary|ledger|findings|explain} [options]\n"
-         "  run       record a round (python -m bench run --help)\n"
-         "  build     build the site from bundles (python -m report build --help)\n"
-         "  summary   per-point statistics of a bundle\n"
-         "  ledger    every ledger value of a bundle (--json)\n"
-         "  findings  validity, bottleneck and findings of a bundle (--json)\n"
-         "  explain   the capacity planner for a model config")
+from bench import cli as bench_cli
+from report import cli as report_cli
+from report.planner import explain
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line on stderr and exit status 2."""
+
+    def error(self, message: str):
+        """Print `PROG: error: MESSAGE` and exit 2."""
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> Parser:
+    """The command tree: one sub-command per verb, each with the flags its half declares."""
+    ap = Parser(prog="serving-ledger", description="Benchmark LLM inference servers and report "
+                "every number from raw samples.")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="verb", parser_class=Parser)
+    r = sub.add_parser("run", help="record a round: run its points and write a bundle of raw samples")
+    bench_cli.add_run_arguments(r)
+    r.set_defaults(run=bench_cli.run)
+    for name, (text, add_arguments, _) in report_cli.COMMANDS.items():
+        c = sub.add_parser(name, help=text)
+        add_arguments(c)
+        c.set_defaults(run=report_cli.run)
+    e = sub.add_parser("explain", help="capacity planner from a model config",
+                       description=explain.DESCRIPTION)
+    explain.add_arguments(e)
+    e.set_defaults(run=explain.run)
+    return ap
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE)
-        return 0 if argv else 2
-    if argv[0] == "run":
-        from bench.cli import main as bench_main
-        return bench_main(argv)
-    if argv[0] in ("build", "summary", "ledger", "findings", "explain"):
-        from report.cli import main as report_main
-        return report_main(argv)
-    print(f"serving-ledger: unknown command {argv[0]!r}\n{USAGE}", file=sys.stderr)
-    return 2
+    """Run one verb; its exit status (--help: 0; bad flags: 2)."""
+    try:
+        args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 0
+    return args.run(args)
 
 
 if __name__ == "__main__":

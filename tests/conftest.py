@@ -48,8 +48,8 @@ def engine(tmp_path_factory):
 
 def run_bench(*args: str, timeout: float = 600, env: dict | None = None,
               check: bool = True) -> subprocess.CompletedProcess:
-    """Run `python -m bench ARGS` as a user would, returning the completed process."""
-    proc = subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, capture_output=True,
+    """Run `python -m serving_ledger ARGS` as a user would, returning the completed process."""
+    proc = subprocess.run([sys.executable, "-m", "serving_ledger", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
     if check and proc.returncode != 0:
         raise AssertionError(f"bench {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")

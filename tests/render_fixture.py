@@ -201,15 +201,13 @@ def hand_built_report(model: str = "Qwen2.5-7B-Instruct", notices: bool = True) 
 
 
 def templates_with(tmp_path, name: str, source: str):
-    """A copy of the templates in TMP_PATH with section NAME set to SOURCE in both languages."""
+    """A copy of the templates in TMP_PATH with section NAME's template set to SOURCE."""
     import shutil
 
-    from report.publish.document import LANGS
     from report.publish.render import TEMPLATES_DIR
     tdir = tmp_path / "templates"
     shutil.copytree(TEMPLATES_DIR, tdir)
-    for lang in LANGS:
-        (tdir / lang / f"{name}.md.j2").write_text(source, encoding="utf-8")
+    (tdir / f"{name}.md.j2").write_text(source, encoding="utf-8")
     return tdir
 
 

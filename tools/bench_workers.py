@@ -203,7 +203,7 @@ cpu_affinity = {json.dumps(args.client_cpus or [])}
 """)
     out = work / f"bundle-{n}"
     log = open(work / f"round-{n}.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "bench", "run", "--plan", str(plan),
+    proc = subprocess.Popen([sys.executable, "-m", "serving_ledger", "run", "--plan", str(plan),
                              "--endpoint", url, "--out", str(out)], cwd=ROOT, stdout=log,
                             stderr=subprocess.STDOUT, preexec_fn=prepare(args.client_cpus))
     c0 = s0 = t0 = None

@@ -1,4 +1,4 @@
-"""Derived quantities that combine other ledger values (ANALYSES.md items 1-21).
+"""Derived quantities that combine other ledger values (docs/analyses.md items 1-21).
 
 Each is a pure function named for what it returns, with a one-line docstring that the
 report shows as its description. Missing or degenerate inputs raise Absent with a reason.

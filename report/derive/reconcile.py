@@ -1,6 +1,6 @@
 """Reconciliation: vLLM's own counters against what the theory predicts from the bundle's records.
 
-Two reconciliations live here, both pure functions over raw samples (ANALYSES.md items 7, 15, 16):
+Two reconciliations live here, both pure functions over raw samples (docs/analyses.md items 7, 15, 16):
 
 1. vLLM's estimator (`--enable-mfu-metrics`). The counters
    `vllm:estimated_{flops,read_bytes,write_bytes}_per_gpu_total` are bumped once per scheduler

@@ -547,7 +547,7 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
 
 
 def sampler_ledger(led: Ledger, rd: RoundData) -> None:
-    """Sampler quality over the whole round (ANALYSES.md item 10)."""
+    """Sampler quality over the whole round (docs/analyses.md item 10)."""
     sc = rd.bundle.metrics
     src = _src_metrics(rd, float("-inf"), float("inf"))
     led.derive("r.scrapes", S.scrape_count, unit="", sources=src, scrapes=sc)
@@ -649,7 +649,7 @@ def peak_ledger(led: Ledger, rd: RoundData) -> None:
 
 
 def kv_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
-    """KV reconciliation for one point (ANALYSES.md items 7, 8, 12)."""
+    """KV reconciliation for one point (docs/analyses.md items 7, 8, 12)."""
     k = f"p.{p.pid}."
     L, out, C = p.settings.get("input_len"), p.settings.get("output_len"), p.settings.get("concurrency")
     blk = led["r.block_size"]

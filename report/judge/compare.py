@@ -1,4 +1,4 @@
-"""Cross-round quantities (ANALYSES.md items 9, 14, 20, 21), after checking the rounds compare.
+"""Cross-round quantities (docs/analyses.md items 9, 14, 20, 21), after checking the rounds compare.
 
 Never pool incompatible data: before any comparison the two rounds' model, hardware,
 engine version and workload keys are checked, and each differing key is named.

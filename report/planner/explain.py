@@ -38,20 +38,9 @@ from report.ledger import Absent, Ledger, Reason, Value
 from report.planner import notes as N
 from report.planner.labels import LABELS
 from report.planner.notes import Note
+from report.words import LANGS
 
 PROG = "serving-ledger explain"
-
-
-class _UsageError(Exception):
-    """A bad flag or flag value; main turns it into one line on stderr and exit 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser that raises instead of printing usage and exiting."""
-
-    def error(self, message: str):
-        """Raise _UsageError with argparse's message."""
-        raise _UsageError(message)
 
 
 def _positive_int(text: str) -> int:
@@ -99,10 +88,12 @@ def _fraction(text: str) -> float:
     return v
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The explain command's flags."""
-    ap = _Parser(prog=PROG, description="Capacity planner: what the architecture and the GPU "
-                 "datasheet predict for KV capacity, concurrency and the roofline.")
+DESCRIPTION = ("Capacity planner: what the architecture and the GPU datasheet predict for KV "
+               "capacity, concurrency and the roofline.")
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The flags of `serving-ledger explain`."""
     ap.add_argument("--model", required=True, metavar="CONFIG_JSON_OR_DIR",
                     help="a model's config.json, or a directory that holds one")
     ap.add_argument("--gpu", required=True, metavar="NAME",
@@ -130,9 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="as vLLM's flag (default: the config's max_position_embeddings)")
     ap.add_argument("--max-num-batched-tokens", type=_positive_int, metavar="N",
                     help="as vLLM's flag (default: vLLM 0.32's default for the GPU's memory)")
-    ap.add_argument("--lang", choices=("zh", "en"), default="en", help="language of the text output")
+    ap.add_argument("--lang", choices=LANGS, default="en", help="language of the text output")
     ap.add_argument("--json", action="store_true", help="print one flat JSON object instead of text")
-    return ap
 
 
 class InputError(Exception):
@@ -621,14 +611,8 @@ def _fail(message: str) -> int:
     return 2
 
 
-def main(argv: list[str]) -> int:
-    """Run `serving-ledger explain ARGV`; 0 on success, 2 with one line on stderr for bad input."""
-    try:
-        args = build_parser().parse_args(argv)
-    except _UsageError as e:
-        return _fail(str(e))
-    except SystemExit as e:  # --help prints and exits 0
-        return e.code if isinstance(e.code, int) else 0
+def run(args: argparse.Namespace) -> int:
+    """`serving-ledger explain`: 0 on success, 2 with one line on stderr for bad input."""
     try:
         config, path = load_config(args.model)
     except InputError as e:
@@ -654,7 +638,3 @@ def main(argv: list[str]) -> int:
     else:
         sys.stdout.write(plan_text(p, settings, args.lang))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

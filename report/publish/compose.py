@@ -15,8 +15,8 @@ from report.judge.next_steps import next_steps
 from report.judge.verdicts import build_ledger
 from report.ledger import Ledger
 from report.publish import figures as F
-from report.publish.document import LANGS, Column, RoundReport, Table
-from report.words import has, word
+from report.publish.document import Column, RoundReport, Table
+from report.words import LANGS, has, word
 
 CLIENT_LAG_SHARE_LIMIT = 0.1      # the templates say "a tenth" of the ITL median
 # From this share of chunks stamped like the one before them, the page explains the zero gaps

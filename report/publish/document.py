@@ -7,8 +7,6 @@ from typing import Any
 
 from report.ledger import Ledger
 
-LANGS = ("zh", "en")
-
 
 @dataclass
 class Figure:

@@ -14,8 +14,8 @@ import pandas as pd
 
 from report.derive import series as S
 from report.ledger import Absent, Ledger
-from report.publish.document import LANGS, Figure
-from report.words import group
+from report.publish.document import Figure
+from report.words import LANGS, group
 
 WIDTH, HEIGHT = 560, 240
 
@@ -82,7 +82,7 @@ def per_lang(make: Callable[[dict], dict]) -> dict[str, dict]:
 
 
 def fig_throughput(led: Ledger, pids: list[str], axis: str) -> Figure | None:
-    """Output and total token throughput against the sweep axis (ANALYSES.md item 19)."""
+    """Output and total token throughput against the sweep axis (docs/analyses.md item 19)."""
     rows_any, keys = _rows(led, pids, axis, {"o": "output_tok_s", "t": "total_tok_s"})
     if not rows_any:
         return None
@@ -110,7 +110,7 @@ def fig_latency(led: Ledger, pids: list[str], axis: str) -> Figure | None:
 
 
 def fig_ttft_breakdown(led: Ledger, pids: list[str], axis: str) -> Figure | None:
-    """Stacked mean queue, prefill and frontend per point (ANALYSES.md item 1)."""
+    """Stacked mean queue, prefill and frontend per point (docs/analyses.md item 1)."""
     parts = {"queue": "queue_ms_mean", "prefill": "prefill_ms_mean", "frontend": "frontend_ms_mean"}
     rows_any, keys = _rows(led, pids, axis, parts)
     if len(rows_any) < 3:
@@ -138,7 +138,7 @@ def fig_ttft_breakdown(led: Ledger, pids: list[str], axis: str) -> Figure | None
 
 
 def fig_queue_vs_prefill(led: Ledger, pids: list[str], axis: str) -> Figure | None:
-    """Queue and prefill means against concurrency on a log scale (ANALYSES.md item 2)."""
+    """Queue and prefill means against concurrency on a log scale (docs/analyses.md item 2)."""
     parts = {"queue": "queue_ms_mean", "prefill": "prefill_ms_mean", "ttft_mean": "ttft_ms_mean"}
     rows_any, keys = _rows(led, pids, axis, parts)
     rows_any = [r for r in rows_any if r["y"] > 0 and r["series"] in ("queue", "prefill")]
@@ -154,7 +154,7 @@ def fig_queue_vs_prefill(led: Ledger, pids: list[str], axis: str) -> Figure | No
 
 
 def fig_iteration(led: Ledger, pids: list[str], axis: str) -> Figure | None:
-    """Decode and prefill tokens per engine step (ANALYSES.md item 4)."""
+    """Decode and prefill tokens per engine step (docs/analyses.md item 4)."""
     parts = {"decode": "server_running_median", "prefill_chunk": "prefill_tokens_per_iteration"}
     rows_any, keys = _rows(led, pids, axis, parts)
     if len(rows_any) < 2:
@@ -177,7 +177,7 @@ def fig_iteration(led: Ledger, pids: list[str], axis: str) -> Figure | None:
 
 
 def fig_kv(led: Ledger, pids: list[str], axis: str) -> Figure | None:
-    """Measured KV usage against the block-rounded expectation (ANALYSES.md item 7)."""
+    """Measured KV usage against the block-rounded expectation (docs/analyses.md item 7)."""
     parts = {"measured_p50": "kv_usage_p50", "measured_peak": "kv_usage_peak",
              "expected_peak": "kv_expected_peak", "expected_median": "kv_expected_median"}
     rows_any, keys = _rows(led, pids, axis, parts, scale=100)
@@ -191,7 +191,7 @@ def fig_kv(led: Ledger, pids: list[str], axis: str) -> Figure | None:
 
 
 def fig_mfu(led: Ledger, pids: list[str], axis: str) -> Figure | None:
-    """MFU and MBU against the sweep axis (ANALYSES.md item 15)."""
+    """MFU and MBU against the sweep axis (docs/analyses.md item 15)."""
     parts = {"mfu": "mfu", "mbu": "mbu"}
     rows_any, keys = _rows(led, pids, axis, parts, scale=100)
     if len(rows_any) < 2:
@@ -206,7 +206,7 @@ def fig_mfu(led: Ledger, pids: list[str], axis: str) -> Figure | None:
 
 
 def fig_itl_vs_len(led: Ledger, pids: list[str]) -> Figure | None:
-    """ITL p50 against input length (ANALYSES.md item 18)."""
+    """ITL p50 against input length (docs/analyses.md item 18)."""
     rows_any, keys = _rows(led, pids, "input_len", {"p": "itl_ms_p50"})
     if len(rows_any) < 2:
         return None
@@ -219,7 +219,7 @@ def fig_itl_vs_len(led: Ledger, pids: list[str]) -> Figure | None:
 
 
 def fig_kv_linearity(led: Ledger, pids: list[str]) -> Figure | None:
-    """Peak KV tokens against input length, with the theory line (ANALYSES.md item 12)."""
+    """Peak KV tokens against input length, with the theory line (docs/analyses.md item 12)."""
     rows_any, keys = _rows(led, pids, "input_len", {"m": "kv_tokens_peak", "t": "kv_tokens_theory"})
     if len(rows_any) < 2:
         return None

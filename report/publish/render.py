@@ -1,7 +1,9 @@
 """Render one RoundReport in one language to a self-contained HTML page or a PDF.
 
-Narrative sections are `templates/{lang}/{section}.md.j2`: jinja2 (autoescaped) then
-markdown-it. Everything a template prints through `{{ }}` is swapped for a placeholder
+Narrative sections are `templates/{section}.md.j2`, one per section for every language: the
+control flow and the numbers' calls are the template's, each `{@key@}` a fragment of prose the
+catalogue holds per language (`prose.<key>`, report/data/words/prose.<lang>.toml), put in
+before jinja2 compiles it. Then jinja2 (autoescaped) and markdown-it. Everything a template prints through `{{ }}` is swapped for a placeholder
 before markdown runs, so markdown can neither mangle our markup nor interpret a fact
 (a model name) as markup; placeholders are resolved after markdown, in document order:
 
@@ -34,7 +36,6 @@ from markupsafe import Markup, escape
 
 from bundle.textsafety import neutralise_controls
 from report.ledger import Source, Value, quantity_name
-from report.publish.document import LANGS as PAGE_LANGS
 from report.publish.document import RoundReport
 from report.publish.numbers import (
     Format,
@@ -45,7 +46,7 @@ from report.publish.numbers import (
     raw_text,
     unit_heading,
 )
-from report.words import LANGS, group, has, word
+from report.words import LANGS, group, has, section, word
 
 
 def templates_dir() -> Path:
@@ -59,6 +60,36 @@ def templates_dir() -> Path:
 
 
 TEMPLATES_DIR = templates_dir()
+# A fragment of prose in a section template: `{@key@}`, the catalogue's `prose.<key>`.
+PROSE = re.compile(r"\{@([a-z0-9_]+)@\}")
+
+
+def section_source(templates: Path, name: str, lang: str) -> str:
+    """Section NAME's template in LANG: templates/NAME.md.j2 with each `{@key@}` replaced by
+    the catalogue's fragment (jinja, so filled as it is, not as a `{field}` text)."""
+    texts = section("prose", lang)
+
+    def fragment(m: re.Match) -> str:
+        if m.group(1) not in texts:
+            raise RenderError(f"{name}.md.j2: prose.{m.group(1)} has no {lang} text "
+                              f"in report/data/words/prose.{lang}.toml")
+        return texts[m.group(1)]
+    return PROSE.sub(fragment, (templates / f"{name}.md.j2").read_text(encoding="utf-8"))
+
+
+class _SectionLoader(jinja2.BaseLoader):
+    """Section templates in one language, their prose put in from the catalogue."""
+
+    def __init__(self, templates: Path, lang: str) -> None:
+        self.templates, self.lang = templates, lang
+
+    def get_source(self, environment: jinja2.Environment, template: str):
+        path = self.templates / template
+        if not path.is_file():
+            raise jinja2.TemplateNotFound(template)
+        mtime = path.stat().st_mtime
+        return (section_source(self.templates, template.removesuffix(".md.j2"), self.lang),
+                str(path), lambda: path.stat().st_mtime == mtime)
 FONT_STACK = "Noto Sans CJK SC, WenQuanYi Micro Hei, sans-serif"
 HTML_LANG = {"zh": "zh-CN", "en": "en"}
 MODES = ("html", "pdf")
@@ -254,13 +285,13 @@ class Page:
 
     def _section_env(self) -> jinja2.Environment:
         env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(str(self.templates_dir)),
+            loader=_SectionLoader(self.templates_dir, self.lang),
             autoescape=True, undefined=jinja2.StrictUndefined, finalize=self._finalize,
             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
         )
         env.filters["code"] = self._code
         env.globals.update(
-            n=self.n, c=self.c, span=self.span, v=self.v, say=self.say, fig=self.fig, table=self.table, ref=self.ref,
+            n=self.n, c=self.c, span=self.span, v=self.v, say=self.say, w=self.w, fig=self.fig, table=self.table, ref=self.ref,
             card=self.card, cards=self.cards,
             facts=self.report.facts, notices=self.report.notices, lang=self.lang,
         )
@@ -277,6 +308,10 @@ class Page:
         except KeyError:
             raise RenderError(f"no ledger key {key!r} (round {self.report.round_id}, "
                               f"{self.lang})") from None
+
+    def w(self, code: str, **fields: Any) -> str:
+        """A catalogue word in the page's language (a label whose code the data names)."""
+        return word(code, self.lang, **fields)
 
     def v(self, key: str) -> Value:
         """The raw Value, for conditions in templates."""
@@ -414,7 +449,7 @@ class Page:
         return self._block(_Block("cards", "", list(items)))
 
     def _render_section(self, name: str) -> RenderedSection:
-        path = f"{self.lang}/{name}.md.j2"
+        path = f"{name}.md.j2"
         try:
             src = self.env.get_template(path).render()
         except jinja2.TemplateNotFound:
@@ -424,7 +459,7 @@ class Page:
             lines = [f.lineno for f in traceback.extract_tb(e.__traceback__)
                      if f.filename.replace("\\", "/").endswith(path)]
             where = f"{path}:{lines[-1]}" if lines else path
-            raise RenderError(f"{where}: {e}") from e
+            raise RenderError(f"{where} ({self.lang}): {e}") from e
         return RenderedSection(name, Markup(self._md.render(src)))
 
     # -- assembly ----------------------------------------------------------------------
@@ -824,7 +859,7 @@ def render_round(report: RoundReport, round_dir: Path, formats: tuple[str, ...] 
 
     for lang in langs:
         # every page links to both languages, also when this call renders only one
-        links = {f"{lg}.{fm}": page_name(lg, fm) for lg in PAGE_LANGS for fm in formats}
+        links = {f"{lg}.{fm}": page_name(lg, fm) for lg in LANGS for fm in formats}
         t0 = time.perf_counter()
         page = Page(report, lang, templates_dir)
         timed(lang, "sections", t0)

@@ -23,7 +23,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from report.publish.document import LANGS, RoundReport
+from report.publish.document import RoundReport
 from report.publish.render import (
     TEMPLATES_DIR,
     Timing,
@@ -32,7 +32,7 @@ from report.publish.render import (
     page_name,
     render_round,
 )
-from report.words import word
+from report.words import LANGS, word
 
 log = logging.getLogger(__name__)
 

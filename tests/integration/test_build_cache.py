@@ -13,7 +13,7 @@ FIX = ROOT / "tests" / "fixtures"
 
 
 def build(runs: Path, out: Path, *extra: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "report", "build", "--runs", str(runs),
+    proc = subprocess.run([sys.executable, "-m", "serving_ledger", "build", "--runs", str(runs),
                            "--out", str(out), "--formats", "html", *extra], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -106,7 +106,7 @@ def test_failed_launch_leaves_no_process_and_a_failed_bundle(engine, tmp_path):
 
 def test_ctrl_c_keeps_the_bundle_and_leaves_no_process(engine, tmp_path):
     out = tmp_path / "b"
-    proc = subprocess.Popen([sys.executable, "-m", "bench", "run", "--concurrency", "2",
+    proc = subprocess.Popen([sys.executable, "-m", "serving_ledger", "run", "--concurrency", "2",
                              "--input-len", "32", "--output-len", "64", "--requests-per-point", "400",
                              "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=os.environ.copy())

@@ -18,7 +18,7 @@ FIX = FIXTURES
 
 
 def run_report(*args: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "report", *args], cwd=ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "serving_ledger", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout)

@@ -1,4 +1,4 @@
-"""A whole `python -m bench run` round over every fault of the stand-in stays
+"""A whole `python -m serving_ledger run` round over every fault of the stand-in stays
 readable (the client's handling of each fault: tests/unit/bench/test_stream_faults.py)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ MAX_TOKENS = 6
 
 
 def test_a_round_over_every_fault_completes_and_stays_readable(tmp_path):
-    """`python -m bench run` against /fault/mix: each request meets the next fault in turn."""
+    """`python -m serving_ledger run` against /fault/mix: each request meets the next fault in turn."""
     out = tmp_path / "bundle"
     with StandInThread(step_ms=STEP_MS) as url:
         proc = run_bench("run", "--endpoint", url + "/fault/mix", "--concurrency", "2",

@@ -66,14 +66,14 @@ def point_running(out: Path, pid: str) -> bool:
 
 
 def bench_popen(*args: str, env: dict | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "bench", "run", *args], cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "serving_ledger", "run", *args], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, **(env or {})})
 
 
 def build_html(bundle: Path, out: Path, round_id: str = "x") -> str:
     """`python -m serving_ledger build` on BUNDLE; the English page."""
-    proc = subprocess.run([sys.executable, "-m", "report", "build", "--bundle", str(bundle),
+    proc = subprocess.run([sys.executable, "-m", "serving_ledger", "build", "--bundle", str(bundle),
                            "--round", round_id, "--out", str(out), "--formats", "html"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -286,7 +286,7 @@ cooldown_s = 0.5
         reqs = ST.requests_of_point(b.requests, wins[pid])
         assert len(reqs) > 2 * c and all(r["status"] == "ok" for r in reqs)
         n_measured[pid] = len(ST.measured(reqs))
-    summary = subprocess.run([sys.executable, "-m", "report", "summary", str(out), "--json"],
+    summary = subprocess.run([sys.executable, "-m", "serving_ledger", "summary", str(out), "--json"],
                              cwd=ROOT, capture_output=True, text=True, check=True)
     rows = json.loads(summary.stdout)["points"]
     assert [(r["point"], r["status"], r["requests"]) for r in rows] == [

@@ -26,7 +26,7 @@ PEAK_RSS_LIMIT = 400 << 20     # a reader refusing a 1-2 GB file stays under thi
 TIME_LIMIT_S = 30
 
 
-# Runs `python -m report` and, at its exit, writes the process's peak resident memory (VmHWM,
+# Runs `python -m serving_ledger` and, at its exit, writes the process's peak resident memory (VmHWM,
 # counted from its exec, unlike a forked child's ru_maxrss which starts at pytest's own).
 _MEASURED = """
 import atexit, runpy, sys
@@ -35,13 +35,13 @@ def peak():
     with open(PEAK_FILE, "w") as out:
         out.write(next(x for x in open("/proc/self/status") if x.startswith("VmHWM")).split()[1])
 atexit.register(peak)
-sys.argv = ["report"] + sys.argv[2:]
-runpy.run_module("report", run_name="__main__")
+sys.argv = ["serving_ledger"] + sys.argv[2:]
+runpy.run_module("serving_ledger", run_name="__main__")
 """
 
 
 def run_measured(tmp: Path, *args: str) -> tuple[int, str, int, float]:
-    """(exit status, stderr, peak RSS in bytes, seconds) of `python -m report ARGS`."""
+    """(exit status, stderr, peak RSS in bytes, seconds) of `python -m serving_ledger ARGS`."""
     peak = tmp / "peak_kib"
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", _MEASURED, str(peak), *args], cwd=ROOT,

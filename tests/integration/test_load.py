@@ -1,4 +1,4 @@
-"""Load test: a real `python -m bench run` round of 2,000 concurrent streams against the stand-in.
+"""Load test: a real `python -m serving_ledger run` round of 2,000 concurrent streams against the stand-in.
 
 Slow and heavy (minutes, both cores busy): skipped unless SERVING_LEDGER_LOAD=1.
     SERVING_LEDGER_LOAD=1 .venv/bin/pytest -s -q tests/integration/test_load.py
@@ -83,7 +83,7 @@ def test_2000_streams_for_minutes(tmp_path):
         t0 = time.monotonic()
         with open(log, "w") as f:
             rnd = subprocess.Popen(
-                [sys.executable, "-m", "bench", "run", "--endpoint", url, "--concurrency",
+                [sys.executable, "-m", "serving_ledger", "run", "--endpoint", url, "--concurrency",
                  str(STREAMS), "--duration", str(SECONDS), "--input-len", "16", "--output-len",
                  str(OUTPUT_LEN), "--out", str(out)],
                 cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, preexec_fn=pinned(0))

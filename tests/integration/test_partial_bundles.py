@@ -38,7 +38,7 @@ CUT_T = (EVENTS["measure"] + EVENTS["end"]) / 2     # inside LAST's measured win
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "report", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "serving_ledger", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
 
 

@@ -32,7 +32,7 @@ PLAN = STANDIN_ROUND_PLAN
 
 def build(bundle: Path, out: Path, round_id: str = "x") -> dict[str, str]:
     """`python -m serving_ledger build` (HTML); every page written, by path."""
-    proc = subprocess.run([sys.executable, "-m", "report", "build", "--bundle", str(bundle),
+    proc = subprocess.run([sys.executable, "-m", "serving_ledger", "build", "--bundle", str(bundle),
                            "--round", round_id, "--out", str(out), "--formats", "html"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]

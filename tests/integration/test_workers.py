@@ -1,6 +1,6 @@
 """Client workers: rounds whose points are driven by several processes (`--workers N`).
 
-Rounds run as a user runs them (`python -m bench run`) against the stand-in server, in a
+Rounds run as a user runs them (`python -m serving_ledger run`) against the stand-in server, in a
 thread of the test process (its counters are read directly) or, where it must die, as its own
 process. Request records are read from the shards (`requests.w{k}.jsonl`) directly.
 """
@@ -118,7 +118,7 @@ def wait_for(cond, timeout: float, proc: subprocess.Popen, what: str) -> None:
 
 
 def bench_popen(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "bench", "run", *args], cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "serving_ledger", "run", *args], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 
@@ -390,7 +390,8 @@ def test_cli_workers_flag(tmp_path):
     proc = run_bench("run", "--workers", "0", "--endpoint", "http://127.0.0.1:9",
                      "--out", str(tmp_path / "b"), check=False)
     assert proc.returncode == 2 and "[client].workers" in proc.stderr
-    from bench.cli import build_parser, plan_from_args
+    from bench.cli import plan_from_args
+    from serving_ledger.cli import build_parser
     args = build_parser().parse_args(["run", "--workers", "3", "--worker-cpus", "4,5",
                                       "--endpoint", "http://127.0.0.1:9", "--out", "x"])
     p = plan_from_args(args)

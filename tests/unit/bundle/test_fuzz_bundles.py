@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from report.cli import main as cli_main
+from serving_ledger.cli import main as cli_main
 from tests.conftest import FIXTURES
 
 SOURCE = FIXTURES / "cpu-demo"

@@ -19,8 +19,13 @@ from report.architecture import params as P
 from report.architecture import theory as th
 from report.architecture.modelconfig import FULL, SLIDING, parse_config_json
 from report.ledger import Absent
-from report.planner.explain import main
+from serving_ledger.cli import main as serving_ledger_main
 from tests.conftest import FIXTURES
+
+
+def explain(argv: list[str]) -> int:
+    """`serving-ledger explain ARGV`'s exit status."""
+    return serving_ledger_main(["explain", *argv])
 
 MODELS = FIXTURES / "models"
 GIB = 1024**3
@@ -36,7 +41,7 @@ def shape(name: str, **kw) -> th.ModelShape:
 
 
 def plan(capsys, name: str, *argv: str, lang: str = "en") -> dict:
-    rc = main(["--model", str(MODELS / f"{name}.config.json"), "--gpu", "H200", "--json", "--lang", lang, *argv])
+    rc = explain(["--model", str(MODELS / f"{name}.config.json"), "--gpu", "H200", "--json", "--lang", lang, *argv])
     out = capsys.readouterr().out
     assert rc == 0, out
     j = json.loads(out)
@@ -46,7 +51,7 @@ def plan(capsys, name: str, *argv: str, lang: str = "en") -> dict:
 
 def fail(capsys, name_or_path: str, *argv: str) -> str:
     path = name_or_path if "/" in name_or_path else str(MODELS / f"{name_or_path}.config.json")
-    rc = main(["--model", path, "--gpu", "H200", *argv])
+    rc = explain(["--model", path, "--gpu", "H200", *argv])
     cap = capsys.readouterr()
     assert rc == 2 and cap.out == ""
     err = cap.err.strip()
@@ -409,6 +414,6 @@ def test_notes_in_both_languages(capsys, name):
         assert en[key].count("\n") == zh[key].count("\n"), key      # the same notes, one per line
         assert not ASCII_NEXT_TO_CJK.search(zh[key]), zh[key]        # full-width punctuation
     assert en["modelled"] and en["not_modelled"] and re.search(r"[\u4e00-\u9fff]", zh["modelled"])
-    main(["--model", str(MODELS / f"{name}.config.json"), "--gpu", "H200", *argv, "--lang", "zh"])
+    explain(["--model", str(MODELS / f"{name}.config.json"), "--gpu", "H200", *argv, "--lang", "zh"])
     text = capsys.readouterr().out
     assert "【已建模】" in text and "【未建模】" in text

@@ -8,8 +8,14 @@ import sys
 
 import pytest
 
-from report.planner.explain import JSON_KEYS, main
+from report.planner.explain import JSON_KEYS
+from serving_ledger.cli import main as serving_ledger_main
 from tests.conftest import FIXTURES, ROOT
+
+
+def explain(argv: list[str]) -> int:
+    """`serving-ledger explain ARGV`'s exit status."""
+    return serving_ledger_main(["explain", *argv])
 
 QWEN = FIXTURES / "models" / "qwen2.5-7b-instruct.config.json"
 REPO = ROOT
@@ -29,14 +35,14 @@ def qwen_path() -> str:
 
 
 def run_json(capsys, *argv: str) -> dict:
-    assert main([*argv, "--json"]) == 0
+    assert explain([*argv, "--json"]) == 0
     out = capsys.readouterr().out
     assert out.count("\n") == 1
     return json.loads(out)
 
 
 def run_fail(capsys, *argv: str) -> str:
-    rc = main(list(argv))
+    rc = explain(list(argv))
     cap = capsys.readouterr()
     assert rc == 2
     assert cap.out == ""
@@ -124,17 +130,17 @@ def test_directory_and_mla(capsys, tmp_path):
 def test_text_en_and_zh(capsys, qwen_path):
     argv = ["--model", qwen_path, "--gpu", "NVIDIA GeForce RTX 4090", "--concurrency", "16",
             "--input-len", "256", "--output-len", "256", "--kv-pool-tokens", "86864"]
-    assert main(argv + ["--lang", "en"]) == 0
+    assert explain(argv + ["--lang", "en"]) == 0
     en = capsys.readouterr().out
     assert "12,409" in en and "519" in en and "57,344" in en
     assert "If this were MHA" in en and "dense bf16" in en
-    assert main(argv + ["--lang", "zh"]) == 0
+    assert explain(argv + ["--lang", "zh"]) == 0
     zh = capsys.readouterr().out
     assert "池子只能放 12,409 个 token" in zh and "L 最多 519" in zh
 
 
 def test_text_says_why_a_value_is_missing(capsys, qwen_path):
-    assert main(["--model", qwen_path, "--gpu", "L4"]) == 0
+    assert explain(["--model", qwen_path, "--gpu", "L4"]) == 0
     out = capsys.readouterr().out
     assert "give --kv-memory-gib or --kv-pool-tokens" in out
     assert "--concurrency" in out
@@ -165,7 +171,7 @@ def test_bad_inputs_exit_2(capsys, qwen_path, tmp_path):
 
 
 def test_module_entry_point_no_traceback(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "report.planner.explain", "--model", str(tmp_path / "x"), "--gpu", "L4"],
+    r = subprocess.run([sys.executable, "-m", "serving_ledger", "explain", "--model", str(tmp_path / "x"), "--gpu", "L4"],
                        cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1

@@ -37,7 +37,7 @@ def test_template_errors_fail_the_build(tmp_path, source, needle):
 
 
 def test_template_error_names_the_line(tmp_path):
-    with pytest.raises(RenderError, match=r"zh/_t.md.j2:3: no ledger key 'nope'"):
+    with pytest.raises(RenderError, match=r"_t.md.j2:3 \(zh\): no ledger key 'nope'"):
         render_section(tmp_path, "# Title\n\ntext {{ n('nope') }}\n")
 
 

@@ -1,4 +1,7 @@
-"""Narrative templates: no number typed by hand, no unknown ledger key, both languages alike."""
+"""Narrative templates: no number typed by hand, no unknown ledger key, both languages alike.
+
+A section's template is one file for every language; its prose is the catalogue's
+(`prose.<key>`), so each check runs on the source a language compiles (section_source)."""
 
 from __future__ import annotations
 
@@ -17,13 +20,27 @@ ALLOWED = re.compile(r"\bp(50|90|99)\b")
 NUMBER_FUNCS = {"n", "c", "span", "v", "card"}
 # The only numeric literals templates may hold: list indices for the first and last point.
 ALLOWED_LITERALS = {"0", "1"}
+# The ledger key a number call cites: its first argument (a literal, or a point prefix ~ a suffix).
+CITED = re.compile(r"\b(?:n|c|span|card)\(\s*((?:[^,()]|\([^()]*\))*)")
 
 
-def sections(lang: str) -> list[Path]:
-    return sorted(p for p in (TEMPLATES / lang).glob("*.md.j2") if not p.name.startswith("_"))
+class Source:
+    """A section's template as one language compiles it."""
+
+    def __init__(self, name: str, text: str) -> None:
+        self.name, self.text = name, text
+
+    def read_text(self, encoding: str = "utf-8") -> str:
+        return self.text
 
 
-def lex(path: Path) -> list[tuple[int, str, str]]:
+def sections(lang: str) -> list[Source]:
+    from report.publish.render import section_source
+    return [Source(p.name, section_source(TEMPLATES, p.name.removesuffix(".md.j2"), lang))
+            for p in sorted(TEMPLATES.glob("*.md.j2")) if not p.name.startswith("_")]
+
+
+def lex(path: Path | Source) -> list[tuple[int, str, str]]:
     env = jinja2.Environment()
     return list(env.lex(path.read_text(encoding="utf-8")))
 
@@ -88,3 +105,19 @@ def test_both_languages_have_the_same_sections_and_keys():
     for name in zh:
         assert zh[name] == en[name], f"{name}: zh-only {zh[name] - en[name]}, en-only {en[name] - zh[name]}"
         assert zh[name] or name == "next.md.j2" or name == "results.md.j2", f"{name} names no ledger key"
+
+
+def test_a_section_is_one_template_whose_prose_is_the_catalogues():
+    from report.publish.render import PROSE
+    from report.words import section
+    en, zh = section("prose", "en"), section("prose", "zh")
+    assert en.keys() == zh.keys() and len(en) > 100
+    used = {m.group(1) for p in TEMPLATES.glob("*.md.j2") for m in PROSE.finditer(p.read_text())}
+    assert used == en.keys(), (sorted(en.keys() - used), sorted(used - en.keys()))
+    assert not list(TEMPLATES.glob("*/*.md.j2")), "a section template per language"
+    for key in en:
+        # control flow is the template's, the same for every language
+        assert "{%" not in en[key] + zh[key], key
+        # the same numbers in both languages, so a page's ids are the same in both (how each
+        # prints may differ: a Chinese count is followed by its measure word, not a unit)
+        assert sorted(CITED.findall(en[key])) == sorted(CITED.findall(zh[key])), key

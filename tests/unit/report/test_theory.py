@@ -1,4 +1,4 @@
-"""The theory ledger against the seeds' golden figures (ANALYSES.md items 7, 8, 12-18).
+"""The theory ledger against the seeds' golden figures (docs/analyses.md items 7, 8, 12-18).
 
 A golden figure checks a formula at the seed's own rounding; where the seed's input was a
 fitted or rounded number (N = 6.75e9, weights 14.3 GB) the formula is fed that number and

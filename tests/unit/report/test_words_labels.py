@@ -46,6 +46,9 @@ GROUPS = {
     "fig_": [REPORT / "publish" / "figures.py", REPORT / "publish" / "compose.py"],
     "plan_": [REPORT / "planner" / "explain.py"],
     "note_": [REPORT / "planner" / "notes.py"],
+    # the diagnosis table words a point's bottleneck and failed checks by their codes
+    "bottleneck_": [REPORT / "judge" / "diagnosis.py"],
+    "invalid_short_": [REPORT / "judge" / "diagnosis.py"],
 }
 CJK = "[\u3400-\u9fff]"
 ASCII_AGAINST_CJK = re.compile(f"{CJK}[,:;()]|[,:;()]{CJK}")
