@@ -13,6 +13,7 @@ from typing import Any
 from bundle.request_table import RequestTable
 from bundle.store import Bundle
 from report.architecture import params as PA
+from report.architecture import roofline as RF
 from report.architecture import theory as T
 from report.derive import analyses as A
 from report.derive import clienterror as CE
@@ -719,6 +720,14 @@ def mfu_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
                denominator=led["r.peak_flops"], scale=1e12)
     led.derive(k + "mbu", A.scaled_ratio, unit="fraction", numerator=led[k + "read_gb_s"],
                denominator=led["r.peak_bandwidth"], scale=1e9)
+    if rd.config is not None:
+        # The roofline by phase: a decode step of the running requests and one prompt's prefill.
+        csrc = (f"{rd.name}/manifest.json: model.config",)
+        led.derive(k + "decode_intensity", RF.model_decode_intensity, unit="FLOP/B", sources=csrc,
+                   config=rd.config, running=led[k + "server_running_median"],
+                   input_len=p.settings.get("input_len"), output_len=p.settings.get("output_len"))
+        led.derive(k + "prefill_intensity", RF.model_prefill_intensity, unit="FLOP/B", sources=csrc,
+                   config=rd.config, input_len=p.settings.get("input_len"))
 
 
 def flops_measured(scrapes: list, t_start: float, t_end: float) -> float:
@@ -860,6 +869,7 @@ def rule_ledger(led: Ledger) -> None:
             ("r.rule_itl_slope_max", V.ITL_SLOPE_AGREES[1], "fraction", "Largest measured/theory ITL slope the seeds accept"),
             ("r.rule_repro_tput_tol", V.REPRO_TPUT_TOL, "fraction", "Largest output-throughput difference at shared points for two rounds to reproduce (policy)"),
             ("r.rule_repro_ttft_tol", V.REPRO_TTFT_TOL, "fraction", "Largest TTFT p99 difference at shared points for two rounds to reproduce their latency (policy)"),
+            ("r.rule_prediction_tol", V.PREDICTION_TOL, "fraction", "Largest relative miss of a mechanism's prediction for the report to say the mechanism explains the measurement (policy)"),
             ("r.rule_saturation_growth", V.SATURATION_GROWTH, "fraction", "Least throughput growth between the last two points before a sweep counts as saturated (policy)"),
             ("r.rule_late_send_ms", V.LATE_SEND_MS, "ms", "How late against its schedule an open-loop send counts as held back (policy)"),
             ("r.rule_late_send_max", V.LATE_SEND_MAX, "fraction", "Largest share of late open-loop sends before the cap counts as holding the loop back (policy)"),
@@ -893,6 +903,7 @@ def cross_point_ledger(led: Ledger, rd: RoundData) -> None:
     if not pts:
         return
     first = pts[0]
+    prefill_tail_ledger(led, rd, pts)
     if rd.axis == "concurrency":
         ref = next((p for p in pts if p.settings.get("concurrency") == 1), None)
         for p in ok_points(rd):
@@ -923,3 +934,28 @@ def cross_point_ledger(led: Ledger, rd: RoundData) -> None:
                        denominator=led[f"p.{first.pid}.ttft_ms_p99"])
 
 
+def prefill_tail_ledger(led: Ledger, rd: RoundData, pts: list[PointData]) -> None:
+    """The prefill FLOP rate measured alone (a valid closed-loop C=1 point), and at each point the
+    engine step its fullest prefill makes: what ITL p99 is when a prefill rides in a decode step."""
+    ref = next((p for p in pts if p.settings.get("concurrency") == 1
+                and not p.settings.get("request_rate")), None)
+    if rd.config is None or ref is None:
+        reason = Reason.of("reason.no_model_config") if rd.config is None else Reason.of("reason.no_c1_point")
+        led.record("r.prefill_flop_rate", None, unit="FLOP/s", missing=reason,
+                   doc="FLOP rate of one prompt's prefill run alone, at the round's C=1 point")
+        return
+    csrc = (f"{rd.name}/manifest.json: model.config",)
+    rate = led.derive("r.prefill_flop_rate", RF.prefill_flop_rate, unit="FLOP/s", sources=csrc,
+                      config=rd.config, input_len=ref.settings.get("input_len"),
+                      prefill_ms=led[f"p.{ref.pid}.prefill_ms_mean"])
+    led.derive("r.prefill_tflops_s", A.tera, unit="TFLOP/s", value=rate)
+    for p in ok_points(rd):
+        k = f"p.{p.pid}."
+        tokens = led.derive(k + "prefill_step_tokens", RF.largest_prefill_step_tokens, unit="tok",
+                            input_len=p.settings.get("input_len"), waiting_peak=led[k + "waiting_peak"],
+                            budget=led["r.max_num_batched_tokens"])
+        step = led.derive(k + "itl_tail_ms_predicted", RF.prefill_step_ms, unit="ms", sources=csrc,
+                          config=rd.config, step_tokens=tokens, input_len=p.settings.get("input_len"),
+                          flop_rate=rate)
+        led.derive(k + "itl_p99_over_tail", A.ratio, unit="×", numerator=led[k + "itl_ms_p99"],
+                   denominator=step)

@@ -51,6 +51,8 @@ CAP_HELD_MIN = 0.8
 DELIVERY_RATIO_MIN = 1.2
 # A roof names the limit only when its utilisation is this many times the other's.
 ROOF_DOMINANCE = 1.2
+# A mechanism explains a measurement when its prediction misses it by at most this share.
+PREDICTION_TOL = 0.25
 # A gauge at or above this share of the pool reads as full where the pool's size is unknown.
 POOL_FULL_SHARE = 0.98
 # The gauges' held share is stale when it misses the counters' by at least this much.

@@ -322,8 +322,13 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
     mfu, mbu, util = get(k + "mfu"), get(k + "mbu"), get(k + "gpu_util_median_pct")
     engine_busy = (engine_held is not None and engine_held >= V.HELD_MIN) or \
         (get(k + "server_running_median") is not None and C and ev[k + "server_running_median"] >= V.HELD_MIN * C)
-    gpu_keys = [k + "mfu", k + "mbu", k + "intensity", "r.ridge", k + "gpu_util_median_pct",
-                k + "power_median_w", k + "power_limit_w"]
+    gpu_keys = [k + "mfu", k + "mbu", k + "intensity", k + "decode_intensity", k + "prefill_intensity",
+                "r.ridge", k + "gpu_util_median_pct", k + "power_median_w", k + "power_limit_w"]
+    # The roofline by phase: compute is the limit only where the prefill is past the ridge, memory
+    # bandwidth only where a decode step is below it (a phase not modelled does not veto).
+    ridge, dec, pre = get("r.ridge"), get(k + "decode_intensity"), get(k + "prefill_intensity")
+    prefill_past = ridge is None or pre is None or pre >= ridge
+    decode_below = ridge is None or dec is None or dec < ridge
     # The engine's host side: every slot busy while the GPU mostly waits (NVML idle and the
     # roofline far from either roof), or the CPU engine's own processes using the host.
     gpu_waits = util is not None and util < GPU_HOST_BOUND_PCT and \
@@ -345,11 +350,11 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
     # clearly dominates the other (each is the share of time its phase would take at its roof).
     busy = util is not None and util >= GPU_BUSY_PCT
     if busy and mfu is not None and mbu is not None:
-        if mfu >= MFU_HIGH and mfu >= V.ROOF_DOMINANCE * mbu:
+        if mfu >= MFU_HIGH and mfu >= V.ROOF_DOMINANCE * mbu and prefill_past:
             capped = _power_capped(get, k)
             return verdict("gpu_compute", "compute_bound_power_capped" if capped else "compute_bound",
                            gpu_keys + [k + "power_cap_share", k + "sm_clock_load_mhz", "r.max_sm_clock_mhz"])
-        if mbu >= MBU_HIGH and mbu >= V.ROOF_DOMINANCE * mfu:
+        if mbu >= MBU_HIGH and mbu >= V.ROOF_DOMINANCE * mfu and decode_below:
             return verdict("gpu_bandwidth", "bandwidth_bound", gpu_keys)
         if mfu >= MFU_HIGH * 0.8 and mbu >= MBU_HIGH * 0.8 * 0.75 and \
                 max(mfu, mbu) < V.ROOF_DOMINANCE * min(mfu, mbu):

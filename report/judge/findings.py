@@ -98,8 +98,18 @@ def disagreement_finding(led: Ledger, validity: dict[str, Validity]) -> Finding 
                    list(dict.fromkeys(keys)))
 
 
+# Mechanisms also said by phase (`finding.mechanism_<code>_by_phase`): where the model's config
+# gives the decode step's and the prefill's intensities, the sentence judges each phase.
+BY_PHASE = ("bandwidth_bound", "compute_bound", "compute_bound_power_capped", "roofs_balanced")
+
+
 def bottleneck_finding(led: Ledger, att: Attribution, fid: str = "bottleneck") -> Finding | None:
-    """The mechanism sentence of one point's bottleneck."""
+    """The mechanism sentence of one point's bottleneck, by phase where the phases are known."""
+    if att.mechanism in BY_PHASE:
+        f = _make(led, fid, "bottleneck", _texts(f"mechanism_{att.mechanism}_by_phase", p=att.point),
+                  list(att.evidence))
+        if f is not None:
+            return f
     return _make(led, fid, "bottleneck", _texts(f"mechanism_{att.mechanism}", p=att.point),
                  list(att.evidence))
 
@@ -110,6 +120,14 @@ def step_mix_finding(led: Ledger, pid: str) -> Finding | None:
     p50, p99 = val(led, f"p.{pid}.itl_ms_p50"), val(led, f"p.{pid}.itl_ms_p99")
     if ratio is None or ratio < STEP_MIX_MIN or p50 is None or p99 is None or p99 < 2 * p50:
         return None
+    # The prediction is said only where it explains the tail: within the rule's tolerance.
+    miss, tol = val(led, f"p.{pid}.itl_p99_over_tail"), val(led, "r.rule_prediction_tol")
+    if miss is not None and tol is not None and 1 / (1 + tol) <= miss <= 1 + tol:
+        ref = dict(led["r.prefill_flop_rate"].inputs).get("prefill_ms", "").split(".")
+        f = _make(led, "step_mix", "mechanism", _texts("step_mix_predicted", p=pid, ref=ref[1] if len(ref) > 2 else "?"),
+                  ["r.rule_prediction_tol"])
+        if f is not None:
+            return f
     return _make(led, "step_mix", "mechanism", _texts("step_mix", p=pid), [])
 
 
