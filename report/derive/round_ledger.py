@@ -593,6 +593,12 @@ def measured_ledger(rd: RoundData) -> Ledger:
                sources=(f"{rd.name}/server.log",),
                missing=Reason.of("reason.log_no_max_num_batched_tokens") if log else
                Reason.of("reason.no_server_log"))
+    args = (log.non_default_args or {}) if log else {}
+    for key, flag, unit in (("max_num_seqs", "--max-num-seqs", "req"), ("max_model_len", "--max-model-len", "tok")):
+        led.record(f"r.{key}", args.get(key) if isinstance(args.get(key), int) else None, unit=unit,
+                   doc=f"The server's {flag}, as the log's non-default arguments state it",
+                   sources=(f"{rd.name}/server.log",),
+                   missing=Reason.of("reason.flag_default", flag=flag) if log else Reason.of("reason.no_server_log"))
     led.record("r.kv_cache_memory_suggested_bytes", log.kv_cache_memory_fit_bytes if log else None,
                unit="B", doc="The KV cache memory the server log suggests (--kv-cache-memory)",
                sources=(f"{rd.name}/server.log",),
@@ -915,6 +921,14 @@ def cross_point_ledger(led: Ledger, rd: RoundData) -> None:
             led.derive(k + "scaling_eff", ST.scaling_efficiency, unit="fraction",
                        throughput=led[k + "output_tok_s"], concurrency=p.settings.get("concurrency"),
                        throughput_at_1=led[f"p.{ref.pid}.output_tok_s"])
+        # What each step up in concurrency bought and cost, valid point to valid point: the knee
+        # is where TTFT p99 starts growing faster than throughput.
+        for a, b in zip(pts, pts[1:]):
+            k = f"p.{b.pid}."
+            led.derive(k + "tput_growth_from_prev", A.ratio, unit="×", numerator=led[k + "output_tok_s"],
+                       denominator=led[f"p.{a.pid}.output_tok_s"])
+            led.derive(k + "ttft_p99_growth_from_prev", A.ratio, unit="×", numerator=led[k + "ttft_ms_p99"],
+                       denominator=led[f"p.{a.pid}.ttft_ms_p99"])
         if len(pts) >= 2:
             a, b = pts[-2], pts[-1]
             ca, cb = a.settings["concurrency"], b.settings["concurrency"]

@@ -172,11 +172,57 @@ def reproducibility_finding(led: Ledger, facts: dict) -> Finding | None:
                  _texts(code, prev=facts.get("prev_round"), tput=tput, ttft=ttft), [])
 
 
+def knee(led: Ledger, valid_pids: list[str]) -> tuple[str, str] | None:
+    """(knee, next): the valid point from which every step up in concurrency cost more in TTFT
+    p99 than it bought in throughput, and the point after it; None when the last step still
+    bought more than it cost (no knee in the measured range)."""
+    steps = [(a, b, val(led, f"p.{b}.tput_growth_from_prev"), val(led, f"p.{b}.ttft_p99_growth_from_prev"))
+             for a, b in zip(valid_pids, valid_pids[1:])]
+    found = None
+    for a, b, tput, tail in reversed(steps):
+        if tput is None or tail is None or tail <= tput:
+            break
+        found = (a, b)
+    return found
+
+
+def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pids: list[str],
+                    labels: dict[str, str]) -> list[Finding | None]:
+    """Page 1's answer: what limits the server and from which load on, what it delivers there,
+    the knee, and what to change. "From X on" holds by construction: every valid point from X
+    to the highest has the same bottleneck."""
+    top = valid_pids[-1]
+    limit = attributions[top].bottleneck
+    since = top
+    for pid in reversed(valid_pids):
+        if attributions[pid].bottleneck != limit:
+            break
+        since = pid
+    at = {p: labels.get(p, p) for p in valid_pids}
+    code = {"unknown": "thesis_unknown", "under_driven": "thesis_under_driven"}.get(
+        limit, "thesis_every_point" if since == valid_pids[0] and len(valid_pids) > 1
+        else "thesis_top" if since == top else "thesis")
+    out = [_make(led, "thesis", "thesis", _texts(code, p=top, at=at[top], since=at[since],
+                                                 first=at[valid_pids[0]],
+                                                 limit=_texts(f"thesis_limit_{limit}")),
+                 list(attributions[top].evidence))]
+    bend = knee(led, valid_pids)
+    if bend is not None:
+        out.append(_make(led, "thesis_knee", "thesis",
+                         _texts("thesis_knee", n=bend[1], knee=at[bend[0]], next=at[bend[1]]), []))
+    elif len(valid_pids) > 1:
+        out.append(_make(led, "thesis_knee", "thesis", _texts("thesis_no_knee", n=top, at=at[top],
+                                                               prev=at[valid_pids[-2]]), []))
+    out.append(_make(led, "thesis_advice", "thesis", _texts(f"thesis_advice_{limit}", p=top), []))
+    return out
+
+
 def round_findings(led: Ledger, validity: dict[str, Validity], attributions: dict[str, Attribution],
                    valid_pids: list[str], facts: dict) -> list[Finding]:
     """Every finding of one round, most important first."""
     out: list[Finding | None] = []
     if valid_pids:
+        out += thesis_findings(led, attributions, valid_pids, facts.get("point_labels") or {})
         last = valid_pids[-1]
         out.append(bottleneck_finding(led, attributions[last]))
         kinds = {}

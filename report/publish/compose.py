@@ -108,7 +108,8 @@ def facts_of(rd: RoundData) -> dict:
         "vllm_version": eng.get("vllm_version"),
         "model": model.get("served_name") or model.get("name"),
         "model_desc": model.get("name"),
-        "random_weights": model.get("load_format") == "dummy",
+        "random_weights": model.get("load_format") == "dummy" or
+        ((rd.log.non_default_args or {}).get("load_format") == "dummy" if rd.log else False),
         "cpu": host.get("cpu_model"),
         "gpu": ", ".join(g.get("name", "?") for g in gpus) if gpus else None,
         "gpu_absent_reason": m.get("gpu_absent_reason"),
@@ -117,6 +118,10 @@ def facts_of(rd: RoundData) -> dict:
         "tool_version": (m.get("tool") or {}).get("version"),
         "git_revision": (m.get("tool") or {}).get("git_revision"),
         "server_flags": " ".join((eng.get("command") or [])[3:]) if eng.get("command") else None,
+        # What the server log's non-default arguments say of two switches: True, False, or
+        # None where the log does not say (vLLM's default, which depends on its version).
+        "prefix_caching": (rd.log.non_default_args or {}).get("enable_prefix_caching") if rd.log else None,
+        "cuda_graphs": (False if (rd.log.non_default_args or {}).get("enforce_eager") else None) if rd.log else None,
         "prefix_caching_off": any("--no-enable-prefix-caching" in " ".join(c or [])
                                   for c in (eng.get("server_sets") or {}).values()),
         "mfu_enabled": any("--enable-mfu-metrics" in " ".join(c or [])
@@ -257,6 +262,9 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
             figs[fig.id] = fig
     facts["figures"] = sorted(figs)
     notices = []
+    if pids and not valid:
+        # The cards and the "at C=…" sentences then speak of a point that failed its checks.
+        notices.append(in_langs("label.notice_no_valid_point", point=facts["point_labels"].get(pids[-1], pids[-1])))
     if facts["status"] != "complete":
         notices.append(in_langs("label.notice_incomplete", status=facts["status"],
                                 reason=facts["status_reason"] or ""))

@@ -39,7 +39,8 @@ def findings_json(rd, led: Ledger) -> dict:
                        "unchecked": v.unchecked, "bottleneck": a.bottleneck,
                        "mechanism": a.mechanism,
                        "evidence": {k: _plain(x) for k, x in {**v.evidence, **a.evidence}.items()}})
-    facts = {"prev_round": None, "sweep_axis": rd.axis, "ok_points": ok}
+    from report.publish.compose import point_labels
+    facts = {"prev_round": None, "sweep_axis": rd.axis, "ok_points": ok, "point_labels": point_labels(rd.points)}
     found = round_findings(led, validity, attribution, valid, facts)
     return {"points": points,
             "findings": [{"id": f.id, "kind": f.kind,

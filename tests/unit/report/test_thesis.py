@@ -1,0 +1,83 @@
+"""Page 1 answers: what limits the server and from which load on, what it delivers there, the
+knee, what to change, and the settings that shaped it; each clause holds by construction
+(checked here on round 4 and on HAND-BUILT ledgers where a rule must stay silent)."""
+
+from __future__ import annotations
+
+import re
+from html import unescape
+
+import pytest
+
+from report.judge.diagnosis import Attribution
+from report.judge.findings import knee, thesis_findings
+from report.ledger import Ledger
+from report.publish.compose import compose_round
+from report.publish.render import Page
+from tests.conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def round4():
+    return compose_round(ROOT / "runs" / "round-4" / "bundle", "round-4")
+
+
+def _growth_ledger(steps: dict[str, tuple[float, float]]) -> Ledger:
+    """HAND-BUILT: each point's throughput and TTFT p99 growth from the point before it."""
+    led = Ledger()
+    for pid, (tput, tail) in steps.items():
+        led.record(f"p.{pid}.tput_growth_from_prev", tput, unit="×", doc="hand-built")
+        led.record(f"p.{pid}.ttft_p99_growth_from_prev", tail, unit="×", doc="hand-built")
+    return led
+
+
+def test_the_knee_is_where_every_later_step_costs_more_than_it_buys():
+    pids = ["c1", "c2", "c4", "c8", "c16"]
+    # noise at c2 (tail up more than throughput) does not make c1 the knee: c4 bought more again
+    led = _growth_ledger({"c2": (1.9, 2.1), "c4": (1.9, 0.9), "c8": (1.4, 3.0), "c16": (1.2, 3.5)})
+    assert knee(led, pids) == ("c4", "c8")
+    # the last step still bought more than it cost: no knee
+    led = _growth_ledger({"c2": (1.9, 2.1), "c4": (1.9, 0.9), "c8": (1.4, 3.0), "c16": (1.3, 1.1)})
+    assert knee(led, pids) is None
+    # a growth not measured stops the search: no knee claimed across it
+    led = _growth_ledger({"c2": (1.9, 0.9), "c4": (1.4, 3.0), "c8": (1.2, 3.5)})
+    assert knee(led, pids) is None
+
+
+def test_from_which_load_on_holds_for_every_point_above_it():
+    led = Ledger()
+    for pid in ("c1", "c2", "c4"):
+        for q in ("output_tok_s", "ttft_ms_p99", "itl_ms_p99"):
+            led.record(f"p.{pid}.{q}", 1.0, doc="hand-built")
+    att = {"c1": Attribution("c1", "gpu_bandwidth", "bandwidth_bound", {}),
+           "c2": Attribution("c2", "gpu_compute", "compute_bound", {}),
+           "c4": Attribution("c4", "gpu_compute", "compute_bound", {})}
+    labels = {"c1": "C=1", "c2": "C=2", "c4": "C=4"}
+    head = thesis_findings(led, att, ["c1", "c2", "c4"], labels)[0]
+    assert head.texts["en"].startswith("The GPU's compute limits this server from C=2 on.")
+    # C=1 shares the limit too: every valid point, said so
+    att["c1"] = Attribution("c1", "gpu_compute", "compute_bound", {})
+    head = thesis_findings(led, att, ["c1", "c2", "c4"], labels)[0]
+    assert "at every valid point, C=1 to C=4" in head.texts["en"]
+    # no single limit at the top: said so, not guessed
+    att["c4"] = Attribution("c4", "unknown", "no_signal_agrees", {})
+    head = thesis_findings(led, att, ["c1", "c2", "c4"], labels)[0]
+    assert head.texts["en"].startswith("No single limit is named at C=4")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_round_4_page_1_states_the_answer_before_the_cards(round4, lang):
+    theses = [f for f in round4.facts["findings"] if f["kind"] == "thesis"]
+    assert [f["id"] for f in theses] == ["thesis", "thesis_knee", "thesis_advice"]
+    assert "C=128" in theses[0]["texts"]["en"] and "C=32" in theses[1]["texts"]["en"]
+    html = Page(round4, lang).assemble("html")
+    text = unescape(re.sub(r"<[^>]+>", "", html))
+    start = text.index("Conclusion" if lang == "en" else "结论")
+    page1 = text[start:text.index("Diagnosis" if lang == "en" else "诊断", start)]
+    said = "The GPU's compute limits this server at C=128" if lang == "en" else "GPU 算力限制了本服务"
+    assert said in page1
+    assert page1.index(said.split(" at ")[0] if lang == "en" else said) < page1.index(
+        "Output throughput at C=128" if lang == "en" else "C=128 点输出吞吐")
+    assert "--max-num-batched-tokens" in page1 and "--max-model-len" in page1
+    assert ("prefix caching off" if lang == "en" else "前缀缓存关闭") in page1
+    assert ("random weights" if lang == "en" else "随机权重") in page1
