@@ -52,6 +52,11 @@ def _texts(code: str, **fill: Any) -> dict[str, str]:
             for lang in LANGS}
 
 
+def _at(labels: dict[str, str] | None, pid: str) -> str:
+    """A point as the page names it (C=128, L=8192), its id where no label is given."""
+    return (labels or {}).get(pid, pid)
+
+
 def _make(led: Ledger, fid: str, kind: str, texts: dict[str, str],
           evidence: list[str]) -> Finding | None:
     """A finding whose cited keys are all present, or None."""
@@ -68,13 +73,15 @@ def _joined(parts: list[dict[str, str]], sep: str) -> dict[str, str]:
     return {lang: word(f"finding.{sep}", lang).join(x[lang] for x in parts) for lang in LANGS}
 
 
-def invalid_points_finding(led: Ledger, validity: dict[str, Validity]) -> Finding | None:
+def invalid_points_finding(led: Ledger, validity: dict[str, Validity],
+                           labels: dict[str, str] | None = None) -> Finding | None:
     """Which points are left out of fits and verdicts, and why."""
     bad = [v for v in validity.values() if not v.valid]
     if not bad:
         return None
-    items = [_texts("invalid_point", p=v.point,
-                    reasons=_joined([_texts(f"invalid_{r}", p=v.point) for r in v.reasons],
+    items = [_texts("invalid_point", p=v.point, at=_at(labels, v.point),
+                    reasons=_joined([_texts(f"invalid_{r}", p=v.point, at=_at(labels, v.point))
+                                     for r in v.reasons],
                                     "invalid_reason_sep")) for v in bad]
     return Finding("invalid_points", "validity",
                    _texts("invalid_points", items=_joined(items, "invalid_point_sep")),
@@ -82,12 +89,13 @@ def invalid_points_finding(led: Ledger, validity: dict[str, Validity]) -> Findin
                                                              "lifetimes_in_window", "failed_scrape_share")])
 
 
-def disagreement_finding(led: Ledger, validity: dict[str, Validity]) -> Finding | None:
+def disagreement_finding(led: Ledger, validity: dict[str, Validity],
+                         labels: dict[str, str] | None = None) -> Finding | None:
     """Which signals disagreed with a check's verdict, point by point."""
     parts, keys = [], []
     for v in validity.values():
         for code in dict.fromkeys(v.disagreed):
-            one = _make(led, "x", "validity", _texts(f"disagree_{code}", p=v.point), [])
+            one = _make(led, "x", "validity", _texts(f"disagree_{code}", p=v.point, at=_at(labels, v.point)), [])
             if one is not None:
                 parts.append(one.texts)
                 keys += one.keys()
@@ -103,18 +111,20 @@ def disagreement_finding(led: Ledger, validity: dict[str, Validity]) -> Finding 
 BY_PHASE = ("bandwidth_bound", "compute_bound", "compute_bound_power_capped", "roofs_balanced")
 
 
-def bottleneck_finding(led: Ledger, att: Attribution, fid: str = "bottleneck") -> Finding | None:
+def bottleneck_finding(led: Ledger, att: Attribution, fid: str = "bottleneck",
+                       labels: dict[str, str] | None = None) -> Finding | None:
     """The mechanism sentence of one point's bottleneck, by phase where the phases are known."""
     if att.mechanism in BY_PHASE:
-        f = _make(led, fid, "bottleneck", _texts(f"mechanism_{att.mechanism}_by_phase", p=att.point),
+        f = _make(led, fid, "bottleneck", _texts(f"mechanism_{att.mechanism}_by_phase", p=att.point,
+                                                        at=_at(labels, att.point)),
                   list(att.evidence))
         if f is not None:
             return f
-    return _make(led, fid, "bottleneck", _texts(f"mechanism_{att.mechanism}", p=att.point),
+    return _make(led, fid, "bottleneck", _texts(f"mechanism_{att.mechanism}", p=att.point, at=_at(labels, att.point)),
                  list(att.evidence))
 
 
-def step_mix_finding(led: Ledger, pid: str) -> Finding | None:
+def step_mix_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None) -> Finding | None:
     """Prefill chunks riding in decode steps, and what they do to ITL p99."""
     ratio = val(led, f"p.{pid}.step_tokens_per_running")
     p50, p99 = val(led, f"p.{pid}.itl_ms_p50"), val(led, f"p.{pid}.itl_ms_p99")
@@ -124,30 +134,32 @@ def step_mix_finding(led: Ledger, pid: str) -> Finding | None:
     miss, tol = val(led, f"p.{pid}.itl_p99_over_tail"), val(led, "r.rule_prediction_tol")
     if miss is not None and tol is not None and 1 / (1 + tol) <= miss <= 1 + tol:
         ref = dict(led["r.prefill_flop_rate"].inputs).get("prefill_ms", "").split(".")
-        f = _make(led, "step_mix", "mechanism", _texts("step_mix_predicted", p=pid, ref=ref[1] if len(ref) > 2 else "?"),
+        f = _make(led, "step_mix", "mechanism", _texts("step_mix_predicted", p=pid, at=_at(labels, pid),
+                                                                ref=_at(labels, ref[1]) if len(ref) > 2 else "?"),
                   ["r.rule_prediction_tol"])
         if f is not None:
             return f
-    return _make(led, "step_mix", "mechanism", _texts("step_mix", p=pid), [])
+    return _make(led, "step_mix", "mechanism", _texts("step_mix", p=pid, at=_at(labels, pid)), [])
 
 
-def population_finding(led: Ledger, pid: str) -> Finding | None:
+def population_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None) -> Finding | None:
     """Which requests the server's queue and prefill means describe."""
     k = f"p.{pid}."
     if val(led, k + "population_excludes_warmup") is False:
-        return _make(led, "population", "method", _texts("population_with_warmup", p=pid),
+        return _make(led, "population", "method", _texts("population_with_warmup", p=pid, at=_at(labels, pid)),
                      [k + "population_excludes_warmup"])
-    return _make(led, "population", "method", _texts("population", p=pid), [])
+    return _make(led, "population", "method", _texts("population", p=pid, at=_at(labels, pid)), [])
 
 
-def block_rounding_finding(led: Ledger, pids: list[str]) -> Finding | None:
+def block_rounding_finding(led: Ledger, pids: list[str], labels: dict[str, str] | None = None) -> Finding | None:
     """Measured KV peaks that equal C requests of whole blocks: a line fitted through them
     deviates from slope C by block rounding alone."""
     diffs = [val(led, f"p.{p}.kv_peak_vs_blocks") for p in pids]
     if len(pids) < 2 or any(d is None or abs(d) > 0.01 for d in diffs):
         return None
     return _make(led, "kv_block_rounding", "mechanism",
-                 _texts("kv_block_rounding", first=pids[0], last=pids[-1]),
+                 _texts("kv_block_rounding", first=pids[0], last=pids[-1], first_at=_at(labels, pids[0]),
+                        last_at=_at(labels, pids[-1])),
                  [f"p.{p}.kv_peak_vs_blocks" for p in pids])
 
 
@@ -198,7 +210,7 @@ def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pid
         if attributions[pid].bottleneck != limit:
             break
         since = pid
-    at = {p: labels.get(p, p) for p in valid_pids}
+    at = {p: _at(labels, p) for p in valid_pids}
     code = {"unknown": "thesis_unknown", "under_driven": "thesis_under_driven"}.get(
         limit, "thesis_every_point" if since == valid_pids[0] and len(valid_pids) > 1
         else "thesis_top" if since == top else "thesis")
@@ -221,21 +233,22 @@ def round_findings(led: Ledger, validity: dict[str, Validity], attributions: dic
                    valid_pids: list[str], facts: dict) -> list[Finding]:
     """Every finding of one round, most important first."""
     out: list[Finding | None] = []
+    labels = facts.get("point_labels") or {}
     if valid_pids:
-        out += thesis_findings(led, attributions, valid_pids, facts.get("point_labels") or {})
+        out += thesis_findings(led, attributions, valid_pids, labels)
         last = valid_pids[-1]
-        out.append(bottleneck_finding(led, attributions[last]))
+        out.append(bottleneck_finding(led, attributions[last], labels=labels))
         kinds = {}
         for p in valid_pids:
             kinds.setdefault(attributions[p].bottleneck, p)
         for kind, first in kinds.items():
             if first != last and kind != attributions[last].bottleneck:
-                out.append(bottleneck_finding(led, attributions[first], f"bottleneck_{kind}"))
-        out.append(step_mix_finding(led, last))
-        out.append(population_finding(led, last))
-    out.append(invalid_points_finding(led, validity))
-    out.append(disagreement_finding(led, validity))
+                out.append(bottleneck_finding(led, attributions[first], f"bottleneck_{kind}", labels))
+        out.append(step_mix_finding(led, last, labels))
+        out.append(population_finding(led, last, labels))
+    out.append(invalid_points_finding(led, validity, labels))
+    out.append(disagreement_finding(led, validity, labels))
     if facts.get("sweep_axis") == "input_len":
-        out.append(block_rounding_finding(led, facts.get("ok_points") or []))
+        out.append(block_rounding_finding(led, facts.get("ok_points") or [], labels))
     out.append(reproducibility_finding(led, facts))
     return [f for f in out if f is not None]

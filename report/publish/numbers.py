@@ -17,6 +17,13 @@ from report.words import PLACEHOLDER, has, word
 
 # Units a fraction may carry; pct=True multiplies these by 100 and prints "%".
 FRACTION_UNITS = ("", "fraction", "ratio", "share")
+# A fraction at or above this prints as a multiple (×), not a percentage.
+PCT_AS_TIMES = 10.0
+# Percentages print at most this many decimals; a nonzero one below PCT_FLOOR prints "<0.01 %".
+PCT_MAX_DIGITS, PCT_FLOOR = 2, 0.01
+# Units printed with an SI prefix from a million up (16.5 PFLOP, not 16,543,979,824,103,424 FLOP).
+SI_UNITS = ("FLOP", "B")
+SI_PREFIXES = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"))
 # Units that count whole things: a whole value of one prints without decimals ("53 req", not
 # "53.0 req") unless the use asks for digits.
 COUNT_UNITS = ("tok", "tokens", "req", "blocks")
@@ -41,6 +48,14 @@ def auto_digits(x: float) -> int:
     if a >= 1:
         return 2
     return min(6, 2 - math.floor(math.log10(a)))
+
+
+def si_scaled(x: float, unit: str) -> tuple[float, str]:
+    """X in UNIT with the largest SI prefix it reaches: (16.54, "PFLOP") for 1.654e16 FLOP."""
+    for scale, prefix in SI_PREFIXES:
+        if abs(x) >= scale:
+            return x / scale, prefix + unit
+    return x, unit
 
 
 def format_number(x: float | int, digits: int | None = None, sign: bool = False) -> str:
@@ -112,15 +127,25 @@ def format_parts(value: Value, lang: str, fmt: Format = Format(),
         return word("label.value_true" if x else "label.value_false", lang), ""
     unit = value.unit
     if isinstance(x, numbers.Real):
+        digits = fmt.digits
         if fmt.pct:
             if unit == "%":
                 raise ValueError(f"{value.key} is already in percent; drop pct=True")
             if unit not in FRACTION_UNITS:
                 raise ValueError(f"{value.key} has unit {unit!r}; pct=True needs a fraction")
-            x, unit = float(x) * 100.0, "%"
-        elif fmt.digits is None and unit in COUNT_UNITS and float(x).is_integer():
+            if abs(float(x)) >= PCT_AS_TIMES:
+                unit = "×"           # 6,661 % reads as 66.6×
+            else:
+                x, unit = float(x) * 100.0, "%"
+                if digits is None:
+                    if x and abs(x) < PCT_FLOOR:
+                        return f"<{PCT_FLOOR:g}", (unit_text(unit, lang) if fmt.unit else "")
+                    digits = min(auto_digits(x), PCT_MAX_DIGITS)
+        elif digits is None and unit in COUNT_UNITS and float(x).is_integer():
             x = int(x)
-        text = format_number(x, fmt.digits, fmt.sign)
+        elif digits is None and unit in SI_UNITS and abs(float(x)) >= 1e6:
+            x, unit = si_scaled(float(x), unit)
+        text = format_number(x, digits, fmt.sign)
     elif fmt.pct or fmt.digits is not None or fmt.sign:
         raise ValueError(f"{value.key} is not a number ({type(x).__name__}); "
                          "digits/pct/sign do not apply")
