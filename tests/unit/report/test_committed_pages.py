@@ -1,0 +1,64 @@
+"""Every committed round's pages, read as a reviewer reads them: both languages give every
+number the same id, nothing unresolved shows, the Chinese page has no English sentence and
+the English page no Chinese, and no point is called "the last point"."""
+
+from __future__ import annotations
+
+import re
+from html import unescape
+
+import pytest
+
+from report.publish.compose import compose_rounds
+from report.publish.render import Page
+from tests.conftest import ROOT
+
+ROUNDS = sorted((ROOT / "runs").glob("round-*/bundle"))
+# Words that stay English on a Chinese page: names of metrics, flags, units, files, functions.
+ENGLISH_RUN = re.compile(r"\b[A-Za-z][a-z]{2,}(?:[ '’][A-Za-z][a-z]{2,}){3,}\b")
+
+
+@pytest.fixture(scope="module")
+def pages():
+    reports = compose_rounds([(b, b.parent.name) for b in ROUNDS])
+    return {(r.round_id, lang): Page(r, lang).assemble("html") for r in reports for lang in ("en", "zh")}
+
+
+def _ids(html: str) -> dict[str, str]:
+    return dict(re.findall(r'data-key="([^"]+)" data-nid="(N\d+)"', html))
+
+
+def _prose(html: str) -> str:
+    """The page's reading text: no markup, no code, no provenance pop-ups or appendix."""
+    html = html.split('id="appendix"')[0]
+    html = re.sub(r"<(script|style|code|svg)\b.*?</\1>", " ", html, flags=re.S)
+    html = re.sub(r'<span class="num-pop".*?</span></span>', " ", html, flags=re.S)
+    return unescape(re.sub(r"<[^>]+>", " ", html))
+
+
+def test_there_are_committed_rounds():
+    assert len(ROUNDS) >= 5
+
+
+def test_both_languages_give_every_number_the_same_id(pages):
+    for r in ROUNDS:
+        en, zh = _ids(pages[(r.parent.name, "en")]), _ids(pages[(r.parent.name, "zh")])
+        assert len(en) > 100 and en == zh, r.parent.name
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_nothing_unresolved_and_no_last_point(pages, lang):
+    for r in ROUNDS:
+        text = _prose(pages[(r.parent.name, lang)])
+        for left in ("[[", "{@", "]]", "@}", "末点", "首点", "last point", "first point"):
+            assert left not in text, (r.parent.name, lang, left)
+
+
+def test_the_chinese_page_has_no_english_sentence_and_the_english_no_chinese(pages):
+    for r in ROUNDS:
+        # a message quoted verbatim from a library or the engine stands in 「」
+        zh = re.sub(r"「[^」]*」", " ", _prose(pages[(r.parent.name, "zh")]))
+        runs = [m.group(0) for m in ENGLISH_RUN.finditer(zh)]
+        assert not runs, (r.parent.name, runs[:5])
+        en = _prose(pages[(r.parent.name, "en")])
+        assert not re.search(r"[\u4e00-\u9fff]", en), r.parent.name
