@@ -381,6 +381,16 @@ def counter_rate_series(scrapes: list, name: str) -> list[tuple[float, float]]:
     return out
 
 
+def counter_rate_max(scrapes: list, name: str) -> float:
+    """The largest per-second rate of counter NAME between two consecutive successful scrapes."""
+    return max(r for _, r in counter_rate_series(scrapes, name))
+
+
+def counter_rate_intervals_above(scrapes: list, name: str, threshold: float) -> int:
+    """How many scrape intervals carried counter NAME faster than THRESHOLD per second."""
+    return sum(1 for _, r in counter_rate_series(scrapes, name) if r > threshold)
+
+
 def gauge_peak(scrapes: list, t_start: float, t_end: float, name: str) -> float:
     """Largest sample of gauge NAME in the window."""
     return series.peak_value(series.gauge_values(scrapes, t_start, t_end, name))

@@ -650,6 +650,15 @@ def peak_ledger(led: Ledger, rd: RoundData) -> None:
                peak_bandwidth=led["r.peak_bandwidth"])
     led.derive("r.peak_tflops", A.tera, unit="TFLOP/s", value=led["r.peak_flops"])
     led.derive("r.peak_tb_s", A.tera, unit="TB/s", value=led["r.peak_bandwidth"])
+    if "r.peak_flops" in led and any(s.get("ok") for s in rd.bundle.metrics):
+        # Single scrape intervals of the FLOP counter, against the peak no GPU can pass.
+        name = "vllm:estimated_flops_per_gpu_total"
+        ms = _src_metrics(rd, float("-inf"), float("inf"))
+        top = led.derive("r.flop_rate_interval_max", A.counter_rate_max, unit="FLOP/s", sources=ms,
+                         scrapes=rd.bundle.metrics, name=name)
+        led.derive("r.tflops_interval_max", A.tera, unit="TFLOP/s", value=top)
+        led.derive("r.flop_intervals_over_peak", A.counter_rate_intervals_above, unit="", sources=ms,
+                   scrapes=rd.bundle.metrics, name=name, threshold=led["r.peak_flops"])
     if "r.weight_bytes" in led:
         led.derive("r.decode_floor_ms", A.decode_floor_ms, unit="ms", weight_bytes=led["r.weight_bytes"],
                    peak_bandwidth=led["r.peak_bandwidth"])

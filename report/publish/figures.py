@@ -256,9 +256,14 @@ def fig_timeline(scrapes: list, windows: list[tuple[str, float, float]]) -> Figu
             x=base_x, y=alt.Y("y:Q", title=t["requests"]),
             color=alt.Color("series:N", title=t["series"], scale=alt.Scale(range=PALETTE[:2]),
                             legend=alt.Legend(orient="bottom")))
-        kvl = alt.Chart(kvd).mark_line(strokeWidth=1.2, color=PALETTE[2]).encode(
-            x=base_x, y=alt.Y("y:Q", title=t["kv"], scale=alt.Scale(domain=[0, 100])))
-        ch = alt.layer(bands, reqs, kvl).resolve_scale(y="independent").properties(width=WIDTH, height=HEIGHT)
+        # The KV axis spans the data (a pool used to 6 % is not drawn against 0-100 %), capped at 100.
+        top = min(100.0, max([v * 100 for _, v in kv] + [1.0]) * 1.15)
+        kvl = alt.Chart(kvd).mark_line(strokeWidth=1.2).encode(
+            x=base_x, y=alt.Y("y:Q", title=t["kv"], scale=alt.Scale(domain=[0, top])),
+            color=alt.Color("series:N", title="", scale=alt.Scale(range=[PALETTE[2]]),
+                            legend=alt.Legend(orient="bottom")))
+        ch = alt.layer(bands, reqs, kvl).resolve_scale(y="independent", color="independent").properties(
+            width=WIDTH, height=HEIGHT)
         return ch.to_dict()
     return Figure("timeline", per_lang(make), {lang: TEXT[lang]["timeline_title"] for lang in LANGS})
 
@@ -284,14 +289,19 @@ def fig_power(gpu_samples: list, windows: list[tuple[str, float, float]]) -> Fig
             strokeDash=alt.StrokeDash("series:N", legend=None))
         layers = [bands, p] if windows else [p]
         if len(tp):
-            layers.append(alt.Chart(tp).mark_line(strokeWidth=1, color=PALETTE[1]).encode(
-                x="t:Q", y=alt.Y("y:Q", title=t["temp"])))
-        return alt.layer(*layers).resolve_scale(y="independent").properties(width=WIDTH, height=HEIGHT).to_dict()
+            tp["series"] = t["temp"]
+            layers.append(alt.Chart(tp).mark_line(strokeWidth=1).encode(
+                x="t:Q", y=alt.Y("y:Q", title=t["temp"]),
+                color=alt.Color("series:N", title="", scale=alt.Scale(range=[PALETTE[1]]),
+                                legend=alt.Legend(orient="bottom"))))
+        return alt.layer(*layers).resolve_scale(y="independent", color="independent").properties(
+            width=WIDTH, height=HEIGHT).to_dict()
     return Figure("power", per_lang(make), {lang: TEXT[lang]["power_title"] for lang in LANGS})
 
 
-def fig_tflops_timeline(scrapes: list, windows: list[tuple[str, float, float]]) -> Figure | None:
-    """Per-interval TF/s from vLLM's estimated FLOPs counter over the round (item 15)."""
+def fig_tflops_timeline(scrapes: list, windows: list[tuple[str, float, float]],
+                        peak_tflops: float | None = None) -> Figure | None:
+    """Per-interval TFLOP/s from vLLM's estimated FLOPs counter over the round, with the dense peak drawn (item 15)."""
     from report.derive import analyses as A
     try:
         rates = A.counter_rate_series(scrapes, "vllm:estimated_flops_per_gpu_total")
@@ -305,8 +315,15 @@ def fig_tflops_timeline(scrapes: list, windows: list[tuple[str, float, float]]) 
         shade = pd.DataFrame([{"a": a, "b": b, "point": pid} for pid, a, b in windows])
         bands = alt.Chart(shade).mark_rect(opacity=0.12, color="#888").encode(
             x="a:Q", x2="b:Q", tooltip=[alt.Tooltip("point:N", title=t["point"])])
-        line = alt.Chart(df).mark_line(strokeWidth=1.2, color=PALETTE[0]).encode(
-            x=alt.X("t:Q", title=t["t"]), y=alt.Y("y:Q", title=t["tflops"]))
+        df["series"] = t["tflops_measured"]
+        if peak_tflops:
+            df = pd.concat([df, pd.DataFrame([{"t": a, "y": peak_tflops, "series": t["tflops_peak"]}
+                                              for a in (rates[0][0], rates[-1][0])])])
+        line = alt.Chart(df).mark_line(strokeWidth=1.2).encode(
+            x=alt.X("t:Q", title=t["t"]), y=alt.Y("y:Q", title=t["tflops"]),
+            color=alt.Color("series:N", title="", scale=alt.Scale(range=[PALETTE[0], PALETTE[3]]),
+                            legend=alt.Legend(orient="bottom")),
+            strokeDash=alt.StrokeDash("series:N", legend=None))
         return alt.layer(bands, line).properties(width=WIDTH, height=HEIGHT).to_dict()
     return Figure("tflops_timeline", per_lang(make), {lang: TEXT[lang]["tflops_title"] for lang in LANGS})
 
