@@ -14,7 +14,7 @@ import altair as alt
 import pandas as pd
 
 from report.ledger import Absent, Ledger, Reason
-from report.publish.document import Column, Figure, RoundReport, Table
+from report.publish.document import Column, Figure, RoundFacts, RoundReport, Table
 
 ROUND_ID = "fixture-hand-built"
 POINTS = (1, 4, 16, 64)
@@ -192,7 +192,7 @@ def hand_built_report(model: str = "Qwen2.5-7B-Instruct", notices: bool = True) 
         sections=["_demo"],
         figures=figures,
         tables=tables,
-        facts={"model": model, "gpu": "RTX 4090 · 24 GB", "engine": "vLLM 0.27.1"},
+        facts=RoundFacts(model=model, gpu="RTX 4090 · 24 GB", engine="vLLM 0.27.1"),
         notices=[{"zh": "手工构造的测试样例:下面的数字是手写的,不是测量结果。",
                   "en": "Hand-built test fixture: the numbers below are typed, not measured."}]
         if notices else [],

@@ -65,9 +65,10 @@ def import_value(led: Ledger, key: str, v: Value, round_name: str) -> Value:
                       value=v)
 
 
-def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: RoundData,
-                       facts: dict) -> None:
-    """Comparisons of this round with the previous one, each behind a comparability check."""
+def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: RoundData) -> dict[str, Any]:
+    """Comparisons of this round with the previous one, each behind a comparability check; the
+    facts the narrative needs of it (which round, what differs, which points are shared)."""
+    facts: dict[str, Any] = {}
     diff = differing_keys(rd.bundle.manifest, prev.bundle.manifest)
     facts["prev_round"] = prev.extras.get("round_id", prev.name)
     facts["prev_differs"] = diff
@@ -77,7 +78,7 @@ def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: Round
     facts["common_points"] = [p.pid for p, _ in common]
     if diff:
         facts["comparable"] = False
-        return
+        return facts
     facts["comparable"] = True
     tput, ttft = [], []
     for p, q in common:
@@ -130,6 +131,7 @@ def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: Round
         led.derive("x.occupancy_tput_ratio", A.ratio, unit="×", numerator=interp,
                    denominator=led[f"p.{best.pid}.output_tok_s"])
         facts["occupancy_point"] = best.pid
+    return facts
 
 
 def require(v: Value) -> Any:

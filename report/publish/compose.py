@@ -15,7 +15,7 @@ from report.judge.next_steps import next_steps
 from report.judge.verdicts import build_ledger
 from report.ledger import Ledger
 from report.publish import figures as F
-from report.publish.document import Column, RoundReport, Table
+from report.publish.document import Column, RoundFacts, RoundReport, Table
 from report.words import LANGS, has, word
 
 CLIENT_LAG_SHARE_LIMIT = 0.1      # the templates say "a tenth" of the ITL median
@@ -219,14 +219,12 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     facts["peak_missing_zh"] = peak_missing.text("zh") if peak_missing else None
     gpu_absent = gpu_absent_reason(facts.get("gpu_absent_reason"))
     facts["gpu_absent_reason_zh"] = gpu_absent.text("zh") if gpu_absent else None
-    # Cross-round facts default to "not available"; cross_round_ledger fills what applies.
-    facts.update(prev_round=None, prev_differs=[], common_points=[], comparable=False,
-                 repro_points=0, prefill_ref_point=None, occupancy_point=None)
+    # Cross-round facts are "not available" (RoundFacts' defaults) unless a previous round compares.
     prev_led, prev_pids = None, []
     if prev is not None:
         prev_rd, prev_led = prev
         prev_pids = [p.pid for p in prev_rd.points if p.window.status == "ok"]
-        cross_round_ledger(led, rd, prev_led, prev_rd, facts)
+        facts.update(cross_round_ledger(led, rd, prev_led, prev_rd))
     facts["has_prev"] = prev is not None
     attribution = rd.extras["attribution"]
     valid = [pid for pid in pids if validity[pid].valid]
@@ -289,10 +287,11 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     results.row_labels[len(pids):] = [interrupted_label(pid) for pid in facts["interrupted_points"]]
     detail = point_table(led, pids, "results_detail", in_langs("label.table_results_detail"),
                          DETAIL_COLUMNS)
+    # The facts are a builder dict until here; the report holds them typed and frozen.
     return RoundReport(round_id=round_id, title=title, ledger=led, sections=sections, figures=figs,
                        tables={"results": results, "results_detail": detail,
                                "kv_table": point_table(led, pids, "kv_table", in_langs("label.table_kv"),
-                                                 KV_COLUMNS)}, facts=facts, notices=notices,
+                                                 KV_COLUMNS)}, facts=RoundFacts(**facts), notices=notices,
                        bundles=[str(bundle_path)])
 
 

@@ -40,6 +40,77 @@ class Table:
     row_labels: list[dict[str, str]] = field(default_factory=list)  # lang -> label per row
 
 
+@dataclass(frozen=True)
+class RoundFacts:
+    """The round's non-numeric facts the narrative reads (engine, model, hardware, which points
+    are valid, the findings), built once by compose and never changed after. Every number is a
+    ledger value; a float here is a policy threshold a template compares a value against."""
+
+    # The bundle and its engine, model and hosts (compose.facts_of).
+    bundle: str = ""
+    status: str | None = None
+    status_reason: str | None = None
+    origin: str | None = None
+    engine_mode: str | None = None
+    engine_mode_text: dict[str, str] = field(default_factory=dict)
+    engine: str | None = None                  # a hand-built fixture's engine line
+    vllm_version: str | None = None
+    model: str | None = None
+    model_desc: str | None = None
+    random_weights: bool = False
+    cpu: str | None = None
+    gpu: str | None = None
+    gpu_absent_reason: str | None = None
+    gpu_absent_reason_zh: str | None = None
+    axis: str = "single"                       # the narrative's axis ("single" under two valid points)
+    sweep_axis: str = "single"                 # the setting that varies across the points
+    created: str | None = None
+    tool_version: str | None = None
+    git_revision: str | None = None
+    server_flags: str | None = None
+    prefix_caching: bool | None = None         # as the server log's arguments say; None: not said
+    cuda_graphs: bool | None = None
+    prefix_caching_off: bool = False
+    mfu_enabled: bool = False
+    warnings: list[str] = field(default_factory=list)
+    # The points, by what happened to them and what they showed.
+    points: list[str] = field(default_factory=list)
+    failed_points: list[str] = field(default_factory=list)
+    interrupted_points: list[str] = field(default_factory=list)
+    ok_points: list[str] = field(default_factory=list)
+    valid_points: list[str] = field(default_factory=list)
+    invalid_points: dict[str, list[str]] = field(default_factory=dict)
+    headline_point: str | None = None          # the point the "at C=…" sentences speak of
+    first_point: str | None = None
+    point_labels: dict[str, str] = field(default_factory=dict)
+    bottlenecks: dict[str, str] = field(default_factory=dict)
+    demand_over_pool: list[str] = field(default_factory=list)
+    client_distorted_points: list[str] = field(default_factory=list)
+    # Policy thresholds the templates compare ledger values against.
+    lag_share_limit: float = 0.0
+    zero_gap_note_share: float = 0.0
+    kv_close_pp: float = 0.0
+    pool_room_share: float = 0.0
+    flops_close: float = 0.0
+    # The GPU's peaks as the spec table names them, or why there are none.
+    peak_label: str | None = None
+    peak_missing: str | None = None
+    peak_missing_zh: str | None = None
+    # The previous round (judge.compare): what differs, which points are shared.
+    has_prev: bool = False
+    prev_round: str | None = None
+    prev_differs: list[str] = field(default_factory=list)
+    common_points: list[str] = field(default_factory=list)
+    comparable: bool = False
+    repro_points: int = 0
+    prefill_ref_point: str | None = None
+    occupancy_point: str | None = None
+    # What the judge concluded, and the figures placed.
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    next_steps: list[dict[str, Any]] = field(default_factory=list)
+    figures: list[str] = field(default_factory=list)
+
+
 @dataclass
 class RoundReport:
     """Everything needed to render one round: ledger, figures, tables, narrative sections."""
@@ -50,6 +121,6 @@ class RoundReport:
     sections: list[str]                       # section template names, in reading order
     figures: dict[str, Figure] = field(default_factory=dict)
     tables: dict[str, Table] = field(default_factory=dict)
-    facts: dict[str, Any] = field(default_factory=dict)   # non-numeric facts (engine, model, host)
+    facts: RoundFacts = field(default_factory=RoundFacts)   # non-numeric facts, built once
     notices: list[dict[str, str]] = field(default_factory=list)  # lang -> text, e.g. incomplete
     bundles: list[str] = field(default_factory=list)      # bundle paths the report read

@@ -69,7 +69,7 @@ def test_a_round_records_its_reads_and_the_ledger_bounds_its_timing_error(tmp_pa
     from report.publish.compose import compose_rounds
     pages = html_pages(compose_rounds([(tmp_path / "b", "x")])[0], tmp_path / "site")
     assert "every read was matched, byte for byte, to the TCP segments" in pages["index.en.html"]
-    assert "每次读取都逐字节对应到数据包环" in pages["index.zh.html"]
+    assert "每次读取都逐字节对应到抓包环" in pages["index.zh.html"]
 
 
 def test_a_plan_can_turn_the_packet_ring_off(tmp_path: Path):
@@ -86,9 +86,9 @@ def test_points_the_client_distorted_are_listed_and_their_zero_gaps_explained(tm
     from report.publish.compose import compose_rounds
     bundle = ROOT / "tests" / "fixtures" / "corpus" / "cpu-noraw-hog" / "bundle"
     rep = compose_rounds([(bundle, "hog")])[0]
-    listed = rep.facts["client_distorted_points"]
-    assert listed == rep.facts["ok_points"]
-    last = rep.facts["ok_points"][-1]
+    listed = rep.facts.client_distorted_points
+    assert listed == rep.facts.ok_points
+    last = rep.facts.ok_points[-1]
     assert rep.ledger[f"p.{last}.zero_gap_share"].value > 0.5
     assert rep.ledger[f"p.{last}.itl_error_ms_p50"].value > rep.ledger[f"p.{last}.engine_itl_ms_mean"].value
     pages = html_pages(rep, tmp_path)
@@ -99,5 +99,5 @@ def test_points_the_client_distorted_are_listed_and_their_zero_gaps_explained(tm
     assert "they were read together" in en and "同次读到的" in zh
     # A client that read each event alone (cpu-noraw, its own core) lists none and says nothing.
     rep = compose_rounds([(ROOT / "tests" / "fixtures" / "corpus" / "cpu-noraw" / "bundle", "quiet")])[0]
-    assert rep.facts["client_distorted_points"] == []
+    assert rep.facts.client_distorted_points == []
     assert "ITL is not zero." not in html_pages(rep, tmp_path / "quiet")["index.en.html"]

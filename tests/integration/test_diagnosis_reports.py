@@ -31,9 +31,10 @@ def test_findings_json_gives_points_and_findings_with_evidence():
     assert by["L1024-c1"]["bottleneck"] == "gpu_bandwidth"
     assert by["L1024-c64"]["evidence"]["p.L1024-c64.mfu"] > 0.3
     ids = [f["id"] for f in out["findings"]]
-    assert ids[0] == "bottleneck" and "invalid_points" in ids
-    first = out["findings"][0]
-    assert "L1024-c64" in first["text_en"] and "L1024-c64" in first["text_zh"]
+    # page 1's answer first, then the headline point's mechanism, each point named as the page names it
+    assert ids[0] == "thesis" and "invalid_points" in ids
+    first = next(f for f in out["findings"] if f["id"] == "bottleneck")
+    assert "C=64" in first["text_en"] and "C=64" in first["text_zh"]
     assert "[[" not in first["text_en"] + first["text_zh"]
     assert all(k.startswith(("p.", "r.")) for k in first["evidence"])
 
@@ -66,8 +67,8 @@ def test_the_shared_point_of_two_h200_rounds_gets_a_reproducibility_verdict():
     from report.publish.numbers import plain_text
     r4, r5 = compose_rounds([(ROOT / "runs" / "round-4" / "bundle", "round-4"),
                              (ROOT / "runs" / "round-5" / "bundle", "round-5")])
-    found = [f for f in r5.facts["findings"] if f["id"] == "reproducibility"]
-    assert len(found) == 1 and r5.facts["repro_points"] == 1   # L1024-c16 in both rounds
+    found = [f for f in r5.facts.findings if f["id"] == "reproducibility"]
+    assert len(found) == 1 and r5.facts.repro_points == 1   # L1024-c16 in both rounds
     text = plain_text(found[0]["texts"]["en"], r5.ledger, "en")
     # L1024-c16's throughput holds within 5 % but its TTFT p99 moved by more than 20 %: the
     # finding says so instead of "reproduced".
@@ -77,5 +78,5 @@ def test_the_shared_point_of_two_h200_rounds_gets_a_reproducibility_verdict():
     assert abs(val(r5.ledger, "x.repro_ttft_p99_min")) > 0.2
     assert "可复现：" not in plain_text(found[0]["texts"]["zh"], r5.ledger, "zh")
     # silent where there is nothing to compare: round 4 is composed here without its round 3
-    assert not [f for f in r4.facts["findings"] if f["id"] == "reproducibility"]
+    assert not [f for f in r4.facts.findings if f["id"] == "reproducibility"]
     assert "x.repro_tput_min" not in r4.ledger

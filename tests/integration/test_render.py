@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from report.publish import render
+from report.publish.document import RoundFacts
 from report.publish.render import Page, RenderError
 from report.publish.site import build_site
 from tests.render_fixture import ROUND_ID, hand_built_report, render_section
@@ -244,8 +245,8 @@ def test_hostile_facts_are_text(tmp_path, site):
         text = _page(site, lang)
         assert HOSTILE not in text
         assert htmllib.escape(HOSTILE) in text
-    facts = {"model": "*m* [x](javascript:alert(1)) ![i](https://evil.example/x.png) <b>b</b>",
-             "gpu": "`g` & | # _u_"}
+    facts = RoundFacts(model="*m* [x](javascript:alert(1)) ![i](https://evil.example/x.png) <b>b</b>",
+                       gpu="`g` & | # _u_")
     text = render_section(
         tmp_path, "Model {{ facts.model }} on {{ facts.gpu }}; `{{ facts.gpu }}`\n\n"
                   "{{ cards(card('load.requests', facts.model, note=facts.gpu)) }}",

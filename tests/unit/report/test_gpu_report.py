@@ -59,7 +59,7 @@ def gpu_report(gpu_bundle):
 
 def test_gpu_round_has_power_and_mfu_against_the_h200_peak(gpu_report):
     rep = gpu_report
-    led, last = rep.ledger, rep.facts["ok_points"][-1]
+    led, last = rep.ledger, rep.facts.ok_points[-1]
     assert "power" in rep.figures
     assert led["r.peak_flops"].present and led["r.peak_bandwidth"].present
     assert led["r.ridge"].present

@@ -103,7 +103,7 @@ def reached() -> set[str]:
             rd = read_round(read_bundle(path))
             led = build_ledger(rd)
             if prev is not None:
-                cross_round_ledger(led, rd, prev[1], prev[0], {})
+                cross_round_ledger(led, rd, prev[1], prev[0])
             funcs |= {v.func for v in led.values.values()}
             prev = rd, led
     for config in sorted((FIXTURES / "models").glob("*.config.json")):

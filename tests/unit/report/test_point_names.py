@@ -21,8 +21,8 @@ def round4():
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_round_4_names_its_headline_point_in_every_section(round4, lang):
     facts = round4.facts
-    assert facts["headline_point"] == "L1024-c128" and "L1024-c512" not in facts["valid_points"]
-    assert facts["point_labels"]["L1024-c128"] == "C=128"
+    assert facts.headline_point == "L1024-c128" and "L1024-c512" not in facts.valid_points
+    assert facts.point_labels["L1024-c128"] == "C=128"
     html = Page(round4, lang).assemble("html")
     text = re.sub(r"<[^>]+>", "", html)
     assert "last point" not in text and "末点" not in text and "首点" not in text
@@ -110,5 +110,5 @@ def test_the_compute_ceiling_under_the_power_cap_is_the_clocks(round4):
     assert ceiling == pytest.approx(led.value_of("r.peak_tflops") * clock / top)
     assert led.value_of("p.L1024-c128.mfu_at_clock") == pytest.approx(
         led.value_of("p.L1024-c128.tflops_s") / ceiling)
-    found = [f for f in round4.facts["findings"] if "peak_tflops_at_clock" in f["texts"]["en"]]
+    found = [f for f in round4.facts.findings if "peak_tflops_at_clock" in f["texts"]["en"]]
     assert found and "L1024-c128" in found[0]["texts"]["en"]

@@ -10,6 +10,7 @@ import pytest
 
 from report.ledger import Reason, Value
 from report.publish import render
+from report.publish.document import RoundFacts
 from report.publish.numbers import Format, format_number, format_value
 from report.publish.render import Page, RenderError
 from report.publish.site import build_site
@@ -53,8 +54,8 @@ def test_ref_to_unplaced_figure_fails(tmp_path):
 
 
 def test_code_filter_keeps_a_fact_literal(tmp_path):
-    text = render_section(tmp_path, "run with {{ facts.flag|code }}",
-                           facts={"flag": "--max-num-batched-tokens <n> *x*"})
+    text = render_section(tmp_path, "run with {{ facts.server_flags|code }}",
+                           facts=RoundFacts(server_flags="--max-num-batched-tokens <n> *x*"))
     assert "<code>--max-num-batched-tokens &lt;n&gt; *x*</code>" in text
 
 

@@ -67,7 +67,7 @@ def test_from_which_load_on_holds_for_every_point_above_it():
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_round_4_page_1_states_the_answer_before_the_cards(round4, lang):
-    theses = [f for f in round4.facts["findings"] if f["kind"] == "thesis"]
+    theses = [f for f in round4.facts.findings if f["kind"] == "thesis"]
     assert [f["id"] for f in theses] == ["thesis", "thesis_knee", "thesis_advice"]
     assert "C=128" in theses[0]["texts"]["en"] and "C=32" in theses[1]["texts"]["en"]
     html = Page(round4, lang).assemble("html")
