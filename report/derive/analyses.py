@@ -381,6 +381,11 @@ def counter_rate_series(scrapes: list, name: str) -> list[tuple[float, float]]:
     return out
 
 
+def kv_memory_gib(tokens: float, kv_bytes_per_token: float) -> float:
+    """GiB of KV cache that TOKENS tokens take at KV_BYTES_PER_TOKEN (what `--kv-cache-memory` must give them)."""
+    return tokens * kv_bytes_per_token / 2**30
+
+
 def counter_rate_max(scrapes: list, name: str) -> float:
     """The largest per-second rate of counter NAME between two consecutive successful scrapes."""
     return max(r for _, r in counter_rate_series(scrapes, name))

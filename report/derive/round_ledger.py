@@ -702,6 +702,8 @@ def kv_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     led.derive(k + "kv_tokens_peak", A.kv_tokens_in_use, unit="tok",
                usage_fraction=led[k + "kv_usage_peak"], pool_tokens=pool)
     led.derive(k + "kv_tokens_theory", A.product, unit="tok", a=C, b=peak)
+    led.derive(k + "kv_memory_needed_gib", A.kv_memory_gib, unit="GiB", tokens=led[k + "kv_tokens_theory"],
+               kv_bytes_per_token=led["r.kv_bytes_per_token"])
     led.derive(k + "kv_peak_vs_blocks", A.relative_difference, unit="fraction",
                new=led[k + "kv_tokens_peak"], old=led[k + "kv_tokens_theory"])
     led.derive(k + "kv_occupancy", A.kv_occupancy, unit="fraction", concurrency=C, input_len=L,

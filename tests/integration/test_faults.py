@@ -332,7 +332,7 @@ metrics_interval_s = 0.25
 
     html = build_html(out, tmp_path / "site")
     assert shown_value(html, "r.scrape_gaps") == "3"
-    assert re.search(r"\b3 scrapes failed and are left out of every analysis", page_text(html))
+    assert re.search(r"failed scrapes: 3, left out of every analysis", page_text(html))
 
 
 # ------------------------------------------------------------------ reports of rounds cut short
