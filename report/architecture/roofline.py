@@ -83,3 +83,10 @@ def largest_prefill_step_tokens(input_len: int, waiting_peak: float, budget: int
     T._positive("input_len", input_len)
     T._positive("budget", budget)
     return float(min(budget, input_len * max(1.0, waiting_peak)))
+
+
+def step_ms_at_clock(step_ms: float, reference_clock_mhz: float, clock_mhz: float) -> float:
+    """A step's time at another SM clock, if its compute scales with the clock: STEP_MS × the reference clock ÷ this clock."""
+    T._positive("clock_mhz", clock_mhz)
+    T._positive("reference_clock_mhz", reference_clock_mhz)
+    return step_ms * reference_clock_mhz / clock_mhz

@@ -984,3 +984,10 @@ def prefill_tail_ledger(led: Ledger, rd: RoundData, pts: list[PointData]) -> Non
                           flop_rate=rate)
         led.derive(k + "itl_p99_over_tail", A.ratio, unit="×", numerator=led[k + "itl_ms_p99"],
                    denominator=step)
+        # The C=1 rate was measured at C=1's clock; under a power cap this point ran slower.
+        if k + "sm_clock_load_mhz" in led and f"p.{ref.pid}.sm_clock_load_mhz" in led:
+            slow = led.derive(k + "itl_tail_ms_at_clock", RF.step_ms_at_clock, unit="ms", step_ms=step,
+                              reference_clock_mhz=led[f"p.{ref.pid}.sm_clock_load_mhz"],
+                              clock_mhz=led[k + "sm_clock_load_mhz"])
+            led.derive(k + "itl_p99_over_tail_at_clock", A.ratio, unit="×", numerator=led[k + "itl_ms_p99"],
+                       denominator=slow)

@@ -17,6 +17,8 @@ from report.words import LANGS, PLACEHOLDER, word
 
 # A step "carries the batch several times over" at this many tokens per running request.
 STEP_MIX_MIN = 2.0
+# A point ran slower than the C=1 point when the clock-scaled prediction is this much longer.
+CLOCK_SLOWER = 0.05
 
 # Each bottleneck's mechanism (diagnosis.Attribution.mechanism): its sentence is the catalogue's
 # `finding.mechanism_<code>`; a point that fails a check is worded by `finding.invalid_<code>`.
@@ -130,9 +132,20 @@ def step_mix_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None
     p50, p99 = val(led, f"p.{pid}.itl_ms_p50"), val(led, f"p.{pid}.itl_ms_p99")
     if ratio is None or ratio < STEP_MIX_MIN or p50 is None or p99 is None or p99 < 2 * p50:
         return None
-    # The prediction is said only where it explains the tail: within the rule's tolerance.
+    # The prediction is said only where it explains the tail: within the rule's tolerance; where
+    # this point ran at a lower clock than C=1 (a power cap), of the range the two clocks span.
     miss, tol = val(led, f"p.{pid}.itl_p99_over_tail"), val(led, "r.rule_prediction_tol")
-    if miss is not None and tol is not None and 1 / (1 + tol) <= miss <= 1 + tol:
+    miss_slow = val(led, f"p.{pid}.itl_p99_over_tail_at_clock")
+    slower = (miss is not None and miss_slow is not None and miss_slow < miss / (1 + CLOCK_SLOWER))
+    if slower and tol is not None and miss >= 1 / (1 + tol) and miss_slow <= 1 + tol:
+        ref = dict(led["r.prefill_flop_rate"].inputs).get("prefill_ms", "").split(".")
+        f = _make(led, "step_mix", "mechanism",
+                  _texts("step_mix_predicted_clocks", p=pid, at=_at(labels, pid),
+                         r=ref[1] if len(ref) > 2 else "?", ref=_at(labels, ref[1]) if len(ref) > 2 else "?"),
+                  ["r.rule_prediction_tol"])
+        if f is not None:
+            return f
+    if not slower and miss is not None and tol is not None and 1 / (1 + tol) <= miss <= 1 + tol:
         ref = dict(led["r.prefill_flop_rate"].inputs).get("prefill_ms", "").split(".")
         f = _make(led, "step_mix", "mechanism", _texts("step_mix_predicted", p=pid, at=_at(labels, pid),
                                                                 ref=_at(labels, ref[1]) if len(ref) > 2 else "?"),
@@ -214,9 +227,11 @@ def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pid
     code = {"unknown": "thesis_unknown", "under_driven": "thesis_under_driven"}.get(
         limit, "thesis_every_point" if since == valid_pids[0] and len(valid_pids) > 1
         else "thesis_top" if since == top else "thesis")
+    # At the power cap the compute ceiling is the capped clock's, not the datasheet's: said so.
+    said = limit + ("_power_capped" if attributions[top].mechanism == "compute_bound_power_capped" else "")
     out = [_make(led, "thesis", "thesis", _texts(code, p=top, at=at[top], since=at[since],
                                                  first=at[valid_pids[0]],
-                                                 limit=_texts(f"thesis_limit_{limit}")),
+                                                 limit=_texts(f"thesis_limit_{said}")),
                  list(attributions[top].evidence))]
     bend = knee(led, valid_pids)
     if bend is not None:
@@ -225,7 +240,7 @@ def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pid
     elif len(valid_pids) > 1:
         out.append(_make(led, "thesis_knee", "thesis", _texts("thesis_no_knee", n=top, at=at[top],
                                                                prev=at[valid_pids[-2]]), []))
-    out.append(_make(led, "thesis_advice", "thesis", _texts(f"thesis_advice_{limit}", p=top), []))
+    out.append(_make(led, "thesis_advice", "thesis", _texts(f"thesis_advice_{said}", p=top, at=at[top]), []))
     return out
 
 
