@@ -642,7 +642,7 @@ def peak_ledger(led: Ledger, rd: RoundData) -> None:
         led.record("r.peak_flops", None, unit="FLOP/s", doc=doc_f, sources=src, missing=reason)
         led.record("r.peak_bandwidth", None, unit="B/s", doc=doc_b, sources=src, missing=reason)
     else:
-        rd.extras["peak_label"] = spec.peak_label("bf16")
+        rd.extras["peak_dtype"] = "bf16"      # the dense tensor peak of this dtype (spec.peak_flops)
         rd.extras["gpu_spec"] = spec.name
         led.record("r.peak_flops", spec.peak_flops("bf16"), unit="FLOP/s", doc=doc_f, sources=src)
         led.record("r.peak_bandwidth", spec.memory_bandwidth, unit="B/s", doc=doc_b, sources=src)
@@ -882,8 +882,8 @@ def rule_ledger(led: Ledger) -> None:
             ("r.rule_lifetimes_min", V.LIFETIMES_MIN, "", "Fewest request lifetimes a window must cover (policy)"),
             ("r.rule_scrape_fail_max", V.SCRAPE_FAIL_MAX, "fraction", "Largest share of failed /metrics scrapes in a window (policy)"),
             ("r.rule_client_error_max", V.CLIENT_ERROR_MAX, "fraction", "Largest client timing error as a share of the ITL p50 (policy)"),
-            ("r.rule_itl_slope_min", V.ITL_SLOPE_AGREES[0], "fraction", "Least measured/theory ITL slope the seeds accept"),
-            ("r.rule_itl_slope_max", V.ITL_SLOPE_AGREES[1], "fraction", "Largest measured/theory ITL slope the seeds accept"),
+            ("r.rule_itl_slope_min", V.ITL_SLOPE_AGREES[0], "fraction", "Least measured/theory ITL slope accepted (policy)"),
+            ("r.rule_itl_slope_max", V.ITL_SLOPE_AGREES[1], "fraction", "Largest measured/theory ITL slope accepted (policy)"),
             ("r.rule_repro_tput_tol", V.REPRO_TPUT_TOL, "fraction", "Largest output-throughput difference at shared points for two rounds to reproduce (policy)"),
             ("r.rule_repro_ttft_tol", V.REPRO_TTFT_TOL, "fraction", "Largest TTFT p99 difference at shared points for two rounds to reproduce their latency (policy)"),
             ("r.rule_prediction_tol", V.PREDICTION_TOL, "fraction", "Largest relative miss of a mechanism's prediction for the report to say the mechanism explains the measurement (policy)"),

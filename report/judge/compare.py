@@ -32,16 +32,17 @@ def comparability_keys(manifest: dict) -> dict[str, Any]:
     eng = manifest.get("engine") or {}
     plan = manifest.get("plan") or {}
     wl = plan.get("workload") or {}
+    # Keys are codes (`label.differs_<key>` words them).
     return {
-        "model config": json.dumps(model.get("config"), sort_keys=True),
-        "GPU": ", ".join(g.get("name", "?") for g in manifest.get("gpus") or []) or "none",
-        "CPU": host.get("cpu_model"),
-        "engine version": eng.get("vllm_version"),
-        "engine mode": eng.get("mode"),
-        "server flags": " ".join(_engine_flags(manifest)),
-        "workload kind": wl.get("kind"),
-        "API": wl.get("api"),
-        "output length": wl.get("output_len"),
+        "model_config": json.dumps(model.get("config"), sort_keys=True),
+        "gpu": ", ".join(g.get("name", "?") for g in manifest.get("gpus") or []) or "none",
+        "cpu": host.get("cpu_model"),
+        "engine_version": eng.get("vllm_version"),
+        "engine_mode": eng.get("mode"),
+        "server_flags": " ".join(_engine_flags(manifest)),
+        "workload_kind": wl.get("kind"),
+        "api": wl.get("api"),
+        "output_len": wl.get("output_len"),
         "ignore_eos": wl.get("ignore_eos"),
     }
 

@@ -214,7 +214,8 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     # At or above this peak the pool counts as near full: "not because of the pool" is not said.
     facts["pool_room_share"] = V.POOL_ROOM_SHARE
     facts["flops_close"] = FLOPS_CLOSE
-    facts["peak_label"] = rd.extras.get("peak_label")
+    facts["peak_label"] = (in_langs("label.peak_dense", dtype=rd.extras["peak_dtype"])
+                           if rd.extras.get("peak_dtype") else None)
     peak_missing = rd.extras.get("peak_missing")
     facts["peak_missing"] = peak_missing.text("en") if peak_missing else None
     facts["peak_missing_zh"] = peak_missing.text("zh") if peak_missing else None
@@ -226,6 +227,8 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
         prev_rd, prev_led = prev
         prev_pids = [p.pid for p in prev_rd.points if p.window.status == "ok"]
         facts.update(cross_round_ledger(led, rd, prev_led, prev_rd))
+        facts["prev_differs"] = {lang: [word(f"label.differs_{k}", lang) for k in facts["prev_differs"]]
+                                 for lang in LANGS}
     facts["has_prev"] = prev is not None
     attribution = rd.extras["attribution"]
     valid = [pid for pid in pids if validity[pid].valid]

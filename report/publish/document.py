@@ -93,13 +93,13 @@ class RoundFacts:
     pool_room_share: float = 0.0
     flops_close: float = 0.0
     # The GPU's peaks as the spec table names them, or why there are none.
-    peak_label: str | None = None
+    peak_label: dict[str, str] | None = None   # which peak, in each language
     peak_missing: str | None = None
     peak_missing_zh: str | None = None
     # The previous round (judge.compare): what differs, which points are shared.
     has_prev: bool = False
     prev_round: str | None = None
-    prev_differs: list[str] = field(default_factory=list)
+    prev_differs: dict[str, list[str]] = field(default_factory=dict)   # language -> what differs
     common_points: list[str] = field(default_factory=list)
     comparable: bool = False
     repro_points: int = 0

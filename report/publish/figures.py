@@ -254,7 +254,8 @@ def fig_timeline(scrapes: list, windows: list[tuple[str, float, float]]) -> Figu
             x="a:Q", x2="b:Q", tooltip=[alt.Tooltip("point:N", title=t["point"])])
         reqs = alt.Chart(req).mark_line(interpolate="step-after", strokeWidth=1.2).encode(
             x=base_x, y=alt.Y("y:Q", title=t["requests"]),
-            color=alt.Color("series:N", title=t["series"], scale=alt.Scale(range=PALETTE[:2]),
+            color=alt.Color("series:N", title=t["series"],
+                            scale=alt.Scale(domain=[t["running"], t["waiting"]], range=PALETTE[:2]),
                             legend=alt.Legend(orient="bottom")))
         # The KV axis spans the data (a pool used to 6 % is not drawn against 0-100 %), capped at 100.
         top = min(100.0, max([v * 100 for _, v in kv] + [1.0]) * 1.15)
@@ -284,9 +285,11 @@ def fig_power(gpu_samples: list, windows: list[tuple[str, float, float]]) -> Fig
         bands = alt.Chart(shade).mark_rect(opacity=0.12, color="#888").encode(x="a:Q", x2="b:Q")
         p = alt.Chart(pw).mark_line(strokeWidth=1.2).encode(
             x=alt.X("t:Q", title=t["t"]), y=alt.Y("y:Q", title=t["power"]),
-            color=alt.Color("series:N", title=t["series"], scale=alt.Scale(range=[PALETTE[0], PALETTE[3]]),
+            color=alt.Color("series:N", title=t["series"],
+                            scale=alt.Scale(domain=[t["power"], t["limit"]], range=[PALETTE[0], PALETTE[3]]),
                             legend=alt.Legend(orient="bottom")),
-            strokeDash=alt.StrokeDash("series:N", legend=None))
+            strokeDash=alt.StrokeDash("series:N", legend=None,
+                                      scale=alt.Scale(domain=[t["power"], t["limit"]], range=[[1, 0], [4, 3]])))
         layers = [bands, p] if windows else [p]
         if len(tp):
             tp["series"] = t["temp"]
@@ -321,9 +324,11 @@ def fig_tflops_timeline(scrapes: list, windows: list[tuple[str, float, float]],
                                               for a in (rates[0][0], rates[-1][0])])])
         line = alt.Chart(df).mark_line(strokeWidth=1.2).encode(
             x=alt.X("t:Q", title=t["t"]), y=alt.Y("y:Q", title=t["tflops"]),
-            color=alt.Color("series:N", title="", scale=alt.Scale(range=[PALETTE[0], PALETTE[3]]),
-                            legend=alt.Legend(orient="bottom")),
-            strokeDash=alt.StrokeDash("series:N", legend=None))
+            color=alt.Color("series:N", title="", legend=alt.Legend(orient="bottom"),
+                            scale=alt.Scale(domain=[t["tflops_measured"], t["tflops_peak"]],
+                                            range=[PALETTE[0], PALETTE[3]])),
+            strokeDash=alt.StrokeDash("series:N", legend=None, scale=alt.Scale(
+                domain=[t["tflops_measured"], t["tflops_peak"]], range=[[1, 0], [4, 3]])))
         return alt.layer(bands, line).properties(width=WIDTH, height=HEIGHT).to_dict()
     return Figure("tflops_timeline", per_lang(make), {lang: TEXT[lang]["tflops_title"] for lang in LANGS})
 
