@@ -30,7 +30,9 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
     attribution = rd.extras.get("attribution") or {}
     validity = rd.extras.get("validity") or {}
     by_kind: dict[str, list[str]] = {}
-    for pid in facts.get("ok_points") or []:
+    # Valid points first: a step sized from a point that failed its checks only where no valid one calls for it.
+    ok = facts.get("ok_points") or []
+    for pid in [p for p in ok if p in valid] + [p for p in ok if p not in valid]:
         by_kind.setdefault(attribution[pid].bottleneck, []).append(pid)
     for pid, v in validity.items():
         k = f"p.{pid}."

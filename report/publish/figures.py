@@ -333,20 +333,29 @@ def fig_tflops_timeline(scrapes: list, windows: list[tuple[str, float, float]],
     return Figure("tflops_timeline", per_lang(make), {lang: TEXT[lang]["tflops_title"] for lang in LANGS})
 
 
-def fig_roofline(led: Ledger, pids: list[str]) -> Figure | None:
-    """Each point at its measured arithmetic intensity and FLOP rate, under the roof when peaks are known (item 17)."""
+def fig_roofline(led: Ledger, pids: list[str], labels: dict[str, str] | None = None) -> Figure | None:
+    """Each point at its measured arithmetic intensity and FLOP rate, under the roof when peaks are
+    known, and under the ceiling of the capped clock where a power cap held one (item 17)."""
     pts = [(pid, _val(led, f"p.{pid}.intensity"), _val(led, f"p.{pid}.tflops_s")) for pid in pids]
     pts = [(pid, x, y) for pid, x, y in pts if x and y]
     if len(pts) < 2:
         return None
     peak, bw = _val(led, "r.peak_flops"), _val(led, "r.peak_bandwidth")
+    capped = [c for c in (_val(led, f"p.{pid}.peak_tflops_at_clock") for pid, _, _ in pts) if c]
     keys = tuple(f"p.{pid}.{q}" for pid, _, _ in pts for q in ("intensity", "tflops_s"))
+    name = labels or {}
 
     def make(t):
-        df = pd.DataFrame([{"x": x, "y": y, "point": pid,
-                            "shape": t["yes"] if _val(led, f"p.{pid}.valid") is not False else t["no"]}
-                           for pid, x, y in pts])
-        scale_x, scale_y = alt.Scale(type="log"), alt.Scale(type="log")
+        valid = [_val(led, f"p.{pid}.valid") is not False for pid, _, _ in pts]
+        df = pd.DataFrame([{"x": x, "y": y, "point": name.get(pid, pid), "shape": t["yes"] if ok else t["no"],
+                            # labels alternate above and below, so neighbours do not print over each other
+                            "dy": -8 if i % 2 else 8}
+                           for i, ((pid, x, y), ok) in enumerate(zip(pts, valid))])
+        xs_data = [x for _, x, _ in pts]
+        lo = min(xs_data) / 2
+        hi = max(max(xs_data) * 2, (peak / bw * 2) if peak and bw else 0)
+        scale_x = alt.Scale(type="log", domain=[lo, hi], nice=False)
+        scale_y = alt.Scale(type="log")
         dots = alt.Chart(df).mark_point(filled=True, size=60, color=PALETTE[0]).encode(
             shape=alt.Shape("shape:N", title=t["valid"], sort=[t["yes"], t["no"]],
                             scale=alt.Scale(domain=[t["yes"], t["no"]], range=["circle", "cross"]),
@@ -354,16 +363,23 @@ def fig_roofline(led: Ledger, pids: list[str]) -> Figure | None:
             x=alt.X("x:Q", title=t["intensity"], scale=scale_x),
             y=alt.Y("y:Q", title=t["tflops"], scale=scale_y),
             tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("x:Q", format=",.1f"),
-                     alt.Tooltip("y:Q", format=",.4f")])
-        labels = dots.mark_text(align="left", dx=6, fontSize=9).encode(text="point:N")
-        layers = [dots, labels]
+                     alt.Tooltip("y:Q", format=",.1f")])
+        # only valid points carry a label: a cross stands for a point left out of the verdicts
+        labels_ = alt.Chart(df[df["shape"] == t["yes"]]).mark_text(align="left", dx=6, fontSize=9).encode(
+            x=alt.X("x:Q", scale=scale_x), y=alt.Y("y:Q", scale=scale_y), text="point:N",
+            yOffset=alt.YOffset("dy:Q"))
+        layers = [dots, labels_]
         if peak and bw:
-            lo = min(x for _, x, _ in pts) / 4
-            hi = max(max(x for _, x, _ in pts) * 4, peak / bw * 4)
             xs = [lo * (hi / lo) ** (i / 40) for i in range(41)]
-            roof = pd.DataFrame([{"x": x, "y": min(peak, x * bw) / 1e12} for x in xs])
-            layers.insert(0, alt.Chart(roof).mark_line(color=PALETTE[3], strokeDash=[4, 3]).encode(
-                x="x:Q", y="y:Q"))
+            roofs = [{"x": x, "y": min(peak, x * bw) / 1e12, "roof": t["roof_datasheet"]} for x in xs]
+            if capped:
+                top = min(capped) * 1e12
+                roofs += [{"x": x, "y": min(top, x * bw) / 1e12, "roof": t["roof_capped"]} for x in xs]
+            domain = [t["roof_datasheet"]] + ([t["roof_capped"]] if capped else [])
+            layers.insert(0, alt.Chart(pd.DataFrame(roofs)).mark_line(strokeDash=[4, 3]).encode(
+                x=alt.X("x:Q", scale=scale_x), y=alt.Y("y:Q", scale=scale_y),
+                color=alt.Color("roof:N", title="", scale=alt.Scale(domain=domain, range=[PALETTE[3], PALETTE[1]]),
+                                legend=alt.Legend(orient="bottom"))))
         return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT).to_dict()
     title = "roof_title" if peak and bw else "noroof_title"
     return Figure("roofline", per_lang(make), {lang: TEXT[lang][title] for lang in LANGS}, keys=keys)
