@@ -50,7 +50,9 @@ def _line(rows, t: dict, axis: str, y_title: str, title: str = "", log_y: bool =
         rows = [r for r in rows if r["y"] > 0]  # a log axis cannot show zero
     df = pd.DataFrame(rows)
     xs = alt.Scale(type="log", base=2) if log_x else alt.Scale(zero=False)
-    ys = alt.Scale(type="log") if log_y else alt.Scale(zero=True)
+    # A log axis spans the data (left to itself it runs to the next decade).
+    ys = (alt.Scale(type="log", domain=[min(r["y"] for r in rows) / 1.25, max(r["y"] for r in rows) * 1.25],
+                    nice=False) if log_y and rows else alt.Scale(zero=True))
     ticks = sorted({r["x"] for r in rows})
     # Series keep the order they were given in, so a quantity has one colour in every chart.
     domain = list(dict.fromkeys(r["series"] for r in rows))
@@ -118,6 +120,9 @@ def fig_ttft_breakdown(led: Ledger, pids: list[str], axis: str) -> Figure | None
 
     def make(t):
         rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()})
+        # A point that failed its checks is left out, as from the fits: its queue would set the axis.
+        left_out = any(not r["valid"] for r in rows)
+        rows = [r for r in rows if r["valid"]] or rows
         order = [t["queue"], t["prefill"], t["frontend"]]
         for r in rows:
             r["order"] = order.index(r["series"])
@@ -132,6 +137,9 @@ def fig_ttft_breakdown(led: Ledger, pids: list[str], axis: str) -> Figure | None
             tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("series:N", title=t["part"]),
                      alt.Tooltip("y:Q", title=t["ms"], format=",.1f")],
         ).properties(width=WIDTH, height=HEIGHT)
+        if left_out:
+            ch = ch.properties(title=alt.TitleParams(text=t["invalid_left_out"], fontSize=10,
+                                                     fontWeight="normal", anchor="start"))
         return ch.to_dict()
     return Figure("ttft_breakdown", per_lang(make), {lang: TEXT[lang]["ttft_title"] for lang in LANGS},
                   keys=tuple(keys))
@@ -162,6 +170,8 @@ def fig_iteration(led: Ledger, pids: list[str], axis: str) -> Figure | None:
 
     def make(t):
         rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()})
+        left_out = any(not r["valid"] for r in rows)
+        rows = [r for r in rows if r["valid"]] or rows
         order = [t["decode"], t["prefill_chunk"]]
         df = pd.DataFrame(rows)
         ch = alt.Chart(df).mark_bar().encode(
@@ -171,6 +181,9 @@ def fig_iteration(led: Ledger, pids: list[str], axis: str) -> Figure | None:
                             legend=alt.Legend(orient="bottom")),
             tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("y:Q", format=",.1f")],
         ).properties(width=WIDTH, height=HEIGHT)
+        if left_out:
+            ch = ch.properties(title=alt.TitleParams(text=t["invalid_left_out"], fontSize=10,
+                                                     fontWeight="normal", anchor="start"))
         return ch.to_dict()
     return Figure("iteration", per_lang(make), {lang: TEXT[lang]["iter_title"] for lang in LANGS},
                   keys=tuple(keys))
