@@ -23,8 +23,9 @@ PLAN = STANDIN_ROUND_PLAN
 DEAD_ENDPOINT = "http://127.0.0.1:9"  # never contacted: the input is refused first
 
 
-def cli(module: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True,
+def cli(*args: str) -> subprocess.CompletedProcess:
+    """`python -m serving_ledger ARGS`, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "serving_ledger", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
 
 
@@ -65,11 +66,11 @@ def edit_manifest(bundle: Path, **changes) -> None:
 
 def all_commands_refuse(bundle: Path, tmp_path: Path, *needles: str) -> None:
     """report build, report summary and bench run --resume each refuse BUNDLE the same way."""
-    assert_refused(cli("report", "build", "--bundle", str(bundle), "--round", "x",
+    assert_refused(cli("build", "--bundle", str(bundle), "--round", "x",
                        "--out", str(tmp_path / "site"), "--formats", "html"), *needles)
     assert not (tmp_path / "site" / "x").exists()
-    assert_refused(cli("report", "summary", str(bundle)), *needles)
-    assert_refused(cli("bench", "run", "--endpoint", DEAD_ENDPOINT, "--concurrency", "1",
+    assert_refused(cli("summary", str(bundle)), *needles)
+    assert_refused(cli("run", "--endpoint", DEAD_ENDPOINT, "--concurrency", "1",
                        "--out", str(bundle), "--resume"), *needles)
 
 
@@ -81,13 +82,13 @@ def test_truncated_last_line_is_reported_and_skipped(bundle, tmp_path):
     n = len(lines)
     p.write_text("".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])  # a crash mid-write
 
-    summary = cli("report", "summary", str(bundle))
+    summary = cli("summary", str(bundle))
     assert summary.returncode == 0 and "Traceback" not in summary.stderr, summary.stderr
     assert f"requests.jsonl line {n}: truncated last line skipped" in summary.stderr
     rows = summary.stdout.splitlines()
     assert rows[0].split()[0] == "point" and len(rows) == 3
 
-    build = cli("report", "build", "--bundle", str(bundle), "--round", "x",
+    build = cli("build", "--bundle", str(bundle), "--round", "x",
                 "--out", str(tmp_path / "site"), "--formats", "html")
     assert build.returncode == 0 and "Traceback" not in build.stderr, build.stderr
     for lang in ("en", "zh"):
@@ -138,7 +139,7 @@ def test_sample_record_without_its_time(bundle, tmp_path):
 
 
 def test_not_a_bundle(tmp_path):
-    assert_refused(cli("report", "summary", str(tmp_path)), "manifest.json", "not a bundle")
+    assert_refused(cli("summary", str(tmp_path)), "manifest.json", "not a bundle")
 
 
 # ------------------------------------------------------------------ report build arguments
@@ -148,14 +149,14 @@ def test_not_a_bundle(tmp_path):
     (("--round", "x", "--formats", "html,docx"), "unknown format 'docx'"),
 ])
 def test_report_build_bad_arguments(recorded, tmp_path, args, needle):
-    assert_refused(cli("report", "build", "--bundle", str(recorded), "--out", str(tmp_path / "s"),
+    assert_refused(cli("build", "--bundle", str(recorded), "--out", str(tmp_path / "s"),
                        *args), needle)
     assert not (tmp_path / "escape").exists()
 
 
 def test_report_build_into_a_file(recorded, tmp_path):
     (tmp_path / "f").write_text("")
-    assert_refused(cli("report", "build", "--bundle", str(recorded), "--round", "x",
+    assert_refused(cli("build", "--bundle", str(recorded), "--round", "x",
                        "--out", str(tmp_path / "f"), "--formats", "html"), str(tmp_path / "f"))
 
 
@@ -199,7 +200,7 @@ def test_bad_plan(tmp_path, body, needles):
     plan = tmp_path / "plan.toml"
     plan.write_text(body)
     out = tmp_path / "b"
-    assert_refused(cli("bench", "run", "--plan", str(plan), "--endpoint", DEAD_ENDPOINT,
+    assert_refused(cli("run", "--plan", str(plan), "--endpoint", DEAD_ENDPOINT,
                        "--out", str(out)), str(plan), *needles)
     assert not out.exists()  # nothing recorded for a plan that cannot run
 
@@ -212,7 +213,7 @@ def test_bad_plan(tmp_path, body, needles):
 def test_plan_file_that_is_not_a_plan(tmp_path, data, needle):
     plan = tmp_path / "plan.toml"
     plan.write_bytes(data)
-    assert_refused(cli("bench", "run", "--plan", str(plan), "--endpoint", DEAD_ENDPOINT,
+    assert_refused(cli("run", "--plan", str(plan), "--endpoint", DEAD_ENDPOINT,
                        "--out", str(tmp_path / "b")), str(plan), needle)
     assert not (tmp_path / "b").exists()
 
@@ -222,7 +223,7 @@ def test_prompt_file_that_is_not_utf8_is_refused_before_the_round(tmp_path):
     prompts.write_bytes(b'{"prompt": "caf\xe9"}\n')
     plan = tmp_path / "plan.toml"
     plan.write_text(f"[workload]\nkind = 'jsonl'\njsonl = '{prompts}'\n")
-    assert_refused(cli("bench", "run", "--plan", str(plan), "--endpoint", DEAD_ENDPOINT,
+    assert_refused(cli("run", "--plan", str(plan), "--endpoint", DEAD_ENDPOINT,
                        "--out", str(tmp_path / "b")), f"{prompts}: not UTF-8 text")
     assert not (tmp_path / "b").exists()
 
@@ -247,7 +248,7 @@ def test_capacity_bounds_say_why(monkeypatch):
 
 
 def test_missing_plan_file(tmp_path):
-    assert_refused(cli("bench", "run", "--plan", str(tmp_path / "nope.toml"), "--out",
+    assert_refused(cli("run", "--plan", str(tmp_path / "nope.toml"), "--out",
                        str(tmp_path / "b")), str(tmp_path / "nope.toml"), "no such plan file")
 
 
@@ -283,7 +284,7 @@ def test_plan_strings_are_data(tmp_path):
     (("--endpoint", DEAD_ENDPOINT, "--workers", "0"), "--workers: plan [client].workers"),
 ])
 def test_bad_run_arguments(tmp_path, args, needle):
-    proc = cli("bench", "run", *args, "--out", str(tmp_path / "b"))
+    proc = cli("run", *args, "--out", str(tmp_path / "b"))
     assert "Traceback" not in proc.stderr and proc.returncode == 2, proc.stderr
     assert needle in proc.stderr
     assert not (tmp_path / "b").exists()
@@ -291,13 +292,13 @@ def test_bad_run_arguments(tmp_path, args, needle):
 
 def test_run_into_a_file(tmp_path):
     (tmp_path / "f").write_text("")
-    assert_refused(cli("bench", "run", "--endpoint", DEAD_ENDPOINT, "--out", str(tmp_path / "f")),
+    assert_refused(cli("run", "--endpoint", DEAD_ENDPOINT, "--out", str(tmp_path / "f")),
                    str(tmp_path / "f"))
 
 
 def test_launch_command_that_does_not_exist(tmp_path):
     out = tmp_path / "b"
-    assert_refused(cli("bench", "run", "--launch", "no-such-server-binary --port 1",
+    assert_refused(cli("run", "--launch", "no-such-server-binary --port 1",
                        "--endpoint", DEAD_ENDPOINT, "--out", str(out)), "no-such-server-binary")
     m = json.loads((out / "manifest.json").read_text())
     assert m["status"] == "failed" and "no-such-server-binary" in m["status_reason"]
@@ -307,7 +308,7 @@ def test_launch_command_that_does_not_exist(tmp_path):
 
 def test_explain_missing_model_config(tmp_path):
     missing = tmp_path / "no-model" / "config.json"
-    assert_refused(cli("report", "explain", "--model", str(missing), "--gpu", "NVIDIA H200",
+    assert_refused(cli("explain", "--model", str(missing), "--gpu", "NVIDIA H200",
                        "--concurrency", "4", "--input-len", "128", "--output-len", "32"),
                    str(missing))
 
@@ -315,6 +316,6 @@ def test_explain_missing_model_config(tmp_path):
 def test_explain_invalid_model_config(tmp_path):
     cfg = tmp_path / "config.json"
     cfg.write_text('{"hidden_size": 64,\n "num_layers": }')
-    assert_refused(cli("report", "explain", "--model", str(cfg), "--gpu", "NVIDIA H200",
+    assert_refused(cli("explain", "--model", str(cfg), "--gpu", "NVIDIA H200",
                        "--concurrency", "4", "--input-len", "128", "--output-len", "32"),
                    str(cfg), "line 2")
