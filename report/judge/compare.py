@@ -81,6 +81,20 @@ def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: Round
         facts["comparable"] = False
         return facts
     facts["comparable"] = True
+    # What this round confirms and corrects of the previous one's verdicts, point by shared point
+    # (both valid), and which limits it finds that the previous round named nowhere.
+    now_v, prev_v = rd.extras.get("validity") or {}, prev.extras.get("validity") or {}
+    now_a, prev_a = rd.extras.get("attribution") or {}, prev.extras.get("attribution") or {}
+    both = [(p.pid, q.pid) for p, q in common
+            if p.pid in now_v and now_v[p.pid].valid and q.pid in prev_v and prev_v[q.pid].valid]
+    facts["verdicts_confirmed"] = [(a, now_a[a].bottleneck) for a, b in both
+                                   if now_a[a].bottleneck == prev_a[b].bottleneck]
+    facts["verdicts_corrected"] = [(a, prev_a[b].bottleneck, now_a[a].bottleneck) for a, b in both
+                                   if now_a[a].bottleneck != prev_a[b].bottleneck]
+    seen = {prev_a[q].bottleneck for q in prev_a if q in prev_v and prev_v[q].valid}
+    facts["verdicts_new"] = list(dict.fromkeys(
+        now_a[p].bottleneck for p in now_a if p in now_v and now_v[p].valid
+        and now_a[p].bottleneck not in seen and now_a[p].bottleneck not in ("unknown", "under_driven")))
     tput, ttft = [], []
     for p, q in common:
         for qty, bucket in (("output_tok_s", tput), ("ttft_ms_p99", ttft)):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from report.judge.diagnosis import Attribution, Validity, val
+from report.judge.diagnosis import BOTTLENECKS, Attribution, Validity, val
 from report.ledger import Ledger
 from report.words import LANGS, PLACEHOLDER, word
 
@@ -197,6 +197,24 @@ def reproducibility_finding(led: Ledger, facts: dict) -> Finding | None:
                  _texts(code, prev=facts.get("prev_round"), tput=tput, ttft=ttft), [])
 
 
+def comparison_findings(facts: dict, labels: dict[str, str]) -> list[Finding | None]:
+    """What this round confirms, corrects and finds new against the previous round's verdicts."""
+    prev = facts.get("prev_round")
+    limit = {b: {lang: word(f"label.bottleneck_{b}", lang) for lang in LANGS}
+             for b in BOTTLENECKS}
+    out: list[Finding | None] = []
+    for pid, b in facts.get("verdicts_confirmed") or []:
+        out.append(Finding(f"confirmed_{pid}", "comparison",
+                           _texts("verdict_confirmed", at=_at(labels, pid), prev=prev, limit=limit[b]), []))
+    for pid, old, new in facts.get("verdicts_corrected") or []:
+        out.append(Finding(f"corrected_{pid}", "comparison",
+                           _texts("verdict_corrected", at=_at(labels, pid), prev=prev, old=limit[old],
+                                  new=limit[new]), []))
+    for b in facts.get("verdicts_new") or []:
+        out.append(Finding(f"new_{b}", "comparison", _texts("verdict_new", prev=prev, limit=limit[b]), []))
+    return out
+
+
 def knee(led: Ledger, valid_pids: list[str]) -> tuple[str, str] | None:
     """(knee, next): the valid point from which every step up in concurrency cost more in TTFT
     p99 than it bought in throughput, and the point after it; None when the last step still
@@ -266,4 +284,5 @@ def round_findings(led: Ledger, validity: dict[str, Validity], attributions: dic
     if facts.get("sweep_axis") == "input_len":
         out.append(block_rounding_finding(led, facts.get("ok_points") or [], labels))
     out.append(reproducibility_finding(led, facts))
+    out += comparison_findings(facts, labels)
     return [f for f in out if f is not None]

@@ -105,6 +105,9 @@ class RoundFacts:
     repro_points: int = 0
     prefill_ref_point: str | None = None
     occupancy_point: str | None = None
+    verdicts_confirmed: list[tuple[str, str]] = field(default_factory=list)        # (point, bottleneck)
+    verdicts_corrected: list[tuple[str, str, str]] = field(default_factory=list)   # (point, before, now)
+    verdicts_new: list[str] = field(default_factory=list)                          # bottlenecks
     # What the judge concluded, and the figures placed.
     findings: list[dict[str, Any]] = field(default_factory=list)
     next_steps: list[dict[str, Any]] = field(default_factory=list)
