@@ -79,6 +79,21 @@ def _line(rows, t: dict, axis: str, y_title: str, title: str = "", log_y: bool =
     return ch.to_dict()
 
 
+def _valid_only(rows: list[dict]) -> tuple[list[dict], bool]:
+    """Bars of the points that passed their checks (all, if none did), and whether any was left
+    out: as from the fits, and so that an invalid point's queue does not set the axis."""
+    kept = [r for r in rows if r["valid"]]
+    return (kept or rows), len(kept) < len(rows) and bool(kept)
+
+
+def _noted(ch, t: dict, left_out: bool):
+    """CH with the note that points which failed their checks are left out, where any was."""
+    if not left_out:
+        return ch
+    return ch.properties(title=alt.TitleParams(text=t["invalid_left_out"], fontSize=10,
+                                               fontWeight="normal", anchor="start"))
+
+
 def per_lang(make: Callable[[dict], dict]) -> dict[str, dict]:
     return {lang: make(TEXT[lang]) for lang in LANGS}
 
@@ -120,9 +135,7 @@ def fig_ttft_breakdown(led: Ledger, pids: list[str], axis: str) -> Figure | None
 
     def make(t):
         rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()})
-        # A point that failed its checks is left out, as from the fits: its queue would set the axis.
-        left_out = any(not r["valid"] for r in rows)
-        rows = [r for r in rows if r["valid"]] or rows
+        rows, left_out = _valid_only(rows)
         order = [t["queue"], t["prefill"], t["frontend"]]
         for r in rows:
             r["order"] = order.index(r["series"])
@@ -137,10 +150,7 @@ def fig_ttft_breakdown(led: Ledger, pids: list[str], axis: str) -> Figure | None
             tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("series:N", title=t["part"]),
                      alt.Tooltip("y:Q", title=t["ms"], format=",.1f")],
         ).properties(width=WIDTH, height=HEIGHT)
-        if left_out:
-            ch = ch.properties(title=alt.TitleParams(text=t["invalid_left_out"], fontSize=10,
-                                                     fontWeight="normal", anchor="start"))
-        return ch.to_dict()
+        return _noted(ch, t, left_out).to_dict()
     return Figure("ttft_breakdown", per_lang(make), {lang: TEXT[lang]["ttft_title"] for lang in LANGS},
                   keys=tuple(keys))
 
@@ -170,8 +180,7 @@ def fig_iteration(led: Ledger, pids: list[str], axis: str) -> Figure | None:
 
     def make(t):
         rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()})
-        left_out = any(not r["valid"] for r in rows)
-        rows = [r for r in rows if r["valid"]] or rows
+        rows, left_out = _valid_only(rows)
         order = [t["decode"], t["prefill_chunk"]]
         df = pd.DataFrame(rows)
         ch = alt.Chart(df).mark_bar().encode(
@@ -181,10 +190,7 @@ def fig_iteration(led: Ledger, pids: list[str], axis: str) -> Figure | None:
                             legend=alt.Legend(orient="bottom")),
             tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("y:Q", format=",.1f")],
         ).properties(width=WIDTH, height=HEIGHT)
-        if left_out:
-            ch = ch.properties(title=alt.TitleParams(text=t["invalid_left_out"], fontSize=10,
-                                                     fontWeight="normal", anchor="start"))
-        return ch.to_dict()
+        return _noted(ch, t, left_out).to_dict()
     return Figure("iteration", per_lang(make), {lang: TEXT[lang]["iter_title"] for lang in LANGS},
                   keys=tuple(keys))
 
