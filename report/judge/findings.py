@@ -194,7 +194,8 @@ def reproducibility_finding(led: Ledger, facts: dict) -> Finding | None:
     code = ("reproduced" if tput_ok and ttft_ok else "reproduced_tput_not_ttft" if tput_ok and ttft_ok is False
             else "reproduced_tput_only" if tput_ok else "not_reproduced")
     return _make(led, "reproducibility", "comparison",
-                 _texts(code, prev=facts.get("prev_round"), tput=tput, ttft=ttft), [])
+                 _texts(code, prev=facts.get("prev_round"), tput=tput, ttft=ttft,
+                        shared=_texts("repro_shared_one" if facts.get("repro_points") == 1 else "repro_shared_many")), [])
 
 
 def comparison_findings(facts: dict, labels: dict[str, str]) -> list[Finding | None]:
