@@ -126,6 +126,13 @@ def bottleneck_finding(led: Ledger, att: Attribution, fid: str = "bottleneck",
                  list(att.evidence))
 
 
+def _prefill_reference(led: Ledger) -> str:
+    """The point whose prefill time the measured prefill rate came from (its C=1 point)."""
+    key = dict(led["r.prefill_flop_rate"].inputs).get("prefill_ms", "")   # "p.<point>.prefill_ms_mean"
+    parts = key.split(".")
+    return parts[1] if len(parts) > 2 else "?"
+
+
 def step_mix_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None) -> Finding | None:
     """Prefill chunks riding in decode steps, and what they do to ITL p99."""
     ratio = val(led, f"p.{pid}.step_tokens_per_running")
@@ -138,17 +145,15 @@ def step_mix_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None
     miss_slow = val(led, f"p.{pid}.itl_p99_over_tail_at_clock")
     slower = (miss is not None and miss_slow is not None and miss_slow < miss / (1 + CLOCK_SLOWER))
     if slower and tol is not None and miss >= 1 / (1 + tol) and miss_slow <= 1 + tol:
-        ref = dict(led["r.prefill_flop_rate"].inputs).get("prefill_ms", "").split(".")
+        ref = _prefill_reference(led)
         f = _make(led, "step_mix", "mechanism",
-                  _texts("step_mix_predicted_clocks", p=pid, at=_at(labels, pid),
-                         r=ref[1] if len(ref) > 2 else "?", ref=_at(labels, ref[1]) if len(ref) > 2 else "?"),
+                  _texts("step_mix_predicted_clocks", p=pid, at=_at(labels, pid), r=ref, ref=_at(labels, ref)),
                   ["r.rule_prediction_tol"])
         if f is not None:
             return f
     if not slower and miss is not None and tol is not None and 1 / (1 + tol) <= miss <= 1 + tol:
-        ref = dict(led["r.prefill_flop_rate"].inputs).get("prefill_ms", "").split(".")
         f = _make(led, "step_mix", "mechanism", _texts("step_mix_predicted", p=pid, at=_at(labels, pid),
-                                                                ref=_at(labels, ref[1]) if len(ref) > 2 else "?"),
+                                                                ref=_at(labels, _prefill_reference(led))),
                   ["r.rule_prediction_tol"])
         if f is not None:
             return f
