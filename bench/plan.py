@@ -24,6 +24,7 @@ from bench.prompts import (  # noqa: F401 - PlanError re-exported
     read_text_file,
 )
 from bundle.expect import ExpectError, expect_from_dict
+from bundle.slo import SloError, slo_from_dict
 
 
 @dataclass
@@ -111,6 +112,8 @@ class Plan:
     # What a point must be judged, where the plan forces its cause (point id -> EXPECT_KEYS):
     # the truth the diagnosis conformance check holds the verdicts against.
     expect: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The service-level objective the round is judged against ([slo]; bundle/slo.py), or empty.
+    slo: dict[str, float] = field(default_factory=dict)
     source: str = ""
 
     def points(self) -> list[dict[str, Any]]:
@@ -221,10 +224,10 @@ def check_plan_types(data: dict[str, Any], path: str) -> None:
 
 def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
     """Validate a parsed plan strictly: a typo'd key is an error naming the file and key."""
-    unknown = set(data) - TOP_KEYS - set(SECTIONS) - {"expect"}
+    unknown = set(data) - TOP_KEYS - set(SECTIONS) - {"expect", "slo"}
     if unknown:
         raise PlanError(f"{source}: unknown key(s) {sorted(unknown)}; known: "
-                        f"{sorted(TOP_KEYS | set(SECTIONS) | {'expect'})}")
+                        f"{sorted(TOP_KEYS | set(SECTIONS) | {'expect', 'slo'})}")
     check_plan_types(data, source)
     plan = Plan(source=source)
     for k in TOP_KEYS & set(data):
@@ -240,6 +243,11 @@ def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
         try:
             plan.expect = expect_from_dict(data["expect"], source)
         except ExpectError as e:
+            raise PlanError(str(e)) from None
+    if "slo" in data:
+        try:
+            plan.slo = slo_from_dict(data["slo"], source).to_dict()
+        except SloError as e:
             raise PlanError(str(e)) from None
     check_plan(plan)
     return plan
@@ -493,7 +501,7 @@ def affinity_problem(plan: Plan) -> str | None:
 
 # Plan keys that may differ when a round is resumed: where the plan file lies, its title and
 # expectations, and where the engine listens; anything else changes what the points measure.
-RESUME_FREE = {("source",), ("title",), ("expect",), ("engine", "endpoint"), ("engine", "port")}
+RESUME_FREE = {("source",), ("title",), ("expect",), ("slo",), ("engine", "endpoint"), ("engine", "port")}
 
 
 def resume_problem(recorded: dict[str, Any], now: dict[str, Any]) -> str | None:

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from bundle.slo import SloError
 from bundle.store import BundleError, find_bundles
 
 FORMATS = ("html", "pdf")
@@ -89,8 +90,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     keys: dict[str, str] = {}
     refused: list[str] = []     # rounds whose bundle could not be read; the others are built
+    slo = slo_argument(args)
     if args.bundle:
-        reports = compose_rounds(pairs)
+        reports = compose_rounds(pairs, slo=slo)
     else:
         # A round whose bundle, previous round, code, templates and formats are unchanged
         # keeps its pages; each stale round is composed with the round before it.
@@ -100,14 +102,14 @@ def cmd_build(args: argparse.Namespace) -> int:
         code = code_digest()
         stale = []
         for b, r in pairs:
-            keys[r] = round_key(b, every.get(previous_round_id(r) or ""), code, formats)
+            keys[r] = round_key(b, every.get(previous_round_id(r) or ""), code, formats, args.slo)
             if args.force or not up_to_date(Path(args.out), r, keys[r]):
                 stale.append(r)
         for r in sorted(set(keys) - set(stale)):
             print(f"{r}: up to date", file=sys.stderr)
         wanted = set(stale) | {previous_round_id(r) for r in stale}
         reports = [rep for rep in compose_rounds([(b, r) for r, b in every.items() if r in wanted],
-                                                 refused)
+                                                 refused, slo)
                    if rep.round_id in stale]
         for line in refused:
             from bundle.textsafety import terminal_line
@@ -192,7 +194,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     from report.judge.verdicts import read_bundle_ledger
     from report.publish.dumps import ledger_json
     from report.publish.numbers import format_value
-    rd, led = read_bundle_ledger(args.run_dir)
+    rd, led = read_bundle_ledger(args.run_dir, slo_argument(args))
     print_warnings(rd.bundle.path, rd.bundle.warnings)
     if args.json:
         print(json_text(json.dumps(ledger_json(led), indent=1, ensure_ascii=False)))
@@ -206,7 +208,7 @@ def cmd_findings(args: argparse.Namespace) -> int:
     from bundle.textsafety import json_text, terminal_line
     from report.judge.verdicts import read_bundle_ledger
     from report.publish.dumps import findings_json
-    rd, led = read_bundle_ledger(args.run_dir)
+    rd, led = read_bundle_ledger(args.run_dir, slo_argument(args))
     print_warnings(rd.bundle.path, rd.bundle.warnings)
     out = findings_json(rd, led)
     if args.json:
@@ -221,6 +223,16 @@ def cmd_findings(args: argparse.Namespace) -> int:
     return 0
 
 
+SLO_HELP = ("judge every round against this SLO instead of its own (slo.toml beside the bundle, "
+            "or the plan's [slo]): 'ttft:MS,tpot:MS,e2e:MS,itl:MS,p:PERCENTILE', any subset")
+
+
+def slo_argument(args: argparse.Namespace):
+    """The --slo given as (Slo, "--slo"), or None; a malformed one raises SloError."""
+    from bundle.slo import slo_from_text
+    return (slo_from_text(args.slo), "--slo") if getattr(args, "slo", None) else None
+
+
 def add_build_arguments(b: argparse.ArgumentParser) -> None:
     """The flags of `serving-ledger build`."""
     b.add_argument("--runs", default="runs", help="where bundles live (default runs/)")
@@ -232,12 +244,14 @@ def add_build_arguments(b: argparse.ArgumentParser) -> None:
                    help="rebuild every round, even those whose inputs are unchanged")
     b.add_argument("--jobs", type=int, default=None,
                    help="processes rendering documents at once (default: the usable cores)")
+    b.add_argument("--slo", help=SLO_HELP)
 
 
 def add_bundle_arguments(c: argparse.ArgumentParser) -> None:
     """The flags of `serving-ledger summary | ledger | findings`: one bundle, text or JSON."""
     c.add_argument("run_dir")
     c.add_argument("--json", action="store_true")
+    c.add_argument("--slo", help=SLO_HELP)
 
 
 # The report's commands: name -> (what it does, its flags, what runs it).
@@ -255,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
     """One report command; bad input is one line on stderr and exit 2."""
     try:
         return COMMANDS[args.cmd][2](args)
-    except BundleError as e:
+    except (BundleError, SloError) as e:
         from bundle.textsafety import terminal_line
         print(terminal_line(f"error: {e}"), file=sys.stderr)
         return 2

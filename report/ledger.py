@@ -177,14 +177,20 @@ class Ledger:
     values: dict[str, Value] = field(default_factory=dict)
 
     def derive(self, key: str, func: Callable, *, unit: str = "", sources: tuple[str, ...] = (),
-               flags: tuple[str, ...] = (), **inputs: Any) -> Value:
-        """Compute func(**inputs), unwrapping Values, and store it under KEY with provenance."""
+               flags: tuple[str, ...] = (), optional: frozenset[str] = frozenset(),
+               **inputs: Any) -> Value:
+        """Compute func(**inputs), unwrapping Values, and store it under KEY with provenance.
+
+        An absent input makes the value absent, unless its name is in OPTIONAL: then None is passed.
+        """
         if key in self.values:
             raise KeyError(f"ledger key {key!r} computed twice")
         missing = None
         kwargs = {}
         for name, v in inputs.items():
-            if isinstance(v, Value):
+            if name in optional and (v is None or isinstance(v, Value) and not v.present):
+                kwargs[name] = None
+            elif isinstance(v, Value):
                 if not v.present:
                     missing = Reason.of("reason.input_absent", input=name,
                                         cause=v.missing or Reason.of("reason.no_reason"))

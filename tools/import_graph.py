@@ -23,7 +23,7 @@ PACKAGES = ("bundle", "bench", "report", "serving_ledger")
 # The report's stages, each a sub-package, in import order (each imports only those before it).
 STAGES = ("architecture", "derive", "judge", "publish")
 # The modules every stage may import: the ledger's types and the catalogue of words.
-REPORT_CORE = ("report.ledger", "report.words")
+REPORT_CORE = ("report.ledger", "report.registry", "report.words")
 CORE, CLI = "report.core", "report.cli"
 _REPORT_UNITS = [CORE] + [f"report.{s}" for s in STAGES]
 # What each layer may import of ours.

@@ -8,9 +8,11 @@ raw samples or other values) or `Ledger.record` (a setting or count read from a 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from bundle.request_table import RequestTable
+from bundle.slo import Slo, SloError, slo_from_dict, slo_of_file
 from bundle.store import Bundle
 from report.architecture import params as PA
 from report.architecture import roofline as RF
@@ -26,6 +28,7 @@ from report.derive import stats as ST
 from report.derive import validity as V
 from report.derive.serverlog import ServerLogFacts, log_peak, server_log_facts
 from report.ledger import Absent, Ledger, Reason, Source, reason_from_text
+from report.registry import RawSources
 
 # The steady part of a point's window used for gauge statistics (KV usage, running, waiting):
 # its middle fraction, leaving out the ramp-up after the first measured request and the
@@ -62,6 +65,9 @@ class RoundData:
     config: dict | None
     axis: str                   # "concurrency", "input_len", "server" or "single"
     extras: dict[str, Any] = field(default_factory=dict)
+    # The SLO the round is judged against and where it was stated (None: no SLO, or the Reason).
+    slo: Slo | Reason | None = None
+    slo_source: str = ""
 
     @property
     def name(self) -> str:
@@ -81,8 +87,9 @@ def sweep_axis(points: list[PointData]) -> str:
     return "single"
 
 
-def read_round(bundle: Bundle) -> RoundData:
-    """Split a bundle into points with their windows and requests."""
+def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None) -> RoundData:
+    """Split a bundle into points with their windows and requests; SLO (the Slo and where it
+    was stated) overrides the round's own (round_slo)."""
     wins = ST.point_windows(bundle.points)
     pts = []
     for w in wins.values():
@@ -96,7 +103,70 @@ def read_round(bundle: Bundle) -> RoundData:
     log_text = bundle.server_log()
     log = server_log_facts(log_text) if log_text else None
     config = (bundle.manifest.get("model") or {}).get("config")
-    return RoundData(bundle=bundle, points=pts, log=log, config=config, axis=sweep_axis(pts))
+    slo, slo_source = slo if slo is not None else round_slo(bundle)
+    return RoundData(bundle=bundle, points=pts, log=log, config=config, axis=sweep_axis(pts),
+                     slo=slo, slo_source=slo_source)
+
+
+def slo_file_of(bundle_dir: Path) -> Path:
+    """Where a round states the SLO it is judged against: slo.toml beside its bundle/."""
+    d = Path(bundle_dir)
+    return (d.parent if d.name == "bundle" else d) / "slo.toml"
+
+
+def round_slo(bundle: Bundle) -> tuple[Slo | Reason | None, str]:
+    """The round's SLO and where it is stated: its slo.toml, else its plan's [slo]; None when neither states one."""
+    path = slo_file_of(bundle.path)
+    if path.is_file():
+        try:
+            return slo_of_file(path), str(path.name)
+        except SloError as e:
+            return Reason.of("reason.slo_unreadable", problem=str(e)), str(path.name)
+    table = (bundle.manifest.get("plan") or {}).get("slo")
+    where = f"{bundle.name}/manifest.json: plan.slo"
+    if not table:
+        return None, ""
+    try:
+        return slo_from_dict(table, where), where
+    except SloError as e:
+        return Reason.of("reason.slo_unreadable", problem=str(e)), where
+
+
+def slo_raw(rd: RoundData) -> tuple[Any, tuple[str, ...]]:
+    """The round's SLO as a raw input: the Slo and its source, or the Reason there is none."""
+    if rd.slo is None:
+        return Reason.of("reason.no_slo"), ()
+    return rd.slo, (rd.slo_source,)
+
+
+def point_raw(rd: RoundData, p: PointData) -> RawSources:
+    """A point's raw inputs by the names registered quantities give their parameters."""
+    raw = RawSources()
+    src, win = _src_requests(rd, p), _src_window(rd, p)
+    raw.add("measured", p.measured, src)
+    raw.add("failed", p.failed, src)
+    raw.add("t_measure", p.window.t_measure, win)
+    raw.add("t_end", p.window.t_end, win)
+    raw.add("slo", *slo_raw(rd))
+    return raw
+
+
+def load_of(p: PointData) -> float | None:
+    """The load a point was run at: its arrival rate in an open loop, else its concurrency."""
+    return p.settings.get("request_rate") or p.settings.get("concurrency")
+
+
+def round_raw(rd: RoundData, pts: list[PointData]) -> RawSources:
+    """The round's raw inputs over the points PTS (valid, in load order)."""
+    raw = RawSources()
+    raw.add("slo", *slo_raw(rd))
+    if rd.axis not in ("concurrency", "single"):
+        raw.add("loads", Reason.of("reason.slo_axis_not_load", axis=rd.axis))
+    else:
+        raw.add("loads", [load_of(p) for p in pts],
+                (Source.of(f"{rd.name}/{rd.bundle.file_for('points')}", "source.valid_point_loads",
+                           n=len(pts)),))
+    return raw
 
 
 def _src_requests(rd: RoundData, p: PointData, code: str = "source.requests_of_point",

@@ -153,6 +153,22 @@ def e2es_ms(requests: RequestTable) -> np.ndarray:
     return (last - requests.col("t_send")[has]) * 1e3
 
 
+def request_latencies_ms(requests: RequestTable) -> dict[str, np.ndarray]:
+    """Per request, aligned with its rows: TTFT, TPOT and E2E in ms (as ttfts_ms, tpots_ms and
+    e2es_ms define them), NaN where a request cannot give one (no token; TPOT: one token)."""
+    requests = as_request_table(requests)
+    has, last = _last_chunk_times(requests)
+    send, first = requests.col("t_send"), requests.col("t_first")
+    tokens = output_token_counts(requests)
+    e2e, tpot = np.full(len(requests), np.nan), np.full(len(requests), np.nan)
+    e2e[has] = (last - send[has]) * 1e3
+    end = np.full(len(requests), np.nan)
+    end[has] = last
+    ok = has & ~np.isnan(tokens) & (tokens > 1)
+    tpot[ok] = (end[ok] - first[ok]) * 1e3 / (tokens[ok] - 1)
+    return {"ttft_ms": (first - send) * 1e3, "tpot_ms": tpot, "e2e_ms": e2e}
+
+
 def ttfts_from_schedule_ms(requests: RequestTable) -> np.ndarray:
     """Open loop: time to first token from each request's scheduled send time, in ms (what a
     user arriving then waited: a send the client held back counts against it, so no

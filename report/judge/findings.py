@@ -268,6 +268,58 @@ def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pid
     return out
 
 
+# The SLO's objectives as findings name them, in the order bundle/slo.py lists them.
+SLO_OBJECTIVES = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E"), ("itl", "ITL"))
+
+
+def _pid_at_load(led: Ledger, pids: list[str], load) -> str | None:
+    """The valid point run at LOAD (its concurrency, or its rate in an open loop)."""
+    for pid in pids:
+        if load in (val(led, f"p.{pid}.request_rate") or val(led, f"p.{pid}.concurrency"),):
+            return pid
+    return None
+
+
+def slo_findings(led: Ledger, valid_pids: list[str], labels: dict[str, str]) -> list[Finding | None]:
+    """The capacity answer under the SLO: the largest load meeting every objective, the points
+    that bound it and the objective that binds first; else where the capacity lies (beyond or
+    below the sweep); and the best point that meets the SLO."""
+    if "r.slo_capacity" not in led or not valid_pids:
+        return []
+    objectives = _joined([_texts("slo_objective", name=name, k=k) for k, name in SLO_OBJECTIVES
+                          if val(led, f"r.slo_{k}_threshold_ms") is not None], "slo_objective_sep")
+    if not objectives["en"]:
+        return []
+    rate = val(led, f"p.{valid_pids[-1]}.request_rate") is not None
+    cap = led["r.slo_capacity"]
+    out: list[Finding | None] = []
+    if cap.present:
+        b = led["r.slo_binding_objective"].value
+        low = _pid_at_load(led, valid_pids, led.value_of("r.slo_capacity_low"))
+        high = _pid_at_load(led, valid_pids, led.value_of("r.slo_capacity_high"))
+        if low is not None and high is not None:
+            # "LOW meets it and HIGH does not" is said of the measurements only where they
+            # agree with the fit; where the margins wobble, the fit's bracket is said as such.
+            said = val(led, f"p.{low}.slo_met") is True and (val(led, f"p.{high}.slo_margin_{b}") or 0) < 0
+            out.append(_make(led, "thesis_slo", "thesis", _texts(
+                "slo_capacity" if said else "slo_capacity_fitted", objectives=objectives, h=high, b=b, name=dict(SLO_OBJECTIVES)[b],
+                low=_at(labels, low), high=_at(labels, high),
+                cap=_texts("slo_cap_rate" if rate else "slo_cap_concurrency")), []))
+    else:
+        root = cap.missing.chain()[1].code if cap.missing else ""
+        code = {"reason.slo_met_at_every_point": ("slo_capacity_beyond", valid_pids[-1]),
+                "reason.slo_met_at_no_point": ("slo_capacity_below", valid_pids[0])}.get(root)
+        if code is not None:
+            out.append(_make(led, "thesis_slo", "thesis", _texts(code[0], objectives=objectives,
+                                                                 at=_at(labels, code[1])), []))
+    best = _pid_at_load(led, valid_pids, led.value_of("r.slo_best_load"))
+    if best is not None:
+        f = _make(led, "thesis_slo_best", "thesis", _texts("slo_best", p=best, at=_at(labels, best)), [])
+        out.append(f or _make(led, "thesis_slo_best", "thesis",
+                              _texts("slo_best_plain", p=best, at=_at(labels, best)), []))
+    return out
+
+
 def round_findings(led: Ledger, validity: dict[str, Validity], attributions: dict[str, Attribution],
                    valid_pids: list[str], facts: dict) -> list[Finding]:
     """Every finding of one round, most important first."""
@@ -275,6 +327,7 @@ def round_findings(led: Ledger, validity: dict[str, Validity], attributions: dic
     labels = facts.get("point_labels") or {}
     if valid_pids:
         out += thesis_findings(led, attributions, valid_pids, labels)
+        out += slo_findings(led, valid_pids, labels)
         last = valid_pids[-1]
         out.append(bottleneck_finding(led, attributions[last], labels=labels))
         kinds = {}

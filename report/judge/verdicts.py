@@ -1,14 +1,26 @@
 """A round's ledger with its verdicts: each point's quantities, then its validity and
-bottleneck, then the quantities over the valid points only (fits never see an invalid point)."""
+bottleneck, then the quantities over the valid points only (fits never see an invalid point),
+then each point against the SLO and the capacity answer (report/judge/goodput.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from bundle.store import read_bundle
-from report.derive.round_ledger import RoundData, measured_ledger, read_round, valid_points_ledger
+from report.derive.round_ledger import (
+    RoundData,
+    load_of,
+    measured_ledger,
+    point_raw,
+    read_round,
+    round_raw,
+    valid_points,
+    valid_points_ledger,
+)
+from report.judge import goodput
 from report.judge.diagnosis import passed_every_check, point_bottleneck, point_validity
 from report.ledger import Ledger
+from report.registry import resolve_point, resolve_round
 
 
 def build_ledger(rd: RoundData) -> Ledger:
@@ -20,13 +32,19 @@ def build_ledger(rd: RoundData) -> Ledger:
                    sources=tuple(k for k in v.evidence), failed_checks=tuple(v.reasons))
     rd.extras["attribution"] = {p.pid: point_bottleneck(led, p.pid) for p in rd.points}
     valid_points_ledger(led, rd)
+    # Each point against the SLO, then the capacity answer over the valid points.
+    for p in rd.points:
+        resolve_point(led, goodput.__name__, p.pid, point_raw(rd, p))
+    pts = sorted(valid_points(rd), key=lambda p: load_of(p) or 0)
+    resolve_round(led, goodput.__name__, [p.pid for p in pts], round_raw(rd, pts))
     return led
 
 
-def read_bundle_ledger(path: str | Path):
-    """(RoundData, Ledger) of the bundle at PATH (a run directory or its bundle/)."""
+def read_bundle_ledger(path: str | Path, slo=None):
+    """(RoundData, Ledger) of the bundle at PATH (a run directory or its bundle/); SLO, a
+    (Slo, where stated) pair, overrides the round's own."""
     d = Path(path)
     if (d / "bundle" / "manifest.json").exists():
         d = d / "bundle"
-    rd = read_round(read_bundle(d))
+    rd = read_round(read_bundle(d), slo)
     return rd, build_ledger(rd)

@@ -40,10 +40,13 @@ def bundle_digest(bundle: Path) -> str:
     return h.hexdigest()
 
 
-def round_key(bundle: Path, prev_bundle: Path | None, code: str, formats: tuple[str, ...]) -> str:
-    """The key of one round's pages."""
+def round_key(bundle: Path, prev_bundle: Path | None, code: str, formats: tuple[str, ...],
+              slo_text: str | None = None) -> str:
+    """The key of one round's pages (its SLO too: the --slo given, or its slo.toml)."""
+    slo_file = (Path(bundle).parent if Path(bundle).name == "bundle" else Path(bundle)) / "slo.toml"
+    slo = slo_text or (hashlib.sha256(slo_file.read_bytes()).hexdigest() if slo_file.is_file() else "-")
     parts = [bundle_digest(bundle), bundle_digest(prev_bundle) if prev_bundle else "-", code,
-             ",".join(formats)]
+             ",".join(formats), slo]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 

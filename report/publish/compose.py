@@ -73,6 +73,33 @@ DETAIL_COLUMNS = [
 ]
 
 
+# The SLO table: a point's attainment and goodput, then each objective set at the SLO's percentile.
+SLO_COLUMNS = [
+    ("concurrency", "label.col_concurrency", "", 0),
+    ("request_rate", "label.col_request_rate", "req/s", None),
+    ("slo_attainment", "label.col_slo_attainment", "%", 1),
+    ("goodput_req_s", "label.col_goodput_req_s", "req/s", None),
+    ("goodput_tok_s", "label.col_goodput_tok_s", "tok/s", 0),
+]
+SLO_OBJECTIVE_COLUMNS = [(k, f"slo_{k}_ms", f"label.col_slo_{k}_ms", "ms", None)
+                         for k in ("ttft", "tpot", "e2e", "itl")]
+
+
+def slo_table(led: Ledger, pids: list[str]) -> Table:
+    """Each point against the SLO: attainment, goodput, and the objectives the SLO sets (their
+    headers name the SLO's percentile)."""
+    cols = [c for c in SLO_COLUMNS if any(led.value_of(f"p.{pid}.{c[0]}") is not None for pid in pids)]
+    table = point_table(led, pids, "slo_table", in_langs("label.table_slo"),
+                        cols + [("slo_met", "label.col_slo_met", "", None)])
+    pct = led.value_of("r.slo_percentile")
+    objectives = [Column(id=q, header=in_langs(h, p=f"{pct:g}"), unit=u, digits=d)
+                  for k, q, h, u, d in SLO_OBJECTIVE_COLUMNS
+                  if pct is not None and led.value_of(f"r.slo_{k}_threshold_ms") is not None]
+    rows = [r[:-1] + [f"p.{pid}.{c.id}" for c in objectives] + r[-1:] for pid, r in zip(pids, table.rows)]
+    return Table(id=table.id, title=table.title, columns=table.columns[:-1] + objectives + table.columns[-1:],
+                 rows=rows, row_labels=table.row_labels)
+
+
 def in_langs(code: str, **fields) -> dict[str, str]:
     """The catalogue text of CODE in every language, fields filled."""
     return {lang: word(code, lang, **fields) for lang in LANGS}
@@ -135,10 +162,11 @@ def facts_of(rd: RoundData) -> dict:
 
 
 def compose_rounds(pairs: list[tuple[str | Path, str]],
-                   refused: list[str] | None = None) -> list[RoundReport]:
+                   refused: list[str] | None = None, slo=None) -> list[RoundReport]:
     """Compose every round; each is compared with the round before it (by round id order).
     With REFUSED, a bundle that cannot be read is left out and its error appended there (the
-    other rounds go on); without it, the BundleError stops the composition."""
+    other rounds go on); without it, the BundleError stops the composition. SLO, a (Slo,
+    where stated) pair, overrides every round's own."""
     rounds = []
     for path, rid in pairs:
         try:
@@ -148,7 +176,7 @@ def compose_rounds(pairs: list[tuple[str | Path, str]],
                 raise
             refused.append(f"{rid}: {e}")
             continue
-        rd = read_round(bundle)
+        rd = read_round(bundle, slo)
         rd.extras["round_id"] = rid
         rounds.append((path, rid, rd, build_ledger(rd)))
     by_id = {rid: (rd, led) for _, rid, rd, led in rounds}
@@ -242,6 +270,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     facts["invalid_points"] = {pid: validity[pid].reasons for pid in pids if not validity[pid].valid}
     facts["bottlenecks"] = {pid: attribution[pid].bottleneck for pid in pids}
     facts["findings"] = [asdict(f) for f in round_findings(led, validity, attribution, valid, facts)]
+    facts["slo_source"] = rd.slo_source
     facts["next_steps"] = next_steps(led, rd, facts)
     figs = {}
     makers = [F.fig_throughput, F.fig_latency, F.fig_ttft_breakdown, F.fig_queue_vs_prefill,
@@ -258,7 +287,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     windows = [(p.pid, p.window.t_measure, p.window.t_end) for p in rd.points]
     for fig in (F.fig_timeline(bundle.metrics, windows), F.fig_power(bundle.gpu, windows),
                 F.fig_tflops_timeline(bundle.metrics, windows, led.value_of("r.peak_tflops")), F.fig_roofline(led, pids, facts["point_labels"]),
-                F.fig_repro(led, pids, axis),
+                F.fig_repro(led, pids, axis), F.fig_slo(led, valid, axis),
                 F.fig_occupancy(led, pids, prev_led if facts.get("comparable") else None, prev_pids)):
         if fig is not None:
             figs[fig.id] = fig
@@ -282,7 +311,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     if facts["origin"] != "recorded":
         notices.append(in_langs("label.notice_fixture"))
     title = round_title(bundle.manifest, rd.axis, round_id)
-    sections = ["summary", "diagnosis", "client", "decomposition", "kv", "mfu", "timeline", "power", "compare",
+    sections = ["summary", "diagnosis", "slo", "client", "decomposition", "kv", "mfu", "timeline", "power", "compare",
                 "results", "next", "method"]
     if not pids:
         # No point was measured to the end: the notices say why; only what was recorded applies.
@@ -294,6 +323,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     # The facts are a builder dict until here; the report holds them typed and frozen.
     return RoundReport(round_id=round_id, title=title, ledger=led, sections=sections, figures=figs,
                        tables={"results": results, "results_detail": detail,
+                               "slo_table": slo_table(led, facts["valid_points"]),
                                "kv_table": point_table(led, pids, "kv_table", in_langs("label.table_kv"),
                                                  KV_COLUMNS)}, facts=RoundFacts(**facts), notices=notices,
                        bundles=[str(bundle_path)])

@@ -110,6 +110,7 @@ class RoundFacts:
     verdicts_new: list[str] = field(default_factory=list)                          # bottlenecks
     # What the judge concluded, and the figures placed.
     findings: list[dict[str, Any]] = field(default_factory=list)
+    slo_source: str = ""                       # where the SLO was stated (slo.toml, plan, --slo)
     next_steps: list[dict[str, Any]] = field(default_factory=list)
     figures: list[str] = field(default_factory=list)
 

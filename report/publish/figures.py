@@ -45,7 +45,7 @@ def _rows(led: Ledger, pids: list[str], axis_key: str, series: dict[str, str],
 
 
 def _line(rows, t: dict, axis: str, y_title: str, title: str = "", log_y: bool = False,
-          log_x: bool = True) -> dict:
+          log_x: bool = True, zero_rule: bool = False) -> dict:
     if log_y:
         rows = [r for r in rows if r["y"] > 0]  # a log axis cannot show zero
     df = pd.DataFrame(rows)
@@ -72,6 +72,9 @@ def _line(rows, t: dict, axis: str, y_title: str, title: str = "", log_y: bool =
     if len(bad):
         layers.append(alt.Chart(bad).mark_point(shape="cross", size=90, filled=True).encode(
             x=x, y=y, color=color, tooltip=tip + [alt.Tooltip("valid:N", title=t["valid"])]))
+    if zero_rule:   # the line a margin must stay above
+        layers.append(alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(color="#444", strokeDash=[4, 3])
+                      .encode(y="y:Q"))
     ch = alt.layer(*layers).properties(width=WIDTH, height=HEIGHT)
     if len(bad):
         ch = ch.properties(title=alt.TitleParams(text=t["invalid_note"], fontSize=10,
@@ -402,6 +405,21 @@ def fig_roofline(led: Ledger, pids: list[str], labels: dict[str, str] | None = N
         return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT).to_dict()
     title = "roof_title" if peak and bw else "noroof_title"
     return Figure("roofline", per_lang(make), {lang: TEXT[lang][title] for lang in LANGS}, keys=keys)
+
+
+def fig_slo(led: Ledger, pids: list[str], axis: str) -> Figure | None:
+    """Each SLO objective's margin at the valid points, against the load: above zero it is met."""
+    qs = {k: f"slo_margin_{k}" for k in ("ttft", "tpot", "e2e", "itl")}
+    if axis != "concurrency":
+        return None
+    rows_any, keys = _rows(led, pids, "concurrency", qs, scale=100.0)
+    if len(rows_any) < 2:
+        return None
+
+    def make(t):
+        rows, _ = _rows(led, pids, "concurrency", {t[f"slo_{k}"]: q for k, q in qs.items()}, scale=100.0)
+        return _line(rows, t, axis, t["slo_margin"], t["slo_title"], zero_rule=True)
+    return Figure("slo", per_lang(make), {lang: TEXT[lang]["slo_title"] for lang in LANGS}, keys=tuple(keys))
 
 
 def fig_repro(led: Ledger, pids: list[str], axis: str) -> Figure | None:

@@ -17,6 +17,7 @@ import json
 
 import pytest
 
+from bundle.slo import slo_from_text
 from bundle.store import read_bundle
 from report.derive.round_ledger import read_round
 from report.judge.compare import cross_round_ledger
@@ -25,6 +26,8 @@ from report.ledger import quantity_name
 from report.planner.explain import plan
 from tests.conftest import FIXTURES, ROOT
 from tests.unit.report.test_ledger_contract import QUANTITY_MODULES
+
+COVERAGE_SLO = "ttft:1000,tpot:50,itl:60,e2e:60000,p:99"
 
 # Rounds in comparison order (each is compared with the one before it) and lone bundles.
 ROUND_CHAINS = ([ROOT / "runs" / f"round-{n}" / "bundle" for n in (1, 2, 3)],
@@ -49,7 +52,7 @@ NON_LEDGER_HELPERS: dict[str, str] = {
         "e2es_ms", "failed", "interrupted_window", "itl_gaps_ms", "measured", "output_token_counts",
         "output_tokens", "point_windows", "requests_of_point", "slot_waits_ms", "tpots_ms",
         "ttfts_from_schedule_ms", "e2es_from_schedule_ms",
-        "ttfts_ms")},
+        "ttfts_ms", "request_latencies_ms")},
     # report.derive.series: reading scrapes
     **{f"series.{n}": _SELECTION for n in (
         "cache_config_info", "counter_moved", "counter_rate", "gauge_series", "gauge_values",
@@ -58,6 +61,9 @@ NON_LEDGER_HELPERS: dict[str, str] = {
         "scrape_value", "scrapes_in_window", "steady_window")},
     # report.derive.power
     "power.window_samples": _SELECTION,
+    # report.derive.goodput: the steps of the capacity functions (tests/unit/report/test_goodput.py)
+    "goodput.isotonic_non_increasing": "the fit behind every capacity function the ledger names",
+    "goodput.objective_crossing": "the crossing behind every capacity function the ledger names",
     # report.architecture.theory: the terms the ledger's theory functions are made of
     **{f"theory.{n}": "a term of a theory function the ledger names (or of the planner's)" for n in (
         "attention_params_per_layer", "embedding_params", "flops_per_token", "kv_bytes_per_token",
@@ -106,6 +112,10 @@ def reached() -> set[str]:
                 cross_round_ledger(led, rd, prev[1], prev[0])
             funcs |= {v.func for v in led.values.values()}
             prev = rd, led
+    # An SLO that the trimmed H200 round meets at C=1 and misses at C=64 (ITL p99 72 ms): the
+    # capacity functions reach a crossing.
+    rd = read_round(read_bundle(FIXTURES / "h200-round-4"), (slo_from_text(COVERAGE_SLO), "--slo"))
+    funcs |= {v.func for v in build_ledger(rd).values.values()}
     for config in sorted((FIXTURES / "models").glob("*.config.json")):
         p = plan(json.loads(config.read_text()), "H200", concurrency=16, input_len=1024,
                  output_len=256)

@@ -68,8 +68,12 @@ def test_from_which_load_on_holds_for_every_point_above_it():
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_round_4_page_1_states_the_answer_before_the_cards(round4, lang):
     theses = [f for f in round4.facts.findings if f["kind"] == "thesis"]
-    assert [f["id"] for f in theses] == ["thesis", "thesis_knee", "thesis_advice"]
+    # runs/round-4/slo.toml states the SLO: page 1 answers the capacity question too.
+    assert [f["id"] for f in theses] == ["thesis", "thesis_knee", "thesis_advice", "thesis_slo",
+                                         "thesis_slo_best"]
     assert "C=128" in theses[0]["texts"]["en"] and "C=32" in theses[1]["texts"]["en"]
+    assert "C=64 meets it and C=128 does not" in theses[3]["texts"]["en"]
+    assert theses[4]["texts"]["en"].startswith("The best point within the SLO is C=64")
     html = Page(round4, lang).assemble("html")
     text = unescape(re.sub(r"<[^>]+>", "", html))
     start = text.index("Conclusion" if lang == "en" else "结论")

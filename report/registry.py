@@ -1,0 +1,144 @@
+"""Quantities declared once: a function whose parameters name its inputs, registered where it is defined.
+
+`@point_quantity(unit=...)` and `@round_quantity(unit=...)` register a function under its own
+name; its ledger key is `p.<point>.<name>` or `r.<name>`. Each parameter names one input:
+
+- a raw source the round provides (`RawSources`: a point's requests, the SLO, the valid
+  points' loads), whose provenance the value cites;
+- another quantity: for a point quantity the point's own `p.<point>.<param>` first, then the
+  round's `r.<param>`; for a round quantity `r.<param>`;
+- `each_<name>` (round quantities): the valid points' `p.<point>.<name>` values in load
+  order, None where a point's value is absent.
+
+A parameter with a default is optional: an absent input passes None instead of making the
+value absent. `resolve_point` and `resolve_round` compute the quantities one module registered in
+dependency order (declaration order among independent ones), so adding a quantity is adding
+one function. Invariant: a name is registered once (a second registration raises).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from report.ledger import Ledger, Reason, Source, Value
+
+EACH = "each_"
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One registered quantity: its function, scope, unit and the names of its inputs."""
+
+    func: Callable
+    scope: str                     # "point" or "round"
+    unit: str
+    params: tuple[str, ...]
+    optional: frozenset[str]
+
+    @property
+    def name(self) -> str:
+        return self.func.__name__
+
+
+REGISTRY: dict[str, Declared] = {}
+
+
+def _register(scope: str, unit: str) -> Callable[[Callable], Callable]:
+    def deco(func: Callable) -> Callable:
+        if func.__name__ in REGISTRY:
+            raise ValueError(f"quantity {func.__name__!r} declared twice")
+        sig = inspect.signature(func).parameters
+        REGISTRY[func.__name__] = Declared(
+            func=func, scope=scope, unit=unit, params=tuple(sig),
+            optional=frozenset(n for n, p in sig.items() if p.default is not inspect.Parameter.empty))
+        return func
+    return deco
+
+
+def point_quantity(unit: str = "") -> Callable[[Callable], Callable]:
+    """Register a quantity of each point: key `p.<point>.<function name>`."""
+    return _register("point", unit)
+
+
+def round_quantity(unit: str = "") -> Callable[[Callable], Callable]:
+    """Register a quantity of the round over its valid points: key `r.<function name>`."""
+    return _register("round", unit)
+
+
+@dataclass
+class RawSources:
+    """Raw inputs by name: a value (or the Reason it is missing) and the samples it came from."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, tuple[str | Source, ...]] = field(default_factory=dict)
+
+    def add(self, name: str, value: Any, sources: tuple[str | Source, ...] = ()) -> None:
+        self.values[name] = value
+        self.sources[name] = sources
+
+
+def declared(scope: str, module: str) -> list[Declared]:
+    """The quantities of SCOPE that MODULE registered, in dependency order (declaration order otherwise)."""
+    mine = {n: d for n, d in REGISTRY.items() if d.scope == scope and d.func.__module__ == module}
+    order: list[Declared] = []
+    state: dict[str, int] = {}
+
+    def visit(n: str, path: tuple[str, ...]) -> None:
+        if state.get(n) == 2:
+            return
+        if state.get(n) == 1:
+            raise ValueError(f"quantities depend on each other in a cycle: {' -> '.join(path + (n,))}")
+        state[n] = 1
+        for p in mine[n].params:
+            dep = p.removeprefix(EACH) if scope == "round" else p
+            if dep in mine and dep != n:
+                visit(dep, path + (n,))
+        state[n] = 2
+        order.append(mine[n])
+
+    for n in mine:
+        visit(n, ())
+    return order
+
+
+def _input(led: Ledger, raw: RawSources, d: Declared, param: str, prefix: str) -> tuple[Any, tuple]:
+    """The value one parameter binds to (a Value, a raw value, a list) and the sources it cites."""
+    if param in raw.values:
+        v = raw.values[param]
+        if isinstance(v, Reason):
+            return Value(key=param, value=None, missing=v), ()
+        return v, raw.sources.get(param, ())
+    for key in (prefix + param, "r." + param):
+        if key in led:
+            return led[key], ()
+    raise KeyError(f"quantity {d.name!r}: no raw source, ledger key {prefix + param!r} or "
+                   f"'r.{param}' for its parameter {param!r}")
+
+
+def resolve_point(led: Ledger, module: str, pid: str, raw: RawSources) -> None:
+    """Every point quantity MODULE registered, of point PID, into LED."""
+    prefix = f"p.{pid}."
+    for d in declared("point", module):
+        inputs, sources = {}, ()
+        for param in d.params:
+            inputs[param], src = _input(led, raw, d, param, prefix)
+            sources += src
+        led.derive(prefix + d.name, d.func, unit=d.unit, sources=sources, optional=d.optional, **inputs)
+
+
+def resolve_round(led: Ledger, module: str, pids: list[str], raw: RawSources) -> None:
+    """Every round quantity MODULE registered, over the points PIDS (the valid ones, in load order)."""
+    for d in declared("round", module):
+        inputs, sources = {}, ()
+        for param in d.params:
+            if param.startswith(EACH) and param not in raw.values:
+                vals = [led.get(f"p.{pid}.{param.removeprefix(EACH)}") for pid in pids]
+                inputs[param] = [v.value if v is not None and v.present else None for v in vals]
+                sources += tuple(s for v in vals if v is not None for s in v.sources)
+            else:
+                inputs[param], src = _input(led, raw, d, param, "r.")
+                sources += src
+        led.derive("r." + d.name, d.func, unit=d.unit, sources=tuple(dict.fromkeys(sources)),
+                   optional=d.optional, **inputs)
