@@ -208,8 +208,9 @@ def api_key_problem(key: str | None) -> str | None:
     return None
 
 
-def run(args: argparse.Namespace) -> int:
-    """`serving-ledger run`: record a round; 0 when it ran, 2 for bad input, 1 when it failed."""
+def run(args: argparse.Namespace, judge=None) -> int:
+    """`serving-ledger run`: record a round; 0 when it ran, 2 for bad input, 1 when it failed.
+    JUDGE (bench.runner.Judge) says whether a point met the SLO, for a search sweep."""
     from bench.runner import RoundFailed, run_round
     try:
         plan = plan_from_args(args)
@@ -232,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     try:
         status = run_round(plan, out, endpoint_override=args.endpoint if not args.launch else None,
-                           resume=args.resume, api_key=key)
+                           resume=args.resume, api_key=key, judge=judge)
     except KeyboardInterrupt:
         print(f"\ninterrupted; what was recorded is kept in {out} "
               f"(continue with --resume)", file=sys.stderr)

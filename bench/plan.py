@@ -74,6 +74,13 @@ class SweepSpec:
     # not start, and then run, in lockstep waves; every request sent before the ramp ends is
     # warm-up
     ramp_s: float = 0.0
+    # search = "slo": the concurrencies are chosen as the round runs (bench/search.py): from
+    # the first of `concurrency`, doubled while each point meets the plan's [slo], up to
+    # search_max; then bisected between the last that met it and the first that did not,
+    # until they are within search_tolerance of the lower (and 1 apart at least).
+    search: str = ""
+    search_max: int = 1024
+    search_tolerance: float = 0.1
 
 
 @dataclass
@@ -116,27 +123,38 @@ class Plan:
     slo: dict[str, float] = field(default_factory=dict)
     source: str = ""
 
+    def search_point(self, concurrency: int) -> dict[str, Any]:
+        """The settings of a search sweep's point at CONCURRENCY (its one length and server set)."""
+        return self._point(0, (self.sweep.server_flags or [[]])[0],
+                           (self.sweep.input_len or [self.workload.input_len])[0], concurrency, False)
+
+    def _point(self, s: int, flags: list[str], L: int, load, open_loop: bool) -> dict[str, Any]:
+        p = {"server_flags": list(flags), "server_set": s, "input_len": L,
+             "output_len": self.workload.output_len, "arrival": self.sweep.arrival}
+        if open_loop:
+            p["request_rate"] = load
+            p["concurrency"] = max(self.sweep.concurrency) if self.sweep.concurrency else None
+        else:
+            p["concurrency"] = load
+            p["arrival"] = "closed"
+            p["ramp_s"] = self.sweep.ramp_s
+            p["ramp"] = "random"
+        tag = f"r{load:g}" if open_loop else f"c{load}"
+        p["id"] = (f"s{s}-" if len(self.sweep.server_flags) > 1 else "") + f"L{L}-{tag}"
+        return p
+
     def points(self) -> list[dict[str, Any]]:
-        """Every point's settings, in run order."""
+        """Every point's settings, in run order (a search sweep's first point only: the rest
+        are chosen as it runs)."""
+        if self.sweep.search:
+            return [self.search_point(self.sweep.concurrency[0])] if self.sweep.concurrency else []
         lens = self.sweep.input_len or [self.workload.input_len]
         open_loop = bool(self.sweep.request_rate)
         loads = self.sweep.request_rate if open_loop else self.sweep.concurrency
         out = []
         for s, flags in enumerate(self.sweep.server_flags or [[]]):
             for L, load in itertools.product(lens, loads):
-                p = {"server_flags": list(flags), "server_set": s, "input_len": L,
-                     "output_len": self.workload.output_len, "arrival": self.sweep.arrival}
-                if open_loop:
-                    p["request_rate"] = load
-                    p["concurrency"] = max(self.sweep.concurrency) if self.sweep.concurrency else None
-                else:
-                    p["concurrency"] = load
-                    p["arrival"] = "closed"
-                    p["ramp_s"] = self.sweep.ramp_s
-                    p["ramp"] = "random"
-                tag = f"r{load:g}" if open_loop else f"c{load}"
-                p["id"] = (f"s{s}-" if len(self.sweep.server_flags) > 1 else "") + f"L{L}-{tag}"
-                out.append(p)
+                out.append(self._point(s, flags, L, load, open_loop))
         ids = [p["id"] for p in out]
         if len(set(ids)) != len(ids):
             raise PlanError(f"{self.source or 'plan'}: two points share an id; remove duplicates")
@@ -264,6 +282,7 @@ BOUNDS: dict[tuple[str, str], tuple[float, float, bool]] = {
     ("workload", "token_id_low"): (0, MAX_TOKENS, True),
     ("workload", "token_id_high"): (1, MAX_TOKENS, True),
     ("sweep", "burstiness"): (0, 1000, False),
+    ("sweep", "search_max"): (1, MAX_TOKENS, True),
     ("sweep", "requests_per_point"): (0, 10**9, True),
     ("sweep", "duration_s"): (0, 7 * 86400, True),
     ("sweep", "warmup_requests"): (-1, 10**9, True),
@@ -359,6 +378,33 @@ def check_capacity(plan: Plan, points: list[dict[str, Any]]) -> None:
                         "limit or use more [client].workers")
 
 
+def check_search(plan: Plan) -> None:
+    """Refuse a search sweep the search cannot run: it needs an SLO, one length, one server
+    set and a closed loop to search over."""
+    src, s = plan.source or "plan", plan.sweep
+    if not s.search:
+        return
+    if s.search != "slo":
+        raise PlanError(f"{src} [sweep].search: {s.search!r} is not \"slo\" (or empty)")
+    if not plan.slo:
+        raise PlanError(f"{src} [sweep].search: \"slo\" searches for the load that meets the "
+                        "plan's [slo]; the plan has none")
+    for key, n in (("input_len", len(s.input_len)), ("server_flags", len(s.server_flags)),
+                   ("concurrency", len(s.concurrency))):
+        if n > 1:
+            raise PlanError(f"{src} [sweep].{key}: a search sweep runs one value (the "
+                            f"concurrency it starts from); this plan gives {n}")
+    if s.request_rate:
+        raise PlanError(f"{src} [sweep].request_rate: a search sweep searches concurrency in a "
+                        "closed loop; drop request_rate")
+    if s.search_max < s.concurrency[0]:
+        raise PlanError(f"{src} [sweep].search_max: {s.search_max} is below the concurrency the "
+                        f"search starts from ({s.concurrency[0]})")
+    if not 0 < s.search_tolerance < 1:
+        raise PlanError(f"{src} [sweep].search_tolerance: {s.search_tolerance:g} is not between "
+                        "0 and 1")
+
+
 def check_plan(plan: Plan) -> None:
     """Refuse settings no run could honour, naming the key: before anything starts."""
     src = plan.source or "plan"
@@ -421,6 +467,7 @@ def check_plan(plan: Plan) -> None:
                         "a point needs at least 1 (or a positive duration_s)")
     if not s.server_flags or not all(isinstance(f, list) for f in s.server_flags):
         raise PlanError(f"{src} [sweep].server_flags: a list of flag lists, e.g. [[], [\"--x\"]]")
+    check_search(plan)
     points = plan.points()
     stray = sorted(set(plan.expect) - {p["id"] for p in points})
     if stray:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import aiohttp
 
@@ -52,6 +53,7 @@ from bench.provenance import (
     collect_tool_metadata,
     model_dirs_of_command,
 )
+from bench.search import SloSearch
 from bench.workload import make_prompts, stream_start_offsets
 from bundle.redact import Redactor
 from bundle.store import BundleWriter, read_bundle
@@ -216,14 +218,46 @@ def completed_points(out: Path) -> set[str]:
     return {e["point"] for e in b.points if e.get("event") == "end" and e.get("status") == "ok"}
 
 
-async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | None) -> None:
+# Whether a point met the plan's SLO: (bundle directory, point id, the plan's [slo]) -> bool.
+Judge = Callable[[Path, str, dict], bool]
+
+
+def point_sequence(plan: Plan, search: SloSearch | None):
+    """(index, point) in run order: the plan's points, or a search's as it chooses them."""
+    if search is None:
+        yield from enumerate(plan.points())
+        return
+    idx = 0
+    while (c := search.next()) is not None:
+        yield idx, plan.search_point(c)
+        idx += 1
+
+
+def search_length(plan: Plan) -> int:
+    """About how many points a search sweep runs: its doublings, then a few bisections."""
+    s = plan.sweep
+    return max(1, math.ceil(math.log2(s.search_max / s.concurrency[0]))) + 4
+
+
+async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | None,
+               judge: Judge | None = None) -> None:
     w = writer
     points = plan.points()
+    search = (SloSearch(plan.sweep.concurrency[0], plan.sweep.search_max, plan.sweep.search_tolerance)
+              if plan.sweep.search else None)
+
+    def judged(point: dict, met: bool | None = None) -> None:
+        # A search sweep's next point depends on whether this one met the SLO.
+        if search is not None:
+            verdict = judge(w.path, point["id"], plan.slo) if met is None else met
+            search.record(point["concurrency"], verdict)
+            w.append("points", {"point": point["id"], "event": "search", "t": w.now(),
+                                "met_slo": verdict})
     port = plan.engine.port or free_port()
     engine: Engine | None = None
     current_set: int | None = None
     stop = asyncio.Event()
-    progress = Progress(len(points))
+    progress = Progress(search_length(plan) if search else len(points))
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
     # Two pools: streams, and the side requests (/metrics, /v1/models) kept off them.
     session = aiohttp.ClientSession(headers=headers)
@@ -269,8 +303,9 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
             from bench.workers import WorkerPool
             workers = WorkerPool(plan, w, headers)
             await workers.start()
-        for idx, point in enumerate(points):
+        for idx, point in point_sequence(plan, search):
             if point["id"] in skip:
+                judged(point)
                 continue
             if engine is None or current_set != point["server_set"]:
                 await stop_engine()
@@ -314,10 +349,12 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
                 if engine.owned and plan.engine.restart_on_failure:
                     print(f"point {point['id']}: server died ({e}); restarting it", file=sys.stderr)
                     await stop_engine()
+                    judged(point, met=False)    # a load the server died under meets no SLO
                     continue
                 raise RoundFailed(f"point {point['id']}: the server stopped answering ({e}); "
                                   "earlier points are kept") from None
             collect_between_points()
+            judged(point)
             if plan.sweep.cooldown_s > 0:
                 await asyncio.sleep(plan.sweep.cooldown_s)
     finally:
@@ -407,8 +444,12 @@ def secrets_of(plan: Plan, api_key: str | None) -> list[str]:
 
 
 def run_round(plan: Plan, out: Path, endpoint_override: str | None = None,
-              resume: bool = False, api_key: str | None = None) -> str:
-    """Run PLAN into the bundle OUT; return the final status."""
+              resume: bool = False, api_key: str | None = None, judge: Judge | None = None) -> str:
+    """Run PLAN into the bundle OUT; return the final status. JUDGE says whether a point met
+    the plan's SLO (a search sweep needs it: the collector does not judge)."""
+    if plan.sweep.search and judge is None:
+        raise PlanError(f"{plan.source or 'plan'} [sweep].search: a search sweep needs the report's "
+                        "SLO judge; run it through `serving-ledger run`")
     if endpoint_override:
         plan.engine.mode, plan.engine.endpoint = "endpoint", endpoint_override
     resuming = resume and (out / "manifest.json").exists()
@@ -425,7 +466,7 @@ def run_round(plan: Plan, out: Path, endpoint_override: str | None = None,
         writer.update(status="running", status_reason=None)
     status, reason = "failed", None
     try:
-        run_loop(_run(plan, writer, skip, api_key))
+        run_loop(_run(plan, writer, skip, api_key, judge))
         status = "complete"
     except KeyboardInterrupt:
         status, reason = "interrupted", "interrupted by the user (Ctrl-C or SIGTERM)"

@@ -74,7 +74,8 @@ WHAT = {number: "a number", integer: "an integer", text: "a string", boolean: "t
         chunk_pairs: "a list of [time, tokens or null] pairs",
         count: "a whole number at or above 0"}
 
-POINT_EVENTS = ("start", "measure", "end", "server_start", "server_ready", "server_stop")
+# "search": a search sweep's verdict on a point (met_slo), which chose the next one.
+POINT_EVENTS = ("start", "measure", "end", "server_start", "server_ready", "server_stop", "search")
 POINT_STATUSES = ("ok", "failed")
 
 # The fields of a point's `settings` (bench/plan.py Plan.points writes them).
@@ -87,7 +88,7 @@ SETTINGS: dict[str, Check] = {
 STREAMS: dict[str, dict[str, Check]] = {
     "points": {"t": number, "event": text, "point": nullable(text), "settings": obj,
                "status": text, "reason": nullable(text), "seed": integer, "server_set": count,
-               "command": nullable(array), "mode": text},
+               "command": nullable(array), "mode": text, "met_slo": boolean},
     "metrics": {"t": number, "dt": number, "ok": boolean, "samples": numbers_by_name,
                 "error": text},
     "gpu": {"t": number, "gpu": count, "power_w": nullable(number),

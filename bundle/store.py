@@ -407,16 +407,23 @@ def iter_jsonl(path: Path, warnings: list[str], fields: tuple[str, ...] = (),
 def check_point_events(path: Path, events: list[tuple[int, dict]]) -> None:
     """Refuse point events no run writes: a measure or end without its start, an end before its
     start, and a point started again after it ended ok (an id used twice: one run's requests
-    would be taken for the other's). A point started again after it failed or was cut short is
+    would be taken for the other's), and a search verdict on a point that never started. A point started again after it failed or was cut short is
     a resumed round's re-run, and the later run counts."""
     open_at: dict[str, tuple[int, float]] = {}
     ended_ok: dict[str, int] = {}
+    started: set[str] = set()
     for n, e in events:
         pid, ev = e.get("point"), e["event"]
         if pid is None:
             continue
         where = f"{path} line {n}"
+        if ev == "search":     # a search sweep's verdict, written once the point has run
+            if pid not in started:
+                raise BundleError(f"{where}: the search verdict of point {pid!r} comes before "
+                                  "the point started")
+            continue
         if ev == "start":
+            started.add(pid)
             if pid in ended_ok:
                 raise BundleError(f"{where}: point {pid!r} starts again after it ended ok on line "
                                   f"{ended_ok[pid]}; a point id is used once")

@@ -18,6 +18,7 @@ import sys
 
 from bench import cli as bench_cli
 from report import cli as report_cli
+from report.judge.goodput import point_meets_slo
 from report.planner import explain
 
 
@@ -36,7 +37,8 @@ def build_parser() -> Parser:
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="verb", parser_class=Parser)
     r = sub.add_parser("run", help="record a round: run its points and write a bundle of raw samples")
     bench_cli.add_run_arguments(r)
-    r.set_defaults(run=bench_cli.run)
+    # A search sweep asks the report's SLO judge which point to run next.
+    r.set_defaults(run=lambda args: bench_cli.run(args, judge=point_meets_slo))
     for name, (text, add_arguments, _) in report_cli.COMMANDS.items():
         c = sub.add_parser(name, help=text)
         add_arguments(c)

@@ -64,6 +64,7 @@ NON_LEDGER_HELPERS: dict[str, str] = {
     # report.derive.goodput: the steps of the capacity functions (tests/unit/report/test_goodput.py)
     "goodput.isotonic_non_increasing": "the fit behind every capacity function the ledger names",
     "goodput.objective_crossing": "the crossing behind every capacity function the ledger names",
+    "goodput.point_meets_slo": "a search sweep's verdict on a point while it runs (bench/search.py)",
     # report.architecture.theory: the terms the ledger's theory functions are made of
     **{f"theory.{n}": "a term of a theory function the ledger names (or of the planner's)" for n in (
         "attention_params_per_layer", "embedding_params", "flops_per_token", "kv_bytes_per_token",
