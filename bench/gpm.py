@@ -4,11 +4,12 @@ Each counter is NVML's own figure over the interval between two GPM samples of o
 share in %, a bandwidth in MiB/s), so a gpu.jsonl row holds them only from a GPU's second
 sample on, with the interval's length. A GPU without GPM, a driver or nvidia-ml-py without
 the API, or a refusal gives a reason in words and no counter fields; a counter NVML refuses
-on one sample is null and named in that row's `unsupported`, never 0.
+(or gives as NaN) on one sample is null and named in that row's `unsupported`, never 0.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from bundle.gpu_fields import GPM_FIELDS
@@ -108,12 +109,12 @@ class GpmStream:
         unsupported: list[str] = []
         errors: dict[str, str] = {}
         for i, name in enumerate(GPM_METRIC_NAMES):
-            m = mg.metrics[i]
-            fields[name] = float(m.value) if m.nvmlReturn == 0 else None
-            if m.nvmlReturn != 0:
+            value, problem = _metric_value(nv, mg.metrics[i])
+            fields[name] = value
+            if value is None:
                 unsupported.append(name)
-                if m.nvmlReturn != getattr(nv, "NVML_ERROR_NOT_SUPPORTED", 3):
-                    errors[name] = str(nv.NVMLError(m.nvmlReturn))
+                if problem:
+                    errors[name] = problem
         return fields, unsupported, errors
 
     def close(self) -> None:
@@ -123,6 +124,17 @@ class GpmStream:
                 self.nv.nvmlGpmSampleFree(sample)
             except Exception:  # freeing is best effort; no sample depends on it
                 pass
+
+
+def _metric_value(nv: Any, m: Any) -> tuple[float | None, str | None]:
+    """A metric's value, or None with NVML's error in words (None for plain 'not supported')."""
+    if m.nvmlReturn != 0:
+        refused = m.nvmlReturn == getattr(nv, "NVML_ERROR_NOT_SUPPORTED", 3)
+        return None, None if refused else str(nv.NVMLError(m.nvmlReturn))
+    value = float(m.value)
+    if not math.isfinite(value):  # seen on an H200 for DRAM bandwidth over a 59 ms interval
+        return None, f"NVML gave a non-finite value ({value!r})"
+    return value, None
 
 
 def _refused_all(text: str, interval_s: float | None = None):

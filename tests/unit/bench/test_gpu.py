@@ -307,7 +307,7 @@ class FakeGpmNvml(FakeNvml):
         self.NVML_GPM_METRICS_GET_VERSION = pynvml.NVML_GPM_METRICS_GET_VERSION
         for const in gpm.GPM_METRIC_NAMES.values():
             setattr(self, const, getattr(pynvml, const))
-        self.supported, self.sample_error = supported, sample_error
+        self.supported, self.sample_error, self.nan_dram = supported, sample_error, False
         self.allocated, self.freed, self.gets = 0, 0, 0
 
     def nvmlGpmQueryDeviceSupport(self, h):
@@ -334,6 +334,8 @@ class FakeGpmNvml(FakeNvml):
                   pynvml.NVML_GPM_METRIC_SM_OCCUPANCY: 20.0,
                   pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC: 3.5,
                   pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC: 0.0}
+        if self.nan_dram:
+            values[pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL] = float("nan")
         for i in range(mg.numMetrics):
             m = mg.metrics[i]
             if m.metricId in values:
@@ -402,3 +404,22 @@ def test_gpm_sample_refused_later_is_null_not_zero():
     assert s.read(4.0)[0]["gpm_interval_s"] == 2.0  # measured from the last good sample
     s.close()
     assert fake.freed == 2
+
+
+def test_gpm_nan_from_nvml_is_null_not_written(monkeypatch, tmp_path):
+    fake = FakeGpmNvml()  # an H200 gave NaN for DRAM bandwidth over a 59 ms interval
+    fake.nan_dram = True
+    s = gpm.GpmStream(fake, "h0")
+    s.read(1.0)
+    fields, unsupported, errors = s.read(1.059)
+    assert fields["gpm_dram_bw_util_pct"] is None and unsupported == [
+        "gpm_dram_bw_util_pct", "gpm_nvlink_rx_mib_s", "gpm_nvlink_tx_mib_s"]
+    assert "non-finite" in errors["gpm_dram_bw_util_pct"]
+    assert fields["gpm_sm_util_pct"] == 97.0
+    s.close()
+    monkeypatch.setattr(gpu, "pynvml", fake)
+    w = writer_at(tmp_path)
+    gpu.GpuSampler().sample_for(0.05, 0.01, w)
+    w.close("complete")
+    rows = read_bundle(tmp_path / "b").gpu
+    assert any("gpm_dram_bw_util_pct" in r["unsupported"] for r in rows)
