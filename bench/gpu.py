@@ -1,6 +1,8 @@
 """GPU telemetry through NVML: a description of each GPU and raw per-second samples.
 
-Invariants: a sample holds only what NVML reported at that instant (no averages); a field
+Invariants: a sample holds only what NVML reported at that instant (no averages of ours;
+the GPM counters of bench/gpm.py are NVML's own figures over the interval since the GPU's
+previous sample, and the row says how long it was); a field
 NVML refuses is null and named in the sample's `unsupported` list, never 0; power is in W,
 clocks in MHz, memory in bytes and energy as NVML's raw counter in mJ (it counts from driver
 load, so only differences mean anything). No GPU, no driver or no NVML library is not an
@@ -19,7 +21,9 @@ try:  # the package is a dependency, but a missing one must read as "no NVML", n
 except ImportError:  # pragma: no cover - exercised by monkeypatching _nvml in tests
     pynvml = None
 
+from bench.gpm import close_streams, gpm_absent_reason, open_streams
 from bundle.gpu_fields import (  # noqa: F401
+    GPM_FIELDS,
     REASON_TEXT,
     SAMPLE_FIELDS,
     decode_throttle_reasons,
@@ -171,6 +175,8 @@ def describe_gpus() -> tuple[list[dict[str, Any]], str | None]:
             read("compute_capability",
                  lambda h=h: ".".join(map(str, nv.nvmlDeviceGetCudaComputeCapability(h))))
             read("supported_throttle_reasons", lambda h=h: _supported_reasons(nv, h))
+            g["gpm_absent_reason"] = gpm_absent_reason(nv, h)
+            g["gpm_supported"] = g["gpm_absent_reason"] is None
             g["unsupported"] = u
             if err:
                 g["errors"] = err
@@ -206,11 +212,12 @@ class GpuSampler:
         self.absent_reason: str | None = None
         self.samples = 0
 
-    def _sample_all(self, handles: list[Any], writer) -> list[dict[str, Any]]:
+    def _sample_all(self, handles: list[Any], writer, gpm: list) -> list[dict[str, Any]]:
         out = []
         for i, h in enumerate(handles):
             t = writer.now()  # the instant the reads of this GPU begin
-            out.append({"t": round(t, 6), **read_gpu_sample(h, i)})
+            counters = gpm[i].read(t) if gpm[i] is not None else ({}, [], {})
+            out.append(with_counters({"t": round(t, 6), **read_gpu_sample(h, i)}, *counters))
         return out
 
     async def run(self, writer, interval_s: float = 1.0,
@@ -221,10 +228,11 @@ class GpuSampler:
             self.absent_reason = reason
             return
         stop = stop or asyncio.Event()
+        gpm = await asyncio.to_thread(open_streams, _nvml(), handles)
         try:
             next_t = time.monotonic()
             while not stop.is_set():
-                for rec in await asyncio.to_thread(self._sample_all, handles, writer):
+                for rec in await asyncio.to_thread(self._sample_all, handles, writer, gpm):
                     writer.append("gpu", rec)
                     self.samples += 1
                 next_t = _next_tick(next_t, interval_s)
@@ -233,6 +241,7 @@ class GpuSampler:
                 except asyncio.TimeoutError:
                     pass
         finally:
+            close_streams(gpm)
             _close()
 
     def sample_for(self, seconds: float, interval_s: float, writer,
@@ -244,19 +253,31 @@ class GpuSampler:
             return 0
         stop = stop or threading.Event()
         n = 0
+        gpm = open_streams(_nvml(), handles)
         try:
             end = time.monotonic() + seconds
             next_t = time.monotonic()
             while not stop.is_set() and time.monotonic() < end:
-                for rec in self._sample_all(handles, writer):
+                for rec in self._sample_all(handles, writer, gpm):
                     writer.append("gpu", rec)
                     n += 1
                 next_t = _next_tick(next_t, interval_s)
                 stop.wait(max(0.0, min(next_t, end) - time.monotonic()))
         finally:
+            close_streams(gpm)
             _close()
         self.samples += n
         return n
+
+
+def with_counters(rec: dict[str, Any], fields: dict[str, Any], unsupported: list[str],
+                  errors: dict[str, str]) -> dict[str, Any]:
+    """REC with the GPM FIELDS before its `unsupported` list, which takes their refusals."""
+    if not fields:
+        return rec
+    tail = {"unsupported": rec.pop("unsupported") + unsupported}
+    err = {**rec.pop("errors", {}), **errors}
+    return {**rec, **fields, **tail, **({"errors": err} if err else {})}
 
 
 def _next_tick(prev: float, interval_s: float) -> float:

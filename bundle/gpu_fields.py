@@ -63,3 +63,12 @@ def decode_throttle_reasons(mask: int) -> list[str]:
             rest &= ~b
         b <<= 1
     return names
+
+# GPM counter fields (bench/gpm.py), present from a GPM-capable GPU's second sample on: the
+# interval the counters cover (s, ending at the row's t), then NVML's GPM metrics over it:
+# shares in % (0-100) and bandwidths in MiB/s (2**20 bytes per second).
+GPM_FIELDS = (
+    "gpm_interval_s", "gpm_dram_bw_util_pct", "gpm_any_tensor_util_pct",
+    "gpm_hmma_tensor_util_pct", "gpm_sm_util_pct", "gpm_sm_occupancy_pct",
+    "gpm_nvlink_rx_mib_s", "gpm_nvlink_tx_mib_s", "gpm_pcie_rx_mib_s", "gpm_pcie_tx_mib_s",
+)

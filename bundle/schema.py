@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from bundle.gpu_fields import GPM_FIELDS
+
 Check = Callable[[Any], bool]
 
 # The largest token count a chunk may carry: the request table holds counts in int32.
@@ -97,7 +99,8 @@ STREAMS: dict[str, dict[str, Check]] = {
             "gpu_util_pct": nullable(number), "mem_util_pct": nullable(number),
             "mem_used_bytes": nullable(number), "energy_mj": nullable(number),
             "throttle_reasons": nullable(count), "pstate": nullable(integer),
-            "unsupported": array, "errors": obj},
+            "unsupported": array, "errors": obj,
+            **{name: nullable(number) for name in GPM_FIELDS}},
     "client": {"t": number, "loop_lag_s": number, "tasks": count, "reads": count,
                "reads_kernel_stamped": count, "read_wait_max_s": number},
     "host": {"t": number, "cores": count, "cpu_busy_s": number, "cpu_total_s": number,

@@ -9,7 +9,7 @@ import types
 import pynvml
 import pytest
 
-from bench import gpu
+from bench import gpm, gpu
 from bundle.store import BundleWriter, read_bundle
 
 
@@ -264,3 +264,162 @@ def test_next_tick_skips_missed_ticks(interval):
     prev = time.monotonic() - 10 * interval
     nxt = gpu._next_tick(prev, interval)
     assert nxt > time.monotonic() - 1e-9
+
+
+# --- GPM counters ------------------------------------------------------------------------
+
+def test_gpm_reason_with_the_real_bindings_and_no_library_here():
+    reason = gpm.gpm_absent_reason(pynvml, None)
+    assert isinstance(reason, str) and "GPM" in reason
+
+
+def test_gpm_metric_names_are_pynvml_constants():
+    for name, const in gpm.GPM_METRIC_NAMES.items():
+        assert isinstance(getattr(pynvml, const), int), name
+    assert set(gpm.GPM_METRIC_NAMES) | {"gpm_interval_s"} == set(gpu.GPM_FIELDS)
+
+
+def test_bindings_without_gpm_api_give_reason_and_plain_rows(monkeypatch, tmp_path):
+    fake = FakeNvml()  # a fake NVML, as an nvidia-ml-py without the GPM API
+    monkeypatch.setattr(gpu, "pynvml", fake)
+    g = gpu.describe_gpus()[0][0]
+    assert g["gpm_supported"] is False and "no GPM API" in g["gpm_absent_reason"]
+    w = writer_at(tmp_path)
+    assert gpu.GpuSampler().sample_for(0.05, 0.01, w) >= 2
+    w.close("complete")
+    rows = read_bundle(tmp_path / "b").gpu
+    assert all(not set(gpu.GPM_FIELDS) & set(r) for r in rows)
+    assert all(r["power_w"] == 690.5 for r in rows)
+
+
+class FakeGpmNvml(FakeNvml):
+    """A fake NVML with the GPM API of a Hopper GPU (no such GPU here): the supported path.
+
+    The metrics structure is the real pynvml ctypes type; NVLink counters are refused as
+    NVML refuses them on a GPU with no NVLink.
+    """
+
+    def __init__(self, supported=True, sample_error=None, **kw):
+        super().__init__(**kw)
+        self.NVMLError_NoPermission = pynvml.NVMLError_NoPermission
+        self.NVML_ERROR_NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED
+        self.c_nvmlGpmMetricsGet_t = pynvml.c_nvmlGpmMetricsGet_t
+        self.NVML_GPM_METRICS_GET_VERSION = pynvml.NVML_GPM_METRICS_GET_VERSION
+        for const in gpm.GPM_METRIC_NAMES.values():
+            setattr(self, const, getattr(pynvml, const))
+        self.supported, self.sample_error, self.nan_dram = supported, sample_error, False
+        self.allocated, self.freed, self.gets = 0, 0, 0
+
+    def nvmlGpmQueryDeviceSupport(self, h):
+        return types.SimpleNamespace(isSupportedDevice=int(self.supported))
+
+    def nvmlGpmSampleAlloc(self):
+        self.allocated += 1
+        return pynvml.c_nvmlGpmSample_t(pynvml.struct_c_nvmlGpmSample_t())
+
+    def nvmlGpmSampleFree(self, s):
+        self.freed += 1
+
+    def nvmlGpmSampleGet(self, h, s):
+        if self.sample_error:
+            raise self.sample_error
+        self.gets += 1
+        return s
+
+    def nvmlGpmMetricsGet(self, mg):
+        values = {pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL: 61.5,
+                  pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 12.25,
+                  pynvml.NVML_GPM_METRIC_HMMA_TENSOR_UTIL: 12.0,
+                  pynvml.NVML_GPM_METRIC_SM_UTIL: 97.0,
+                  pynvml.NVML_GPM_METRIC_SM_OCCUPANCY: 20.0,
+                  pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC: 3.5,
+                  pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC: 0.0}
+        if self.nan_dram:
+            values[pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL] = float("nan")
+        for i in range(mg.numMetrics):
+            m = mg.metrics[i]
+            if m.metricId in values:
+                m.value, m.nvmlReturn = values[m.metricId], 0
+            else:
+                m.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+        return mg
+
+
+def test_gpm_supported_rows_carry_counters(monkeypatch, tmp_path):
+    fake = FakeGpmNvml(gpus=2)
+    monkeypatch.setattr(gpu, "pynvml", fake)
+    g = gpu.describe_gpus()[0][0]
+    assert g["gpm_supported"] is True and g["gpm_absent_reason"] is None
+    assert fake.allocated == fake.freed == 2  # one probe sample per GPU, freed
+    w = writer_at(tmp_path)
+    assert gpu.GpuSampler().sample_for(0.1, 0.02, w) >= 6
+    w.close("complete")
+    rows = read_bundle(tmp_path / "b").gpu
+    first, later = rows[:2], [r for r in rows[2:]]
+    assert all("gpm_dram_bw_util_pct" not in r for r in first)  # no interval yet
+    r = later[0]
+    assert r["gpm_dram_bw_util_pct"] == 61.5 and r["gpm_any_tensor_util_pct"] == 12.25
+    assert r["gpm_hmma_tensor_util_pct"] == 12.0 and r["gpm_sm_util_pct"] == 97.0
+    assert r["gpm_sm_occupancy_pct"] == 20.0 and r["gpm_pcie_tx_mib_s"] == 0.0
+    assert r["gpm_nvlink_rx_mib_s"] is None and r["gpm_nvlink_tx_mib_s"] is None
+    assert r["unsupported"] == ["temperature_c", "gpm_nvlink_rx_mib_s", "gpm_nvlink_tx_mib_s"]
+    assert "errors" not in r
+    assert 0 < r["gpm_interval_s"] < 1 and r["power_w"] == 690.5
+    # a probe per GPU when the sampler opens, then two samples per GPU kept in turn: all freed
+    assert fake.allocated == fake.freed == 2 + 2 + 4
+
+
+def test_gpm_unsupported_gpu_gives_reason_once(monkeypatch, tmp_path):
+    fake = FakeGpmNvml(supported=False)
+    monkeypatch.setattr(gpu, "pynvml", fake)
+    g = gpu.describe_gpus()[0][0]
+    assert g["gpm_supported"] is False and "Hopper" in g["gpm_absent_reason"]
+    w = writer_at(tmp_path)
+    gpu.GpuSampler().sample_for(0.05, 0.01, w)
+    w.close("complete")
+    rows = read_bundle(tmp_path / "b").gpu
+    assert rows and all("gpm_interval_s" not in r for r in rows)
+    assert fake.allocated == 0
+
+
+def test_gpm_not_permitted_gives_reason(monkeypatch):
+    fake = FakeGpmNvml(sample_error=pynvml.NVMLError_NoPermission())
+    monkeypatch.setattr(gpu, "pynvml", fake)
+    g = gpu.describe_gpus()[0][0]
+    assert "not permitted" in g["gpm_absent_reason"]
+    assert fake.allocated == fake.freed == 1
+
+
+def test_gpm_sample_refused_later_is_null_not_zero():
+    fake = FakeGpmNvml()
+    s = gpm.GpmStream(fake, "h0")
+    assert s.read(1.0) == ({}, [], {})
+    fields, unsupported, _ = s.read(2.0)
+    assert fields["gpm_interval_s"] == 1.0 and fields["gpm_sm_util_pct"] == 97.0
+    fake.sample_error = pynvml.NVMLError_GpuIsLost()
+    fields, unsupported, errors = s.read(3.0)
+    assert fields["gpm_sm_util_pct"] is None and "gpm_sm_util_pct" in unsupported
+    assert "gpm_sm_util_pct" in errors
+    fake.sample_error = None
+    assert s.read(4.0)[0]["gpm_interval_s"] == 2.0  # measured from the last good sample
+    s.close()
+    assert fake.freed == 2
+
+
+def test_gpm_nan_from_nvml_is_null_not_written(monkeypatch, tmp_path):
+    fake = FakeGpmNvml()  # an H200 gave NaN for DRAM bandwidth over a 59 ms interval
+    fake.nan_dram = True
+    s = gpm.GpmStream(fake, "h0")
+    s.read(1.0)
+    fields, unsupported, errors = s.read(1.059)
+    assert fields["gpm_dram_bw_util_pct"] is None and unsupported == [
+        "gpm_dram_bw_util_pct", "gpm_nvlink_rx_mib_s", "gpm_nvlink_tx_mib_s"]
+    assert "non-finite" in errors["gpm_dram_bw_util_pct"]
+    assert fields["gpm_sm_util_pct"] == 97.0
+    s.close()
+    monkeypatch.setattr(gpu, "pynvml", fake)
+    w = writer_at(tmp_path)
+    gpu.GpuSampler().sample_for(0.05, 0.01, w)
+    w.close("complete")
+    rows = read_bundle(tmp_path / "b").gpu
+    assert any("gpm_dram_bw_util_pct" in r["unsupported"] for r in rows)
