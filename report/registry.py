@@ -11,7 +11,7 @@ name; its ledger key is `p.<point>.<name>` or `r.<name>`. Each parameter names o
   order, None where a point's value is absent.
 
 A parameter with a default is optional: an absent input passes None instead of making the
-value absent. `resolve_point` and `resolve_round` compute the quantities one module registered in
+value absent, and one that names no input at all keeps its default. `resolve_point` and `resolve_round` compute the quantities one module registered in
 dependency order (declaration order among independent ones), so adding a quantity is adding
 one function. Invariant: a name is registered once (a second registration raises).
 """
@@ -117,12 +117,19 @@ def _input(led: Ledger, raw: RawSources, d: Declared, param: str, prefix: str) -
                    f"'r.{param}' for its parameter {param!r}")
 
 
+def _bound(d: Declared, param: str, raw: RawSources, led: Ledger, prefix: str) -> bool:
+    """Whether PARAM names an input (an optional one that names none keeps its default)."""
+    return param not in d.optional or param in raw.values or prefix + param in led or "r." + param in led
+
+
 def resolve_point(led: Ledger, module: str, pid: str, raw: RawSources) -> None:
     """Every point quantity MODULE registered, of point PID, into LED."""
     prefix = f"p.{pid}."
     for d in declared("point", module):
         inputs, sources = {}, ()
         for param in d.params:
+            if not _bound(d, param, raw, led, prefix):
+                continue
             inputs[param], src = _input(led, raw, d, param, prefix)
             sources += src
         led.derive(prefix + d.name, d.func, unit=d.unit, sources=sources, optional=d.optional, **inputs)
@@ -137,7 +144,7 @@ def resolve_round(led: Ledger, module: str, pids: list[str], raw: RawSources) ->
                 vals = [led.get(f"p.{pid}.{param.removeprefix(EACH)}") for pid in pids]
                 inputs[param] = [v.value if v is not None and v.present else None for v in vals]
                 sources += tuple(s for v in vals if v is not None for s in v.sources)
-            else:
+            elif _bound(d, param, raw, led, "r."):
                 inputs[param], src = _input(led, raw, d, param, "r.")
                 sources += src
         led.derive("r." + d.name, d.func, unit=d.unit, sources=tuple(dict.fromkeys(sources)),

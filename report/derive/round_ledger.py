@@ -22,13 +22,14 @@ from report.derive import clienterror as CE
 from report.derive import delivery as DL
 from report.derive import hostload as HL
 from report.derive import occupancy as OC
+from report.derive import power as PW
 from report.derive import reconcile as R
 from report.derive import series as S
 from report.derive import stats as ST
 from report.derive import validity as V
 from report.derive.serverlog import ServerLogFacts, log_peak, server_log_facts
 from report.ledger import Absent, Ledger, Reason, Source, reason_from_text
-from report.registry import RawSources
+from report.registry import RawSources, resolve_point
 
 # The steady part of a point's window used for gauge statistics (KV usage, running, waiting):
 # its middle fraction, leaving out the ramp-up after the first measured request and the
@@ -146,7 +147,11 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("measured", p.measured, src)
     raw.add("failed", p.failed, src)
     raw.add("t_measure", p.window.t_measure, win)
+    raw.add("t_start", p.window.t_measure, win)
     raw.add("t_end", p.window.t_end, win)
+    gpu_why = gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry")
+    raw.add("gpu_samples", rd.bundle.gpu if rd.bundle.gpu else gpu_why,
+            (f"{rd.name}/{rd.bundle.file_for('gpu')}",))
     raw.add("slo", *slo_raw(rd))
     return raw
 
@@ -686,6 +691,7 @@ def measured_ledger(rd: RoundData) -> Ledger:
         kv_point_ledger(led, rd, p)
         mfu_point_ledger(led, rd, p)
         power_point_ledger(led, rd, p)
+        resolve_point(led, PW.__name__, p.pid, point_raw(rd, p))
     return led
 
 
@@ -848,7 +854,6 @@ def gpu_absent_reason(text: str | None) -> Reason | None:
 
 def power_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     """GPU power, temperature, throttling and energy over one point's window (item 6)."""
-    from report.derive import power as PW
     k = f"p.{p.pid}."
     a, b = p.window.t_measure, p.window.t_end
     n = sum(1 for s in rd.bundle.gpu if a <= s["t"] <= b)

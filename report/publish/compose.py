@@ -73,6 +73,18 @@ DETAIL_COLUMNS = [
 ]
 
 
+# GPM's counters beside the model's shares, point by point.
+GPM_COLUMNS = [
+    ("concurrency", "label.col_concurrency", "", 0),
+    ("input_len", "label.col_input_len", "tok", 0),
+    ("mbu", "label.col_mbu", "%", 1),
+    ("dram_bandwidth_share", "label.col_dram_bandwidth_share", "%", 1),
+    ("mfu", "label.col_mfu", "%", 1),
+    ("tensor_active_share", "label.col_tensor_active_share", "%", 1),
+    ("sm_active_share", "label.col_sm_active_share", "%", 1),
+    ("sm_occupancy_share", "label.col_sm_occupancy_share", "%", 1),
+]
+
 # The SLO table: a point's attainment and goodput, then each objective set at the SLO's percentile.
 SLO_COLUMNS = [
     ("concurrency", "label.col_concurrency", "", 0),
@@ -324,6 +336,8 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     return RoundReport(round_id=round_id, title=title, ledger=led, sections=sections, figures=figs,
                        tables={"results": results, "results_detail": detail,
                                "slo_table": slo_table(led, facts["valid_points"]),
+                               "gpm_table": point_table(led, pids, "gpm_table", in_langs("label.table_gpm"),
+                                                        GPM_COLUMNS),
                                "kv_table": point_table(led, pids, "kv_table", in_langs("label.table_kv"),
                                                  KV_COLUMNS)}, facts=RoundFacts(**facts), notices=notices,
                        bundles=[str(bundle_path)])

@@ -22,7 +22,7 @@ PCT_AS_TIMES = 10.0
 # Percentages print at most this many decimals; a nonzero one below PCT_FLOOR prints "<0.01 %".
 PCT_MAX_DIGITS, PCT_FLOOR = 2, 0.01
 # Units printed with an SI prefix from a million up (16.5 PFLOP, not 16,543,979,824,103,424 FLOP).
-SI_UNITS = ("FLOP", "B")
+SI_UNITS = ("FLOP", "B", "B/s")
 SI_PREFIXES = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"))
 # Units that count whole things: a whole value of one prints without decimals ("53 req", not
 # "53.0 req") unless the use asks for digits.

@@ -1,11 +1,11 @@
-"""report/derive/gpucounters.py over round 6's GPM counters (an H200) and over hand-made rows."""
+"""report/derive/power.py over round 6's GPM counters (an H200) and over hand-made rows."""
 
 from __future__ import annotations
 
 import pytest
 
 from bundle.store import read_bundle
-from report.derive import gpucounters as G
+from report.derive import power as G
 from report.ledger import Absent
 from tests.conftest import ROOT
 

@@ -1,6 +1,6 @@
 """Every public function of a quantity module reaches a ledger of the committed bundles.
 
-The ledgers: each committed bundle (runs/round-1, 2, 3, 5 and the bundles in tests/fixtures,
+The ledgers: each committed bundle (runs/round-1, 2, 3, 5, 6 and the bundles in tests/fixtures,
 whose h200-round-4 is runs/round-4 trimmed to three points: the whole round takes ~40 s to
 build and reaches no other function), each round compared with its predecessor as the site
 does, and the capacity planner's ledger of every model config in tests/fixtures/models. A
@@ -33,6 +33,7 @@ COVERAGE_SLO = "ttft:1000,tpot:50,itl:60,e2e:60000,p:99"
 ROUND_CHAINS = ([ROOT / "runs" / f"round-{n}" / "bundle" for n in (1, 2, 3)],
                 [FIXTURES / "h200-round-4", FIXTURES / "h200-lockstep"],
                 [ROOT / "runs" / "round-5" / "bundle"],
+                [ROOT / "runs" / "round-6" / "bundle"],
                 [FIXTURES / "cpu-demo"])
 
 _SELECTION = "a step of a value's selection or reduction, called by the function the ledger names"
@@ -61,6 +62,9 @@ NON_LEDGER_HELPERS: dict[str, str] = {
         "scrape_value", "scrapes_in_window", "steady_window")},
     # report.derive.power
     "power.window_samples": _SELECTION,
+    "power.window_rows": _SELECTION,
+    "power.time_weighted_mean": "the mean every GPM share and rate the ledger names is taken by",
+    "power.gpm_absent_reason": "reads the manifest's reason text back as a code (tests/unit/report/test_gpucounters.py)",
     # report.derive.goodput: the steps of the capacity functions (tests/unit/report/test_goodput.py)
     "goodput.isotonic_non_increasing": "the fit behind every capacity function the ledger names",
     "goodput.objective_crossing": "the crossing behind every capacity function the ledger names",
