@@ -233,6 +233,89 @@ def slo_argument(args: argparse.Namespace):
     return (slo_from_text(args.slo), "--slo") if getattr(args, "slo", None) else None
 
 
+def cmd_next(args: argparse.Namespace) -> int:
+    """Each next step of a round with the plan that runs it; --write writes one step's plan."""
+    import os
+    import tempfile
+
+    from bundle.textsafety import json_text, terminal_line
+    from report.publish.compose import compose_rounds
+    from report.publish.plans import applied, plan_toml, step_comment
+    from report.words import word
+    d = Path(args.run_dir)
+    bundle = d / "bundle" if (d / "bundle" / "manifest.json").exists() else d
+    rid = round_id_for(bundle)
+    rep = compose_rounds([(bundle, rid)], slo=slo_argument(args))[0]
+    print_warnings(bundle, rep.facts.warnings)
+    steps, lang = rep.facts.next_steps, args.lang
+    recorded = read_recorded_plan(bundle)
+    if args.json:
+        print(json_text(json.dumps(steps, indent=1, ensure_ascii=False)))
+    elif not args.write:
+        from report.publish.numbers import plain_text
+        for i, st in enumerate(steps, 1):
+            print(terminal_line(f"[{i}] {st['id']}: {plain_text(st[lang], rep.ledger, lang)}"))
+            if st.get("plan"):
+                changes = "; ".join(f"[{sec}] {k} = {v!r}" for sec, keys in st["plan"].items()
+                                    for k, v in keys.items())
+                print(terminal_line(f"    plan: {changes}"))
+                print(terminal_line(f"    {word('label.plan_comment_expect', lang, text=st['expect'][lang])}"))
+            else:
+                print(terminal_line(f"    {word('label.next_no_plan', lang)}"))
+    if not args.write:
+        return 0
+    runnable = [st for st in steps if st.get("plan")]
+    chosen = next((st for st in runnable if st["id"] == args.step), None) if args.step else \
+        (runnable[0] if runnable else None)
+    if chosen is None:
+        ids = ", ".join(st["id"] for st in runnable) or "none"
+        print(f"error: --step {args.step or ''}: no step of {rid} with that plan (steps with a plan: {ids})",
+              file=sys.stderr)
+        return 2
+    target = Path(args.write)
+    if target.exists():
+        print(f"error: --write {target}: the file exists; a plan is written only as a new file", file=sys.stderr)
+        return 2
+    if not target.parent.is_dir():
+        print(f"error: --write {target}: no directory {target.parent}", file=sys.stderr)
+        return 2
+    new_id = target.parent.name if target.name == "plan.toml" else target.stem
+    plan = applied(recorded, chosen["plan"], new_id, word("label.plan_title", "en", round=rid, step=chosen["id"]))
+    text = plan_toml(plan, step_comment(chosen, rid, rep.ledger, "en"))
+    check = getattr(args, "check_plan", None)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".plan-", suffix=".toml")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        if check is not None:
+            problem = check(tmp, str(target))
+            if problem:
+                print(terminal_line(f"error: {problem}"), file=sys.stderr)
+                return 2
+        os.link(tmp, target)        # fails if TARGET appeared meanwhile: never replaces a file
+    finally:
+        os.unlink(tmp)
+    print(terminal_line(word("label.next_written", lang, path=str(target), step=chosen["id"])))
+    return 0
+
+
+def read_recorded_plan(bundle: Path) -> dict:
+    """The plan a bundle's manifest says its round ran."""
+    from bundle.store import read_bundle
+    return read_bundle(bundle).manifest.get("plan") or {}
+
+
+def add_next_arguments(c: argparse.ArgumentParser) -> None:
+    """The flags of `serving-ledger next`."""
+    c.add_argument("run_dir")
+    c.add_argument("--write", metavar="PLAN", help="write the plan of one step to PLAN, a new file "
+                   "(runs/round-M/plan.toml: `make run ROUND=M` runs it)")
+    c.add_argument("--step", help="the step whose plan --write writes (default: the first with a plan)")
+    c.add_argument("--lang", choices=("en", "zh"), default="en")
+    c.add_argument("--json", action="store_true")
+    c.add_argument("--slo", help=SLO_HELP)
+
+
 def add_build_arguments(b: argparse.ArgumentParser) -> None:
     """The flags of `serving-ledger build`."""
     b.add_argument("--runs", default="runs", help="where bundles live (default runs/)")
@@ -262,6 +345,8 @@ COMMANDS = {
                add_bundle_arguments, cmd_ledger),
     "findings": ("each point's validity and bottleneck with evidence, and the findings",
                  add_bundle_arguments, cmd_findings),
+    "next": ("the next experiments the evidence calls for, each with the plan that runs it",
+             add_next_arguments, cmd_next),
 }
 
 

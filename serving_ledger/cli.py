@@ -5,6 +5,7 @@
     summary   per-point statistics of a bundle
     ledger    every ledger value of a bundle (--json)
     findings  validity, bottleneck and findings of a bundle (--json)
+    next      the next experiments, each with the plan that runs it (--write PLAN)
     explain   the capacity planner for a model config
 
 `python -m serving_ledger` and the Makefile call `main`. Bad flags are one line on stderr and
@@ -30,6 +31,18 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+def plan_problem(path: str, source: str) -> str | None:
+    """Why the collector would refuse the plan file at PATH (named SOURCE), or None."""
+    from bench.plan import load_plan
+    from bench.prompts import PlanError
+    try:
+        plan = load_plan(path)
+    except PlanError as e:
+        return str(e).replace(path, source)
+    del plan
+    return None
+
+
 def build_parser() -> Parser:
     """The command tree: one sub-command per verb, each with the flags its half declares."""
     ap = Parser(prog="serving-ledger", description="Benchmark LLM inference servers and report "
@@ -42,7 +55,8 @@ def build_parser() -> Parser:
     for name, (text, add_arguments, _) in report_cli.COMMANDS.items():
         c = sub.add_parser(name, help=text)
         add_arguments(c)
-        c.set_defaults(run=report_cli.run)
+        # `next --write` checks the plan it writes as the collector will read it.
+        c.set_defaults(run=report_cli.run, check_plan=plan_problem)
     e = sub.add_parser("explain", help="capacity planner from a model config",
                        description=explain.DESCRIPTION)
     explain.add_arguments(e)

@@ -1,10 +1,15 @@
 """The next experiments the evidence calls for, each with the numbers that size it.
 
 Each step is a sentence per language with `[[ledger.key]]` numbers, as findings are; the
-sentences are `label.next_*` in the catalogue.
+sentences are `label.next_*` in the catalogue. A step that a plan can run carries `plan`: the
+changes to the round's own plan, sized from the ledger (sections -> keys -> values; a server
+flag set is a list of flags), and `expect`, the catalogue's `label.next_expect_*` sentence of
+the outcome that would confirm it. report/publish/plans.py writes them as plan files.
 """
 
 from __future__ import annotations
+
+import math
 
 from report.derive.validity import SATURATION_GROWTH
 from report.judge.diagnosis import val
@@ -22,6 +27,45 @@ def step(sid: str, code: str, labels: dict[str, str] | None = None, **fields) ->
         k: v[lang] if isinstance(v, dict) else v for k, v in fields.items()}) for lang in LANGS}}
 
 
+def with_plan(st: dict, code: str, plan: dict) -> dict:
+    """STEP with the plan changes that run it and the outcome they are expected to show."""
+    st["plan"] = plan
+    st["expect"] = {lang: word(f"label.next_expect_{code}", lang) for lang in LANGS}
+    return st
+
+
+def _between(a: int, b: int) -> list[int]:
+    """Whole concurrencies that split [a, b] in log steps (up to three)."""
+    out = sorted({round(math.exp(math.log(a) + (math.log(b) - math.log(a)) * k / 4)) for k in (1, 2, 3)})
+    return [c for c in out if a < c < b] or ([a + (b - a) // 2] if b - a > 1 else [])
+
+
+def _point_setting(rd, pid: str, key: str):
+    return next((p.settings.get(key) for p in rd.points if p.pid == pid), None)
+
+
+# The step budgets of the exchange curve (TTFT against ITL), as multiples of the round's own.
+BATCHED_TOKENS_SWEEP = (0.5, 1, 2, 4)
+
+
+# Headroom above the KV memory (or blocks) the theory says C requests need at their peak.
+POOL_HEADROOM = 1.05
+OVERRIDE = "--num-gpu-blocks-override"
+
+
+def pool_flags(led: Ledger, rd, pid: str) -> list[str] | None:
+    """The server flags that give point PID's C requests the pool they need: a larger block
+    override where the round forced its pool with one (a later flag wins), else the KV memory."""
+    plan = (rd.bundle.manifest.get("plan") or {}).get("engine") or {}
+    forced = OVERRIDE in (plan.get("flags") or []) or OVERRIDE in str(plan.get("command") or "")
+    tokens, block = val(led, f"p.{pid}.kv_tokens_theory"), val(led, "r.block_size")
+    if forced and tokens is not None and block:
+        # One more block than the requests use: vLLM keeps a null block out of the pool.
+        return [OVERRIDE, str(math.ceil(tokens * POOL_HEADROOM / block) + 1)]
+    need = val(led, f"p.{pid}.kv_memory_needed_gib")
+    return None if need is None else ["--kv-cache-memory", str(math.ceil(need * 2**30 * POOL_HEADROOM))]
+
+
 def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
     """The steps of one round, most telling first."""
     out = []
@@ -36,32 +80,89 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
         by_kind.setdefault(attribution[pid].bottleneck, []).append(pid)
     for pid, v in validity.items():
         k = f"p.{pid}."
-        if "lockstep" in v.reasons and val(led, k + "e2e_ms_p50") is not None:
-            out.append(step(f"rerun_{pid}", "rerun", labels, pid=pid))
-        elif "not_steady" in v.reasons and val(led, k + "e2e_ms_p50") is not None:
-            out.append(step(f"longer_{pid}", "longer", labels, pid=pid))
+        e2e_s = val(led, k + "e2e_ms_p50")
+        one = {"sweep": {"concurrency": [_point_setting(rd, pid, "concurrency")],
+                         "input_len": [_point_setting(rd, pid, "input_len")]}}
+        if "lockstep" in v.reasons and e2e_s is not None:
+            # Streams spread over one request lifetime cannot start a wave together.
+            one["sweep"]["ramp_s"] = math.ceil(e2e_s / 1e3)
+            out.append(with_plan(step(f"rerun_{pid}", "rerun", labels, pid=pid), "rerun", one))
+        elif "not_steady" in v.reasons and e2e_s is not None:
+            one["sweep"]["duration_s"] = math.ceil(3 * e2e_s / 1e3)
+            out.append(with_plan(step(f"longer_{pid}", "longer", labels, pid=pid), "longer", one))
+    at = {kind: {"sweep": {"concurrency": [_point_setting(rd, pids[0], "concurrency")],
+                           "input_len": [_point_setting(rd, pids[0], "input_len")]}}
+          for kind, pids in by_kind.items()}
     if "frontend" in by_kind:
-        out.append(step("api_servers", "api_servers", labels, pid=by_kind["frontend"][0]))
+        out.append(with_plan(step("api_servers", "api_servers", labels, pid=by_kind["frontend"][0]),
+                             "api_servers", {"sweep": {**at["frontend"]["sweep"], "server_flags": [
+                                 [], ["--api-server-count", "2"]]}}))
+    budget = val(led, "r.max_num_batched_tokens")
     if "scheduler_budget" in by_kind:
-        out.append(step("batched_tokens", "batched_tokens", labels, pid=by_kind["scheduler_budget"][0]))
+        st = step("batched_tokens", "batched_tokens", labels, pid=by_kind["scheduler_budget"][0])
+        out.append(with_plan(st, "batched_tokens", {"sweep": {**at["scheduler_budget"]["sweep"], "server_flags": [
+            ["--max-num-batched-tokens", str(int(budget * m))] for m in BATCHED_TOKENS_SWEEP]}})
+            if budget else st)
     if "kv_pool" in by_kind:
-        out.append(step("grow_pool", "grow_pool", labels, pid=by_kind["kv_pool"][0]))
+        pid = by_kind["kv_pool"][0]
+        st = step("grow_pool", "grow_pool", labels, pid=pid)
+        flags = pool_flags(led, rd, pid)
+        out.append(with_plan(st, "grow_pool", {"sweep": {**at["kv_pool"]["sweep"], "server_flags": [[], flags]}})
+                   if flags else st)
     if val(led, "r.kv_cache_memory_suggested_gib") is not None:
-        out.append(step("kv_cache_memory", "kv_cache_memory"))
+        out.append(with_plan(step("kv_cache_memory", "kv_cache_memory"), "kv_cache_memory", {"sweep": {
+            "server_flags": [[], ["--kv-cache-memory", str(int(val(led, "r.kv_cache_memory_suggested_bytes")))]]}}))
     if rd.axis == "concurrency" and len(valid) >= 2:
         a, b = valid[-2], valid[-1]
         growth = val(led, f"p.{b}.output_tok_s"), val(led, f"p.{a}.output_tok_s")
+        ca, cb = _point_setting(rd, a, "concurrency"), _point_setting(rd, b, "concurrency")
         if None not in growth and growth[1] and growth[0] / growth[1] - 1 < SATURATION_GROWTH:
-            out.append(step("between", "between", labels, a=a, b=b))
+            st = step("between", "between", labels, a=a, b=b)
+            out.append(with_plan(st, "between", {"sweep": {"concurrency": _between(ca, cb)}})
+                       if ca and cb and _between(ca, cb) else st)
         elif attribution.get(b) is not None and attribution[b].bottleneck in ("gpu_bandwidth", "under_driven"):
-            out.append(step("beyond", "beyond", labels, b=b, bottleneck={
-                lang: word(f"label.bottleneck_{attribution[b].bottleneck}", lang) for lang in LANGS}))
+            st = step("beyond", "beyond", labels, b=b, bottleneck={
+                lang: word(f"label.bottleneck_{attribution[b].bottleneck}", lang) for lang in LANGS})
+            out.append(with_plan(st, "beyond", {"sweep": {"concurrency": [cb * 2, cb * 4]}}) if cb else st)
     if not facts.get("mfu_enabled"):
-        out.append(step("enable_mfu", "enable_mfu"))
+        out.append(with_plan(step("enable_mfu", "enable_mfu"), "enable_mfu",
+                             {"engine": {"flags": ["--enable-mfu-metrics"]}}))
     if not rd.bundle.manifest.get("gpus"):
         out.append(step("gpu_round", "gpu_round"))
     if rd.axis == "input_len" and "x.prefill_c1_ms" not in led:
-        out.append(step("c1_length_sweep", "c1_length_sweep"))
+        out.append(with_plan(step("c1_length_sweep", "c1_length_sweep"), "c1_length_sweep",
+                             {"sweep": {"concurrency": [1]}}))
     if facts.get("prefix_caching_off"):
-        out.append(step("prefix_caching", "prefix_caching"))
+        L = _point_setting(rd, (valid or facts.get("ok_points") or [None])[-1], "input_len")
+        st = step("prefix_caching", "prefix_caching")
+        if L:
+            # Three quarters of each prompt shared by four prefixes, served with caching off, then on.
+            out.append(with_plan(st, "prefix_caching", {
+                "workload": {"kind": "shared-prefix", "prefix_len": 3 * L // 4, "num_prefixes": 4},
+                "sweep": {"server_flags": [["--no-enable-prefix-caching"], ["--enable-prefix-caching"]]}}))
+        else:
+            out.append(st)
+    out += slo_search_steps(led, rd, labels)
     return out
+
+
+def slo_search_steps(led: Ledger, rd, labels: dict[str, str]) -> list[dict]:
+    """Where the SLO's capacity lies beyond the sweep, or between two measured points: a search
+    sweep that finds it (bench/search.py), from the last load known to meet the SLO."""
+    cap = led.get("r.slo_capacity")
+    if cap is None or rd.axis != "concurrency" or rd.slo is None or not hasattr(rd.slo, "to_dict"):
+        return []
+    if cap.present:
+        lo, hi = val(led, "r.slo_capacity_low"), val(led, "r.slo_capacity_high")
+        if lo is None or hi is None or hi - lo <= 1:
+            return []
+        return [with_plan(step("slo_search", "slo_search_between", labels), "slo_search", {
+            "sweep": {"search": "slo", "concurrency": [int(lo)], "search_max": int(hi)},
+            "slo": rd.slo.to_dict()})]
+    root = cap.missing.chain()[1] if cap.missing else None
+    if root is not None and root.code == "reason.slo_met_at_every_point":
+        top = int(root.param("load"))
+        return [with_plan(step("slo_search", "slo_search_beyond", labels), "slo_search", {
+            "sweep": {"search": "slo", "concurrency": [top], "search_max": top * 8},
+            "slo": rd.slo.to_dict()})]
+    return []

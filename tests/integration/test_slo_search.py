@@ -1,6 +1,7 @@
-"""A search sweep against the real embedded vLLM: the concurrencies it chose follow from each
-point's verdict, every verdict is the report's, and the report's capacity sits inside the
-bracket the search ended on."""
+"""The questions users bring, against the real embedded vLLM: a search sweep (the
+concurrencies it chose follow from each point's verdict, every verdict is the report's, the
+report's capacity sits inside the bracket the search ended on), and a next step's plan that
+runs as `serving-ledger next` wrote it."""
 
 from __future__ import annotations
 
@@ -59,3 +60,17 @@ def test_a_search_sweep_runs_the_points_its_verdicts_choose(engine, tmp_path):
     cap = led["r.slo_capacity"]
     if replay.met is not None and replay.failed is not None and cap.present:
         assert replay.met <= cap.value < replay.failed
+
+
+def test_a_next_step_plan_runs_unchanged(tmp_path):
+    # The CPU demo round ran without the MFU counters: its next step's plan turns them on.
+    from tests.conftest import FIXTURES
+    target = tmp_path / "round-9" / "plan.toml"
+    target.parent.mkdir()
+    run_bench("next", str(FIXTURES / "cpu-demo"), "--write", str(target), "--step", "enable_mfu")
+    run_bench("run", "--plan", str(target), "--out", str(tmp_path / "round-9" / "bundle"))
+    b = read_bundle(tmp_path / "round-9" / "bundle")
+    assert b.manifest["status"] == "complete"
+    assert "--enable-mfu-metrics" in b.manifest["plan"]["engine"]["flags"]
+    assert any(k.startswith("vllm:estimated_flops_per_gpu_total") for s in b.metrics if s["ok"]
+               for k in s["samples"])

@@ -1,0 +1,81 @@
+"""A next step's plan as a plan file: the round's own plan with the step's changes, in TOML.
+
+The plan a round ran travels in its manifest (`plan`); a step (report/judge/next_steps.py)
+names the keys it changes, sized from the ledger. The file starts with a comment saying what
+the step tests and the outcome expected, then the whole plan, so `make run ROUND=M` runs it
+as written. Invariant: the text parses back (tomllib) to exactly the plan it was made from.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import textwrap
+from typing import Any
+
+from report.ledger import Ledger
+from report.publish.numbers import plain_text
+from report.words import word
+
+# The plan's tables in the order a plan file lists them (bench/plan.py's sections, then [slo]).
+SECTIONS = ("engine", "workload", "sweep", "sampler", "client", "slo")
+TOP = ("id", "title", "seed")
+
+
+# Keys whose change adds to the recorded list instead of replacing it (a flag the engine gains).
+ADDITIVE = {("engine", "flags")}
+
+
+def applied(recorded: dict, changes: dict, round_id: str, title: str) -> dict:
+    """The recorded plan with CHANGES (section -> key -> value) set, as round ROUND_ID."""
+    plan = {k: copy.deepcopy(v) for k, v in recorded.items() if k in TOP or k in SECTIONS}
+    for section, keys in changes.items():
+        table = plan.setdefault(section, {})
+        for key, value in copy.deepcopy(keys).items():
+            if (section, key) in ADDITIVE:
+                value = list(table.get(key) or []) + [x for x in value if x not in (table.get(key) or [])]
+            table[key] = value
+    plan["id"], plan["title"] = round_id, title
+    if not plan.get("slo"):
+        plan.pop("slo", None)
+    return plan
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise ValueError(f"a plan holds no {v!r}")
+        return repr(v)
+    if isinstance(v, str):
+        # A TOML basic string: JSON escapes the controls below U+0020; TOML refuses DEL too.
+        return json.dumps(v, ensure_ascii=False).replace("\x7f", "\\u007f")
+    if isinstance(v, list):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_value(str(k))} = {_value(x)}" for k, x in v.items()) + "}"
+    raise TypeError(f"a plan value of type {type(v).__name__}")
+
+
+def plan_toml(plan: dict, comment: list[str]) -> str:
+    """PLAN as a TOML plan file under COMMENT's lines (each written as `# line`)."""
+    out = [f"# {line}".rstrip() for line in comment]
+    out += [f"{k} = {_value(plan[k])}" for k in TOP if plan.get(k) is not None]
+    for section in SECTIONS:
+        table = plan.get(section)
+        if table:
+            out += ["", f"[{section}]"]
+            out += [f"{k} = {_value(v)}" for k, v in table.items() if v is not None]
+    return "\n".join(out) + "\n"
+
+
+def step_comment(step: dict, source_round: str, led: Ledger, lang: str = "en") -> list[str]:
+    """What a step's plan tests and what outcome would confirm it, in LANG, as comment lines."""
+    words = [word("label.plan_comment_step", lang, round=source_round, step=step["id"]),
+             word("label.plan_comment_tests", lang, text=plain_text(step[lang], led, lang)),
+             word("label.plan_comment_expect", lang, text=plain_text(step["expect"][lang], led, lang))]
+    return [line for w in words for line in textwrap.wrap(w, 96) or [""]]

@@ -1,0 +1,79 @@
+"""`serving-ledger next`: each step's plan, sized from the ledger, written as a new plan file
+that the collector reads back unchanged (report/judge/next_steps.py, report/publish/plans.py)."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bench.plan import load_plan
+from report.publish.plans import applied, plan_toml
+from tests.conftest import ROOT, run_bench
+
+scalars = st.one_of(st.booleans(), st.integers(-10**9, 10**9), st.floats(allow_nan=False, allow_infinity=False),
+                    st.text(max_size=20))
+tables = st.dictionaries(st.text("abcdefghij_", min_size=1, max_size=8),
+                         st.one_of(scalars, st.lists(scalars, max_size=4),
+                                   st.lists(st.lists(st.text(max_size=8), max_size=3), max_size=3)), max_size=6)
+
+
+@given(tables, tables)
+def test_a_plan_file_parses_back_to_the_plan_it_was_written_from(engine, sweep):
+    plan = {"id": "round-9", "title": "t", "seed": 3, "engine": engine, "sweep": sweep}
+    back = tomllib.loads(plan_toml(plan, ["a comment", "with two lines"]))
+    assert back == {k: v for k, v in plan.items() if v != {}}
+
+
+def test_changes_replace_keys_and_add_engine_flags():
+    recorded = {"id": "round-2", "source": "x", "expect": {}, "engine": {"flags": ["--a"], "mode": "embedded"},
+                "sweep": {"concurrency": [1, 2]}}
+    plan = applied(recorded, {"engine": {"flags": ["--a", "--b"]}, "sweep": {"concurrency": [4]}}, "round-7", "t")
+    assert plan["engine"]["flags"] == ["--a", "--b"] and plan["sweep"]["concurrency"] == [4]
+    assert "source" not in plan and "expect" not in plan and plan["id"] == "round-7"
+    assert recorded["engine"]["flags"] == ["--a"]          # what was read is never changed
+
+
+def test_round_4s_budget_step_writes_a_plan_the_collector_loads(tmp_path):
+    target = tmp_path / "round-7" / "plan.toml"
+    target.parent.mkdir()
+    run_bench("next", str(ROOT / "runs" / "round-4"), "--write", str(target), "--step", "batched_tokens")
+    text = target.read_text()
+    assert text.startswith("# Next step of round-4")
+    assert "Expected outcome: As the budget grows, TTFT p99 falls" in text
+    plan = load_plan(target)
+    assert plan.id == "round-7"
+    # Half to four times the round's own budget (8,192 tokens, from its server log), at C=256.
+    assert plan.sweep.server_flags == [["--max-num-batched-tokens", str(n)] for n in (4096, 8192, 16384, 32768)]
+    assert plan.sweep.concurrency == [256] and plan.workload.output_len == 256
+    assert plan.engine.command.startswith("/opt/torch/.venv/bin/python -m vllm")
+
+
+def test_the_pool_step_raises_a_forced_block_override_to_what_the_requests_need(tmp_path):
+    target = tmp_path / "grow.toml"
+    run_bench("next", str(ROOT / "runs" / "round-2"), "--write", str(target), "--step", "grow_pool")
+    plan = load_plan(target)
+    # 64 requests of 256 + 128 tokens at their peak in 128-token blocks: 24,576 tokens, 5 % more, plus the null block.
+    assert plan.sweep.server_flags == [[], ["--num-gpu-blocks-override", "203"]]
+    assert plan.engine.flags[-2:] == ["--num-gpu-blocks-override", "160"]   # a later flag wins
+
+
+def test_the_search_step_carries_the_slo_and_the_bracket(tmp_path):
+    target = tmp_path / "search.toml"
+    run_bench("next", str(ROOT / "runs" / "round-4"), "--write", str(target), "--step", "slo_search")
+    plan = load_plan(target)
+    assert (plan.sweep.search, plan.sweep.concurrency, plan.sweep.search_max) == ("slo", [64], 128)
+    assert plan.slo == {"ttft_ms": 1000.0, "tpot_ms": 50.0, "itl_ms": 100.0, "percentile": 99.0}
+
+
+@pytest.mark.parametrize("args,message", [(["--step", "no_such_step"], "no step of round-4"),
+                                          ([], "the file exists")])
+def test_an_existing_file_or_an_unknown_step_is_refused_and_nothing_is_written(tmp_path, args, message):
+    target = tmp_path / "plan.toml"
+    target.write_text("keep me\n")
+    proc = run_bench("next", str(ROOT / "runs" / "round-4"), "--write", str(target), *args, check=False)
+    assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1
+    assert target.read_text() == "keep me\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["plan.toml"]
