@@ -69,6 +69,8 @@ def add_run_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("--ramp", type=float, help="closed loop: start the C streams spread over this "
                                               "many seconds (requests sent before its end are warm-up)")
     r.add_argument("--metrics-interval", type=float)
+    r.add_argument("--gpu-metrics", metavar="URL", help="an NVIDIA DCGM exporter's page "
+                   "(http://gpu-host:9400/metrics): the server's GPUs when they are on another host")
     r.add_argument("--api", choices=("completions", "chat"))
     r.add_argument("--seed", type=int)
     r.add_argument("--workers", type=int, help="client processes that generate a point's load "
@@ -128,6 +130,8 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         s.warmup_requests = args.warmup
     if args.metrics_interval is not None:
         plan.sampler.metrics_interval_s = args.metrics_interval
+    if args.gpu_metrics is not None:
+        plan.sampler.gpu_metrics = args.gpu_metrics
     if args.api:
         w.api = args.api
     if args.seed is not None:
@@ -157,7 +161,8 @@ FLAG_KEYS = {
     "burstiness": "[sweep].burstiness", "input_len": "].input_len",
     "output_len": "[workload].output_len", "requests_per_point": "[sweep].requests_per_point",
     "duration": "[sweep].duration_s", "ramp": "[sweep].ramp_s", "warmup": "[sweep].warmup_requests",
-    "metrics_interval": "[sampler].metrics_interval_s", "seed": "seed",
+    "metrics_interval": "[sampler].metrics_interval_s", "gpu_metrics": "[sampler].gpu_metrics",
+    "seed": "seed",
     "workers": "[client].workers", "worker_cpus": "[client].cpu_affinity",
 }
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import re
 import resource
 import tomllib
 from dataclasses import asdict, dataclass, field, fields
@@ -89,6 +90,9 @@ class SamplerSpec:
     gpu_interval_s: float = 1.0
     metrics: bool = True
     gpu: bool = True
+    # An NVIDIA DCGM exporter's page (http://gpu-host:9400/metrics): the GPUs of a server on
+    # another host, scraped on the /metrics clock into dcgm.jsonl. Empty: none.
+    gpu_metrics: str = ""
 
 
 @dataclass
@@ -440,6 +444,9 @@ def check_plan(plan: Plan) -> None:
             if not 0 < w.prefix_len < L:
                 raise PlanError(f"{src} [workload].prefix_len: {w.prefix_len} is not between 1 "
                                 f"and input_len - 1 (input_len {L})")
+    gm = plan.sampler.gpu_metrics
+    if gm and not re.match(r"https?://[^/\s]+", gm):
+        raise PlanError(f"{src} [sampler].gpu_metrics: {gm!r} is not an http(s) URL of an exporter's page")
     if w.token_id_low >= w.token_id_high:
         raise PlanError(f"{src} [workload].token_id_low: {w.token_id_low} is not below "
                         f"token_id_high {w.token_id_high} (ids are drawn from [low, high))")

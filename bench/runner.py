@@ -73,10 +73,13 @@ def make_engine(plan: Plan, port: int, flags: list[str]) -> Engine:
 
 
 class MetricsSampler:
-    """Scrapes /metrics on a fixed grid (t0 + k·interval) and appends raw samples or gaps."""
+    """Scrapes a Prometheus page on a fixed grid (t0 + k·interval) and appends raw samples or
+    gaps to STREAM: the server's /metrics, or a DCGM exporter's page (its full URL)."""
 
-    def __init__(self, writer: BundleWriter, get_endpoint, interval_s: float):
+    def __init__(self, writer: BundleWriter, get_endpoint, interval_s: float,
+                 stream: str = "metrics", path: str = "/metrics", prefix: str = "vllm:"):
         self.writer, self.get_endpoint, self.interval_s = writer, get_endpoint, interval_s
+        self.stream, self.path, self.prefix = stream, path, prefix
 
     async def scrape_once(self, session: aiohttp.ClientSession) -> None:
         """One scrape: its raw samples, or a gap with the error."""
@@ -86,18 +89,18 @@ class MetricsSampler:
         limit = max(2.0, self.interval_s * 2)
         try:
             timeout = aiohttp.ClientTimeout(total=limit)
-            async with session.get(self.get_endpoint() + "/metrics", timeout=timeout) as r:
+            async with session.get(self.get_endpoint() + self.path, timeout=timeout) as r:
                 text = await r.text()
                 if r.status != 200:
                     raise ValueError(f"HTTP {r.status}")
             dt = w.now() - t
-            samples = parse_exposition(text)
+            samples = parse_exposition(text, self.prefix)
             rec.update(dt=dt, ok=True, samples=samples)
         except asyncio.TimeoutError:
             rec.update(dt=w.now() - t, ok=False, error=f"TimeoutError: no answer within {limit:g} s")
         except Exception as e:  # noqa: BLE001 - any failed scrape is a gap; the round goes on
             rec.update(dt=w.now() - t, ok=False, error=f"{type(e).__name__}: {e}"[:300])
-        w.append("metrics", rec)
+        w.append(self.stream, rec)
 
     async def run(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
         """Scrape until STOP is set, then once more so the last counters are in the bundle."""
@@ -316,6 +319,11 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
                     sampling = True
                     side.append(asyncio.create_task(
                         MetricsSampler(w, endpoint, plan.sampler.metrics_interval_s).run(session, stop)))
+                    if plan.sampler.gpu_metrics:
+                        # The remote GPUs' exporter, on the same clock as /metrics.
+                        side.append(asyncio.create_task(MetricsSampler(
+                            w, lambda url=plan.sampler.gpu_metrics: url, plan.sampler.metrics_interval_s,
+                            stream="dcgm", path="", prefix="DCGM_FI_").run(session, stop)))
                 # Describe every (re)started server: its flags may differ.
                 info = await asyncio.to_thread(engine.describe)
                 if info.get("models") is None and headers:

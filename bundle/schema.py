@@ -93,6 +93,7 @@ STREAMS: dict[str, dict[str, Check]] = {
                "command": nullable(array), "mode": text, "met_slo": boolean},
     "metrics": {"t": number, "dt": number, "ok": boolean, "samples": numbers_by_name,
                 "error": text},
+    "dcgm": {"t": number, "dt": number, "ok": boolean, "samples": numbers_by_name, "error": text},
     "gpu": {"t": number, "gpu": count, "power_w": nullable(number),
             "power_limit_w": nullable(number), "temperature_c": nullable(number),
             "sm_clock_mhz": nullable(number), "mem_clock_mhz": nullable(number),

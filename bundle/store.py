@@ -49,7 +49,8 @@ from bundle.schema import record_problem
 
 SCHEMA_VERSION = 2
 KIND = "serving-ledger/bundle"
-SAMPLE_FILES = ("points", "requests", "metrics", "gpu", "client", "host")
+# dcgm: scrapes of an NVIDIA DCGM exporter's page (remote GPUs), recorded as metrics are.
+SAMPLE_FILES = ("points", "requests", "metrics", "gpu", "client", "host", "dcgm")
 
 # Every manifest key of the current version; the reader refuses any other.
 MANIFEST_KEYS = {
@@ -64,7 +65,7 @@ OBJECT_KEYS = ("clock", "tool", "host", "engine", "model", "plan", "files")
 LIST_KEYS = ("gpus",)
 # Fields every record of a stream must carry (the report reads them unguarded); "t" a number.
 RECORD_FIELDS = {"points": ("event", "t"), "requests": ("point",), "metrics": ("t", "ok"),
-                 "gpu": ("t",), "client": ("t",), "host": ("t",)}
+                 "gpu": ("t",), "client": ("t",), "host": ("t",), "dcgm": ("t", "ok")}
 
 ORIGINS = {"recorded", "hand-built-fixture"}
 # Request shards: worker process k appends its finished requests to requests.w{k}.jsonl.
@@ -281,6 +282,7 @@ class Bundle:
     gpu: list[dict] = field(default_factory=list)
     client: list[dict] = field(default_factory=list)
     host: list[dict] = field(default_factory=list)
+    dcgm: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     request_table: RequestTable = field(default_factory=RequestTable.empty)
     request_files: list[str] = field(default_factory=list)  # read, in order
@@ -364,7 +366,7 @@ UPGRADES: dict[int, Any] = {2: upgrade_to_2}
 # streams are read in bulk, and their fields are checked by type).
 UNIQUE_KEY_STREAMS = ("points", "gpu", "client", "host")
 # Streams written by one sampler on the bundle's clock: their `t` never goes back.
-ORDERED_STREAMS = ("metrics", "gpu", "host")
+ORDERED_STREAMS = ("metrics", "gpu", "host", "dcgm")
 
 
 def iter_jsonl(path: Path, warnings: list[str], fields: tuple[str, ...] = (),

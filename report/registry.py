@@ -6,7 +6,8 @@ name; its ledger key is `p.<point>.<name>` or `r.<name>`. Each parameter names o
 - a raw source the round provides (`RawSources`: a point's requests, the SLO, the valid
   points' loads), whose provenance the value cites;
 - another quantity: for a point quantity the point's own `p.<point>.<param>` first, then the
-  round's `r.<param>`; for a round quantity `r.<param>`;
+  round's `r.<param>`; for a round quantity `r.<param>` (one the ledger did not derive is an
+  absent input, with that reason);
 - `each_<name>` (round quantities): the valid points' `p.<point>.<name>` values in load
   order, None where a point's value is absent.
 
@@ -113,8 +114,8 @@ def _input(led: Ledger, raw: RawSources, d: Declared, param: str, prefix: str) -
     for key in (prefix + param, "r." + param):
         if key in led:
             return led[key], ()
-    raise KeyError(f"quantity {d.name!r}: no raw source, ledger key {prefix + param!r} or "
-                   f"'r.{param}' for its parameter {param!r}")
+    # A quantity the ledger did not derive here (its own inputs were not there to derive it).
+    return Value(key=param, value=None, missing=Reason.of("reason.not_derived", key=prefix + param)), ()
 
 
 def _bound(d: Declared, param: str, raw: RawSources, led: Ledger, prefix: str) -> bool:

@@ -13,6 +13,7 @@ import numpy as np
 from bundle.request_table import RequestTable, as_request_table
 from report.derive import series
 from report.ledger import Absent
+from report.registry import point_quantity
 
 E2E = "vllm:e2e_request_latency_seconds"
 # The engine's and the client's means describe one population when their counts are this close.
@@ -166,3 +167,65 @@ def engine_throughput_trend(scrapes: list, t_start: float, t_end: float) -> floa
     if a <= 0:
         raise Absent("reason.mfu_counters_still")
     return b / a
+
+
+# The admission queue at saturation: Little's law over the waiting gauge, and what the step
+# budget can admit (docs/analyses.md item 23). Declared where defined (report/registry.py).
+
+@point_quantity(unit="req")
+def waiting_mean(steady_waiting: list[float]) -> float:
+    """Mean of the waiting-requests gauge over the point's steady window."""
+    if not steady_waiting:
+        raise Absent("reason.no_waiting_gauge", metric="vllm:num_requests_waiting")
+    return float(np.mean(steady_waiting))
+
+
+@point_quantity(unit="ms")
+def queue_ms_little(waiting_mean: float, req_s: float) -> float:
+    """Little's law: the mean wait in the queue that so many waiting requests imply at the point's request rate."""
+    if req_s <= 0:
+        raise Absent("reason.denominator_zero")
+    return waiting_mean / req_s * 1e3
+
+
+@point_quantity(unit="×")
+def queue_over_little(queue_ms_mean: float, queue_ms_little: float) -> float:
+    """The server's measured mean queue time over the one Little's law predicts."""
+    if queue_ms_little <= 0:
+        raise Absent("reason.denominator_zero")
+    return queue_ms_mean / queue_ms_little
+
+
+@point_quantity(unit="req/s")
+def admission_capacity_req_s(prompts_per_step: float, engine_steps_per_s: float) -> float:
+    """Prompts per second the step budget can admit: prompts a step times steps per second."""
+    return prompts_per_step * engine_steps_per_s
+
+
+@point_quantity(unit="fraction")
+def admission_use(req_s: float, admission_capacity_req_s: float) -> float:
+    """The share of the step budget's admission capacity the point's request rate used."""
+    return req_s / admission_capacity_req_s
+
+
+@point_quantity(unit="")
+def prompts_per_step(max_num_batched_tokens: int, server_running_median: float, input_len: int) -> float:
+    """Prompts one engine step can admit: the step budget less one token per running decode, over the prompt length."""
+    room = max_num_batched_tokens - server_running_median
+    if room <= 0 or not input_len:
+        raise Absent("reason.denominator_zero")
+    return room / input_len
+
+
+@point_quantity(unit="ms")
+def queue_ms_wave(waiting_peak: float, prompts_per_step: float, itl_tail_ms_predicted: float) -> float:
+    """The mean wait of a wave of waiting prompts admitted a step-budget's worth at a time: half the steps it takes to drain, each as long as a step full of prefill."""
+    return waiting_peak / prompts_per_step * itl_tail_ms_predicted / 2
+
+
+@point_quantity(unit="×")
+def queue_over_wave(queue_ms_mean: float, queue_ms_wave: float) -> float:
+    """The server's measured mean queue time over the one a draining wave predicts."""
+    if queue_ms_wave <= 0:
+        raise Absent("reason.denominator_zero")
+    return queue_ms_mean / queue_ms_wave

@@ -74,6 +74,21 @@ class RoundData:
     def name(self) -> str:
         return self.bundle.name
 
+    @property
+    def gpu_samples(self) -> list[dict]:
+        """The GPU rows: NVML's on the client's host, else a DCGM exporter's (remote GPUs)."""
+        return self.bundle.gpu or PW.dcgm_gpu_rows(self.bundle.dcgm)
+
+    @property
+    def gpu_file(self) -> str:
+        """The bundle file the GPU rows come from."""
+        return self.bundle.file_for("gpu") if self.bundle.gpu or not self.bundle.dcgm else self.bundle.file_for("dcgm")
+
+    @property
+    def gpus(self) -> list[dict]:
+        """The GPUs described: NVML's on the client's host, else the exporter's labels."""
+        return self.bundle.manifest.get("gpus") or PW.dcgm_gpus(self.bundle.dcgm)
+
 
 def sweep_axis(points: list[PointData]) -> str:
     """Which setting varies across the points."""
@@ -150,9 +165,11 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("t_start", p.window.t_measure, win)
     raw.add("t_end", p.window.t_end, win)
     gpu_why = gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry")
-    raw.add("gpu_samples", rd.bundle.gpu if rd.bundle.gpu else gpu_why,
-            (f"{rd.name}/{rd.bundle.file_for('gpu')}",))
+    raw.add("gpu_samples", rd.gpu_samples or gpu_why, (f"{rd.name}/{rd.gpu_file}",))
     raw.add("slo", *slo_raw(rd))
+    sa, sb = p.steady
+    raw.add("steady_waiting", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_waiting"),
+            _src_metrics(rd, sa, sb, _what("source.what_steady", share=STEADY_FRACTION, point=p.pid)))
     return raw
 
 
@@ -553,6 +570,57 @@ def _rate_giga(scrapes: list, t_start: float, t_end: float, name: str) -> float:
     return S.counter_rate(scrapes, t_start, t_end, name) / 1e9
 
 
+def server_sets(rd: RoundData) -> dict[int, tuple[float, float]]:
+    """Each server set's span on the bundle's clock: its first point's start to its last point's end."""
+    out: dict[int, tuple[float, float]] = {}
+    for p in rd.points:
+        s = p.settings.get("server_set") or 0
+        a, b = out.get(s, (p.window.t_start, p.window.t_end))
+        out[s] = (min(a, p.window.t_start), max(b, p.window.t_end))
+    return out
+
+
+def set_cache_config(rd: RoundData, server_set: int) -> dict[str, str]:
+    """The cache_config_info labels of one server set (Absent with the reason when none)."""
+    a, b = server_sets(rd)[server_set]
+    return S.cache_config_info(rd.bundle.metrics, a, b)
+
+
+def agreed_cache_config(rd: RoundData):
+    """(pool, block size, reason): what every server set's cache_config_info agrees on; a
+    value they do not agree on is None, and the reason names it."""
+    try:
+        labels = [set_cache_config(rd, s) for s in server_sets(rd)]
+    except Absent as e:
+        return None, None, e.reason
+    blocks = {S._int_label(x, "block_size") for x in labels}
+    block = blocks.pop() if len(blocks) == 1 else None
+    try:
+        pools = {S.kv_pool_tokens_from_cache_config(x).blocks_times_block_size: x for x in labels}
+    except Absent as e:
+        return None, block, e.reason
+    if len(pools) == 1:
+        return S.kv_pool_tokens_from_cache_config(labels[0]), block, None
+    return None, block, Reason.of("reason.pool_differs_by_set",
+                                  pools=", ".join(f"{t:,}" for t in sorted(pools)))
+
+
+def set_pool_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
+    """In a round of several server sets, the pool of the set a point ran on (the sets' pools may differ)."""
+    k = f"p.{p.pid}."
+    s = p.settings.get("server_set") or 0
+    a, b = server_sets(rd)[s]
+    msrc = _src_metrics(rd, a, b, _what("source.what_cache_config_set", set=s))
+    try:
+        pool, why = S.kv_pool_tokens_from_cache_config(set_cache_config(rd, s)).blocks_times_block_size, None
+    except Absent as e:
+        pool, why = None, e.reason
+    led.record(k + "pool_tokens_set", pool, unit="tok", sources=msrc, missing=why,
+               doc="KV pool size in tokens of the server set the point ran on (its cache_config_info)")
+    led.derive(k + "pool_tokens_usable", A.usable_pool_tokens, unit="tok",
+               pool_tokens=led[k + "pool_tokens_set"], block_size=led["r.block_size"])
+
+
 def pool_ledger(led: Ledger, rd: RoundData) -> None:
     """The KV pool: from the log line and from cache_config_info; the architecture's bytes/token."""
     log = rd.log
@@ -573,12 +641,17 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
     except Absent as e:
         pool, block = None, None
         rd.extras["cache_config_missing"] = e.reason
+        if len(server_sets(rd)) > 1:
+            # Each server set's own cache_config_info: what they agree on is the round's.
+            pool, block, why = agreed_cache_config(rd)
+            rd.extras["cache_config_missing"] = why or e.reason
     msrc = _src_metrics(rd, float("-inf"), float("inf"), _what("source.what_cache_config"))
     led.record("r.pool_tokens_metrics", pool.blocks_times_block_size if pool else None, unit="tok",
                sources=msrc, doc="KV pool size in tokens: num_gpu_blocks × block_size from cache_config_info",
                missing=rd.extras.get("cache_config_missing", Reason.of("reason.cache_config_no_blocks")))
     led.record("r.block_size", block, unit="tok", sources=msrc, doc="KV cache block size in tokens (cache_config_info)",
-               missing=Reason.of("reason.cache_config_no_block_size"))
+               missing=Reason.of("reason.cache_config_no_block_size") if "cache_config" in rd.extras
+               else rd.extras.get("cache_config_missing", Reason.of("reason.cache_config_no_block_size")))
     led.derive("r.pool_agreement", A.pool_tokens_agreement, unit="fraction",
                log_tokens=led["r.pool_tokens_log"], metric_tokens=led["r.pool_tokens_metrics"])
     pool_v = led["r.pool_tokens_metrics"] if led["r.pool_tokens_metrics"].present else led["r.pool_tokens_log"]
@@ -681,7 +754,7 @@ def measured_ledger(rd: RoundData) -> Ledger:
     led.derive("r.kv_cache_memory_suggested_gib", A.ratio, unit="GiB",
                numerator=led["r.kv_cache_memory_suggested_bytes"], denominator=2**30)
     rule_ledger(led)
-    gpus = rd.bundle.manifest.get("gpus") or []
+    gpus = rd.gpus
     led.record("r.max_sm_clock_mhz", gpus[0].get("max_sm_clock_mhz") if gpus else None, unit="MHz",
                doc="The GPU's maximum SM clock, as NVML reports it", sources=(f"{rd.name}/manifest.json: gpus",),
                missing=gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry"))
@@ -706,7 +779,7 @@ def valid_points_ledger(led: Ledger, rd: RoundData) -> None:
 def peak_ledger(led: Ledger, rd: RoundData) -> None:
     """The hardware peaks MFU/MBU are measured against, or why there are none."""
     from report.architecture.gpus import lookup_gpu
-    gpus = rd.bundle.manifest.get("gpus") or []
+    gpus = rd.gpus
     src = (f"{rd.name}/manifest.json: gpus; report/data/gpus.toml",)
     doc_f = "Dense bf16 tensor peak of the GPU, from the spec table"
     doc_b = "Peak memory bandwidth of the GPU, from the spec table"
@@ -749,7 +822,9 @@ def kv_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
                       input_len=L, output_len=out, block_size=blk)
     mean = led.derive(k + "request_mean_tokens", T.request_mean_tokens, unit="tok",
                       input_len=L, output_len=out, block_size=blk)
-    pool = led["r.pool_tokens_usable"]
+    if len(server_sets(rd)) > 1:
+        set_pool_ledger(led, rd, p)
+    pool = led[k + "pool_tokens_usable"] if k + "pool_tokens_usable" in led else led["r.pool_tokens_usable"]
     led.derive(k + "requests_fit", A.requests_that_fit, unit="req", pool_tokens=pool, request_tokens=peak)
     if "r.decode_floor_ms" in led and k + "itl_ms_p50" in led:
         led.derive(k + "itl_over_decode_floor", A.ratio, unit="×", numerator=led[k + "itl_ms_p50"],
@@ -856,8 +931,8 @@ def power_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     """GPU power, temperature, throttling and energy over one point's window (item 6)."""
     k = f"p.{p.pid}."
     a, b = p.window.t_measure, p.window.t_end
-    n = sum(1 for s in rd.bundle.gpu if a <= s["t"] <= b)
-    gpu = rd.bundle.gpu if rd.bundle.gpu else None
+    n = sum(1 for s in rd.gpu_samples if a <= s["t"] <= b)
+    gpu = rd.gpu_samples or None
     src = ((Source.of(f"{rd.name}/{rd.bundle.file_for('gpu')}", "source.gpu_samples_of_point", n=n, point=p.pid),) if gpu
            else (f"{rd.name}/manifest.json: gpu_absent_reason",))
     absent = gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry")

@@ -235,7 +235,9 @@ def kv_pool_full(led: Ledger, pid: str) -> bool | None:
     """Whether the pool's free tokens at its peak fell short of one more request's blocks
     (the /metrics gauge's peak, else the server log's stats lines)."""
     k = f"p.{pid}."
-    peak, pool, need = (val(led, k + "kv_usage_peak"), val(led, "r.pool_tokens_usable"),
+    # A round of several server sets has each point's own pool (its set's).
+    pool_key = k + "pool_tokens_usable" if k + "pool_tokens_usable" in led else "r.pool_tokens_usable"
+    peak, pool, need = (val(led, k + "kv_usage_peak"), val(led, pool_key),
                         val(led, k + "request_peak_tokens"))
     if peak is None and val(led, k + "log_kv_usage_peak_pct") is not None:
         peak = val(led, k + "log_kv_usage_peak_pct") / 100.0
@@ -297,7 +299,8 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
     if full and ((waiting or 0) > 0 or (preempt or 0) > 0):
         return verdict("kv_pool", "pool_full_and_waiting" if ev.get(k + "kv_usage_peak", val(led, k + "kv_usage_peak")) is not None
                        else "pool_full_and_waiting_log",
-                       [k + "kv_usage_peak", k + "log_kv_usage_peak_pct", "r.pool_tokens_usable",
+                       [k + "kv_usage_peak", k + "log_kv_usage_peak_pct",
+                        k + "pool_tokens_usable" if k + "pool_tokens_usable" in led else "r.pool_tokens_usable",
                         k + "request_peak_tokens", k + "kv_expected_peak", k + "waiting_peak",
                         k + "log_waiting_peak", k + "preemptions"])
     # The scheduler: requests queued with room in the pool, and queueing outweighed prefill.

@@ -75,6 +75,15 @@ def _joined(parts: list[dict[str, str]], sep: str) -> dict[str, str]:
     return {lang: word(f"finding.{sep}", lang).join(x[lang] for x in parts) for lang in LANGS}
 
 
+def _invalid_code(led: Ledger, pid: str, reason: str) -> str:
+    """The sentence of one failed check; a lockstep point's says how long its waves queue, where
+    the draining-wave prediction lies within the rule's tolerance of the measured queue."""
+    ratio, tol = val(led, f"p.{pid}.queue_over_wave"), val(led, "r.rule_prediction_tol")
+    if reason == "lockstep" and ratio is not None and tol is not None and abs(ratio - 1) <= tol:
+        return "invalid_lockstep_wave"
+    return f"invalid_{reason}"
+
+
 def invalid_points_finding(led: Ledger, validity: dict[str, Validity],
                            labels: dict[str, str] | None = None) -> Finding | None:
     """Which points are left out of fits and verdicts, and why."""
@@ -82,7 +91,7 @@ def invalid_points_finding(led: Ledger, validity: dict[str, Validity],
     if not bad:
         return None
     items = [_texts("invalid_point", p=v.point, at=_at(labels, v.point),
-                    reasons=_joined([_texts(f"invalid_{r}", p=v.point, at=_at(labels, v.point))
+                    reasons=_joined([_texts(_invalid_code(led, v.point, r), p=v.point, at=_at(labels, v.point))
                                      for r in v.reasons],
                                     "invalid_reason_sep")) for v in bad]
     return Finding("invalid_points", "validity",

@@ -127,7 +127,7 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
     if not facts.get("mfu_enabled"):
         out.append(with_plan(step("enable_mfu", "enable_mfu"), "enable_mfu",
                              {"engine": {"flags": ["--enable-mfu-metrics"]}}))
-    if not rd.bundle.manifest.get("gpus"):
+    if not rd.gpus:
         out.append(step("gpu_round", "gpu_round"))
     if rd.axis == "input_len" and "x.prefill_c1_ms" not in led:
         out.append(with_plan(step("c1_length_sweep", "c1_length_sweep"), "c1_length_sweep",

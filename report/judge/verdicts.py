@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bundle.store import read_bundle
+from report.derive import occupancy
 from report.derive.round_ledger import (
     RoundData,
     load_of,
@@ -32,9 +33,12 @@ def build_ledger(rd: RoundData) -> Ledger:
                    sources=tuple(k for k in v.evidence), failed_checks=tuple(v.reasons))
     rd.extras["attribution"] = {p.pid: point_bottleneck(led, p.pid) for p in rd.points}
     valid_points_ledger(led, rd)
-    # Each point against the SLO, then the capacity answer over the valid points.
+    # The admission queue (it reads the prefill step the valid points measured), each point
+    # against the SLO, then the capacity answer over the valid points.
     for p in rd.points:
-        resolve_point(led, goodput.__name__, p.pid, point_raw(rd, p))
+        raw = point_raw(rd, p)
+        resolve_point(led, occupancy.__name__, p.pid, raw)
+        resolve_point(led, goodput.__name__, p.pid, raw)
     pts = sorted(valid_points(rd), key=lambda p: load_of(p) or 0)
     resolve_round(led, goodput.__name__, [p.pid for p in pts], round_raw(rd, pts))
     return led

@@ -135,7 +135,7 @@ def facts_of(rd: RoundData) -> dict:
     """Non-numeric facts for the narrative: engine, model, hardware, status (escaped on render)."""
     m = rd.bundle.manifest
     eng, host, model = m.get("engine") or {}, m.get("host") or {}, m.get("model") or {}
-    gpus = m.get("gpus") or []
+    gpus = rd.gpus
     return {
         "bundle": rd.name,
         "status": m.get("status"),
@@ -297,7 +297,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
             if fig is not None:
                 figs[fig.id] = fig
     windows = [(p.pid, p.window.t_measure, p.window.t_end) for p in rd.points]
-    for fig in (F.fig_timeline(bundle.metrics, windows), F.fig_power(bundle.gpu, windows),
+    for fig in (F.fig_timeline(bundle.metrics, windows), F.fig_power(rd.gpu_samples, windows),
                 F.fig_tflops_timeline(bundle.metrics, windows, led.value_of("r.peak_tflops")), F.fig_roofline(led, pids, facts["point_labels"]),
                 F.fig_repro(led, pids, axis), F.fig_slo(led, valid, axis),
                 F.fig_occupancy(led, pids, prev_led if facts.get("comparable") else None, prev_pids)):

@@ -63,6 +63,10 @@ NON_LEDGER_HELPERS: dict[str, str] = {
     # report.derive.power
     "power.window_samples": _SELECTION,
     "power.window_rows": _SELECTION,
+    "power.dcgm_gpu_rows": "reads a DCGM exporter's scrapes as the GPU rows the ledger's power and GPM "
+                           "functions take (tests/integration/test_remote_gpus.py; no committed round has one)",
+    "power.dcgm_gpus": "names a remote server's GPUs from its exporter's labels, for the peaks "
+                       "(tests/integration/test_remote_gpus.py)",
     "power.time_weighted_mean": "the mean every GPM share and rate the ledger names is taken by",
     "power.gpm_absent_reason": "reads the manifest's reason text back as a code (tests/unit/report/test_gpucounters.py)",
     # report.derive.goodput: the steps of the capacity functions (tests/unit/report/test_goodput.py)

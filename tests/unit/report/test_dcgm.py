@@ -1,0 +1,56 @@
+"""A DCGM exporter's page read as GPU rows (report/derive/power.py): fields mapped and scaled,
+DCGM's blanks left out, one row per GPU, and the GPUs described by the exporter's labels.
+The page is tests/fixtures/dcgm/exporter-page.txt, built by hand from the documented format."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.exposition import parse_exposition
+from report.derive import power as PW
+from tests.conftest import FIXTURES
+
+PAGE = (FIXTURES / "dcgm" / "exporter-page.txt").read_text()
+
+
+def page(e0: int, e1: int, text: str = PAGE) -> str:
+    """The page with GPU 0's and GPU 1's energy counters (mJ) filled in."""
+    return text.replace("{energy0}", str(e0)).replace("{energy1}", str(e1))
+
+
+def scrapes(*energies_mj: tuple[int, int]) -> list[dict]:
+    """One answered scrape a second, the energy counters at each."""
+    return [{"t": float(i), "dt": 0.01, "ok": True,
+             "samples": parse_exposition(page(e0, e1), "DCGM_FI_")}
+            for i, (e0, e1) in enumerate(energies_mj)]
+
+
+def test_each_gpu_is_one_row_per_scrape_with_the_fields_the_functions_read():
+    rows = PW.dcgm_gpu_rows(scrapes((1000, 5000), (693_847, 79_512)))
+    assert [(r["t"], r["gpu"]) for r in rows] == [(0.0, 0), (0.0, 1), (1.0, 0), (1.0, 1)]
+    busy = rows[2]
+    assert busy["power_w"] == 692.847 and busy["sm_clock_mhz"] == 1470 and busy["gpu_util_pct"] == 100
+    assert busy["gpm_dram_bw_util_pct"] == pytest.approx(44.0)        # DCGM's ratio, as a share in %
+    assert busy["gpm_pcie_rx_mib_s"] == pytest.approx(54_840_000 / 2**20)
+    assert busy["gpm_interval_s"] == 1.0 and "gpm_interval_s" not in rows[0]
+    assert "memory_temp" not in busy and all("DCGM" not in k for k in busy)
+
+
+def test_dcgm_blanks_are_no_reading_not_a_number():
+    blank = PAGE.replace("} 1470", "} 2147483632")                  # GPU 0's SM clock: int32 blank
+    rows = PW.dcgm_gpu_rows([{"t": 0.0, "ok": True, "samples": parse_exposition(page(1, 1, blank), "DCGM_FI_")}])
+    assert "sm_clock_mhz" not in rows[0] and rows[1]["sm_clock_mhz"] == 1980
+
+
+def test_the_window_functions_read_the_exporters_rows_as_nvmls():
+    rows = PW.dcgm_gpu_rows(scrapes(*[(1_000_000 + 692_847 * i, 0) for i in range(6)]))
+    assert PW.median_power_w(rows, 0.0, 5.0) == 692.847
+    assert PW.energy_j(rows, 0.0, 5.0, gpu=0) == pytest.approx(5 * 692.847)
+    assert PW.dram_bandwidth_share(rows, 0.0, 5.0) == pytest.approx(0.44)
+    assert PW.tensor_active_share(rows, 0.0, 5.0, gpu=1) == 0.0
+
+
+def test_the_gpus_are_named_by_the_exporters_labels():
+    gpus = PW.dcgm_gpus(scrapes((1, 1)))
+    assert [(g["index"], g["name"]) for g in gpus] == [(0, "NVIDIA H200"), (1, "NVIDIA H200")]
+    assert PW.dcgm_gpus([{"t": 0.0, "ok": False, "error": "refused"}]) == []
