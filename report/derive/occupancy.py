@@ -229,3 +229,17 @@ def queue_over_wave(queue_ms_mean: float, queue_ms_wave: float) -> float:
     if queue_ms_wave <= 0:
         raise Absent("reason.denominator_zero")
     return queue_ms_mean / queue_ms_wave
+
+
+@point_quantity(unit="tok")
+def prefix_cache_queries(scrapes: list, bracket_start: float, bracket_end: float) -> float:
+    """Prompt tokens the prefix cache was asked for in the point's window: Δvllm:prefix_cache_queries_total."""
+    return series.counter_increase(scrapes, bracket_start, bracket_end, "vllm:prefix_cache_queries_total")
+
+
+@point_quantity(unit="fraction")
+def prefix_cache_hit_rate(prefix_cache_hits: float, prefix_cache_queries: float) -> float:
+    """The prefix cache's hit rate in the window: Δhits ÷ Δqueries (tokens)."""
+    if prefix_cache_queries <= 0:
+        raise Absent("reason.no_prefix_cache_queries")
+    return prefix_cache_hits / prefix_cache_queries

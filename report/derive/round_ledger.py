@@ -167,6 +167,11 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     gpu_why = gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry")
     raw.add("gpu_samples", rd.gpu_samples or gpu_why, (f"{rd.name}/{rd.gpu_file}",))
     raw.add("slo", *slo_raw(rd))
+    a, b = A.bracketing_window(rd.bundle.metrics, p.window.t_measure, p.window.t_end)
+    ms = _src_metrics(rd, a, b, _what("source.what_bracketing", point=p.pid))
+    raw.add("scrapes", rd.bundle.metrics, ms)
+    raw.add("bracket_start", a, ms)
+    raw.add("bracket_end", b, ms)
     sa, sb = p.steady
     raw.add("steady_waiting", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_waiting"),
             _src_metrics(rd, sa, sb, _what("source.what_steady", share=STEADY_FRACTION, point=p.pid)))

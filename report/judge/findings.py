@@ -329,6 +329,19 @@ def slo_findings(led: Ledger, valid_pids: list[str], labels: dict[str, str]) -> 
     return out
 
 
+def set_findings(led: Ledger, comparisons: list, labels: dict[str, str]) -> list[Finding | None]:
+    """Each server set against the base set: its question's two signals, and whether they moved
+    the way its flags were expected to move them."""
+    out = []
+    for c in comparisons:
+        verdict = _texts(f"set_verdict_{c.verdict}", disagreed=_joined(
+            [_texts(f"set_signal_{q}") for q in c.disagreed()], "invalid_reason_sep"))
+        out.append(_make(led, f"set_{c.point}", "sets", _texts(
+            f"set_{c.question}", p=c.point, base=c.base, at=_at(labels, c.point), flags=" ".join(c.flags),
+            base_at=_at(labels, c.base), verdict=verdict), []))
+    return out
+
+
 def round_findings(led: Ledger, validity: dict[str, Validity], attributions: dict[str, Attribution],
                    valid_pids: list[str], facts: dict) -> list[Finding]:
     """Every finding of one round, most important first."""
@@ -351,6 +364,7 @@ def round_findings(led: Ledger, validity: dict[str, Validity], attributions: dic
     out.append(disagreement_finding(led, validity, labels))
     if facts.get("sweep_axis") == "input_len":
         out.append(block_rounding_finding(led, facts.get("ok_points") or [], labels))
+    out += set_findings(led, facts.get("set_comparisons") or [], labels)
     out.append(reproducibility_finding(led, facts))
     out += comparison_findings(facts, labels)
     return [f for f in out if f is not None]

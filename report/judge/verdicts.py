@@ -20,6 +20,7 @@ from report.derive.round_ledger import (
 )
 from report.judge import goodput
 from report.judge.diagnosis import passed_every_check, point_bottleneck, point_validity
+from report.judge.sets import set_comparisons
 from report.ledger import Ledger
 from report.registry import resolve_point, resolve_round
 
@@ -41,6 +42,8 @@ def build_ledger(rd: RoundData) -> Ledger:
         resolve_point(led, goodput.__name__, p.pid, raw)
     pts = sorted(valid_points(rd), key=lambda p: load_of(p) or 0)
     resolve_round(led, goodput.__name__, [p.pid for p in pts], round_raw(rd, pts))
+    # A round of server sets: each set against the base set, on its question's two signals.
+    rd.extras["set_comparisons"] = set_comparisons(led, rd)
     return led
 
 

@@ -112,6 +112,25 @@ def slo_table(led: Ledger, pids: list[str]) -> Table:
                  rows=rows, row_labels=table.row_labels)
 
 
+def set_tables(led: Ledger, comparisons: list, labels: dict[str, str]) -> dict[str, Table]:
+    """One table per question a round of server sets asks: each set's point (its flags named)
+    beside the base set's, the question's two signals and how they compare with the base's."""
+    from report.judge.sets import SIGNALS
+    out = {}
+    for question in dict.fromkeys(c.question for c in comparisons):
+        mine = [c for c in comparisons if c.question == question]
+        cols = [Column(id=f"{q}{suffix}", header=in_langs(f"label.col_set_{q}{suffix}"), unit="", digits=None)
+                for q, _, _ in SIGNALS[question] for suffix in ("", "_vs_base")]
+        rows, row_labels = [], []
+        for c in mine:
+            for pid, flags in ((c.base, ""), (c.point, " ".join(c.flags))):
+                rows.append([f"p.{pid}.{col.id}" if f"p.{pid}.{col.id}" in led else None for col in cols])
+                row_labels.append({lang: labels.get(pid, pid) + (f" ({flags})" if flags else "") for lang in LANGS})
+        out[f"sets_{question}"] = Table(id=f"sets_{question}", title=in_langs(f"label.table_sets_{question}"),
+                                        columns=cols, rows=rows, row_labels=row_labels)
+    return out
+
+
 def in_langs(code: str, **fields) -> dict[str, str]:
     """The catalogue text of CODE in every language, fields filled."""
     return {lang: word(code, lang, **fields) for lang in LANGS}
@@ -281,7 +300,10 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     facts["point_labels"] = point_labels(rd.points)
     facts["invalid_points"] = {pid: validity[pid].reasons for pid in pids if not validity[pid].valid}
     facts["bottlenecks"] = {pid: attribution[pid].bottleneck for pid in pids}
+    comparisons = facts["set_comparisons"] = rd.extras.get("set_comparisons") or []
     facts["findings"] = [asdict(f) for f in round_findings(led, validity, attribution, valid, facts)]
+    facts["set_comparisons"] = [{"point": c.point, "base": c.base, "question": c.question,
+                                 "verdict": c.verdict} for c in comparisons]
     facts["slo_source"] = rd.slo_source
     facts["next_steps"] = next_steps(led, rd, facts)
     figs = {}
@@ -323,7 +345,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     if facts["origin"] != "recorded":
         notices.append(in_langs("label.notice_fixture"))
     title = round_title(bundle.manifest, rd.axis, round_id)
-    sections = ["summary", "diagnosis", "slo", "client", "decomposition", "kv", "mfu", "timeline", "power", "compare",
+    sections = ["summary", "diagnosis"] + (["sets"] if comparisons else []) + ["slo", "client", "decomposition", "kv", "mfu", "timeline", "power", "compare",
                 "results", "next", "method"]
     if not pids:
         # No point was measured to the end: the notices say why; only what was recorded applies.
@@ -336,6 +358,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     return RoundReport(round_id=round_id, title=title, ledger=led, sections=sections, figures=figs,
                        tables={"results": results, "results_detail": detail,
                                "slo_table": slo_table(led, facts["valid_points"]),
+                               **set_tables(led, comparisons, facts["point_labels"]),
                                "gpm_table": point_table(led, pids, "gpm_table", in_langs("label.table_gpm"),
                                                         GPM_COLUMNS),
                                "kv_table": point_table(led, pids, "kv_table", in_langs("label.table_kv"),

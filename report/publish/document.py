@@ -111,6 +111,8 @@ class RoundFacts:
     # What the judge concluded, and the figures placed.
     findings: list[dict[str, Any]] = field(default_factory=list)
     slo_source: str = ""                       # where the SLO was stated (slo.toml, plan, --slo)
+    # A round of server sets: each set's point against the base's (report/judge/sets.py).
+    set_comparisons: list[dict[str, Any]] = field(default_factory=list)
     next_steps: list[dict[str, Any]] = field(default_factory=list)
     figures: list[str] = field(default_factory=list)
 

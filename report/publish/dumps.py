@@ -40,7 +40,8 @@ def findings_json(rd, led: Ledger) -> dict:
                        "mechanism": a.mechanism,
                        "evidence": {k: _plain(x) for k, x in {**v.evidence, **a.evidence}.items()}})
     from report.publish.compose import point_labels
-    facts = {"prev_round": None, "sweep_axis": rd.axis, "ok_points": ok, "point_labels": point_labels(rd.points)}
+    facts = {"prev_round": None, "sweep_axis": rd.axis, "ok_points": ok, "point_labels": point_labels(rd.points),
+             "set_comparisons": rd.extras.get("set_comparisons") or []}
     found = round_findings(led, validity, attribution, valid, facts)
     return {"points": points,
             "findings": [{"id": f.id, "kind": f.kind,

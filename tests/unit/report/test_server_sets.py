@@ -24,3 +24,28 @@ def test_sets_that_agree_keep_one_pool_for_the_round():
     _, led = read_bundle_ledger(FIXTURES / "corpus" / "h200-tokenizer" / "bundle")
     assert led.value_of("r.pool_tokens_metrics") == 2_085_456
     assert led.value_of("p.s1-L4096-c16.pool_tokens_usable") == led.value_of("r.pool_tokens_usable")
+
+
+def test_each_set_is_judged_on_its_questions_two_signals_against_the_base():
+    from report.judge.verdicts import read_bundle_ledger as read
+    rd, led = read(FIXTURES / "corpus" / "h200-causes" / "bundle")
+    got = {c.point: (c.question, c.direction, c.verdict) for c in rd.extras["set_comparisons"]}
+    # Only C=8 compares: the base set's C=64 failed its checks. There 8 requests fit any pool
+    # and any cap of 8, so neither flag binds; eager mode slows every step.
+    assert got == {"s1-L1024-c8": ("pool", -1, "unchanged"), "s2-L1024-c8": ("seqs_cap", 1, "unchanged"),
+                   "s3-L1024-c8": ("eager", 1, "held")}
+    assert led.value_of("p.s3-L1024-c8.itl_ms_p50_vs_base") > 1 > led.value_of("p.s3-L1024-c8.engine_steps_per_s_vs_base")
+
+
+def test_a_sets_question_is_named_by_the_flag_it_adds():
+    from report.judge.sets import SetComparison, question_of
+    assert question_of(["--max-num-batched-tokens", "2048"], []) == ("step_budget", "--max-num-batched-tokens")
+    assert question_of(["--enable-prefix-caching"], ["--no-enable-prefix-caching"])[0] == "prefix_caching"
+    assert question_of([], ["--no-enable-prefix-caching"]) == ("prefix_caching", "--enable-prefix-caching")
+    assert question_of(["--seed", "3"], []) is None
+    # A smaller budget than the base's reverses what the signals must do.
+    c = SetComparison("p", "b", "step_budget", "--max-num-batched-tokens", -1,
+                      moved={"ttft_ms_p99": 1, "itl_ms_p99": -1})
+    assert c.verdict == "held"
+    c.moved = {"ttft_ms_p99": 1, "itl_ms_p99": 0}
+    assert c.verdict == "mixed" and c.disagreed() == ["itl_ms_p99"]

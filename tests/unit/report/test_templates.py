@@ -104,7 +104,8 @@ def test_both_languages_have_the_same_sections_and_keys():
     assert zh.keys() == en.keys()
     for name in zh:
         assert zh[name] == en[name], f"{name}: zh-only {zh[name] - en[name]}, en-only {en[name] - zh[name]}"
-        assert zh[name] or name == "next.md.j2" or name == "results.md.j2", f"{name} names no ledger key"
+        # These sections print findings and tables, whose sentences and cells cite the keys.
+        assert zh[name] or name in ("next.md.j2", "results.md.j2", "sets.md.j2"), f"{name} names no ledger key"
 
 
 def test_a_section_is_one_template_whose_prose_is_the_catalogues():
