@@ -133,13 +133,16 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
         out.append(with_plan(step("c1_length_sweep", "c1_length_sweep"), "c1_length_sweep",
                              {"sweep": {"concurrency": [1]}}))
     if facts.get("prefix_caching_off"):
-        L = _point_setting(rd, (valid or facts.get("ok_points") or [None])[-1], "input_len")
+        top = (valid or facts.get("ok_points") or [None])[-1]
+        L, C = _point_setting(rd, top, "input_len"), _point_setting(rd, top, "concurrency")
         st = step("prefix_caching", "prefix_caching")
-        if L:
-            # Three quarters of each prompt shared by four prefixes, served with caching off, then on.
+        if L and C:
+            # Three quarters of each prompt shared by four prefixes, served with caching off, then
+            # on, at the highest valid point's load: one point per set.
             out.append(with_plan(st, "prefix_caching", {
                 "workload": {"kind": "shared-prefix", "prefix_len": 3 * L // 4, "num_prefixes": 4},
-                "sweep": {"server_flags": [["--no-enable-prefix-caching"], ["--enable-prefix-caching"]]}}))
+                "sweep": {"concurrency": [C], "input_len": [L],
+                          "server_flags": [["--no-enable-prefix-caching"], ["--enable-prefix-caching"]]}}))
         else:
             out.append(st)
     out += slo_search_steps(led, rd, labels)

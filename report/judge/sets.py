@@ -38,6 +38,15 @@ SIGNALS: dict[str, tuple[tuple[str, str, int], ...]] = {
     "eager": (("itl_ms_p50", "ratio", +1), ("engine_steps_per_s", "ratio", -1)),
     "api_servers": (("delivery_tpot_ratio", "ratio", -1), ("output_tok_s", "ratio", +1)),
 }
+# What else each question's table shows beside its signals (the measurements a reviewer checks).
+SHOWN: dict[str, tuple[str, ...]] = {
+    "step_budget": ("itl_ms_p90", "iteration_tokens_mean"),
+    "pool": ("preemptions", "kv_usage_p50"),
+    "prefix_caching": ("prefix_cache_hit_rate", "output_tok_s"),
+    "seqs_cap": ("engine_held_fraction", "ttft_ms_p99"),
+    "eager": ("tpot_ms_mean", "output_tok_s"),
+    "api_servers": ("client_tpot_ms_mean", "engine_tpot_ms_mean"),
+}
 # A ratio within this much of 1 (a difference within this much of 0, in its unit's tenth for
 # counts) is "no change": neither as expected nor against it.
 UNCHANGED = 0.05

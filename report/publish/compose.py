@@ -115,17 +115,18 @@ def slo_table(led: Ledger, pids: list[str]) -> Table:
 def set_tables(led: Ledger, comparisons: list, labels: dict[str, str]) -> dict[str, Table]:
     """One table per question a round of server sets asks: each set's point (its flags named)
     beside the base set's, the question's two signals and how they compare with the base's."""
-    from report.judge.sets import SIGNALS
+    from report.judge.sets import SHOWN, SIGNALS
     out = {}
     for question in dict.fromkeys(c.question for c in comparisons):
         mine = [c for c in comparisons if c.question == question]
         cols = [Column(id=f"{q}{suffix}", header=in_langs(f"label.col_set_{q}{suffix}"), unit="", digits=None)
                 for q, _, _ in SIGNALS[question] for suffix in ("", "_vs_base")]
+        cols += [Column(id=q, header=in_langs(f"label.col_set_{q}"), unit="", digits=None) for q in SHOWN[question]]
         rows, row_labels = [], []
         for c in mine:
-            for pid, flags in ((c.base, ""), (c.point, " ".join(c.flags))):
+            for pid in (c.base, c.point):     # the sentence above the table names each set's flags
                 rows.append([f"p.{pid}.{col.id}" if f"p.{pid}.{col.id}" in led else None for col in cols])
-                row_labels.append({lang: labels.get(pid, pid) + (f" ({flags})" if flags else "") for lang in LANGS})
+                row_labels.append({lang: labels.get(pid, pid) for lang in LANGS})
         out[f"sets_{question}"] = Table(id=f"sets_{question}", title=in_langs(f"label.table_sets_{question}"),
                                         columns=cols, rows=rows, row_labels=row_labels)
     return out
@@ -323,6 +324,12 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
                 F.fig_tflops_timeline(bundle.metrics, windows, led.value_of("r.peak_tflops")), F.fig_roofline(led, pids, facts["point_labels"]),
                 F.fig_repro(led, pids, axis), F.fig_slo(led, valid, axis),
                 F.fig_occupancy(led, pids, prev_led if facts.get("comparable") else None, prev_pids)):
+        if fig is not None:
+            figs[fig.id] = fig
+    from report.judge.sets import SIGNALS
+    for question in dict.fromkeys(c.question for c in comparisons):
+        fig = F.fig_sets(led, question, [(c.base, c.point) for c in comparisons if c.question == question],
+                         tuple(q for q, _, _ in SIGNALS[question]), facts["point_labels"])
         if fig is not None:
             figs[fig.id] = fig
     facts["figures"] = sorted(figs)

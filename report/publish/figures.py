@@ -422,6 +422,33 @@ def fig_slo(led: Ledger, pids: list[str], axis: str) -> Figure | None:
     return Figure("slo", per_lang(make), {lang: TEXT[lang]["slo_title"] for lang in LANGS}, keys=tuple(keys))
 
 
+def fig_sets(led: Ledger, question: str, pairs: list[tuple[str, str]], signals: tuple[str, ...],
+             labels: dict[str, str]) -> Figure | None:
+    """One question of a round of server sets: its signals at the base set's point and at each
+    set's, the sets on one axis (in the order they ran), one panel per signal."""
+    order = list(dict.fromkeys(pid for pair in pairs for pid in pair))
+    keys = [f"p.{pid}.{q}" for pid in order for q in signals if _val(led, f"p.{pid}.{q}") is not None]
+    if len(order) < 2 or not keys:
+        return None
+
+    def make(t):
+        rows = [{"set": labels.get(pid, pid), "series": t.get(f"set_{q}", q), "y": _val(led, f"p.{pid}.{q}"),
+                 "point": pid} for pid in order for q in signals if _val(led, f"p.{pid}.{q}") is not None]
+        df = pd.DataFrame(rows)
+        sets = list(dict.fromkeys(r["set"] for r in rows))
+        ch = alt.Chart(df).mark_bar().encode(
+            x=alt.X("set:N", title=t["set_axis"], sort=sets, axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("y:Q", title=None),
+            color=alt.Color("set:N", sort=sets, legend=None,
+                            scale=alt.Scale(domain=sets, range=PALETTE[:len(sets)])),
+            tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("y:Q", format=",.2f")])
+        return ch.properties(width=WIDTH // max(1, len(signals)) - 20, height=HEIGHT).facet(
+            column=alt.Column("series:N", title=None, sort=[t.get(f"set_{q}", q) for q in signals])
+        ).resolve_scale(y="independent").to_dict()
+    return Figure(f"sets_{question}", per_lang(make),
+                  {lang: TEXT[lang][f"sets_title_{question}"] for lang in LANGS}, keys=tuple(keys))
+
+
 def fig_repro(led: Ledger, pids: list[str], axis: str) -> Figure | None:
     """Output throughput difference against the previous round at each common point (item 9)."""
     keys = tuple(f"x.{pid}.output_tok_s_diff" for pid in pids if f"x.{pid}.output_tok_s_diff" in led
