@@ -243,3 +243,11 @@ def prefix_cache_hit_rate(prefix_cache_hits: float, prefix_cache_queries: float)
     if prefix_cache_queries <= 0:
         raise Absent("reason.no_prefix_cache_queries")
     return prefix_cache_hits / prefix_cache_queries
+
+
+@point_quantity(unit="fraction")
+def prefix_cache_hit_rate_expected(shared_prefix_len: int, block_size: int, input_len: int) -> float:
+    """The hit rate a shared prefix allows: vLLM caches whole blocks, so the prefix's whole blocks over the prompt."""
+    if not input_len or not block_size:
+        raise Absent("reason.denominator_zero")
+    return (shared_prefix_len // block_size) * block_size / input_len

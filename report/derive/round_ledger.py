@@ -172,6 +172,10 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("scrapes", rd.bundle.metrics, ms)
     raw.add("bracket_start", a, ms)
     raw.add("bracket_end", b, ms)
+    work = (rd.bundle.manifest.get("plan") or {}).get("workload") or {}
+    raw.add("shared_prefix_len", work.get("prefix_len") if work.get("kind") == "shared-prefix"
+            else Reason.of("reason.no_shared_prefix", kind=work.get("kind") or "?"),
+            (f"{rd.name}/manifest.json: plan.workload",))
     sa, sb = p.steady
     raw.add("steady_waiting", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_waiting"),
             _src_metrics(rd, sa, sb, _what("source.what_steady", share=STEADY_FRACTION, point=p.pid)))

@@ -336,10 +336,32 @@ def set_findings(led: Ledger, comparisons: list, labels: dict[str, str]) -> list
     for c in comparisons:
         verdict = _texts(f"set_verdict_{c.verdict}", disagreed=_joined(
             [_texts(f"set_signal_{q}") for q in c.disagreed()], "invalid_reason_sep"))
-        out.append(_make(led, f"set_{c.point}", "sets", _texts(
-            f"set_{c.question}", p=c.point, base=c.base, at=_at(labels, c.point), flags=" ".join(c.flags),
-            base_at=_at(labels, c.base), verdict=verdict), []))
+        texts = _texts(f"set_{c.question}", p=c.point, base=c.base, at=_at(labels, c.point),
+                       flags=" ".join(c.flags), base_at=_at(labels, c.base), verdict=verdict)
+        if c.question == "prefix_caching" and _left_room(led, c.point, c.base):
+            # The shared blocks also freed pool: more requests ran, fewer were preempted.
+            room = _texts("set_prefix_room", p=c.point, base=c.base)
+            texts = {lang: texts[lang] + word("finding.sentence_sep", lang) + room[lang] for lang in LANGS}
+        out.append(_make(led, f"set_{c.point}", "sets", texts, []))
     return out
+
+
+def sets_thesis(comparisons: list, labels: dict[str, str]) -> Finding | None:
+    """Page 1's answer for a round of server sets: each set's verdict against the base set."""
+    if not comparisons:
+        return None
+    items = [_texts("thesis_set_item", at=_at(labels, c.point), base_at=_at(labels, c.base),
+                    flags=" ".join(c.flags), verdict=_texts(f"set_verdict_short_{c.verdict}"))
+             for c in comparisons]
+    return Finding("thesis_sets", "thesis", _texts("thesis_sets", items=_joined(items, "invalid_reason_sep")),
+                   [])
+
+
+def _left_room(led: Ledger, pid: str, base: str) -> bool:
+    """Whether more requests ran and fewer were preempted at PID than at BASE."""
+    run, run0 = val(led, f"p.{pid}.server_running_median"), val(led, f"p.{base}.server_running_median")
+    pre, pre0 = val(led, f"p.{pid}.preemptions"), val(led, f"p.{base}.preemptions")
+    return None not in (run, run0, pre, pre0) and run > run0 and pre < pre0
 
 
 def round_findings(led: Ledger, validity: dict[str, Validity], attributions: dict[str, Attribution],
@@ -348,6 +370,7 @@ def round_findings(led: Ledger, validity: dict[str, Validity], attributions: dic
     out: list[Finding | None] = []
     labels = facts.get("point_labels") or {}
     if valid_pids:
+        out.append(sets_thesis(facts.get("set_comparisons") or [], labels))
         out += thesis_findings(led, attributions, valid_pids, labels)
         out += slo_findings(led, valid_pids, labels)
         last = valid_pids[-1]

@@ -137,10 +137,13 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
         L, C = _point_setting(rd, top, "input_len"), _point_setting(rd, top, "concurrency")
         st = step("prefix_caching", "prefix_caching")
         if L and C:
-            # Three quarters of each prompt shared by four prefixes, served with caching off, then
-            # on, at the highest valid point's load: one point per set.
+            # About three quarters of each prompt shared by four prefixes, in whole KV blocks
+            # (vLLM caches whole blocks only), served with caching off, then on, at the highest
+            # valid point's load: one point per set.
+            block = val(led, "r.block_size")
+            shared = (3 * L // 4) // block * block if block and block < L else 3 * L // 4
             out.append(with_plan(st, "prefix_caching", {
-                "workload": {"kind": "shared-prefix", "prefix_len": 3 * L // 4, "num_prefixes": 4},
+                "workload": {"kind": "shared-prefix", "prefix_len": shared or 3 * L // 4, "num_prefixes": 4},
                 "sweep": {"concurrency": [C], "input_len": [L],
                           "server_flags": [["--no-enable-prefix-caching"], ["--enable-prefix-caching"]]}}))
         else:

@@ -42,7 +42,8 @@ SIGNALS: dict[str, tuple[tuple[str, str, int], ...]] = {
 SHOWN: dict[str, tuple[str, ...]] = {
     "step_budget": ("itl_ms_p90", "iteration_tokens_mean"),
     "pool": ("preemptions", "kv_usage_p50"),
-    "prefix_caching": ("prefix_cache_hit_rate", "output_tok_s"),
+    # KV usage against the blocks C unshared requests would hold: shared prefixes hold fewer.
+    "prefix_caching": ("prefix_cache_hit_rate", "kv_usage_p50", "kv_expected_median"),
     "seqs_cap": ("engine_held_fraction", "ttft_ms_p99"),
     "eager": ("tpot_ms_mean", "output_tok_s"),
     "api_servers": ("client_tpot_ms_mean", "engine_tpot_ms_mean"),
