@@ -188,12 +188,16 @@ def queue_ms_little(waiting_mean: float, req_s: float) -> float:
     return waiting_mean / req_s * 1e3
 
 
+def _measured_over_predicted(measured: float, predicted: float) -> float:
+    if predicted <= 0:
+        raise Absent("reason.denominator_zero")
+    return measured / predicted
+
+
 @point_quantity(unit="×")
 def queue_over_little(queue_ms_mean: float, queue_ms_little: float) -> float:
     """The server's measured mean queue time over the one Little's law predicts."""
-    if queue_ms_little <= 0:
-        raise Absent("reason.denominator_zero")
-    return queue_ms_mean / queue_ms_little
+    return _measured_over_predicted(queue_ms_mean, queue_ms_little)
 
 
 @point_quantity(unit="req/s")
@@ -226,9 +230,7 @@ def queue_ms_wave(waiting_peak: float, prompts_per_step: float, itl_tail_ms_pred
 @point_quantity(unit="×")
 def queue_over_wave(queue_ms_mean: float, queue_ms_wave: float) -> float:
     """The server's measured mean queue time over the one a draining wave predicts."""
-    if queue_ms_wave <= 0:
-        raise Absent("reason.denominator_zero")
-    return queue_ms_mean / queue_ms_wave
+    return _measured_over_predicted(queue_ms_mean, queue_ms_wave)
 
 
 @point_quantity(unit="tok")
