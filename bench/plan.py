@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from bench.lengths import check_dist, longest
 from bench.prompts import (  # noqa: F401 - PlanError re-exported
     MAX_TOKENS,
     PlanError,
@@ -55,6 +56,9 @@ class WorkloadSpec:
     token_id_high: int = 4000
     per_request_metrics: bool = True       # ask for the server's own timings in the usage chunk
     chunk_token_counts: str = "usage"      # usage (continuous_usage_stats) | token_ids | none
+    # Length distributions, drawn per request (bench/lengths.py); empty: the fixed lengths.
+    input_dist: dict[str, Any] = field(default_factory=dict)
+    output_dist: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -447,6 +451,12 @@ def check_plan(plan: Plan) -> None:
     gm = plan.sampler.gpu_metrics
     if gm and not re.match(r"https?://[^/\s]+", gm):
         raise PlanError(f"{src} [sampler].gpu_metrics: {gm!r} is not an http(s) URL of an exporter's page")
+    for key in ("input_dist", "output_dist"):
+        if getattr(w, key):
+            check_dist(getattr(w, key), f"{src} [workload.{key}]")
+    for key in ("input_dist", "output_dist"):
+        if getattr(w, key) and w.kind == "jsonl":
+            raise PlanError(f"{src} [workload.{key}]: a jsonl workload's prompts have their own lengths")
     if w.token_id_low >= w.token_id_high:
         raise PlanError(f"{src} [workload].token_id_low: {w.token_id_low} is not below "
                         f"token_id_high {w.token_id_high} (ids are drawn from [low, high))")
@@ -523,10 +533,13 @@ def context_problem(plan: Plan, points: list[dict[str, Any]], max_model_len: Any
     else:
         if not points:
             return None
-        worst = max(points, key=lambda p: p["input_len"] + p["output_len"])
-        need = worst["input_len"] + worst["output_len"]
-        what = (f"point {worst['id']}: {worst['input_len']:,} prompt tokens and "
-                f"{worst['output_len']:,} output tokens")
+        # The longest each length distribution can draw (the nominal lengths where none is given).
+        def longest_of(p):
+            return longest(wl.input_dist, p["input_len"]), longest(wl.output_dist, p["output_len"])
+        worst = max(points, key=lambda p: sum(longest_of(p)))
+        n_in, n_out = longest_of(worst)
+        need = n_in + n_out
+        what = f"point {worst['id']}: {n_in:,} prompt tokens and {n_out:,} output tokens"
         where = plan.source or "plan"
     if need <= max_model_len:
         return None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 
+from bench.lengths import length_sampler
 from bench.plan import WorkloadSpec
 from bench.prompts import PlanError, Prompt, read_prompt_file
 
@@ -23,11 +24,17 @@ def point_seed(plan_seed: int, point_index: int) -> int:
 
 def make_prompts(w: WorkloadSpec, input_len: int, output_len: int, count: int,
                  seed: int) -> list[Prompt]:
-    """COUNT prompts of the workload's kind at INPUT_LEN tokens."""
+    """COUNT prompts of the workload's kind at INPUT_LEN tokens (each request's lengths drawn
+    from the workload's distributions, where it gives them: fixed ones draw nothing, so a
+    plan without distributions sends what it always sent)."""
     rng = random.Random(seed)
+    draw_in, draw_out = length_sampler(w.input_dist, input_len), length_sampler(w.output_dist, output_len)
     if w.kind == "random":
-        return [Prompt(random_ids(rng, input_len, w.token_id_low, w.token_id_high), input_len,
-                       output_len) for _ in range(count)]
+        out = []
+        for _ in range(count):
+            n_in, n_out = draw_in(rng), draw_out(rng)
+            out.append(Prompt(random_ids(rng, n_in, w.token_id_low, w.token_id_high), n_in, n_out))
+        return out
     if w.kind == "shared-prefix":
         if not 0 < w.prefix_len < input_len:
             raise PlanError(f"[workload].prefix_len must be between 1 and input_len-1 "
@@ -37,8 +44,10 @@ def make_prompts(w: WorkloadSpec, input_len: int, output_len: int, count: int,
         out = []
         for i in range(count):
             g = i % len(prefixes)
-            suffix = random_ids(rng, input_len - w.prefix_len, w.token_id_low, w.token_id_high)
-            out.append(Prompt(prefixes[g] + suffix, input_len, output_len, group=g))
+            # A drawn prompt keeps its shared prefix and at least one token of its own.
+            n_in, n_out = max(w.prefix_len + 1, draw_in(rng)), draw_out(rng)
+            suffix = random_ids(rng, n_in - w.prefix_len, w.token_id_low, w.token_id_high)
+            out.append(Prompt(prefixes[g] + suffix, n_in, n_out, group=g))
         return out
     rows = read_prompt_file(w.jsonl, output_len)
     rng.shuffle(rows)
