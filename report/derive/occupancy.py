@@ -12,6 +12,7 @@ import numpy as np
 
 from bundle.request_table import RequestTable, as_request_table
 from report.derive import series
+from report.derive.analyses import ratio
 from report.ledger import Absent
 from report.registry import point_quantity
 
@@ -183,21 +184,13 @@ def waiting_mean(steady_waiting: list[float]) -> float:
 @point_quantity(unit="ms")
 def queue_ms_little(waiting_mean: float, req_s: float) -> float:
     """Little's law: the mean wait in the queue that so many waiting requests imply at the point's request rate."""
-    if req_s <= 0:
-        raise Absent("reason.denominator_zero")
-    return waiting_mean / req_s * 1e3
-
-
-def _measured_over_predicted(measured: float, predicted: float) -> float:
-    if predicted <= 0:
-        raise Absent("reason.denominator_zero")
-    return measured / predicted
+    return ratio(waiting_mean, req_s, scale=1e3)
 
 
 @point_quantity(unit="×")
 def queue_over_little(queue_ms_mean: float, queue_ms_little: float) -> float:
     """The server's measured mean queue time over the one Little's law predicts."""
-    return _measured_over_predicted(queue_ms_mean, queue_ms_little)
+    return ratio(queue_ms_mean, queue_ms_little)
 
 
 @point_quantity(unit="req/s")
@@ -209,7 +202,7 @@ def admission_capacity_req_s(prompts_per_step: float, engine_steps_per_s: float)
 @point_quantity(unit="fraction")
 def admission_use(req_s: float, admission_capacity_req_s: float) -> float:
     """The share of the step budget's admission capacity the point's request rate used."""
-    return req_s / admission_capacity_req_s
+    return ratio(req_s, admission_capacity_req_s)
 
 
 @point_quantity(unit="")
@@ -230,7 +223,7 @@ def queue_ms_wave(waiting_peak: float, prompts_per_step: float, itl_tail_ms_pred
 @point_quantity(unit="×")
 def queue_over_wave(queue_ms_mean: float, queue_ms_wave: float) -> float:
     """The server's measured mean queue time over the one a draining wave predicts."""
-    return _measured_over_predicted(queue_ms_mean, queue_ms_wave)
+    return ratio(queue_ms_mean, queue_ms_wave)
 
 
 @point_quantity(unit="tok")

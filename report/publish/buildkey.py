@@ -43,7 +43,8 @@ def bundle_digest(bundle: Path) -> str:
 def round_key(bundle: Path, prev_bundle: Path | None, code: str, formats: tuple[str, ...],
               slo_text: str | None = None) -> str:
     """The key of one round's pages (its SLO too: the --slo given, or its slo.toml)."""
-    slo_file = (Path(bundle).parent if Path(bundle).name == "bundle" else Path(bundle)) / "slo.toml"
+    from report.derive.round_ledger import slo_file_of
+    slo_file = slo_file_of(Path(bundle))
     slo = slo_text or (hashlib.sha256(slo_file.read_bytes()).hexdigest() if slo_file.is_file() else "-")
     parts = [bundle_digest(bundle), bundle_digest(prev_bundle) if prev_bundle else "-", code,
              ",".join(formats), slo]
