@@ -179,6 +179,12 @@ def model_weight_bytes(config: Mapping[str, Any] | ModelShape) -> int:
     return weight_bytes_in_memory(param_counts(shape), shape)
 
 
+def model_decode_read_bytes(config: Mapping[str, Any] | ModelShape) -> int:
+    """Weight bytes one decode step of a single token reads (weight_bytes_read_per_step at one token), from its config."""
+    shape = _shape(config)
+    return weight_bytes_read_per_step(param_counts(shape), shape, 1)
+
+
 def model_params_non_embedding(config: Mapping[str, Any] | ModelShape) -> int:
     """Non-embedding parameters of this model, from its config (MLA attention and mixture-of-experts handled)."""
     return param_counts(_shape(config)).non_embedding

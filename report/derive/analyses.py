@@ -191,9 +191,10 @@ def kv_occupancy(concurrency: float, input_len: float, output_len: float, pool_t
 
 
 def decode_floor_ms(weight_bytes: float, peak_bandwidth: float) -> float:
-    """The shortest decode step: every weight read once at the peak bandwidth, in ms.
+    """The shortest decode step: the weight bytes a step reads, once, at the peak bandwidth, in ms.
 
-    A dense model's step reads them all whatever the batch; its KV reads come on top.
+    A dense model's step reads every matrix and the LM head whatever the batch (the input
+    embedding only gathers rows); its KV reads come on top.
     """
     if peak_bandwidth <= 0:
         raise Absent("reason.denominator_zero")

@@ -245,6 +245,13 @@ def pcie_tx_bytes_per_s(gpu_samples: Samples, t_start: float, t_end: float, gpu:
     return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_pcie_tx_mib_s", gpu) * MIB
 
 
+@point_quantity(unit="fraction")
+def power_peak_over_limit(power_peak_w: float, power_limit_w: float) -> float:
+    """The highest power sample against the enforced limit: peak ÷ limit − 1 (positive: it passed the limit)."""
+    if not power_limit_w or power_limit_w <= 0:
+        raise Absent("reason.no_power_limit")
+    return power_peak_w / power_limit_w - 1.0
+
 # An NVIDIA DCGM exporter's page (dcgm.jsonl, a remote server's GPUs) read as the GPU rows
 # above: each field the functions here read, from the exporter's name and the scale to it
 # (DCGM's profiling ratios are 0..1, the rows' shares per cent; its link rates are bytes/s).

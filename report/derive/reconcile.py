@@ -70,6 +70,7 @@ from bundle.request_table import RequestTable, as_request_table
 from report.architecture import theory as T
 from report.derive import series as S
 from report.ledger import Absent
+from report.registry import round_quantity
 
 FLOPS = "vllm:estimated_flops_per_gpu_total"
 READ_BYTES = "vllm:estimated_read_bytes_per_gpu_total"
@@ -749,3 +750,27 @@ def expected_kv_usage_median_fraction_effective(concurrency: int, server_running
 def kv_usage_error_pp(measured: float, expected: float) -> float:
     """Measured minus expected KV usage, both fractions of the usable pool, in percentage points."""
     return 100.0 * (measured - expected)
+
+
+# The intercept of peak KV tokens on input length (length sweeps at one concurrency): what
+# the C streams hold beyond their prompts. Invariant: staggered ≤ together.
+
+def _one_setting(values: Sequence[float | None], name: str) -> float:
+    """The one value a setting has at every valid point (Absent when it varies or is missing)."""
+    if not values or any(v is None for v in values) or len(set(values)) > 1:
+        raise Absent("reason.setting_varies", setting=name)
+    return float(values[0])
+
+
+@round_quantity(unit="tok")
+def kv_intercept_staggered(each_concurrency: Sequence[float | None],
+                           each_output_len: Sequence[float | None]) -> float:
+    """KV tokens C streams at evenly staggered progress hold beyond their prompts: C × output ÷ 2."""
+    return _one_setting(each_concurrency, "concurrency") * _one_setting(each_output_len, "output_len") / 2
+
+
+@round_quantity(unit="tok")
+def kv_intercept_together(each_concurrency: Sequence[float | None],
+                          each_output_len: Sequence[float | None]) -> float:
+    """KV tokens C streams hold beyond their prompts when all reach their last token together: C × output."""
+    return _one_setting(each_concurrency, "concurrency") * _one_setting(each_output_len, "output_len")

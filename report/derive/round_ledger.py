@@ -683,6 +683,8 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
         led.derive("r.params_non_embedding", PA.model_params_non_embedding, unit="", sources=csrc, config=cfg)
         led.derive("r.weight_bytes", PA.model_weight_bytes, unit="B", sources=csrc, config=cfg)
         led.derive("r.weight_gb", A.giga, unit="GB", value=led["r.weight_bytes"])
+        led.derive("r.decode_read_bytes", PA.model_decode_read_bytes, unit="B", sources=csrc, config=cfg)
+        led.derive("r.decode_read_gb", A.giga, unit="GB", value=led["r.decode_read_bytes"])
     # The pool from memory: the KV memory the log states, divided by bytes per token (whole blocks).
     kv_gib = None
     if log is not None:
@@ -817,8 +819,8 @@ def peak_ledger(led: Ledger, rd: RoundData) -> None:
         led.derive("r.tflops_interval_max", A.tera, unit="TFLOP/s", value=top)
         led.derive("r.flop_intervals_over_peak", A.counter_rate_intervals_above, unit="", sources=ms,
                    scrapes=rd.bundle.metrics, name=name, threshold=led["r.peak_flops"])
-    if "r.weight_bytes" in led:
-        led.derive("r.decode_floor_ms", A.decode_floor_ms, unit="ms", weight_bytes=led["r.weight_bytes"],
+    if "r.decode_read_bytes" in led:
+        led.derive("r.decode_floor_ms", A.decode_floor_ms, unit="ms", weight_bytes=led["r.decode_read_bytes"],
                    peak_bandwidth=led["r.peak_bandwidth"])
 
 

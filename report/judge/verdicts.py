@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bundle.store import read_bundle
-from report.derive import occupancy
+from report.derive import occupancy, reconcile
 from report.derive.round_ledger import (
     RoundData,
     load_of,
@@ -42,6 +42,7 @@ def build_ledger(rd: RoundData) -> Ledger:
         resolve_point(led, goodput.__name__, p.pid, raw)
     pts = sorted(valid_points(rd), key=lambda p: load_of(p) or 0)
     resolve_round(led, goodput.__name__, [p.pid for p in pts], round_raw(rd, pts))
+    resolve_round(led, reconcile.__name__, [p.pid for p in pts], round_raw(rd, pts))
     # A round of server sets: each set against the base set, on its question's two signals.
     rd.extras["set_comparisons"] = set_comparisons(led, rd)
     return led

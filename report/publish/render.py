@@ -18,6 +18,7 @@ in the popup (HTML), the superscript (PDF) and the provenance appendix (both).
 from __future__ import annotations
 
 import base64
+import bisect
 import copy
 import dataclasses
 import functools
@@ -104,6 +105,22 @@ def _ph(kind: str, i: int | str = "") -> Markup:
 
 
 APPENDIX_PH = "\ue000A\ue001"
+# Where each section of the assembled page begins (templates/base.html.j2).
+_SECTION_START = re.compile(r'<section class="section" id="sec-([\w-]+)">')
+_HEADING = re.compile(r"<h2[^>]*>(.*?)</h2>", re.S)
+_TAG = re.compile(r"<[^>]+>")
+INPUTS = "\0inputs"   # the appendix group of ids no section shows
+
+
+def _source_file(src: Source | str) -> str:
+    """The bundle file a source names, without which of its records ("round-4/metrics.jsonl.gz")."""
+    return src.file if isinstance(src, Source) else str(src).split(":", 1)[0]
+
+
+def _heading_text(html: str) -> str:
+    """A rendered section's first heading without its markup ("" when it has none)."""
+    m = _HEADING.search(str(html))
+    return _TAG.sub("", m.group(1)).strip() if m else ""
 
 # The page's words (headings, appendix labels, link names): `label.page_*` in the catalogue.
 WORDS = {lang: group("label.page_", lang) for lang in LANGS}
@@ -563,6 +580,7 @@ class _Assembly:
         self.numbers: dict[tuple[str, str], int] = {}  # (kind, id) -> its number on the page
         self.ids: dict[str, str] = {}         # ledger key -> "N3"
         self.shown: set[str] = set()          # keys shown on the page (not only inputs)
+        self.section_of: dict[str, str] = {}  # shown key -> the section it is first shown in
         self.first_fmt: dict[str, Format] = {}  # how each key was first printed
         self._pop_cache: dict[str, Markup] = {}
 
@@ -669,8 +687,20 @@ class _Assembly:
         return str(Markup('<a class="xref" href="#{0}">{1}</a>').format(anchor, text))
 
     def assign_ids(self, doc: str) -> None:
+        starts = [(m.start(), m.group(1)) for m in _SECTION_START.finditer(doc)]
+        at = [pos for pos, _ in starts]
+
+        def section_at(pos: int) -> str:
+            i = bisect.bisect_right(at, pos) - 1
+            return starts[i][1] if i >= 0 else ""
+
         for m in _PH.finditer(doc):
             kind = m.group(1)
+            if kind in ("n", "k"):
+                keys = ((self.page.uses[int(m.group(2))].key,) if kind == "n"
+                        else self.page.keyrefs[int(m.group(2))])
+                for key in keys:
+                    self.section_of.setdefault(key, section_at(m.start()))
             if kind == "n":
                 use = self.page.uses[int(m.group(2))]
                 key = use.key
@@ -722,7 +752,9 @@ class _Assembly:
             "short": format_value(value, self.lang, fmt, short_missing=True),
             "raw": raw, "raw_differs": raw_differs, "unit": value.unit, "doc": meaning(value, self.lang),
             "func": value.func.removeprefix("serving_ledger."), "observed": observed,
+            "func_short": quantity_name(value.func),
             "inputs": self._inputs(value), "sources": [src.text(self.lang) if isinstance(src, Source) else src for src in value.sources], "flags": value.flags,
+            "files": list(dict.fromkeys(_source_file(src) for src in value.sources if _source_file(src))),
             "missing": self._reason(value),
             "input_only": key not in self.shown,
         }
@@ -738,7 +770,24 @@ class _Assembly:
         return self._pop_cache[key]
 
     def appendix(self) -> Markup:
-        return self.macros.appendix(entries=[self.entry(k) for k in self.ids])
+        """Every id's entry, grouped by the section that first shows it (in the page's order),
+        then the inputs that no section shows."""
+        titles = {s.name: _heading_text(s.html) for s in self.page.sections}
+        groups: dict[str, list[dict[str, Any]]] = {}
+        told: set[str] = set()   # quantities whose meaning an earlier entry of the print appendix gave
+        for k in self.ids:
+            e = self.entry(k)
+            quantity = k.split(".", 2)[2] if k.startswith("p.") and k.count(".") >= 2 else k
+            if self.mode == "pdf" and quantity in told:
+                e = {**e, "doc": ""}
+            told.add(quantity)
+            # shown outside every section (a notice): first, under no heading; inputs last
+            groups.setdefault(self.section_of.get(k, "") if k in self.shown else INPUTS, []).append(e)
+        ordered = [("", groups[""])] if "" in groups else []
+        ordered += [(Markup(titles[s.name]), groups[s.name]) for s in self.page.sections if s.name in groups]
+        if INPUTS in groups:
+            ordered.append((self.words["appendix_inputs"], groups[INPUTS]))
+        return self.macros.appendix(groups=ordered)
 
     # -- final pass --
 

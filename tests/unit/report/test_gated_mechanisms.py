@@ -1,0 +1,76 @@
+"""Sentences that state a mechanism are said where its ledger predicate holds and nowhere
+else: the power peak above the limit (round 4's C=128: 703 W against 700 W; round 6's C=256
+also passes, round 2 has no GPU), the KV intercept between staggered and lockstep streams
+(round 5 says it; round 3's intercept lies above both bounds and round 4 is no length
+sweep), and the appendix grouped by the section that first shows each number."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from report.derive.power import power_peak_over_limit
+from report.ledger import Absent
+from report.publish.compose import compose_round
+from report.publish.render import Page
+from tests.conftest import ROOT
+
+POWER = {"en": "The peak sample passes the limit by", "zh": "峰值样本超出上限"}
+KV = {"en": "the streams ran staggered", "zh": "各请求的进度彼此错开"}
+
+
+@pytest.fixture(scope="module")
+def pages():
+    out = {}
+    for n in (2, 3, 4, 5):
+        report = compose_round(ROOT / "runs" / f"round-{n}" / "bundle", f"round-{n}")
+        for lang in ("en", "zh"):
+            out[(n, lang)] = (report, re.sub(r"<[^>]+>", "", Page(report, lang).assemble("html")))
+    return out
+
+
+def test_peak_over_limit_is_the_share_past_the_limit():
+    assert power_peak_over_limit(703.44, 700.0) == pytest.approx(0.004914, rel=1e-3)
+    assert power_peak_over_limit(500.0, 700.0) < 0
+    with pytest.raises(Absent):
+        power_peak_over_limit(500.0, 0.0)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_power_overshoot_is_said_only_where_the_peak_passed_the_limit(pages, lang):
+    report, text = pages[(4, lang)]
+    assert report.ledger.value_of("p.L1024-c128.power_peak_over_limit") > 0
+    said = text[text.index(POWER[lang]):][:200]
+    assert "0.49%" in said           # 703.44 W over 700 W
+    _, cpu = pages[(2, lang)]
+    assert POWER[lang] not in cpu    # no GPU sampled: nothing to pass
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_kv_intercept_is_explained_only_between_its_two_bounds(pages, lang):
+    report, text = pages[(5, lang)]
+    led = report.ledger
+    assert (led.value_of("r.kv_intercept_staggered") <= led.value_of("r.kv_lin_intercept")
+            <= led.value_of("r.kv_intercept_together"))
+    assert KV[lang] in text and "2,048" in text and "4,096" in text
+    report3, text3 = pages[(3, lang)]
+    assert report3.ledger.value_of("r.kv_lin_intercept") > report3.ledger.value_of("r.kv_intercept_together")
+    assert KV[lang] not in text3
+    report4, text4 = pages[(4, lang)]
+    assert not report4.ledger["r.kv_intercept_staggered"].present   # C varies: no single bound
+    assert KV[lang] not in text4
+
+
+def test_the_appendix_groups_numbers_by_the_section_that_first_shows_them(pages):
+    report, _ = pages[(2, "en")]
+    html = Page(report, "en").assemble("html")
+    appendix = html[html.index('id="provenance"'):]
+    groups = re.findall(r'<h3 class="prov-group">([^<]*)</h3>', appendix)
+    headings = [re.sub(r"<[^>]+>", "", h).strip()
+                for h in re.findall(r"<h2[^>]*>(.*?)</h2>", html[:html.index('id="provenance"')], re.S)]
+    # in the sections' order, then the inputs no section shows
+    assert groups[:-1] == [h for h in headings if h in groups[:-1]]
+    assert groups[-1].startswith("Inputs of the numbers above")
+    ids = [int(i) for i in re.findall(r'id="prov-N(\d+)"', appendix)]
+    assert ids == list(range(1, len(ids) + 1))
