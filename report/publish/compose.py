@@ -97,12 +97,12 @@ SLO_OBJECTIVE_COLUMNS = [(k, f"slo_{k}_ms", f"label.col_slo_{k}_ms", "ms", None)
                          for k in ("ttft", "tpot", "e2e", "itl")]
 
 
-def slo_table(led: Ledger, pids: list[str]) -> Table:
+def slo_table(led: Ledger, pids: list[str], labels: dict[str, str]) -> Table:
     """Each point against the SLO: attainment, goodput, and the objectives the SLO sets (their
     headers name the SLO's percentile)."""
     cols = [c for c in SLO_COLUMNS if any(led.value_of(f"p.{pid}.{c[0]}") is not None for pid in pids)]
     table = point_table(led, pids, "slo_table", in_langs("label.table_slo"),
-                        cols + [("slo_met", "label.col_slo_met", "", None)])
+                        cols + [("slo_met", "label.col_slo_met", "", None)], labels)
     pct = led.value_of("r.slo_percentile")
     objectives = [Column(id=q, header=in_langs(h, p=f"{pct:g}"), unit=u, digits=d)
                   for k, q, h, u, d in SLO_OBJECTIVE_COLUMNS
@@ -138,17 +138,17 @@ def in_langs(code: str, **fields) -> dict[str, str]:
 
 
 def point_table(led: Ledger, pids: list[str], table_id: str, title: dict[str, str],
-                columns: list) -> Table:
-    """A table with one row per point; each cell a ledger key."""
+                columns: list, labels: dict[str, str]) -> Table:
+    """A table with one row per point, labelled by its name (LABELS: C=128); each cell a ledger key."""
     cols = [Column(id=c, header=in_langs(h), unit=u, digits=d) for c, h, u, d in columns]
     rows = [[f"p.{pid}.{c.id}" if f"p.{pid}.{c.id}" in led else None for c in cols] for pid in pids]
     return Table(id=table_id, title=title, columns=cols, rows=rows,
-                 row_labels=[{lang: pid for lang in LANGS} for pid in pids])
+                 row_labels=[{lang: labels.get(pid, pid) for lang in LANGS} for pid in pids])
 
 
-def results_table(led: Ledger, pids: list[str]) -> Table:
+def results_table(led: Ledger, pids: list[str], labels: dict[str, str]) -> Table:
     """Every point's main figures."""
-    return point_table(led, pids, "results", in_langs("label.table_results"), RESULT_COLUMNS)
+    return point_table(led, pids, "results", in_langs("label.table_results"), RESULT_COLUMNS, labels)
 
 
 def facts_of(rd: RoundData) -> dict:
@@ -362,19 +362,20 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     if not pids:
         # No point was measured to the end: the notices say why; only what was recorded applies.
         sections = (["results"] if facts["interrupted_points"] else []) + ["method"]
-    results = results_table(led, pids + facts["interrupted_points"])
+    labels = facts["point_labels"]
+    results = results_table(led, pids + facts["interrupted_points"], labels)
     results.row_labels[len(pids):] = [interrupted_label(pid) for pid in facts["interrupted_points"]]
     detail = point_table(led, pids, "results_detail", in_langs("label.table_results_detail"),
-                         DETAIL_COLUMNS)
+                         DETAIL_COLUMNS, labels)
     # The facts are a builder dict until here; the report holds them typed and frozen.
     return RoundReport(round_id=round_id, title=title, ledger=led, sections=sections, figures=figs,
                        tables={"results": results, "results_detail": detail,
-                               "slo_table": slo_table(led, facts["valid_points"]),
+                               "slo_table": slo_table(led, facts["valid_points"], labels),
                                **set_tables(led, comparisons, facts["point_labels"]),
                                "gpm_table": point_table(led, pids, "gpm_table", in_langs("label.table_gpm"),
-                                                        GPM_COLUMNS),
+                                                        GPM_COLUMNS, labels),
                                "kv_table": point_table(led, pids, "kv_table", in_langs("label.table_kv"),
-                                                 KV_COLUMNS)}, facts=RoundFacts(**facts), notices=notices,
+                                                 KV_COLUMNS, labels)}, facts=RoundFacts(**facts), notices=notices,
                        bundles=[str(bundle_path)])
 
 

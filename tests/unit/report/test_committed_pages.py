@@ -62,3 +62,17 @@ def test_the_chinese_page_has_no_english_sentence_and_the_english_no_chinese(pag
         assert not runs, (r.parent.name, runs[:5])
         en = _prose(pages[(r.parent.name, "en")])
         assert not re.search(r"[\u4e00-\u9fff]", en), r.parent.name
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_points_are_named_by_their_settings_never_by_their_id(pages, lang):
+    from report.publish.compose import point_labels
+    from bundle.store import read_bundle
+    from report.derive.round_ledger import read_round
+    for r in ROUNDS:
+        rd = read_round(read_bundle(r))
+        labels = point_labels(rd.points)
+        text = _prose(pages[(r.parent.name, lang)].split('id="provenance"')[0])
+        named_by_id = [p.pid for p in rd.points if labels[p.pid] != p.pid
+                       and re.search(rf"(?<![\w.-]){re.escape(p.pid)}(?![\w-])", text)]
+        assert not named_by_id, (r.parent.name, lang, named_by_id)
