@@ -46,6 +46,7 @@ from bench.point_driver import (
     send_request,
     tally,
     transport_error,
+    warm_or_measure,
 )
 from bench.provenance import (
     collect_host_metadata,
@@ -201,7 +202,8 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
             [t_start + off for off in stream_start_offsets(C, point.get("ramp_s") or 0.0, seed)],
             lambda p, i, warm, t_slot, s, k, think, reply: send_request(
                 session, url, model, wl, p, point["id"], i, warm, t_slot, None, w.now, headers,
-                Timeouts.of(plan.client), {"session": s, "turn": k, "think_s": think}, reply))
+                Timeouts.of(plan.client), {"session": s, "turn": k, "think_s": think}, reply),
+            warm_or_measure)
     elif point.get("request_rate"):
         offs = open_loop_arrivals(plan, point, total, warmup, by_duration, seed)
         base = w.now()

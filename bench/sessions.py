@@ -107,11 +107,12 @@ class SessionDraws:
 Send = Callable[..., Any]
 
 
-async def drive_sessions(run: Any, draws: SessionDraws, starts: list[float],
-                         send: Send, sleep: Callable[[float], Any] = asyncio.sleep) -> None:
+async def drive_sessions(run: Any, draws: SessionDraws, starts: list[float], send: Send,
+                         warm_or_measure: Callable[[Any, int, float], bool],
+                         sleep: Callable[[float], Any] = asyncio.sleep) -> None:
     """A closed loop of users (one per start time): each sends its conversation's turns, each
-    after the last one's reply and think time, and starts a new conversation when one ends."""
-    from bench.point_driver import warm_or_measure  # point_driver reads the plan, which reads this
+    after the last one's reply and think time, and starts a new conversation when one ends.
+    WARM_OR_MEASURE is bench.point_driver's (which reads the plan, which reads this module)."""
     async def user(start: float) -> None:
         await sleep_until(start, run.now)
         c, reply = draws.conversation(), []

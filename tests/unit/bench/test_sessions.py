@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from bench.plan import PlanError, plan_from_dict
-from bench.point_driver import LocalSlots
+from bench.point_driver import LocalSlots, warm_or_measure
 from bench.sessions import SessionDraws, drive_sessions, longest_prompt, next_prompt
 
 WORKLOAD = {"kind": "sessions", "api": "completions", "chunk_token_counts": "token_ids",
@@ -100,7 +100,7 @@ def test_users_send_their_turns_in_order_and_new_conversations_after_the_last():
         slept.append(s)
         await asyncio.sleep(0)
 
-    asyncio.run(drive_sessions(run, d, [0.0, 0.0], send, sleep))
+    asyncio.run(drive_sessions(run, d, [0.0, 0.0], send, warm_or_measure, sleep))
     assert len(sent) == 20 and len(run.measured) == 1
     by_session: dict[int, list] = {}
     for s, k, prompt in sent:
@@ -121,7 +121,7 @@ def test_a_failed_turn_ends_its_conversation():
         sent.append((session, turn))
         return {"status": "error" if turn == 1 else "ok"}
 
-    asyncio.run(drive_sessions(run, d, [0.0], send, lambda s: asyncio.sleep(0)))
+    asyncio.run(drive_sessions(run, d, [0.0], send, warm_or_measure, lambda s: asyncio.sleep(0)))
     assert sent == [(0, 0), (0, 1), (1, 0), (1, 1)]
 
 
