@@ -194,6 +194,9 @@ def point_validity(led: Ledger, pid: str, status: str = "ok") -> Validity:
         checks["over_saturated"] = saturation_check(get)
         checks["open_loop_capped"] = capped_check(get)
         checks["schedule_missed"] = schedule_check(get)
+    elif (users := get("session_users_held_fraction")) is not None:
+        # A sessions workload: C counts users, who think between turns; held is users busy.
+        checks["not_held"] = (users >= V.HELD_MIN, [])
     else:
         checks["not_held"] = held_check(get, C)
     checks["not_steady"] = steady_check(get)

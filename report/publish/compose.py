@@ -332,6 +332,10 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
                          tuple(q for q, _, _ in SIGNALS[question]), facts["point_labels"])
         if fig is not None:
             figs[fig.id] = fig
+    for fig in [*F.fig_session_turns(led, pids, facts["point_labels"]),
+                F.fig_lengths({p.pid: p.measured for p in rd.points if p.pid in pids}, facts["point_labels"])]:
+        if fig is not None:
+            figs[fig.id] = fig
     facts["figures"] = sorted(figs)
     notices = []
     if pids and not valid:
