@@ -431,12 +431,17 @@ def session_users_held_fraction(measured: RequestTable, failed: RequestTable, co
     """Share of the window the point's C users were busy, in a request or thinking after one:
     each request's [send, end + its think time] clipped to the window, summed, over C × window.
     A user's requests and think times follow one another, so they never overlap."""
-    both = as_request_table(measured).concat(as_request_table(failed))
-    _turns(both)
+    measured, failed = as_request_table(measured), as_request_table(failed)
+    _turns(measured)
     if t_end <= t_measure or not concurrency:
         raise Absent("reason.window_empty")
-    think = np.nan_to_num(both.col("think_s"), nan=0.0)
-    start, end = both.col("t_send"), both.col("t_end") + think
+    busy = _busy_s(measured, t_measure, t_end) + _busy_s(failed, t_measure, t_end)
+    return float(min(1.0, busy / (concurrency * (t_end - t_measure))))
+
+
+def _busy_s(requests: RequestTable, t_measure: float, t_end: float) -> float:
+    """Seconds of [send, end + think time] of REQUESTS inside the window, summed."""
+    think = np.nan_to_num(requests.col("think_s"), nan=0.0)
+    start, end = requests.col("t_send"), requests.col("t_end") + think
     has = ~np.isnan(start) & ~np.isnan(end)
-    busy = np.clip(np.minimum(end[has], t_end) - np.maximum(start[has], t_measure), 0.0, None)
-    return float(min(1.0, busy.sum() / (concurrency * (t_end - t_measure))))
+    return float(np.clip(np.minimum(end[has], t_end) - np.maximum(start[has], t_measure), 0.0, None).sum())
