@@ -361,7 +361,7 @@ def session_turn_prompt_tokens_mean(measured: RequestTable) -> tuple:
     return _per_turn(measured, lambda r: mean(r.col("input_len")[~np.isnan(r.col("input_len"))]))
 
 
-def cached_share(requests: RequestTable) -> float:
+def _cached_share(requests: RequestTable) -> float:
     """Prompt tokens the server's prefix cache served over prompt tokens, from each request's usage."""
     cached, prompt = requests.col("usage_cached"), requests.col("usage_prompt")
     has = ~np.isnan(cached) & ~np.isnan(prompt)
@@ -374,9 +374,9 @@ def cached_share(requests: RequestTable) -> float:
 
 @point_quantity(unit="fraction")
 def session_turn_prefix_hit_rate(measured: RequestTable) -> tuple:
-    """Prefix-cache hit rate per turn index: cached over prompt tokens of that turn's requests
-    (usage.prompt_tokens_details.cached_tokens, per request: no scrape window is needed)."""
-    rates = _per_turn(measured, cached_share)
+    """Prefix-cache hit rate per turn: cached over prompt tokens of that turn's requests, from their usage."""
+    # Each request's own usage.prompt_tokens_details.cached_tokens: no scrape window is needed.
+    rates = _per_turn(measured, _cached_share)
     if all(r is None for r in rates):
         raise Absent("reason.no_cached_tokens")
     return rates
@@ -428,9 +428,9 @@ def _entry(values: tuple, k: int) -> float:
 @point_quantity(unit="fraction")
 def session_users_held_fraction(measured: RequestTable, failed: RequestTable, concurrency: int,
                                 t_measure: float, t_end: float) -> float:
-    """Share of the window the point's C users were busy, in a request or thinking after one:
-    each request's [send, end + its think time] clipped to the window, summed, over C × window.
-    A user's requests and think times follow one another, so they never overlap."""
+    """Share of the window the point's C users were busy: in a request or thinking after one."""
+    # Each request's [send, end + think time] clipped to the window, summed, over C × window;
+    # a user's requests and think times follow one another, so they never overlap.
     measured, failed = as_request_table(measured), as_request_table(failed)
     _turns(measured)
     if t_end <= t_measure or not concurrency:

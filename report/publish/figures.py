@@ -516,18 +516,19 @@ def _turn_rows(led: Ledger, pids: list[str], series: dict[str, str], labels: dic
 def fig_session_turns(led: Ledger, pids: list[str], labels: dict[str, str]) -> list[Figure]:
     """A sessions workload's TTFT p50 / p99 and prefix-cache hit rate against the turn, per point."""
     figs = []
-    for fid, qs, scale, y_key in (
+    for fid, qs, scale, y_key, title in (
             ("session_ttft", {"ttft_p50": "session_turn_ttft_ms_p50", "ttft_p99": "session_turn_ttft_ms_p99"},
-             1.0, "ms"),
-            ("session_hits", {"hit_rate": "session_turn_prefix_hit_rate"}, 100.0, "hit_rate")):
+             1.0, "ms", "session_ttft_title"),
+            ("session_hits", {"hit_rate": "session_turn_prefix_hit_rate"}, 100.0, "hit_rate",
+             "session_hits_title")):
         rows_any, keys = _turn_rows(led, pids, qs, labels)
         if not rows_any:
             continue
 
-        def make(t, qs=qs, scale=scale, y_key=y_key, fid=fid):
+        def make(t, qs=qs, scale=scale, y_key=y_key, title=title):
             rows, _ = _turn_rows(led, pids, {t[k]: q for k, q in qs.items()}, labels, scale)
-            return _line(rows, t, "turn", t[y_key], t[f"{fid}_title"], log_x=False)
-        figs.append(Figure(fid, per_lang(make), {lang: TEXT[lang][f"{fid}_title"] for lang in LANGS},
+            return _line(rows, t, "turn", t[y_key], t[title], log_x=False)
+        figs.append(Figure(fid, per_lang(make), {lang: TEXT[lang][title] for lang in LANGS},
                            keys=tuple(keys)))
     return figs
 
