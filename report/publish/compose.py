@@ -356,7 +356,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     if facts["origin"] != "recorded":
         notices.append(in_langs("label.notice_fixture"))
     work = (bundle.manifest.get("plan") or {}).get("workload") or {}
-    if work.get("input_dist") or work.get("output_dist"):
+    if work.get("input_dist") or work.get("output_dist") or work.get("kind") == "sessions":
         # Each request's lengths were drawn: the sections that model the architecture still
         # read the point's nominal lengths, and say so here.
         notices.append(in_langs("label.notice_length_dist"))
