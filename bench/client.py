@@ -104,10 +104,11 @@ class EventSink:
     at once); `close()` puts them into REC["chunks"] as (t, n) pairs.
     """
 
-    __slots__ = ("rec", "api", "mode", "buf", "cum", "done", "ts", "ns", "fast", "last")
+    __slots__ = ("rec", "api", "mode", "buf", "cum", "done", "ts", "ns", "fast", "last", "reply")
 
-    def __init__(self, rec: dict[str, Any], api: str, mode: str):
+    def __init__(self, rec: dict[str, Any], api: str, mode: str, reply: list[int] | None = None):
         self.rec, self.api, self.mode = rec, api, mode
+        self.reply = reply                # where the reply's token ids go (token_ids mode), if kept
         self.buf = b""
         self.cum: int | None = None
         self.done = False
@@ -270,6 +271,8 @@ class EventSink:
                     raise OverflowError(n)
                 self.ns.append(UNKNOWN if n is None else n)
                 self.cum = new_cum
+                if self.reply is not None and n:
+                    self.reply.extend(event["choices"][0]["token_ids"])
                 if not self.ts:
                     rec["t_first"] = t
                 self.ts.append(t)
@@ -306,12 +309,14 @@ class Timeouts:
 async def stream_request(session: StreamPool, url: str, body: dict[str, Any],
                          rec: dict[str, Any], now: Callable[[], float], *, api: str = "completions",
                          chunk_token_counts: str = "usage", headers: dict | None = None,
-                         timeouts: Timeouts | None = None) -> dict[str, Any]:
+                         timeouts: Timeouts | None = None,
+                         reply: list[int] | None = None) -> dict[str, Any]:
     """Send one streaming request through SESSION (a StreamPool) and fill REC with raw timings;
-    never raises (except CancelledError, after recording it)."""
+    never raises (except CancelledError, after recording it). With REPLY (token_ids mode), the
+    reply's token ids are appended to it as they arrive."""
     rec.update(t_send=None, t_headers=None, t_first=None, t_end=None, chunks=[], status="error",
                http_status=None, error=None, finish_reason=None, usage=None, server_metrics=None)
-    sink = EventSink(rec, api, chunk_token_counts)
+    sink = EventSink(rec, api, chunk_token_counts, reply)
     data = dumps(body)
     try:
         return await _send(session, url, data, sink, rec, now, headers, timeouts or Timeouts())

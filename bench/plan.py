@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from bench import sessions
 from bench.lengths import check_dist, longest
 from bench.prompts import (  # noqa: F401 - PlanError re-exported
     MAX_TOKENS,
@@ -44,7 +45,7 @@ class EngineSpec:
 
 @dataclass
 class WorkloadSpec:
-    kind: str = "random"                   # random | shared-prefix | jsonl
+    kind: str = "random"                   # random | shared-prefix | jsonl | sessions
     api: str = "completions"               # completions | chat
     input_len: int = 128
     output_len: int = 32
@@ -59,6 +60,11 @@ class WorkloadSpec:
     # Length distributions, drawn per request (bench/lengths.py); empty: the fixed lengths.
     input_dist: dict[str, Any] = field(default_factory=dict)
     output_dist: dict[str, Any] = field(default_factory=dict)
+    # sessions (bench/sessions.py): turns per conversation and the think time between turns.
+    turns: int = 3
+    turns_dist: dict[str, Any] = field(default_factory=dict)
+    think_ms: int = 0
+    think_dist: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -287,6 +293,8 @@ BOUNDS: dict[tuple[str, str], tuple[float, float, bool]] = {
     ("workload", "output_len"): (1, MAX_TOKENS, True),
     ("workload", "prefix_len"): (0, MAX_TOKENS, True),
     ("workload", "num_prefixes"): (1, 1 << 20, True),
+    ("workload", "turns"): (1, 1 << 10, True),
+    ("workload", "think_ms"): (0, 3_600_000, True),
     ("workload", "token_id_low"): (0, MAX_TOKENS, True),
     ("workload", "token_id_high"): (1, MAX_TOKENS, True),
     ("sweep", "burstiness"): (0, 1000, False),
@@ -437,8 +445,10 @@ def check_plan(plan: Plan) -> None:
         raise PlanError(f"{src} [engine].endpoint: required in {e.mode} mode")
     if e.mode == "launch" and not e.command:
         raise PlanError(f"{src} [engine].command: required in launch mode")
-    if w.kind not in ("random", "shared-prefix", "jsonl"):
-        raise PlanError(f"{src} [workload].kind: {w.kind!r} is not random, shared-prefix or jsonl")
+    if w.kind not in ("random", "shared-prefix", "jsonl", sessions.KIND):
+        raise PlanError(f"{src} [workload].kind: {w.kind!r} is not random, shared-prefix, jsonl or sessions")
+    if w.kind == sessions.KIND:
+        sessions.check_sessions(w, src, plan.client.workers)
     if w.api not in ("completions", "chat"):
         raise PlanError(f"{src} [workload].api: {w.api!r} is not completions or chat")
     if w.kind == "jsonl":
@@ -535,6 +545,8 @@ def context_problem(plan: Plan, points: list[dict[str, Any]], max_model_len: Any
             return None
         # The longest each length distribution can draw (the nominal lengths where none is given).
         def longest_of(p):
+            if wl.kind == sessions.KIND:
+                return sessions.longest_prompt(wl, p["input_len"], p["output_len"])
             return longest(wl.input_dist, p["input_len"]), longest(wl.output_dist, p["output_len"])
         worst = max(points, key=lambda p: sum(longest_of(p)))
         n_in, n_out = longest_of(worst)

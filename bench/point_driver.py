@@ -92,14 +92,20 @@ class PointRun:
     on_issue: Callable[[], None] = lambda: None   # each request issued (for progress)
 
 
-async def send_one(run: PointRun, i: int, t_slot: float, t_sched: float | None) -> None:
-    """Send request I and hand its record over."""
+def warm_or_measure(run: PointRun, i: int, t_slot: float) -> bool:
+    """Whether request I is warm-up; the first other one marks the window's start."""
     is_warm = is_warmup(i, run.warmup, t_slot, run.ramp_end)
     if not is_warm and run.slots.first_measured():
         t = run.now()
         run.on_measure(t)
         if run.by_duration:
             run.slots.set_deadline(t + run.duration_s)
+    return is_warm
+
+
+async def send_one(run: PointRun, i: int, t_slot: float, t_sched: float | None) -> None:
+    """Send request I and hand its record over."""
+    is_warm = warm_or_measure(run, i, t_slot)
     rec = await run.send(run.pool[i % len(run.pool)], i, is_warm, t_slot, t_sched)
     await run.on_record(rec)
 
@@ -176,16 +182,18 @@ def open_loop_arrivals(plan: Plan, point: dict, total: int, warmup: int, by_dura
 
 async def send_request(session, url: str, model: str, wl, p, point_id: str, i: int, is_warm: bool,
                        t_slot: float, t_sched: float | None, now, headers: dict | None,
-                       timeouts: Timeouts | None = None) -> dict:
-    """Stream request I of a point (prompt P) and return its record."""
+                       timeouts: Timeouts | None = None, turn: dict | None = None,
+                       reply: list[int] | None = None) -> dict:
+    """Stream request I of a point (prompt P) and return its record; TURN (a session's
+    `session`, `turn`, `think_s`) goes into the record, REPLY receives the reply's token ids."""
     body = completion_payload(model, p.prompt, p.max_tokens, api=wl.api,
                               ignore_eos=wl.ignore_eos, chunk_token_counts=wl.chunk_token_counts)
     rec: dict[str, Any] = {"point": point_id, "i": i, "warmup": is_warm, "t_slot": t_slot,
                            "t_sched": t_sched, "input_len": p.input_len,
-                           "max_tokens": p.max_tokens, "group": p.group}
+                           "max_tokens": p.max_tokens, "group": p.group, **(turn or {})}
     return await stream_request(session, url, body, rec, now, api=wl.api,
                                 chunk_token_counts=wl.chunk_token_counts, headers=headers,
-                                timeouts=timeouts)
+                                timeouts=timeouts, reply=reply)
 
 
 def tally(counts: dict, rec: dict) -> bool:

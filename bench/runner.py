@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 import aiohttp
 
+from bench import sessions
 from bench.client import Timeouts, open_stream_session
 from bench.engine import TINY_MODEL_DIR, Engine, EngineError, free_port
 from bench.exposition import parse_exposition
@@ -45,6 +46,7 @@ from bench.point_driver import (
     send_request,
     tally,
     transport_error,
+    warm_or_measure,
 )
 from bench.provenance import (
     collect_host_metadata,
@@ -185,7 +187,8 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
         state["issued"] += 1
 
     run = PointRun(
-        pool=make_prompts(wl, point["input_len"], point["output_len"], pool_size, seed),
+        pool=[] if wl.kind == sessions.KIND else make_prompts(
+            wl, point["input_len"], point["output_len"], pool_size, seed),
         warmup=warmup, ramp_end=t_start + (point.get("ramp_s") or 0.0), by_duration=by_duration,
         duration_s=sw.duration_s, slots=slots, now=w.now,
         send=lambda p, i, warm, t_slot, t_sched: send_request(
@@ -193,7 +196,15 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
             Timeouts.of(plan.client)),
         on_measure=lambda t: w.append("points", {"point": point["id"], "event": "measure", "t": t}),
         on_record=record, on_issue=issued)
-    if point.get("request_rate"):
+    if wl.kind == sessions.KIND:
+        await sessions.drive_sessions(
+            run, sessions.SessionDraws(wl, point["input_len"], point["output_len"], seed),
+            [t_start + off for off in stream_start_offsets(C, point.get("ramp_s") or 0.0, seed)],
+            lambda p, i, warm, t_slot, s, k, think, reply: send_request(
+                session, url, model, wl, p, point["id"], i, warm, t_slot, None, w.now, headers,
+                Timeouts.of(plan.client), {"session": s, "turn": k, "think_s": think}, reply),
+            warm_or_measure)
+    elif point.get("request_rate"):
         offs = open_loop_arrivals(plan, point, total, warmup, by_duration, seed)
         base = w.now()
         await drive_open(run, [(i, base + off) for i, off in enumerate(offs)], point["concurrency"])

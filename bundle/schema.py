@@ -116,6 +116,8 @@ REQUEST: dict[str, Check] = {
     "input_len": nullable(number), "usage": nullable(obj), "server_metrics": nullable(numbers_by_name),
     "chunks": nullable(chunk_pairs), "max_tokens": nullable(count), "http_status": nullable(integer),
     "finish_reason": nullable(text),
+    # A sessions workload's turn: its conversation, turn index (0 first), think time after it.
+    "session": nullable(count), "turn": nullable(count), "think_s": nullable(number),
 }
 USAGE: dict[str, Check] = {"prompt_tokens": nullable(count), "completion_tokens": nullable(count),
                            "total_tokens": nullable(count)}

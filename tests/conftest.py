@@ -27,7 +27,8 @@ signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 # The session engine: a shrunken KV pool (24 blocks of 128 tokens) so that requests wait
 # and KV usage reaches 1.0 under load, the MFU counters on, prefix caching on (default).
-SESSION_ENGINE_FLAGS = ["--enable-mfu-metrics", "--num-gpu-blocks-override", "24"]
+SESSION_ENGINE_FLAGS = ["--enable-mfu-metrics", "--num-gpu-blocks-override", "24",
+                        "--enable-prompt-tokens-details"]   # usage reports cached prompt tokens
 
 
 @pytest.fixture(scope="session")

@@ -194,6 +194,9 @@ def point_validity(led: Ledger, pid: str, status: str = "ok") -> Validity:
         checks["over_saturated"] = saturation_check(get)
         checks["open_loop_capped"] = capped_check(get)
         checks["schedule_missed"] = schedule_check(get)
+    elif (users := get("session_users_held_fraction")) is not None:
+        # A sessions workload: C counts users, who think between turns; held is users busy.
+        checks["not_held"] = (users >= V.HELD_MIN, [])
     else:
         checks["not_held"] = held_check(get, C)
     checks["not_steady"] = steady_check(get)
@@ -278,7 +281,10 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
     client_held, engine_held = get(k + "client_held_fraction"), get(k + "engine_held_fraction")
     little = get(k + "engine_little_held_fraction")
     lag, itl = get(k + "client_lag_ms_p50"), get(k + "engine_itl_ms_mean")
-    client_side = (client_held is not None and client_held < V.HELD_MIN) or \
+    # A sessions workload's users think between turns: what the client held is its users busy.
+    users = get(k + "session_users_held_fraction")
+    held = users if users is not None else client_held
+    client_side = (held is not None and held < V.HELD_MIN) or \
         (lag is not None and lag > max(V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL * (itl or 0)))
     # The engine idle: Little's law over its own counter short of C and, where known, the
     # engine's share of the client's count too (Little's window takes in idle time around a

@@ -332,6 +332,10 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
                          tuple(q for q, _, _ in SIGNALS[question]), facts["point_labels"])
         if fig is not None:
             figs[fig.id] = fig
+    for fig in [*F.fig_session_turns(led, pids, facts["point_labels"]),
+                F.fig_lengths({p.pid: p.measured for p in rd.points if p.pid in pids}, facts["point_labels"])]:
+        if fig is not None:
+            figs[fig.id] = fig
     facts["figures"] = sorted(figs)
     notices = []
     if pids and not valid:
@@ -352,7 +356,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     if facts["origin"] != "recorded":
         notices.append(in_langs("label.notice_fixture"))
     work = (bundle.manifest.get("plan") or {}).get("workload") or {}
-    if work.get("input_dist") or work.get("output_dist"):
+    if work.get("input_dist") or work.get("output_dist") or work.get("kind") == "sessions":
         # Each request's lengths were drawn: the sections that model the architecture still
         # read the point's nominal lengths, and say so here.
         notices.append(in_langs("label.notice_length_dist"))

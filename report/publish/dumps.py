@@ -15,6 +15,8 @@ def _plain(x: Any) -> Any:
         x = x.item()
     if isinstance(x, float) and not math.isfinite(x):
         return None
+    if isinstance(x, tuple):     # one entry per index (a sessions workload's turns)
+        return [_plain(v) for v in x]
     return x if isinstance(x, (int, float, str, bool)) or x is None else str(x)
 
 

@@ -493,3 +493,76 @@ def fig_occupancy(led: Ledger, pids: list[str], prev_led: Ledger | None, prev_pi
                             legend=alt.Legend(orient="bottom")),
         ).properties(width=WIDTH, height=HEIGHT).to_dict()
     return Figure("occupancy", per_lang(make), {lang: TEXT[lang]["occ_title"] for lang in LANGS}, keys=keys)
+
+
+def _turn_rows(led: Ledger, pids: list[str], series: dict[str, str], labels: dict[str, str],
+               scale: float = 1.0) -> tuple[list[dict[str, Any]], list[str]]:
+    """One row per point, series and turn (the first turn is turn one) of the per-turn tuples."""
+    rows, keys = [], []
+    for pid in pids:
+        for name, q in series.items():
+            key = f"p.{pid}.{q}"
+            values = led.value_of(key)
+            if not values:
+                continue
+            keys.append(key)
+            for k, y in enumerate(values):
+                if y is not None:
+                    rows.append({"x": k + 1, "y": y * scale, "series": f"{labels.get(pid, pid)} {name}",
+                                 "point": pid, "valid": _val(led, f"p.{pid}.valid") is not False})
+    return rows, keys
+
+
+def fig_session_turns(led: Ledger, pids: list[str], labels: dict[str, str]) -> list[Figure]:
+    """A sessions workload's TTFT p50 / p99 and prefix-cache hit rate against the turn, per point."""
+    figs = []
+    for fid, qs, scale, y_key, title in (
+            ("session_ttft", {"ttft_p50": "session_turn_ttft_ms_p50", "ttft_p99": "session_turn_ttft_ms_p99"},
+             1.0, "ms", "session_ttft_title"),
+            ("session_hits", {"hit_rate": "session_turn_prefix_hit_rate"}, 100.0, "hit_rate",
+             "session_hits_title")):
+        rows_any, keys = _turn_rows(led, pids, qs, labels)
+        if not rows_any:
+            continue
+
+        def make(t, qs=qs, scale=scale, y_key=y_key, title=title):
+            rows, _ = _turn_rows(led, pids, {t[k]: q for k, q in qs.items()}, labels, scale)
+            return _line(rows, t, "turn", t[y_key], t[title], log_x=False)
+        figs.append(Figure(fid, per_lang(make), {lang: TEXT[lang][title] for lang in LANGS},
+                           keys=tuple(keys)))
+    return figs
+
+
+def lengths_vary(measured: dict[str, Any]) -> bool:
+    """Whether the requests of MEASURED (point -> its measured RequestTable) were sent with
+    more than one prompt length or more than one output length."""
+    for table in measured.values():
+        for col in ("input_len", "max_tokens"):
+            xs = table.col(col)
+            xs = xs[~pd.isna(xs)]
+            if len(xs) and xs.min() != xs.max():
+                return True
+    return False
+
+
+def fig_lengths(measured: dict[str, Any], labels: dict[str, str]) -> Figure | None:
+    """Histograms of the prompt and output lengths each point's measured requests were sent
+    with (raw per-request records), shown only when the lengths vary."""
+    if not measured or not lengths_vary(measured):
+        return None
+
+    def make(t):
+        rows = []
+        for pid, table in measured.items():
+            for col, name in (("input_len", t["input_lengths"]), ("max_tokens", t["output_lengths"])):
+                rows += [{"len": float(x), "series": name, "point": labels.get(pid, pid)}
+                         for x in table.col(col) if not pd.isna(x)]
+        df = pd.DataFrame(rows)
+        base = alt.Chart(df).mark_bar(opacity=0.65).encode(
+            x=alt.X("len:Q", bin=alt.Bin(maxbins=40), title=t["length_tokens"]),
+            y=alt.Y("count():Q", title=t["requests"], stack=None),
+            color=alt.Color("series:N", title=t["series"],
+                            scale=alt.Scale(range=PALETTE[:2]), legend=alt.Legend(orient="bottom")))
+        return base.properties(width=WIDTH, height=HEIGHT // 2).facet(
+            row=alt.Row("point:N", title=t["point"])).to_dict()
+    return Figure("lengths", per_lang(make), {lang: TEXT[lang]["lengths_title"] for lang in LANGS})
