@@ -262,6 +262,9 @@ def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pid
         else "thesis_top" if since == top else "thesis")
     # At the power cap the compute ceiling is the capped clock's, not the datasheet's: said so.
     said = limit + ("_power_capped" if attributions[top].mechanism == "compute_bound_power_capped" else "")
+    # A pool the round forced small itself (--num-gpu-blocks-override): the flag is the limit.
+    if said == "kv_pool" and val(led, "r.blocks_before_override") is not None:
+        said = "kv_pool_forced"
     out = [_make(led, "thesis", "thesis", _texts(code, p=top, at=at[top], since=at[since],
                                                  first=at[valid_pids[0]],
                                                  limit=_texts(f"thesis_limit_{said}")),

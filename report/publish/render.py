@@ -112,6 +112,20 @@ _TAG = re.compile(r"<[^>]+>")
 INPUTS = "\0inputs"   # the appendix group of ids no section shows
 
 
+_TD = re.compile(r"(<td\b[^>]*>)(.*?)(</td>)", re.S)
+_CJK_RUN = re.compile(r"[\u3400-\u9fff]{2,}")
+_TAG_SPLIT = re.compile(r"(<[^>]+>)")
+
+
+def _cjk_words_whole(m: re.Match) -> str:
+    """A table cell whose runs of Chinese characters each stay on one line: a narrow cell
+    breaks at the spaces and punctuation between them, never inside one ("显/存")."""
+    parts = _TAG_SPLIT.split(m.group(2))
+    body = "".join(p if p.startswith("<") else _CJK_RUN.sub(r'<span class="nobr">\g<0></span>', p)
+                   for p in parts)
+    return m.group(1) + body + m.group(3)
+
+
 def _source_file(src: Source | str) -> str:
     """The bundle file a source names, without which of its records ("round-4/metrics.jsonl.gz")."""
     return src.file if isinstance(src, Source) else str(src).split(":", 1)[0]
@@ -591,6 +605,8 @@ class _Assembly:
         self.assign_ids(doc)
         doc = doc.replace(APPENDIX_PH, str(self.appendix()))
         doc = _PH.sub(self._final_sub, doc)
+        if self.mode == "pdf" and self.lang == "zh":
+            doc = _TD.sub(_cjk_words_whole, doc)
         if "\ue000" in doc or "\ue001" in doc:
             raise RenderError("unresolved placeholder left in the page")
         return neutralise_controls(doc)   # every rendered string, in HTML and PDF alike
