@@ -160,6 +160,7 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw = RawSources()
     src, win = _src_requests(rd, p), _src_window(rd, p)
     raw.add("measured", p.measured, src)
+    raw.add("all_requests", p.requests, src)
     raw.add("failed", p.failed, src)
     raw.add("t_measure", p.window.t_measure, win)
     raw.add("t_start", p.window.t_measure, win)
@@ -228,8 +229,8 @@ def _src_window(rd: RoundData, p: PointData) -> tuple[Source, ...]:
                       point=p.pid, a=p.window.t_measure, b=p.window.t_end),)
 
 
-def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
-    """Client statistics and server-side decompositions for one point."""
+def point_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> None:
+    """Client statistics and server-side decompositions for one point (RAW: its point_raw)."""
     k = f"p.{p.pid}."
     src, win = _src_requests(rd, p), _src_window(rd, p)
     s = p.settings
@@ -238,30 +239,9 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     led.record(k + "output_len", s.get("output_len"), unit="tok", doc="Output length set for the point", sources=win)
     if s.get("request_rate"):
         led.record(k + "request_rate", s["request_rate"], unit="req/s", doc="Open-loop arrival rate set for the point", sources=win)
-    led.derive(k + "window_s", A.difference, unit="s", sources=win,
-               a=p.window.t_end, b=p.window.t_measure)
     led.derive(k + "requests", A.count, unit="req", sources=src, values=p.measured)
     led.derive(k + "failed", A.count, unit="req", sources=src, values=p.failed)
-    ttft = ST.ttfts_ms(p.measured)
-    itl = ST.itl_gaps_ms(p.measured)
-    e2e = ST.e2es_ms(p.measured)
-    tpot = ST.tpots_ms(p.measured)
-    led.derive(k + "ttft_ms_mean", ST.mean, unit="ms", sources=src, values=ttft)
-    for q in (50, 90, 99):
-        led.derive(k + f"ttft_ms_p{q}", ST.percentile, unit="ms", sources=src, values=ttft, q=q)
-        led.derive(k + f"itl_ms_p{q}", ST.percentile, unit="ms", sources=src, values=itl, q=q)
-    led.derive(k + "tpot_ms_mean", ST.mean, unit="ms", sources=src, values=tpot)
-    led.derive(k + "e2e_ms_p50", ST.percentile, unit="ms", sources=src, values=e2e, q=50)
-    led.derive(k + "e2e_ms_p99", ST.percentile, unit="ms", sources=src, values=e2e, q=99)
-    led.derive(k + "output_tok_s", ST.output_tokens_per_s, unit="tok/s", sources=src + win,
-               all_requests=p.requests, t_measure=p.window.t_measure, t_end=p.window.t_end)
-    led.derive(k + "total_tok_s", ST.total_tokens_per_s, unit="tok/s", sources=src + win,
-               all_requests=p.requests, t_measure=p.window.t_measure, t_end=p.window.t_end)
-    led.derive(k + "req_s", ST.requests_per_s, unit="req/s", sources=src + win,
-               requests=p.measured, t_measure=p.window.t_measure, t_end=p.window.t_end)
-    led.derive(k + "multi_token_chunks", ST.multi_token_chunks, unit="", sources=src, requests=p.measured)
-    led.derive(k + "slot_wait_ms_p99", ST.percentile, unit="ms", sources=src,
-               values=ST.slot_waits_ms(p.measured), q=99)
+    resolve_point(led, ST.__name__, p.pid, raw)
     led.derive(k + "client_lag_ms_p99", A.loop_lag_p99_ms, unit="ms",
                sources=(f"{rd.name}/{rd.bundle.file_for('client')}",),
                client_samples=rd.bundle.client, t_start=p.window.t_measure, t_end=p.window.t_end)
@@ -768,12 +748,13 @@ def measured_ledger(rd: RoundData) -> Ledger:
                doc="The GPU's maximum SM clock, as NVML reports it", sources=(f"{rd.name}/manifest.json: gpus",),
                missing=gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry"))
     for p in rd.points:
-        point_ledger(led, rd, p)
+        raw = point_raw(rd, p)
+        point_ledger(led, rd, p, raw)
         cross_check_ledger(led, rd, p)
         kv_point_ledger(led, rd, p)
         mfu_point_ledger(led, rd, p)
         power_point_ledger(led, rd, p)
-        resolve_point(led, PW.__name__, p.pid, point_raw(rd, p))
+        resolve_point(led, PW.__name__, p.pid, raw)
     return led
 
 
