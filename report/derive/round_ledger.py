@@ -178,8 +178,27 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
             else Reason.of("reason.no_shared_prefix", kind=work.get("kind") or "?"),
             (f"{rd.name}/manifest.json: plan.workload",))
     sa, sb = p.steady
-    raw.add("steady_waiting", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_waiting"),
-            _src_metrics(rd, sa, sb, _what("source.what_steady", share=STEADY_FRACTION, point=p.pid)))
+    ss = _src_metrics(rd, sa, sb, _what("source.what_steady", share=STEADY_FRACTION, point=p.pid))
+    raw.add("steady_scrapes", rd.bundle.metrics, ss)
+    raw.add("steady_start", sa)
+    raw.add("steady_end", sb)
+    raw.add("steady_waiting", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_waiting"), ss)
+    raw.add("steady_waiting_capacity", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_waiting_by_reason",
+                                                       {"reason": "capacity"}), ss)
+    raw.add("point_scrapes", rd.bundle.metrics,
+            _src_metrics(rd, p.window.t_measure, p.window.t_end, _what("source.what_point", point=p.pid)))
+    raw.add("concurrency", p.settings.get("concurrency"), win)
+    # One population (see point_ledger): the requests the finish-time histograms count.
+    pa, pb, pop_what, excludes_warmup = _population_window(rd.bundle.metrics, p, a, b)
+    raw.add("population_scrapes", rd.bundle.metrics, _src_metrics(rd, pa, pb, _what(pop_what, point=p.pid)))
+    raw.add("population_start", pa)
+    raw.add("population_end", pb)
+    pop = DL.requests_ended_between(
+        p.measured if excludes_warmup else p.requests.take(p.requests.col("ok").astype(bool)), pa, pb)
+    raw.add("population", pop, _src_requests(rd, p, "source.requests_ended_in", k=len(pop), a=pa, b=pb))
+    first = DL.requests_first_token_between(p.measured, pa, pb)
+    raw.add("first_in_population", first,
+            _src_requests(rd, p, "source.requests_first_token_in", k=len(first), a=pa, b=pb))
     return raw
 
 
@@ -293,7 +312,8 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> N
                queue_ms_mean=q, prefill_ms_mean=pf)
     led.derive(k + "queue_share", A.share, unit="fraction", part=q, whole=ttft_pop)
     led.derive(k + "queue_over_prefill", A.ratio, unit="fraction", numerator=q, denominator=pf)
-    delivery_ledger(led, rd, p, k, pa, pb, pms, pop, psrc, (a, b, ms))
+    resolve_point(led, DL.__name__, p.pid, raw)
+    resolve_point(led, V.__name__, p.pid, raw)
     led.derive(k + "server_queue_ms_mean", A.per_request_server_ms, unit="ms", sources=src,
                requests=p.measured, field="queue_time_ms")
     led.derive(k + "server_prefill_ms_mean", A.per_request_server_ms, unit="ms", sources=src,
@@ -489,50 +509,6 @@ def _population_window(sc: list, p: PointData, a: float,
         return pa, pb, "source.what_after_warmup", True
     except Absent:
         return a, b, "source.what_warmup_included", False
-
-
-def delivery_ledger(led: Ledger, rd: RoundData, p: PointData, k: str, pa: float, pb: float,
-                    pms: tuple, pop, psrc: tuple, bracket: tuple) -> None:
-    """The engine's own ITL, TPOT and TTFT beside the client's, and the validity signals."""
-    sc = rd.bundle.metrics
-    a, b, ms = bracket
-    src = _src_requests(rd, p)
-    led.derive(k + "engine_itl_ms_mean", DL.engine_itl_ms_mean, unit="ms", sources=ms, scrapes=sc,
-               t_start=a, t_end=b)
-    led.derive(k + "client_itl_ms_mean", DL.client_itl_ms_mean, unit="ms", sources=src,
-               requests=p.measured)
-    led.derive(k + "delivery_itl_ms", A.difference, unit="ms", a=led[k + "client_itl_ms_mean"],
-               b=led[k + "engine_itl_ms_mean"])
-    e_tpot = led.derive(k + "engine_tpot_ms_mean", DL.engine_tpot_ms_mean, unit="ms", sources=pms,
-                        scrapes=sc, t_start=pa, t_end=pb)
-    c_tpot = led.derive(k + "client_tpot_ms_mean", ST.mean, unit="ms", sources=psrc,
-                        values=ST.tpots_ms(pop))
-    led.derive(k + "delivery_tpot_ratio", A.ratio, unit="×", numerator=c_tpot, denominator=e_tpot)
-    first = DL.requests_first_token_between(p.measured, pa, pb)
-    led.derive(k + "engine_ttft_ms_mean", DL.engine_ttft_ms_mean, unit="ms", sources=pms,
-               scrapes=sc, t_start=pa, t_end=pb)
-    led.derive(k + "client_ttft_ms_mean_first_in_window", ST.mean, unit="ms",
-               sources=_src_requests(rd, p, "source.requests_first_token_in", k=len(first), a=pa, b=pb),
-               values=ST.ttfts_ms(first))
-    led.derive(k + "delivery_ttft_ms", A.difference, unit="ms",
-               a=led[k + "client_ttft_ms_mean_first_in_window"], b=led[k + "engine_ttft_ms_mean"])
-    led.derive(k + "engine_steps_per_s", DL.engine_steps_per_s, unit="step/s", sources=ms,
-               scrapes=sc, t_start=a, t_end=b)
-    sa, sb = p.steady
-    ss = _src_metrics(rd, sa, sb, _what("source.what_steady", share=STEADY_FRACTION, point=p.pid))
-    C = p.settings.get("concurrency")
-    led.derive(k + "held_concurrency_fraction", V.held_concurrency_fraction, unit="fraction",
-               sources=ss, scrapes=sc, t_start=sa, t_end=sb, concurrency=C)
-    led.derive(k + "send_synchrony", V.send_synchrony, unit="fraction", sources=src,
-               requests=p.measured, concurrency=C)
-    led.derive(k + "lifetimes_in_window", V.lifetimes_in_window, unit="",
-               window_s=led[k + "window_s"], e2e_ms_p50=led[k + "e2e_ms_p50"])
-    wms = _src_metrics(rd, p.window.t_measure, p.window.t_end, _what("source.what_point", point=p.pid))
-    led.derive(k + "failed_scrape_share", V.failed_scrape_share, unit="fraction", sources=wms,
-               scrapes=sc, t_start=p.window.t_measure, t_end=p.window.t_end)
-    led.derive(k + "waiting_capacity_peak", S.peak_value, unit="req", sources=ss,
-               values=_gauge_or_empty(sc, sa, sb, "vllm:num_requests_waiting_by_reason",
-                                      {"reason": "capacity"}))
 
 
 def _gauge_or_empty(sc: list, a: float, b: float, name: str, where=None) -> list[float]:
