@@ -188,6 +188,8 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("point_scrapes", rd.bundle.metrics,
             _src_metrics(rd, p.window.t_measure, p.window.t_end, _what("source.what_point", point=p.pid)))
     raw.add("concurrency", p.settings.get("concurrency"), win)
+    raw.add("client_samples", rd.bundle.client, (f"{rd.name}/{rd.bundle.file_for('client')}",))
+    raw.add("host_samples", rd.bundle.host, (f"{rd.name}/{rd.bundle.file_for('host')}",))
     # One population (see point_ledger): the requests the finish-time histograms count.
     pa, pb, pop_what, excludes_warmup = _population_window(rd.bundle.metrics, p, a, b)
     raw.add("population_scrapes", rd.bundle.metrics, _src_metrics(rd, pa, pb, _what(pop_what, point=p.pid)))
@@ -367,7 +369,7 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> N
                    sources=ms, missing=reason)
 
 
-def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
+def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> None:
     """The second signals of each verdict: requests in flight seen by the client and by Little's
     law, the client's measured timing error, host CPU, the log's stats lines, queue trends."""
     k = f"p.{p.pid}."
@@ -378,7 +380,6 @@ def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     sa, sb = p.steady
     src, win = _src_requests(rd, p), (p.window.t_measure, p.window.t_end)
     csrc = (f"{rd.name}/{rd.bundle.file_for('client')}",)
-    hsrc = (f"{rd.name}/{rd.bundle.file_for('host')}",)
     # Requests in flight, three ways (the gauges' share is held_concurrency_fraction): the
     # client's count, and the engine's, which is the client's times the share of each
     # request's life spent inside the engine (the same finished requests on both sides: so
@@ -442,17 +443,7 @@ def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     led.derive(k + "engine_throughput_trend", OC.engine_throughput_trend, unit="×", sources=sms,
                scrapes=sc, t_start=sp_a, t_end=sp_b)
     # The client's timing error, measured: events that shared a stamp, and where they could be late.
-    led.derive(k + "events_received", CE.events_received, unit="", sources=src, requests=p.measured)
-    led.derive(k + "reads_in_window", CE.reads_in_window, unit="", sources=csrc,
-               client_samples=rd.bundle.client, t_start=win[0], t_end=win[1])
-    led.derive(k + "coread_share_by_counters", CE.coread_share_by_counters, unit="fraction",
-               sources=src + csrc, requests=p.requests, client_samples=rd.bundle.client,
-               t_start=win[0], t_end=win[1])
-    zero = led.derive(k + "zero_gap_chunks", CE.zero_gap_chunks, unit="", sources=src, requests=p.measured)
-    led.derive(k + "zero_gap_share", A.share, unit="fraction", part=zero, whole=led[k + "events_received"])
-    chunk = CE.chunk_gaps_ms(p.measured)
-    for q in (50, 99):
-        led.derive(k + f"chunk_itl_ms_p{q}", ST.percentile, unit="ms", sources=src, values=chunk, q=q)
+    resolve_point(led, CE.__name__, p.pid, raw)
     # The ITL the client's error is held against: the engine's own where it was sampled (the
     # client's may be the distorted one), else the client's per-chunk p50.
     engine_itl = led[k + "engine_itl_ms_mean"]
@@ -481,13 +472,7 @@ def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     led.derive(k + "client_lag_ms_p50", A.loop_lag_ms_quantile, unit="ms", sources=csrc,
                client_samples=rd.bundle.client, t_start=win[0], t_end=win[1], q=50)
     # Host CPU: the engine's processes, the client, the whole host.
-    host = rd.bundle.host
-    led.derive(k + "engine_cpu_share", HL.engine_cpu_share, unit="fraction", sources=hsrc,
-               host_samples=host, t_start=win[0], t_end=win[1])
-    led.derive(k + "client_cpu_cores", HL.client_cpu_cores, unit="", sources=hsrc,
-               host_samples=host, t_start=win[0], t_end=win[1])
-    led.derive(k + "host_cpu_busy_share", HL.host_cpu_busy_share, unit="fraction", sources=hsrc,
-               host_samples=host, t_start=win[0], t_end=win[1])
+    resolve_point(led, HL.__name__, p.pid, raw)
     # The server log's stats lines: the gauges of a round recorded without /metrics.
     stats = list(rd.log.stats_lines) if rd.log else []
     year = int(str(rd.bundle.manifest.get("created_utc") or "1970")[:4])
@@ -726,7 +711,7 @@ def measured_ledger(rd: RoundData) -> Ledger:
     for p in rd.points:
         raw = point_raw(rd, p)
         point_ledger(led, rd, p, raw)
-        cross_check_ledger(led, rd, p)
+        cross_check_ledger(led, rd, p, raw)
         kv_point_ledger(led, rd, p)
         mfu_point_ledger(led, rd, p)
         power_point_ledger(led, rd, p)
