@@ -134,3 +134,22 @@ def requests_first_token_between(requests: RequestTable, t_start: float,
 def server_finished_count(scrapes: list, t_start: float, t_end: float) -> float:
     """Requests the server finished in the window: Δcount of request_queue_time_seconds."""
     return series.histogram_increase(scrapes, t_start, t_end, QUEUE).count
+
+
+@point_quantity(unit="req")
+def population_requests_client(population: RequestTable) -> int:
+    """Requests of the population as the client counts them: answered, ended inside the histogram window."""
+    return len(population)
+
+
+@point_quantity(unit="req")
+def population_requests_server(population_scrapes: list, population_start: float, population_end: float) -> float:
+    """Requests the server finished inside the population's histogram window."""
+    return server_finished_count(population_scrapes, population_start, population_end)
+
+
+@point_quantity(unit="fraction")
+def population_mismatch(population_requests_server: float, population_requests_client: int) -> float:
+    """How far the server's count of the population is from the client's, as a fraction of the client's."""
+    from report.derive.analyses import relative_difference
+    return relative_difference(population_requests_server, population_requests_client)

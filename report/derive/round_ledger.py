@@ -183,6 +183,8 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("steady_start", sa)
     raw.add("steady_end", sb)
     raw.add("steady_waiting", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_waiting"), ss)
+    raw.add("steady_running", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_running"), ss)
+    raw.add("steady_kv_usage", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:kv_cache_usage_perc"), ss)
     raw.add("steady_waiting_capacity", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_waiting_by_reason",
                                                        {"reason": "capacity"}), ss)
     raw.add("point_scrapes", rd.bundle.metrics,
@@ -190,7 +192,11 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("concurrency", p.settings.get("concurrency"), win)
     raw.add("client_samples", rd.bundle.client, (f"{rd.name}/{rd.bundle.file_for('client')}",))
     raw.add("host_samples", rd.bundle.host, (f"{rd.name}/{rd.bundle.file_for('host')}",))
-    # One population (see point_ledger): the requests the finish-time histograms count.
+    # One population: queue and prefill are observed when a request finishes, so they are
+    # differenced from the first scrape after the last warm-up request ended: every finish
+    # they count is a measured request, and the client's TTFT is taken over the same ones.
+    # Without a scrape after the warm-up's end, both sides take every answered request of
+    # the point's window, warm-up included, so they still describe one population.
     pa, pb, pop_what, excludes_warmup = _population_window(rd.bundle.metrics, p, a, b)
     raw.add("population_scrapes", rd.bundle.metrics, _src_metrics(rd, pa, pb, _what(pop_what, point=p.pid)))
     raw.add("population_start", pa)
@@ -263,95 +269,25 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> N
     led.derive(k + "requests", A.count, unit="req", sources=src, values=p.measured)
     led.derive(k + "failed", A.count, unit="req", sources=src, values=p.failed)
     resolve_point(led, ST.__name__, p.pid, raw)
-    led.derive(k + "client_lag_ms_p99", A.loop_lag_p99_ms, unit="ms",
-               sources=(f"{rd.name}/{rd.bundle.file_for('client')}",),
-               client_samples=rd.bundle.client, t_start=p.window.t_measure, t_end=p.window.t_end)
-
-    csrc = (f"{rd.name}/{rd.bundle.file_for('client')}",)
-    cwin = {"client_samples": rd.bundle.client, "t_start": p.window.t_measure, "t_end": p.window.t_end}
-    led.derive(k + "kernel_stamped_read_share", A.kernel_stamped_read_share, unit="fraction",
-               sources=csrc, **cwin)
-    led.derive(k + "packet_stamped_read_share", A.packet_stamped_read_share, unit="fraction",
-               sources=csrc, **cwin)
-    led.derive(k + "socket_wait_ms_p99", A.socket_wait_p99_ms, unit="ms", sources=csrc, **cwin)
-    led.derive(k + "client_timing_error_ms", A.client_timing_error_bound_ms, unit="ms",
-               sources=csrc, **cwin)
-    led.derive(k + "client_lag_share_of_itl", A.ratio, unit="fraction",
-               numerator=led[k + "client_timing_error_ms"], denominator=led[k + "itl_ms_p50"])
-
     # Server side over the same window (histogram differencing, resets handled).
     sc = rd.bundle.metrics
     # Counters and histograms: differenced between the scrapes that bracket the window.
     a, b = A.bracketing_window(sc, p.window.t_measure, p.window.t_end)
     ms = _src_metrics(rd, a, b, _what("source.what_bracketing", point=p.pid))
-    # One population: queue and prefill are observed when a request finishes, so they are
-    # differenced from the first scrape after the last warm-up request ended: every finish
-    # they count is a measured request, and the client's TTFT is taken over the same ones.
-    pa, pb, pop_what, excludes_warmup = _population_window(sc, p, a, b)
-    pms = _src_metrics(rd, pa, pb, _what(pop_what, point=p.pid))
-    # Without a scrape after the warm-up's end, both sides take every answered request of
-    # the point's window, warm-up included, so they still describe one population.
-    pop = DL.requests_ended_between(
-        p.measured if excludes_warmup else p.requests.take(p.requests.col("ok").astype(bool)), pa, pb)
+    # Whether the population's histogram window (point_raw) leaves the warm-up out.
+    excludes_warmup = _population_window(sc, p, a, b)[3]
     led.record(k + "population_excludes_warmup",
                excludes_warmup if any(s.get("ok") for s in sc) else None, sources=ms,
                missing=Reason.of("reason.no_scrape_no_histogram_window"),
                doc="Whether a scrape fell between the last warm-up request's end and the point's end, "
                    "so the server's finish-time histograms could leave the warm-up out")
-    psrc = _src_requests(rd, p, "source.requests_ended_in", k=len(pop), a=pa, b=pb)
-    q = led.derive(k + "queue_ms_mean", A.mean_queue_ms, unit="ms", sources=pms, scrapes=sc, t_start=pa, t_end=pb)
-    pf = led.derive(k + "prefill_ms_mean", A.mean_prefill_ms, unit="ms", sources=pms, scrapes=sc, t_start=pa, t_end=pb)
-    led.derive(k + "population_requests_client", A.count, unit="req", sources=psrc, values=pop)
-    led.derive(k + "population_requests_server", DL.server_finished_count, unit="req", sources=pms,
-               scrapes=sc, t_start=pa, t_end=pb)
-    led.derive(k + "population_mismatch", A.relative_difference, unit="fraction",
-               new=led[k + "population_requests_server"], old=led[k + "population_requests_client"])
-    led.derive(k + "warmup_ended_in_point_window", A.count, unit="req", sources=src,
+    # A client count over the bracketing window: it cites the requests only (0 is observed).
+    led.derive(k + "warmup_ended_in_point_window", A.count, unit="req", sources=_src_requests(rd, p),
                values=DL.requests_ended_between(p.requests.take(p.requests.col("warmup").astype(bool)), a, b))
-    ttft_pop = led.derive(k + "ttft_ms_mean_population", ST.mean, unit="ms", sources=psrc,
-                          values=ST.ttfts_ms(pop))
-    led.derive(k + "frontend_ms_mean", A.frontend_ms, unit="ms", ttft_ms_mean=ttft_pop,
-               queue_ms_mean=q, prefill_ms_mean=pf)
-    led.derive(k + "queue_share", A.share, unit="fraction", part=q, whole=ttft_pop)
-    led.derive(k + "queue_over_prefill", A.ratio, unit="fraction", numerator=q, denominator=pf)
     resolve_point(led, DL.__name__, p.pid, raw)
     resolve_point(led, V.__name__, p.pid, raw)
-    led.derive(k + "server_queue_ms_mean", A.per_request_server_ms, unit="ms", sources=src,
-               requests=p.measured, field="queue_time_ms")
-    led.derive(k + "server_prefill_ms_mean", A.per_request_server_ms, unit="ms", sources=src,
-               requests=p.measured, field="time_to_first_token_ms")
-    it = led.derive(k + "iteration_tokens_mean", A.mean_iteration_tokens, unit="tok", sources=ms,
-                    scrapes=sc, t_start=a, t_end=b)
-    sa, sb = p.steady
-    ss = _src_metrics(rd, sa, sb, _what("source.what_steady", share=STEADY_FRACTION, point=p.pid))
-
-    def gauge(name: str) -> list[float]:
-        try:
-            return S.gauge_values(sc, sa, sb, name)
-        except Absent:
-            return []
-
-    running, waiting, kv = (gauge("vllm:num_requests_running"), gauge("vllm:num_requests_waiting"),
-                            gauge("vllm:kv_cache_usage_perc"))
-    run_med = led.derive(k + "server_running_median", S.median_value, unit="req", sources=ss, values=running)
-    led.derive(k + "waiting_peak", S.peak_value, unit="req", sources=ss, values=waiting)
-    led.derive(k + "waiting_share", S.share_positive, unit="fraction", sources=ss, values=waiting)
-    led.derive(k + "prefill_tokens_per_iteration", A.prefill_part_of_iteration, unit="tok",
-               mean_iteration_tokens=it, decode_tokens=run_med)
-    led.derive(k + "step_tokens_per_running", A.ratio, unit="×", numerator=it, denominator=run_med)
-    led.derive(k + "kv_usage_p50", S.median_value, unit="fraction", sources=ss, values=kv)
-    led.derive(k + "kv_usage_peak", A.gauge_peak, unit="fraction",
-               sources=_src_metrics(rd, p.window.t_measure, p.window.t_end, _what("source.what_point", point=p.pid)),
-               scrapes=sc, t_start=p.window.t_measure, t_end=p.window.t_end,
-               name="vllm:kv_cache_usage_perc")
-    led.derive(k + "preemptions", S.counter_increase, unit="", sources=ms, scrapes=sc, t_start=a,
-               t_end=b, name="vllm:num_preemptions_total")
-    led.derive(k + "prefix_cache_hits", S.counter_increase, unit="tok", sources=ms, scrapes=sc,
-               t_start=a, t_end=b, name="vllm:prefix_cache_hits_total")
-    led.derive(k + "prompt_tokens_server", S.counter_increase, unit="tok", sources=ms, scrapes=sc,
-               t_start=a, t_end=b, name="vllm:prompt_tokens_total")
-    led.derive(k + "generation_tokens_server", S.counter_increase, unit="tok", sources=ms,
-               scrapes=sc, t_start=a, t_end=b, name="vllm:generation_tokens_total")
+    resolve_point(led, S.__name__, p.pid, raw)
+    resolve_point(led, A.__name__, p.pid, raw)
     mfu_ok = _counter_moved(sc, a, b, "vllm:estimated_flops_per_gpu_total")
     if mfu_ok:
         led.derive(k + "tflops_s", _rate_tera, unit="TFLOP/s", sources=ms, scrapes=sc, t_start=a,

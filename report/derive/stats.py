@@ -385,3 +385,9 @@ def multi_token_chunks(measured: RequestTable) -> int:
 def slot_wait_ms_p99(measured: RequestTable) -> float:
     """p99 of the time a measured request waited for a client-side concurrency slot."""
     return percentile(slot_waits_ms(measured), 99)
+
+
+@point_quantity(unit="ms")
+def ttft_ms_mean_population(population: RequestTable) -> float:
+    """Mean TTFT, as the client measured it, of the requests the engine's finish-time histograms count."""
+    return mean(ttfts_ms(population))
