@@ -14,6 +14,7 @@ import numpy as np
 from bundle.request_table import RequestTable, as_request_table
 from report.derive import series
 from report.ledger import Absent
+from report.registry import point_quantity
 
 # -------------------------------------------------------------- server-side means (ms)
 
@@ -277,6 +278,7 @@ def _read_samples(client_samples: list, t_start: float, t_end: float) -> list:
     return rows
 
 
+@point_quantity(unit="fraction")
 def kernel_stamped_read_share(client_samples: list, t_start: float, t_end: float) -> float:
     """Share of the client's stream reads in the window timed by the kernel's receive stamp."""
     rows = _read_samples(client_samples, t_start, t_end)
@@ -286,6 +288,7 @@ def kernel_stamped_read_share(client_samples: list, t_start: float, t_end: float
     return sum(s["reads_kernel_stamped"] for s in rows) / reads
 
 
+@point_quantity(unit="fraction")
 def packet_stamped_read_share(client_samples: list, t_start: float, t_end: float) -> float:
     """Share of the client's stream reads in the window whose every byte was timed by its own TCP segment's arrival (packet ring)."""
     rows = _read_samples(client_samples, t_start, t_end)
@@ -400,3 +403,94 @@ def counter_rate_intervals_above(scrapes: list, name: str, threshold: float) -> 
 def gauge_peak(scrapes: list, t_start: float, t_end: float, name: str) -> float:
     """Largest sample of gauge NAME in the window."""
     return series.peak_value(series.gauge_values(scrapes, t_start, t_end, name))
+
+
+# The point's server-side decomposition and the client's own lag, each key one function.
+@point_quantity(unit="ms")
+def client_lag_ms_p99(client_samples: list, t_start: float, t_end: float) -> float:
+    """p99 of the client's own event-loop delay inside the point's window, ms."""
+    return loop_lag_p99_ms(client_samples, t_start, t_end)
+
+
+@point_quantity(unit="ms")
+def socket_wait_ms_p99(client_samples: list, t_start: float, t_end: float) -> float:
+    """p99 of the longest socket-buffer wait of stream bytes timed by their read, inside the point's window, ms."""
+    return socket_wait_p99_ms(client_samples, t_start, t_end)
+
+
+@point_quantity(unit="ms")
+def client_timing_error_ms(client_samples: list, t_start: float, t_end: float) -> float:
+    """How late the client may have timed a chunk inside the point's window, ms."""
+    return client_timing_error_bound_ms(client_samples, t_start, t_end)
+
+
+@point_quantity(unit="fraction")
+def client_lag_share_of_itl(client_timing_error_ms: float, itl_ms_p50: float) -> float:
+    """The client's timing error bound as a share of the median ITL."""
+    return ratio(client_timing_error_ms, itl_ms_p50)
+
+
+@point_quantity(unit="ms")
+def queue_ms_mean(population_scrapes: list, population_start: float, population_end: float) -> float:
+    """Mean time the population's requests waited in the scheduler queue, ms."""
+    return mean_queue_ms(population_scrapes, population_start, population_end)
+
+
+@point_quantity(unit="ms")
+def prefill_ms_mean(population_scrapes: list, population_start: float, population_end: float) -> float:
+    """Mean prefill time (scheduled to first token) of the population's requests, ms."""
+    return mean_prefill_ms(population_scrapes, population_start, population_end)
+
+
+@point_quantity(unit="ms")
+def frontend_ms_mean(ttft_ms_mean_population: float, queue_ms_mean: float, prefill_ms_mean: float) -> float:
+    """The population's client TTFT not explained by server queue and prefill, ms."""
+    return frontend_ms(ttft_ms_mean_population, queue_ms_mean, prefill_ms_mean)
+
+
+@point_quantity(unit="fraction")
+def queue_share(queue_ms_mean: float, ttft_ms_mean_population: float) -> float:
+    """The server's queue time as a share of the population's client TTFT."""
+    return share(queue_ms_mean, ttft_ms_mean_population)
+
+
+@point_quantity(unit="fraction")
+def queue_over_prefill(queue_ms_mean: float, prefill_ms_mean: float) -> float:
+    """The server's mean queue time over its mean prefill time."""
+    return ratio(queue_ms_mean, prefill_ms_mean)
+
+
+@point_quantity(unit="ms")
+def server_queue_ms_mean(measured: RequestTable) -> float:
+    """Mean queue time the server reported per measured request (its usage chunk's metrics), ms."""
+    return per_request_server_ms(measured, "queue_time_ms")
+
+
+@point_quantity(unit="ms")
+def server_prefill_ms_mean(measured: RequestTable) -> float:
+    """Mean time to first token the server reported per measured request (its usage chunk's metrics), ms."""
+    return per_request_server_ms(measured, "time_to_first_token_ms")
+
+
+@point_quantity(unit="tok")
+def iteration_tokens_mean(scrapes: list, bracket_start: float, bracket_end: float) -> float:
+    """Mean tokens per engine step over the point's bracketing scrapes."""
+    return mean_iteration_tokens(scrapes, bracket_start, bracket_end)
+
+
+@point_quantity(unit="tok")
+def prefill_tokens_per_iteration(iteration_tokens_mean: float, server_running_median: float) -> float:
+    """Tokens per engine step that are not decode: mean step tokens minus the median running requests."""
+    return prefill_part_of_iteration(iteration_tokens_mean, server_running_median)
+
+
+@point_quantity(unit="×")
+def step_tokens_per_running(iteration_tokens_mean: float, server_running_median: float) -> float:
+    """Mean tokens per engine step over the median running requests."""
+    return ratio(iteration_tokens_mean, server_running_median)
+
+
+@point_quantity(unit="fraction")
+def kv_usage_peak(point_scrapes: list, t_measure: float, t_end: float) -> float:
+    """Largest KV cache usage sample inside the point's window."""
+    return gauge_peak(point_scrapes, t_measure, t_end, "vllm:kv_cache_usage_perc")

@@ -17,6 +17,7 @@ import numpy as np
 from bundle.request_table import RequestTable, as_request_table
 from report.derive import series
 from report.ledger import Absent
+from report.registry import point_quantity
 
 ENGINE_ITL = "vllm:inter_token_latency_seconds"
 
@@ -39,35 +40,60 @@ def chunk_gaps_ms(requests: RequestTable) -> np.ndarray:
     return gaps * 1e3
 
 
-def zero_gap_chunks(requests: RequestTable) -> int:
+@point_quantity(unit="")
+def zero_gap_chunks(measured: RequestTable) -> int:
     """Chunks that arrived with the same stamp as the chunk before them in their request."""
-    gaps, _ = _pairs(requests)
+    gaps, _ = _pairs(measured)
     return int(np.count_nonzero(gaps == 0))
 
 
-def events_received(requests: RequestTable) -> int:
+@point_quantity(unit="")
+def events_received(measured: RequestTable) -> int:
     """Chunks (stream events that carried tokens) the client received."""
-    t, _, _ = as_request_table(requests).chunks()
+    t, _, _ = as_request_table(measured).chunks()
     return int(len(t))
 
 
-def reads_in_window(client_samples: list, t_start: float, t_end: float) -> int:
+@point_quantity(unit="")
+def reads_in_window(client_samples: list, t_measure: float, t_end: float) -> int:
     """Stream reads the client made inside the window (client.jsonl's read counters)."""
-    rows = [s for s in client_samples if t_start <= s["t"] <= t_end and "reads" in s]
+    rows = [s for s in client_samples if t_measure <= s["t"] <= t_end and "reads" in s]
     if not rows:
         raise Absent("reason.no_read_counters")
     return int(sum(s["reads"] for s in rows))
 
 
-def coread_share_by_counters(requests: RequestTable, client_samples: list, t_start: float,
+@point_quantity(unit="fraction")
+def coread_share_by_counters(all_requests: RequestTable, client_samples: list, t_measure: float,
                              t_end: float) -> float:
     """Share of the window's events that shared a read, by the counters: (events − reads) ÷ events, at least 0 (a read may also carry no event)."""
-    t, _, _ = as_request_table(requests).chunks()
-    events = int(np.count_nonzero((t >= t_start) & (t < t_end)))
+    t, _, _ = as_request_table(all_requests).chunks()
+    events = int(np.count_nonzero((t >= t_measure) & (t < t_end)))
     if not events:
         raise Absent("reason.no_samples")
-    reads = reads_in_window(client_samples, t_start, t_end)
+    reads = reads_in_window(client_samples, t_measure, t_end)
     return max(0, events - reads) / events
+
+
+@point_quantity(unit="fraction")
+def zero_gap_share(zero_gap_chunks: int, events_received: int) -> float:
+    """The share of the events received that arrived with the same stamp as the one before them."""
+    from report.derive.analyses import share
+    return share(zero_gap_chunks, events_received)
+
+
+@point_quantity(unit="ms")
+def chunk_itl_ms_p50(measured: RequestTable) -> float:
+    """Median gap between consecutive chunks of the measured requests (a chunk, not a token, is the unit)."""
+    from report.derive.stats import percentile
+    return percentile(chunk_gaps_ms(measured), 50)
+
+
+@point_quantity(unit="ms")
+def chunk_itl_ms_p99(measured: RequestTable) -> float:
+    """p99 of the gaps between consecutive chunks of the measured requests."""
+    from report.derive.stats import percentile
+    return percentile(chunk_gaps_ms(measured), 99)
 
 
 def _sample_of(client_samples: list, times: np.ndarray) -> tuple[np.ndarray, list]:

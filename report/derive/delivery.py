@@ -16,6 +16,7 @@ import numpy as np
 from bundle.request_table import RequestTable, as_request_table
 from report.derive import series
 from report.ledger import Absent
+from report.registry import point_quantity
 
 ENGINE_ITL = "vllm:inter_token_latency_seconds"
 ENGINE_TTFT = "vllm:time_to_first_token_seconds"
@@ -24,36 +25,74 @@ QUEUE = "vllm:request_queue_time_seconds"
 ITERATION_TOKENS = "vllm:iteration_tokens_total"
 
 
-def engine_itl_ms_mean(scrapes: list, t_start: float, t_end: float) -> float:
+@point_quantity(unit="ms")
+def engine_itl_ms_mean(scrapes: list, bracket_start: float, bracket_end: float) -> float:
     """Mean gap between a request's engine-core output timestamps: Δsum/Δcount of inter_token_latency_seconds, ms."""
-    return 1e3 * series.histogram_window_mean(scrapes, t_start, t_end, ENGINE_ITL)
+    return 1e3 * series.histogram_window_mean(scrapes, bracket_start, bracket_end, ENGINE_ITL)
 
 
-def engine_ttft_ms_mean(scrapes: list, t_start: float, t_end: float) -> float:
+@point_quantity(unit="ms")
+def engine_ttft_ms_mean(population_scrapes: list, population_start: float, population_end: float) -> float:
     """Mean time from arrival in the engine client to the first token's iteration: Δsum/Δcount of time_to_first_token_seconds, ms."""
-    return 1e3 * series.histogram_window_mean(scrapes, t_start, t_end, ENGINE_TTFT)
+    return 1e3 * series.histogram_window_mean(population_scrapes, population_start, population_end, ENGINE_TTFT)
 
 
-def engine_tpot_ms_mean(scrapes: list, t_start: float, t_end: float) -> float:
+@point_quantity(unit="ms")
+def engine_tpot_ms_mean(population_scrapes: list, population_start: float, population_end: float) -> float:
     """Mean per-request engine decode pace, (last − first token) ÷ (tokens − 1): Δsum/Δcount of request_time_per_output_token_seconds, ms."""
-    return 1e3 * series.histogram_window_mean(scrapes, t_start, t_end, ENGINE_TPOT)
+    return 1e3 * series.histogram_window_mean(population_scrapes, population_start, population_end, ENGINE_TPOT)
 
 
-def engine_steps_per_s(scrapes: list, t_start: float, t_end: float) -> float:
+@point_quantity(unit="step/s")
+def engine_steps_per_s(scrapes: list, bracket_start: float, bracket_end: float) -> float:
     """Engine steps per second: Δcount of iteration_tokens_total over the window."""
-    if t_end <= t_start:
+    if bracket_end <= bracket_start:
         raise Absent("reason.window_empty")
-    delta = series.histogram_increase(scrapes, t_start, t_end, ITERATION_TOKENS)
-    return delta.count / (t_end - t_start)
+    delta = series.histogram_increase(scrapes, bracket_start, bracket_end, ITERATION_TOKENS)
+    return delta.count / (bracket_end - bracket_start)
 
 
-def client_itl_ms_mean(requests: RequestTable) -> float:
+@point_quantity(unit="ms")
+def client_itl_ms_mean(measured: RequestTable) -> float:
     """Mean gap per output token as the client received it (a chunk of k tokens gives k equal gaps), ms."""
     from report.derive.stats import itl_gaps_ms
-    gaps = itl_gaps_ms(as_request_table(requests))
+    gaps = itl_gaps_ms(as_request_table(measured))
     if not len(gaps):
         raise Absent("reason.no_two_chunks")
     return float(np.mean(gaps))
+
+
+@point_quantity(unit="ms")
+def delivery_itl_ms(client_itl_ms_mean: float, engine_itl_ms_mean: float) -> float:
+    """What delivery adds to each token's gap: the client's mean ITL less the engine's."""
+    return client_itl_ms_mean - engine_itl_ms_mean
+
+
+@point_quantity(unit="ms")
+def client_tpot_ms_mean(population: RequestTable) -> float:
+    """Mean TPOT, as the client measured it, of the requests the engine's histograms count."""
+    from report.derive.stats import mean, tpots_ms
+    return mean(tpots_ms(population))
+
+
+@point_quantity(unit="×")
+def delivery_tpot_ratio(client_tpot_ms_mean: float, engine_tpot_ms_mean: float) -> float:
+    """The client's mean TPOT over the engine's, over the same finished requests."""
+    from report.derive.analyses import ratio
+    return ratio(client_tpot_ms_mean, engine_tpot_ms_mean)
+
+
+@point_quantity(unit="ms")
+def client_ttft_ms_mean_first_in_window(first_in_population: RequestTable) -> float:
+    """Mean TTFT, as the client measured it, of the requests whose first token the engine's TTFT histogram counts."""
+    from report.derive.stats import mean, ttfts_ms
+    return mean(ttfts_ms(first_in_population))
+
+
+@point_quantity(unit="ms")
+def delivery_ttft_ms(client_ttft_ms_mean_first_in_window: float, engine_ttft_ms_mean: float) -> float:
+    """What delivery adds to the first token: the client's mean TTFT less the engine's, same requests."""
+    return client_ttft_ms_mean_first_in_window - engine_ttft_ms_mean
 
 
 def last_warmup_end(requests: RequestTable) -> float:
@@ -95,3 +134,22 @@ def requests_first_token_between(requests: RequestTable, t_start: float,
 def server_finished_count(scrapes: list, t_start: float, t_end: float) -> float:
     """Requests the server finished in the window: Δcount of request_queue_time_seconds."""
     return series.histogram_increase(scrapes, t_start, t_end, QUEUE).count
+
+
+@point_quantity(unit="req")
+def population_requests_client(population: RequestTable) -> int:
+    """Requests of the population as the client counts them: answered, ended inside the histogram window."""
+    return len(population)
+
+
+@point_quantity(unit="req")
+def population_requests_server(population_scrapes: list, population_start: float, population_end: float) -> float:
+    """Requests the server finished inside the population's histogram window."""
+    return server_finished_count(population_scrapes, population_start, population_end)
+
+
+@point_quantity(unit="fraction")
+def population_mismatch(population_requests_server: float, population_requests_client: int) -> float:
+    """How far the server's count of the population is from the client's, as a fraction of the client's."""
+    from report.derive.analyses import relative_difference
+    return relative_difference(population_requests_server, population_requests_client)

@@ -7,6 +7,7 @@ process group's user + system time, so it counts every process the launcher star
 from __future__ import annotations
 
 from report.ledger import Absent
+from report.registry import point_quantity
 
 
 def _ends(host_samples: list, t_start: float, t_end: float, field: str) -> tuple[dict, dict]:
@@ -25,25 +26,28 @@ def _cores_used(host_samples: list, t_start: float, t_end: float, field: str) ->
     return (b[field] - a[field]) / wall, b["cores"]
 
 
-def engine_cpu_share(host_samples: list, t_start: float, t_end: float) -> float:
+@point_quantity(unit="fraction")
+def engine_cpu_share(host_samples: list, t_measure: float, t_end: float) -> float:
     """CPU time of the engine's processes over the window's wall time × the host's cores, at most 1.
 
     /proc counts each process's CPU time in whole clock ticks, so over a window of a few
     seconds the sum over the engine's processes can pass the wall time by a tick or so each:
     a share past 1 is that rounding, and reads as every core busy.
     """
-    used, cores = _cores_used(host_samples, t_start, t_end, "engine_cpu_s")
+    used, cores = _cores_used(host_samples, t_measure, t_end, "engine_cpu_s")
     return min(1.0, used / cores)
 
 
-def client_cpu_cores(host_samples: list, t_start: float, t_end: float) -> float:
+@point_quantity(unit="")
+def client_cpu_cores(host_samples: list, t_measure: float, t_end: float) -> float:
     """CPU time of the client process over the window's wall time (1.0: one core busy throughout)."""
-    return _cores_used(host_samples, t_start, t_end, "client_cpu_s")[0]
+    return _cores_used(host_samples, t_measure, t_end, "client_cpu_s")[0]
 
 
-def host_cpu_busy_share(host_samples: list, t_start: float, t_end: float) -> float:
+@point_quantity(unit="fraction")
+def host_cpu_busy_share(host_samples: list, t_measure: float, t_end: float) -> float:
     """Share of the host's CPU time that was busy (not idle or waiting for I/O) over the window."""
-    a, b = _ends(host_samples, t_start, t_end, "cpu_busy_s")
+    a, b = _ends(host_samples, t_measure, t_end, "cpu_busy_s")
     total = b["cpu_total_s"] - a["cpu_total_s"]
     if total <= 0:
         raise Absent("reason.window_empty")

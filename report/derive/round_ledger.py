@@ -160,6 +160,7 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw = RawSources()
     src, win = _src_requests(rd, p), _src_window(rd, p)
     raw.add("measured", p.measured, src)
+    raw.add("all_requests", p.requests, src)
     raw.add("failed", p.failed, src)
     raw.add("t_measure", p.window.t_measure, win)
     raw.add("t_start", p.window.t_measure, win)
@@ -177,8 +178,35 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
             else Reason.of("reason.no_shared_prefix", kind=work.get("kind") or "?"),
             (f"{rd.name}/manifest.json: plan.workload",))
     sa, sb = p.steady
-    raw.add("steady_waiting", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_waiting"),
-            _src_metrics(rd, sa, sb, _what("source.what_steady", share=STEADY_FRACTION, point=p.pid)))
+    ss = _src_metrics(rd, sa, sb, _what("source.what_steady", share=STEADY_FRACTION, point=p.pid))
+    raw.add("steady_scrapes", rd.bundle.metrics, ss)
+    raw.add("steady_start", sa)
+    raw.add("steady_end", sb)
+    raw.add("steady_waiting", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_waiting"), ss)
+    raw.add("steady_running", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_running"), ss)
+    raw.add("steady_kv_usage", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:kv_cache_usage_perc"), ss)
+    raw.add("steady_waiting_capacity", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_waiting_by_reason",
+                                                       {"reason": "capacity"}), ss)
+    raw.add("point_scrapes", rd.bundle.metrics,
+            _src_metrics(rd, p.window.t_measure, p.window.t_end, _what("source.what_point", point=p.pid)))
+    raw.add("concurrency", p.settings.get("concurrency"), win)
+    raw.add("client_samples", rd.bundle.client, (f"{rd.name}/{rd.bundle.file_for('client')}",))
+    raw.add("host_samples", rd.bundle.host, (f"{rd.name}/{rd.bundle.file_for('host')}",))
+    # One population: queue and prefill are observed when a request finishes, so they are
+    # differenced from the first scrape after the last warm-up request ended: every finish
+    # they count is a measured request, and the client's TTFT is taken over the same ones.
+    # Without a scrape after the warm-up's end, both sides take every answered request of
+    # the point's window, warm-up included, so they still describe one population.
+    pa, pb, pop_what, excludes_warmup = _population_window(rd.bundle.metrics, p, a, b)
+    raw.add("population_scrapes", rd.bundle.metrics, _src_metrics(rd, pa, pb, _what(pop_what, point=p.pid)))
+    raw.add("population_start", pa)
+    raw.add("population_end", pb)
+    pop = DL.requests_ended_between(
+        p.measured if excludes_warmup else p.requests.take(p.requests.col("ok").astype(bool)), pa, pb)
+    raw.add("population", pop, _src_requests(rd, p, "source.requests_ended_in", k=len(pop), a=pa, b=pb))
+    first = DL.requests_first_token_between(p.measured, pa, pb)
+    raw.add("first_in_population", first,
+            _src_requests(rd, p, "source.requests_first_token_in", k=len(first), a=pa, b=pb))
     return raw
 
 
@@ -228,8 +256,8 @@ def _src_window(rd: RoundData, p: PointData) -> tuple[Source, ...]:
                       point=p.pid, a=p.window.t_measure, b=p.window.t_end),)
 
 
-def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
-    """Client statistics and server-side decompositions for one point."""
+def point_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> None:
+    """Client statistics and server-side decompositions for one point (RAW: its point_raw)."""
     k = f"p.{p.pid}."
     src, win = _src_requests(rd, p), _src_window(rd, p)
     s = p.settings
@@ -238,118 +266,28 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     led.record(k + "output_len", s.get("output_len"), unit="tok", doc="Output length set for the point", sources=win)
     if s.get("request_rate"):
         led.record(k + "request_rate", s["request_rate"], unit="req/s", doc="Open-loop arrival rate set for the point", sources=win)
-    led.derive(k + "window_s", A.difference, unit="s", sources=win,
-               a=p.window.t_end, b=p.window.t_measure)
     led.derive(k + "requests", A.count, unit="req", sources=src, values=p.measured)
     led.derive(k + "failed", A.count, unit="req", sources=src, values=p.failed)
-    ttft = ST.ttfts_ms(p.measured)
-    itl = ST.itl_gaps_ms(p.measured)
-    e2e = ST.e2es_ms(p.measured)
-    tpot = ST.tpots_ms(p.measured)
-    led.derive(k + "ttft_ms_mean", ST.mean, unit="ms", sources=src, values=ttft)
-    for q in (50, 90, 99):
-        led.derive(k + f"ttft_ms_p{q}", ST.percentile, unit="ms", sources=src, values=ttft, q=q)
-        led.derive(k + f"itl_ms_p{q}", ST.percentile, unit="ms", sources=src, values=itl, q=q)
-    led.derive(k + "tpot_ms_mean", ST.mean, unit="ms", sources=src, values=tpot)
-    led.derive(k + "e2e_ms_p50", ST.percentile, unit="ms", sources=src, values=e2e, q=50)
-    led.derive(k + "e2e_ms_p99", ST.percentile, unit="ms", sources=src, values=e2e, q=99)
-    led.derive(k + "output_tok_s", ST.output_tokens_per_s, unit="tok/s", sources=src + win,
-               all_requests=p.requests, t_measure=p.window.t_measure, t_end=p.window.t_end)
-    led.derive(k + "total_tok_s", ST.total_tokens_per_s, unit="tok/s", sources=src + win,
-               all_requests=p.requests, t_measure=p.window.t_measure, t_end=p.window.t_end)
-    led.derive(k + "req_s", ST.requests_per_s, unit="req/s", sources=src + win,
-               requests=p.measured, t_measure=p.window.t_measure, t_end=p.window.t_end)
-    led.derive(k + "multi_token_chunks", ST.multi_token_chunks, unit="", sources=src, requests=p.measured)
-    led.derive(k + "slot_wait_ms_p99", ST.percentile, unit="ms", sources=src,
-               values=ST.slot_waits_ms(p.measured), q=99)
-    led.derive(k + "client_lag_ms_p99", A.loop_lag_p99_ms, unit="ms",
-               sources=(f"{rd.name}/{rd.bundle.file_for('client')}",),
-               client_samples=rd.bundle.client, t_start=p.window.t_measure, t_end=p.window.t_end)
-
-    csrc = (f"{rd.name}/{rd.bundle.file_for('client')}",)
-    cwin = {"client_samples": rd.bundle.client, "t_start": p.window.t_measure, "t_end": p.window.t_end}
-    led.derive(k + "kernel_stamped_read_share", A.kernel_stamped_read_share, unit="fraction",
-               sources=csrc, **cwin)
-    led.derive(k + "packet_stamped_read_share", A.packet_stamped_read_share, unit="fraction",
-               sources=csrc, **cwin)
-    led.derive(k + "socket_wait_ms_p99", A.socket_wait_p99_ms, unit="ms", sources=csrc, **cwin)
-    led.derive(k + "client_timing_error_ms", A.client_timing_error_bound_ms, unit="ms",
-               sources=csrc, **cwin)
-    led.derive(k + "client_lag_share_of_itl", A.ratio, unit="fraction",
-               numerator=led[k + "client_timing_error_ms"], denominator=led[k + "itl_ms_p50"])
-
+    resolve_point(led, ST.__name__, p.pid, raw)
     # Server side over the same window (histogram differencing, resets handled).
     sc = rd.bundle.metrics
     # Counters and histograms: differenced between the scrapes that bracket the window.
     a, b = A.bracketing_window(sc, p.window.t_measure, p.window.t_end)
     ms = _src_metrics(rd, a, b, _what("source.what_bracketing", point=p.pid))
-    # One population: queue and prefill are observed when a request finishes, so they are
-    # differenced from the first scrape after the last warm-up request ended: every finish
-    # they count is a measured request, and the client's TTFT is taken over the same ones.
-    pa, pb, pop_what, excludes_warmup = _population_window(sc, p, a, b)
-    pms = _src_metrics(rd, pa, pb, _what(pop_what, point=p.pid))
-    # Without a scrape after the warm-up's end, both sides take every answered request of
-    # the point's window, warm-up included, so they still describe one population.
-    pop = DL.requests_ended_between(
-        p.measured if excludes_warmup else p.requests.take(p.requests.col("ok").astype(bool)), pa, pb)
+    # Whether the population's histogram window (point_raw) leaves the warm-up out.
+    excludes_warmup = _population_window(sc, p, a, b)[3]
     led.record(k + "population_excludes_warmup",
                excludes_warmup if any(s.get("ok") for s in sc) else None, sources=ms,
                missing=Reason.of("reason.no_scrape_no_histogram_window"),
                doc="Whether a scrape fell between the last warm-up request's end and the point's end, "
                    "so the server's finish-time histograms could leave the warm-up out")
-    psrc = _src_requests(rd, p, "source.requests_ended_in", k=len(pop), a=pa, b=pb)
-    q = led.derive(k + "queue_ms_mean", A.mean_queue_ms, unit="ms", sources=pms, scrapes=sc, t_start=pa, t_end=pb)
-    pf = led.derive(k + "prefill_ms_mean", A.mean_prefill_ms, unit="ms", sources=pms, scrapes=sc, t_start=pa, t_end=pb)
-    led.derive(k + "population_requests_client", A.count, unit="req", sources=psrc, values=pop)
-    led.derive(k + "population_requests_server", DL.server_finished_count, unit="req", sources=pms,
-               scrapes=sc, t_start=pa, t_end=pb)
-    led.derive(k + "population_mismatch", A.relative_difference, unit="fraction",
-               new=led[k + "population_requests_server"], old=led[k + "population_requests_client"])
-    led.derive(k + "warmup_ended_in_point_window", A.count, unit="req", sources=src,
+    # A client count over the bracketing window: it cites the requests only (0 is observed).
+    led.derive(k + "warmup_ended_in_point_window", A.count, unit="req", sources=_src_requests(rd, p),
                values=DL.requests_ended_between(p.requests.take(p.requests.col("warmup").astype(bool)), a, b))
-    ttft_pop = led.derive(k + "ttft_ms_mean_population", ST.mean, unit="ms", sources=psrc,
-                          values=ST.ttfts_ms(pop))
-    led.derive(k + "frontend_ms_mean", A.frontend_ms, unit="ms", ttft_ms_mean=ttft_pop,
-               queue_ms_mean=q, prefill_ms_mean=pf)
-    led.derive(k + "queue_share", A.share, unit="fraction", part=q, whole=ttft_pop)
-    led.derive(k + "queue_over_prefill", A.ratio, unit="fraction", numerator=q, denominator=pf)
-    delivery_ledger(led, rd, p, k, pa, pb, pms, pop, psrc, (a, b, ms))
-    led.derive(k + "server_queue_ms_mean", A.per_request_server_ms, unit="ms", sources=src,
-               requests=p.measured, field="queue_time_ms")
-    led.derive(k + "server_prefill_ms_mean", A.per_request_server_ms, unit="ms", sources=src,
-               requests=p.measured, field="time_to_first_token_ms")
-    it = led.derive(k + "iteration_tokens_mean", A.mean_iteration_tokens, unit="tok", sources=ms,
-                    scrapes=sc, t_start=a, t_end=b)
-    sa, sb = p.steady
-    ss = _src_metrics(rd, sa, sb, _what("source.what_steady", share=STEADY_FRACTION, point=p.pid))
-
-    def gauge(name: str) -> list[float]:
-        try:
-            return S.gauge_values(sc, sa, sb, name)
-        except Absent:
-            return []
-
-    running, waiting, kv = (gauge("vllm:num_requests_running"), gauge("vllm:num_requests_waiting"),
-                            gauge("vllm:kv_cache_usage_perc"))
-    run_med = led.derive(k + "server_running_median", S.median_value, unit="req", sources=ss, values=running)
-    led.derive(k + "waiting_peak", S.peak_value, unit="req", sources=ss, values=waiting)
-    led.derive(k + "waiting_share", S.share_positive, unit="fraction", sources=ss, values=waiting)
-    led.derive(k + "prefill_tokens_per_iteration", A.prefill_part_of_iteration, unit="tok",
-               mean_iteration_tokens=it, decode_tokens=run_med)
-    led.derive(k + "step_tokens_per_running", A.ratio, unit="×", numerator=it, denominator=run_med)
-    led.derive(k + "kv_usage_p50", S.median_value, unit="fraction", sources=ss, values=kv)
-    led.derive(k + "kv_usage_peak", A.gauge_peak, unit="fraction",
-               sources=_src_metrics(rd, p.window.t_measure, p.window.t_end, _what("source.what_point", point=p.pid)),
-               scrapes=sc, t_start=p.window.t_measure, t_end=p.window.t_end,
-               name="vllm:kv_cache_usage_perc")
-    led.derive(k + "preemptions", S.counter_increase, unit="", sources=ms, scrapes=sc, t_start=a,
-               t_end=b, name="vllm:num_preemptions_total")
-    led.derive(k + "prefix_cache_hits", S.counter_increase, unit="tok", sources=ms, scrapes=sc,
-               t_start=a, t_end=b, name="vllm:prefix_cache_hits_total")
-    led.derive(k + "prompt_tokens_server", S.counter_increase, unit="tok", sources=ms, scrapes=sc,
-               t_start=a, t_end=b, name="vllm:prompt_tokens_total")
-    led.derive(k + "generation_tokens_server", S.counter_increase, unit="tok", sources=ms,
-               scrapes=sc, t_start=a, t_end=b, name="vllm:generation_tokens_total")
+    resolve_point(led, DL.__name__, p.pid, raw)
+    resolve_point(led, V.__name__, p.pid, raw)
+    resolve_point(led, S.__name__, p.pid, raw)
+    resolve_point(led, A.__name__, p.pid, raw)
     mfu_ok = _counter_moved(sc, a, b, "vllm:estimated_flops_per_gpu_total")
     if mfu_ok:
         led.derive(k + "tflops_s", _rate_tera, unit="TFLOP/s", sources=ms, scrapes=sc, t_start=a,
@@ -367,7 +305,7 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
                    sources=ms, missing=reason)
 
 
-def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
+def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> None:
     """The second signals of each verdict: requests in flight seen by the client and by Little's
     law, the client's measured timing error, host CPU, the log's stats lines, queue trends."""
     k = f"p.{p.pid}."
@@ -378,7 +316,6 @@ def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     sa, sb = p.steady
     src, win = _src_requests(rd, p), (p.window.t_measure, p.window.t_end)
     csrc = (f"{rd.name}/{rd.bundle.file_for('client')}",)
-    hsrc = (f"{rd.name}/{rd.bundle.file_for('host')}",)
     # Requests in flight, three ways (the gauges' share is held_concurrency_fraction): the
     # client's count, and the engine's, which is the client's times the share of each
     # request's life spent inside the engine (the same finished requests on both sides: so
@@ -442,17 +379,7 @@ def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     led.derive(k + "engine_throughput_trend", OC.engine_throughput_trend, unit="×", sources=sms,
                scrapes=sc, t_start=sp_a, t_end=sp_b)
     # The client's timing error, measured: events that shared a stamp, and where they could be late.
-    led.derive(k + "events_received", CE.events_received, unit="", sources=src, requests=p.measured)
-    led.derive(k + "reads_in_window", CE.reads_in_window, unit="", sources=csrc,
-               client_samples=rd.bundle.client, t_start=win[0], t_end=win[1])
-    led.derive(k + "coread_share_by_counters", CE.coread_share_by_counters, unit="fraction",
-               sources=src + csrc, requests=p.requests, client_samples=rd.bundle.client,
-               t_start=win[0], t_end=win[1])
-    zero = led.derive(k + "zero_gap_chunks", CE.zero_gap_chunks, unit="", sources=src, requests=p.measured)
-    led.derive(k + "zero_gap_share", A.share, unit="fraction", part=zero, whole=led[k + "events_received"])
-    chunk = CE.chunk_gaps_ms(p.measured)
-    for q in (50, 99):
-        led.derive(k + f"chunk_itl_ms_p{q}", ST.percentile, unit="ms", sources=src, values=chunk, q=q)
+    resolve_point(led, CE.__name__, p.pid, raw)
     # The ITL the client's error is held against: the engine's own where it was sampled (the
     # client's may be the distorted one), else the client's per-chunk p50.
     engine_itl = led[k + "engine_itl_ms_mean"]
@@ -481,13 +408,7 @@ def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     led.derive(k + "client_lag_ms_p50", A.loop_lag_ms_quantile, unit="ms", sources=csrc,
                client_samples=rd.bundle.client, t_start=win[0], t_end=win[1], q=50)
     # Host CPU: the engine's processes, the client, the whole host.
-    host = rd.bundle.host
-    led.derive(k + "engine_cpu_share", HL.engine_cpu_share, unit="fraction", sources=hsrc,
-               host_samples=host, t_start=win[0], t_end=win[1])
-    led.derive(k + "client_cpu_cores", HL.client_cpu_cores, unit="", sources=hsrc,
-               host_samples=host, t_start=win[0], t_end=win[1])
-    led.derive(k + "host_cpu_busy_share", HL.host_cpu_busy_share, unit="fraction", sources=hsrc,
-               host_samples=host, t_start=win[0], t_end=win[1])
+    resolve_point(led, HL.__name__, p.pid, raw)
     # The server log's stats lines: the gauges of a round recorded without /metrics.
     stats = list(rd.log.stats_lines) if rd.log else []
     year = int(str(rd.bundle.manifest.get("created_utc") or "1970")[:4])
@@ -509,50 +430,6 @@ def _population_window(sc: list, p: PointData, a: float,
         return pa, pb, "source.what_after_warmup", True
     except Absent:
         return a, b, "source.what_warmup_included", False
-
-
-def delivery_ledger(led: Ledger, rd: RoundData, p: PointData, k: str, pa: float, pb: float,
-                    pms: tuple, pop, psrc: tuple, bracket: tuple) -> None:
-    """The engine's own ITL, TPOT and TTFT beside the client's, and the validity signals."""
-    sc = rd.bundle.metrics
-    a, b, ms = bracket
-    src = _src_requests(rd, p)
-    led.derive(k + "engine_itl_ms_mean", DL.engine_itl_ms_mean, unit="ms", sources=ms, scrapes=sc,
-               t_start=a, t_end=b)
-    led.derive(k + "client_itl_ms_mean", DL.client_itl_ms_mean, unit="ms", sources=src,
-               requests=p.measured)
-    led.derive(k + "delivery_itl_ms", A.difference, unit="ms", a=led[k + "client_itl_ms_mean"],
-               b=led[k + "engine_itl_ms_mean"])
-    e_tpot = led.derive(k + "engine_tpot_ms_mean", DL.engine_tpot_ms_mean, unit="ms", sources=pms,
-                        scrapes=sc, t_start=pa, t_end=pb)
-    c_tpot = led.derive(k + "client_tpot_ms_mean", ST.mean, unit="ms", sources=psrc,
-                        values=ST.tpots_ms(pop))
-    led.derive(k + "delivery_tpot_ratio", A.ratio, unit="×", numerator=c_tpot, denominator=e_tpot)
-    first = DL.requests_first_token_between(p.measured, pa, pb)
-    led.derive(k + "engine_ttft_ms_mean", DL.engine_ttft_ms_mean, unit="ms", sources=pms,
-               scrapes=sc, t_start=pa, t_end=pb)
-    led.derive(k + "client_ttft_ms_mean_first_in_window", ST.mean, unit="ms",
-               sources=_src_requests(rd, p, "source.requests_first_token_in", k=len(first), a=pa, b=pb),
-               values=ST.ttfts_ms(first))
-    led.derive(k + "delivery_ttft_ms", A.difference, unit="ms",
-               a=led[k + "client_ttft_ms_mean_first_in_window"], b=led[k + "engine_ttft_ms_mean"])
-    led.derive(k + "engine_steps_per_s", DL.engine_steps_per_s, unit="step/s", sources=ms,
-               scrapes=sc, t_start=a, t_end=b)
-    sa, sb = p.steady
-    ss = _src_metrics(rd, sa, sb, _what("source.what_steady", share=STEADY_FRACTION, point=p.pid))
-    C = p.settings.get("concurrency")
-    led.derive(k + "held_concurrency_fraction", V.held_concurrency_fraction, unit="fraction",
-               sources=ss, scrapes=sc, t_start=sa, t_end=sb, concurrency=C)
-    led.derive(k + "send_synchrony", V.send_synchrony, unit="fraction", sources=src,
-               requests=p.measured, concurrency=C)
-    led.derive(k + "lifetimes_in_window", V.lifetimes_in_window, unit="",
-               window_s=led[k + "window_s"], e2e_ms_p50=led[k + "e2e_ms_p50"])
-    wms = _src_metrics(rd, p.window.t_measure, p.window.t_end, _what("source.what_point", point=p.pid))
-    led.derive(k + "failed_scrape_share", V.failed_scrape_share, unit="fraction", sources=wms,
-               scrapes=sc, t_start=p.window.t_measure, t_end=p.window.t_end)
-    led.derive(k + "waiting_capacity_peak", S.peak_value, unit="req", sources=ss,
-               values=_gauge_or_empty(sc, sa, sb, "vllm:num_requests_waiting_by_reason",
-                                      {"reason": "capacity"}))
 
 
 def _gauge_or_empty(sc: list, a: float, b: float, name: str, where=None) -> list[float]:
@@ -770,12 +647,13 @@ def measured_ledger(rd: RoundData) -> Ledger:
                doc="The GPU's maximum SM clock, as NVML reports it", sources=(f"{rd.name}/manifest.json: gpus",),
                missing=gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry"))
     for p in rd.points:
-        point_ledger(led, rd, p)
-        cross_check_ledger(led, rd, p)
+        raw = point_raw(rd, p)
+        point_ledger(led, rd, p, raw)
+        cross_check_ledger(led, rd, p, raw)
         kv_point_ledger(led, rd, p)
         mfu_point_ledger(led, rd, p)
         power_point_ledger(led, rd, p)
-        resolve_point(led, PW.__name__, p.pid, point_raw(rd, p))
+        resolve_point(led, PW.__name__, p.pid, raw)
     return led
 
 

@@ -30,6 +30,7 @@ from typing import Mapping, Sequence
 
 from bundle.metric_keys import split_key
 from report.ledger import Absent, Reason
+from report.registry import point_quantity
 
 Scrape = Mapping
 Where = Mapping[str, str] | None
@@ -452,3 +453,52 @@ def kv_pool_tokens_from_cache_config(labels: Mapping[str, str]) -> KVPoolTokens:
     if product is None and logged is None:
         raise Absent("reason.cache_config_no_pool")
     return KVPoolTokens(blocks_times_block_size=product, kv_cache_size_tokens=logged)
+
+
+# The point's steady-window gauges and bracketing-window counters, each key one function.
+@point_quantity(unit="req")
+def server_running_median(steady_running: list[float]) -> float:
+    """Median of the running-requests gauge over the point's steady window."""
+    return median_value(steady_running)
+
+
+@point_quantity(unit="req")
+def waiting_peak(steady_waiting: list[float]) -> float:
+    """Peak of the waiting-requests gauge over the point's steady window."""
+    return peak_value(steady_waiting)
+
+
+@point_quantity(unit="fraction")
+def waiting_share(steady_waiting: list[float]) -> float:
+    """Share of the steady window's scrapes with a request waiting."""
+    return share_positive(steady_waiting)
+
+
+@point_quantity(unit="fraction")
+def kv_usage_p50(steady_kv_usage: list[float]) -> float:
+    """Median of the KV cache usage gauge over the point's steady window."""
+    return median_value(steady_kv_usage)
+
+
+@point_quantity(unit="")
+def preemptions(scrapes: list, bracket_start: float, bracket_end: float) -> float:
+    """Preemptions the engine counted over the point's bracketing scrapes."""
+    return counter_increase(scrapes, bracket_start, bracket_end, "vllm:num_preemptions_total")
+
+
+@point_quantity(unit="tok")
+def prefix_cache_hits(scrapes: list, bracket_start: float, bracket_end: float) -> float:
+    """Prompt tokens served from the prefix cache over the point's bracketing scrapes."""
+    return counter_increase(scrapes, bracket_start, bracket_end, "vllm:prefix_cache_hits_total")
+
+
+@point_quantity(unit="tok")
+def prompt_tokens_server(scrapes: list, bracket_start: float, bracket_end: float) -> float:
+    """Prompt tokens the server counted over the point's bracketing scrapes."""
+    return counter_increase(scrapes, bracket_start, bracket_end, "vllm:prompt_tokens_total")
+
+
+@point_quantity(unit="tok")
+def generation_tokens_server(scrapes: list, bracket_start: float, bracket_end: float) -> float:
+    """Output tokens the server counted over the point's bracketing scrapes."""
+    return counter_increase(scrapes, bracket_start, bracket_end, "vllm:generation_tokens_total")

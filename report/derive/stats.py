@@ -242,10 +242,71 @@ def itl_gaps_ms(requests: RequestTable) -> np.ndarray:
     return np.repeat(d[later], k[later])
 
 
-def multi_token_chunks(requests: RequestTable) -> int:
-    """Chunks that carried more than one token (split evenly in the per-token ITL)."""
-    _, n, _ = as_request_table(requests).chunks()
-    return int(np.count_nonzero(n > 1))
+# The point's client statistics, in the order the ledger lists them: each key one function.
+@point_quantity(unit="s")
+def window_s(t_end: float, t_measure: float) -> float:
+    """Seconds from the point's first measured send to its end."""
+    return t_end - t_measure
+
+
+@point_quantity(unit="ms")
+def ttft_ms_mean(measured: RequestTable) -> float:
+    """Mean time to first token of the measured requests."""
+    return mean(ttfts_ms(measured))
+
+
+@point_quantity(unit="ms")
+def ttft_ms_p50(measured: RequestTable) -> float:
+    """Median time to first token of the measured requests."""
+    return percentile(ttfts_ms(measured), 50)
+
+
+@point_quantity(unit="ms")
+def itl_ms_p50(measured: RequestTable) -> float:
+    """Median per-token inter-token latency of the measured requests."""
+    return percentile(itl_gaps_ms(measured), 50)
+
+
+@point_quantity(unit="ms")
+def ttft_ms_p90(measured: RequestTable) -> float:
+    """p90 of the measured requests' time to first token."""
+    return percentile(ttfts_ms(measured), 90)
+
+
+@point_quantity(unit="ms")
+def itl_ms_p90(measured: RequestTable) -> float:
+    """p90 of the measured requests' per-token inter-token latency."""
+    return percentile(itl_gaps_ms(measured), 90)
+
+
+@point_quantity(unit="ms")
+def ttft_ms_p99(measured: RequestTable) -> float:
+    """p99 of the measured requests' time to first token."""
+    return percentile(ttfts_ms(measured), 99)
+
+
+@point_quantity(unit="ms")
+def itl_ms_p99(measured: RequestTable) -> float:
+    """p99 of the measured requests' per-token inter-token latency."""
+    return percentile(itl_gaps_ms(measured), 99)
+
+
+@point_quantity(unit="ms")
+def tpot_ms_mean(measured: RequestTable) -> float:
+    """Mean time per output token after the first of the measured requests."""
+    return mean(tpots_ms(measured))
+
+
+@point_quantity(unit="ms")
+def e2e_ms_p50(measured: RequestTable) -> float:
+    """Median end-to-end latency of the measured requests."""
+    return percentile(e2es_ms(measured), 50)
+
+
+@point_quantity(unit="ms")
+def e2e_ms_p99(measured: RequestTable) -> float:
+    """p99 of the measured requests' end-to-end latency."""
+    return percentile(e2es_ms(measured), 99)
 
 
 def tpots_ms(requests: RequestTable) -> np.ndarray:
@@ -267,7 +328,8 @@ def _window_tokens(all_requests: RequestTable, t_measure: float, t_end: float) -
     return int(np.where(tok > 0, tok, 1).sum(dtype=np.int64))
 
 
-def output_tokens_per_s(all_requests: RequestTable, t_measure: float, t_end: float) -> float:
+@point_quantity(unit="tok/s")
+def output_tok_s(all_requests: RequestTable, t_measure: float, t_end: float) -> float:
     """Output tokens whose chunks arrived inside the window, per second of window."""
     if t_end <= t_measure:
         raise Absent("reason.window_empty")
@@ -279,7 +341,8 @@ def output_tokens_in_window(all_requests: RequestTable, t_measure: float, t_end:
     return _window_tokens(as_request_table(all_requests), t_measure, t_end)
 
 
-def total_tokens_per_s(all_requests: RequestTable, t_measure: float, t_end: float) -> float:
+@point_quantity(unit="tok/s")
+def total_tok_s(all_requests: RequestTable, t_measure: float, t_end: float) -> float:
     """Prompt tokens (credited at first token) plus output tokens inside the window, per second."""
     if t_end <= t_measure:
         raise Absent("reason.window_empty")
@@ -293,11 +356,12 @@ def total_tokens_per_s(all_requests: RequestTable, t_measure: float, t_end: floa
     return (out_tok + int(prompt.sum())) / (t_end - t_measure)
 
 
-def requests_per_s(requests: RequestTable, t_measure: float, t_end: float) -> float:
+@point_quantity(unit="req/s")
+def req_s(measured: RequestTable, t_measure: float, t_end: float) -> float:
     """Measured requests completed inside the window, per second."""
     if t_end <= t_measure:
         raise Absent("reason.window_empty")
-    end = as_request_table(requests).col("t_end")
+    end = as_request_table(measured).col("t_end")
     end = np.where(end == 0, -1.0, end)  # as `t_end or -1`: a zero end time never counts
     done = int(np.count_nonzero((t_measure <= end) & (end <= t_end)))
     return done / (t_end - t_measure)
@@ -310,6 +374,23 @@ def scaling_efficiency(throughput: float, concurrency: int, throughput_at_1: flo
     return throughput / (concurrency * throughput_at_1)
 
 
+@point_quantity(unit="")
+def multi_token_chunks(measured: RequestTable) -> int:
+    """Chunks that carried more than one token (split evenly in the per-token ITL)."""
+    _, n, _ = as_request_table(measured).chunks()
+    return int(np.count_nonzero(n > 1))
+
+
+@point_quantity(unit="ms")
+def slot_wait_ms_p99(measured: RequestTable) -> float:
+    """p99 of the time a measured request waited for a client-side concurrency slot."""
+    return percentile(slot_waits_ms(measured), 99)
+
+
+@point_quantity(unit="ms")
+def ttft_ms_mean_population(population: RequestTable) -> float:
+    """Mean TTFT, as the client measured it, of the requests the engine's finish-time histograms count."""
+    return mean(ttfts_ms(population))
 
 
 # ---------------------------------------------------------------- multi-turn sessions

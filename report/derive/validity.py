@@ -14,6 +14,7 @@ import numpy as np
 from bundle.request_table import RequestTable, as_request_table
 from report.derive import series
 from report.ledger import Absent
+from report.registry import point_quantity
 
 # The server "held" the point when running + waiting averaged at least this share of C.
 HELD_MIN = 0.9
@@ -76,22 +77,24 @@ REPRO_TTFT_TOL = 0.2
 SATURATION_GROWTH = 0.10
 
 
-def held_concurrency_fraction(scrapes: list, t_start: float, t_end: float,
+@point_quantity(unit="fraction")
+def held_concurrency_fraction(steady_scrapes: list, steady_start: float, steady_end: float,
                               concurrency: int) -> float:
     """Mean over the window's scrapes of min(1, (running + waiting) / C): the share of the set concurrency the server held."""
     if not concurrency:
         raise Absent("reason.no_concurrency")
-    running = series.gauge_series(scrapes, t_start, t_end, "vllm:num_requests_running")
-    waiting = dict(series.gauge_series(scrapes, t_start, t_end, "vllm:num_requests_waiting"))
+    running = series.gauge_series(steady_scrapes, steady_start, steady_end, "vllm:num_requests_running")
+    waiting = dict(series.gauge_series(steady_scrapes, steady_start, steady_end, "vllm:num_requests_waiting"))
     held = [min(1.0, (r + waiting.get(t, 0.0)) / concurrency) for t, r in running]
     return float(np.mean(held))
 
 
-def send_synchrony(requests: RequestTable, concurrency: int) -> float:
+@point_quantity(unit="fraction")
+def send_synchrony(measured: RequestTable, concurrency: int) -> float:
     """Mean share of the other streams whose request was sent within ±5 % of the median request lifetime of each request's send."""
     if not concurrency or concurrency < 2:
         raise Absent("reason.single_stream")
-    reqs = as_request_table(requests)
+    reqs = as_request_table(measured)
     sends = np.sort(reqs.col("t_send"))
     sends = sends[~np.isnan(sends)]
     ends = reqs.col("t_end")
@@ -105,6 +108,7 @@ def send_synchrony(requests: RequestTable, concurrency: int) -> float:
     return float(np.mean(hi - lo - 1)) / (concurrency - 1)
 
 
+@point_quantity(unit="")
 def lifetimes_in_window(window_s: float, e2e_ms_p50: float) -> float:
     """How many median request lifetimes the window covers: window ÷ E2E p50."""
     if e2e_ms_p50 <= 0:
@@ -112,9 +116,16 @@ def lifetimes_in_window(window_s: float, e2e_ms_p50: float) -> float:
     return window_s * 1e3 / e2e_ms_p50
 
 
-def failed_scrape_share(scrapes: list, t_start: float, t_end: float) -> float:
+@point_quantity(unit="fraction")
+def failed_scrape_share(point_scrapes: list, t_measure: float, t_end: float) -> float:
     """Failed /metrics scrapes as a share of the scrapes attempted inside the window."""
-    tried = series.scrape_count(scrapes, t_start, t_end)
+    tried = series.scrape_count(point_scrapes, t_measure, t_end)
     if not tried:
         raise Absent("reason.no_scrape_attempted")
-    return series.failed_scrape_count(scrapes, t_start, t_end) / tried
+    return series.failed_scrape_count(point_scrapes, t_measure, t_end) / tried
+
+
+@point_quantity(unit="req")
+def waiting_capacity_peak(steady_waiting_capacity: list[float]) -> float:
+    """Peak of the requests waiting for KV capacity (num_requests_waiting_by_reason) over the steady window."""
+    return series.peak_value(steady_waiting_capacity)

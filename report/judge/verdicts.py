@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bundle.store import read_bundle
-from report.derive import occupancy, reconcile, stats
+from report.derive import occupancy, reconcile
 from report.derive.round_ledger import (
     RoundData,
     load_of,
@@ -28,8 +28,6 @@ from report.registry import resolve_point, resolve_round
 def build_ledger(rd: RoundData) -> Ledger:
     """Every number of one round, with each point's validity and bottleneck in `rd.extras`."""
     led = measured_ledger(rd)
-    for p in rd.points:     # a sessions workload's turns and users (the held check reads them)
-        resolve_point(led, stats.__name__, p.pid, point_raw(rd, p))
     rd.extras["validity"] = {p.pid: point_validity(led, p.pid, p.window.status) for p in rd.points}
     for pid, v in rd.extras["validity"].items():
         led.derive(f"p.{pid}.valid", passed_every_check, unit="",

@@ -139,7 +139,7 @@ def test_statistics_equal_the_record_definitions(recs):
         assert ST.itl_gaps_ms(meas).tolist() == ref_itl(ref_meas)
         assert ST.tpots_ms(meas).tolist() == ref_tpots(ref_meas)
         assert ST.output_tokens_in_window(point, 30.0, 60.0) == ref_window_tokens(ref_point, 30.0, 60.0)
-        assert ST.total_tokens_per_s(point, 30.0, 60.0) == ref_total_tok_s(ref_point, 30.0, 60.0)
+        assert ST.total_tok_s(point, 30.0, 60.0) == ref_total_tok_s(ref_point, 30.0, 60.0)
         assert ST.multi_token_chunks(meas) == sum(1 for r in ref_meas for _, n in r["chunks"] or []
                                                   if isinstance(n, int) and n > 1)
         vals = ref_itl(ref_meas)
