@@ -28,7 +28,7 @@ from report.derive import series as S
 from report.derive import stats as ST
 from report.derive import validity as V
 from report.derive.serverlog import ServerLogFacts, log_peak, server_log_facts
-from report.ledger import Absent, Ledger, Reason, Source, reason_from_text
+from report.ledger import Absent, Ledger, Reason, Source, Value, reason_from_text
 from report.registry import RawSources, resolve_point
 
 # The steady part of a point's window used for gauge statistics (KV usage, running, waiting):
@@ -1013,6 +1013,13 @@ def prefill_tail_ledger(led: Ledger, rd: RoundData, pts: list[PointData]) -> Non
                       config=rd.config, input_len=ref.settings.get("input_len"),
                       prefill_ms=led[f"p.{ref.pid}.prefill_ms_mean"])
     led.derive("r.prefill_tflops_s", A.tera, unit="TFLOP/s", value=rate)
+    prefill_tail_points(led, rd, rate, f"p.{ref.pid}.sm_clock_load_mhz")
+
+
+def prefill_tail_points(led: Ledger, rd: RoundData, rate: Value, reference_clock_key: str) -> None:
+    """At each point, the engine step its fullest prefill makes at the prefill RATE measured alone
+    (at the clock under REFERENCE_CLOCK_KEY), against the measured ITL p99."""
+    csrc = (f"{rd.name}/manifest.json: model.config",)
     for p in ok_points(rd):
         k = f"p.{p.pid}."
         tokens = led.derive(k + "prefill_step_tokens", RF.largest_prefill_step_tokens, unit="tok",
@@ -1024,9 +1031,9 @@ def prefill_tail_ledger(led: Ledger, rd: RoundData, pts: list[PointData]) -> Non
         led.derive(k + "itl_p99_over_tail", A.ratio, unit="×", numerator=led[k + "itl_ms_p99"],
                    denominator=step)
         # The C=1 rate was measured at C=1's clock; under a power cap this point ran slower.
-        if k + "sm_clock_load_mhz" in led and f"p.{ref.pid}.sm_clock_load_mhz" in led:
+        if k + "sm_clock_load_mhz" in led and reference_clock_key in led:
             slow = led.derive(k + "itl_tail_ms_at_clock", RF.step_ms_at_clock, unit="ms", step_ms=step,
-                              reference_clock_mhz=led[f"p.{ref.pid}.sm_clock_load_mhz"],
+                              reference_clock_mhz=led[reference_clock_key],
                               clock_mhz=led[k + "sm_clock_load_mhz"])
             led.derive(k + "itl_p99_over_tail_at_clock", A.ratio, unit="×", numerator=led[k + "itl_ms_p99"],
                        denominator=slow)

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from report.derive import analyses as A
-from report.derive.round_ledger import RoundData, ok_points
+from report.derive.round_ledger import RoundData, ok_points, prefill_tail_points
 from report.ledger import Absent, Ledger, Reason, Source, Value
 
 # Workload settings that must match for two points to count as "the same point".
@@ -110,6 +110,19 @@ def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: Round
             led.derive(f"x.repro_{name}_max", A.maximum, unit="fraction", values=[v.value for v in vals],
                        sources=tuple(v.key for v in vals))
     facts["repro_points"] = len(tput)
+    # The prefill step behind the ITL tail, for a round without a C=1 point of its own: the
+    # previous round's prefill rate measured alone stands for it (same model, GPU, engine and
+    # flags: the comparability check above), with the clock it ran at.
+    rate_prev = prev_led.get("r.prefill_flop_rate")
+    if (not led["r.prefill_flop_rate"].present and rate_prev is not None and rate_prev.present
+            and rd.config is not None):
+        rate = import_value(led, "x.prefill_flop_rate", rate_prev, prev.name)
+        led.derive("x.prefill_tflops_s", A.tera, unit="TFLOP/s", value=rate)
+        ref = dict(rate_prev.inputs).get("prefill_ms", "").split(".")[1]
+        clock_key = f"x.prev.{ref}.sm_clock_load_mhz"
+        if prev_led.get(f"p.{ref}.sm_clock_load_mhz") is not None:
+            import_value(led, clock_key, prev_led[f"p.{ref}.sm_clock_load_mhz"], prev.name)
+        prefill_tail_points(led, rd, rate, clock_key)
     # Prefill under concurrency (item 14): the same prompt length at C=1 in the previous round.
     # The highest-concurrency point of this round whose prompt length the previous round
     # measured alone, with its prefill known on both sides.

@@ -74,3 +74,21 @@ def test_the_appendix_groups_numbers_by_the_section_that_first_shows_them(pages)
     assert groups[-1].startswith("Inputs of the numbers above")
     ids = [int(i) for i in re.findall(r'id="prov-N(\d+)"', appendix)]
     assert ids == list(range(1, len(ids) + 1))
+
+
+def test_a_round_without_a_single_stream_borrows_the_previous_rounds_prefill_rate():
+    """Round 5 (no C=1 point) predicts its ITL tail at L=8192 from round 4's prefill rate
+    measured alone: one 8,192-token step, 201 ms against 203 ms measured; round 4 uses its own."""
+    from report.publish.compose import compose_rounds
+    r4, r5 = compose_rounds([(ROOT / "runs" / "round-4" / "bundle", "round-4"),
+                             (ROOT / "runs" / "round-5" / "bundle", "round-5")])
+    led = r5.ledger
+    assert not led["r.prefill_flop_rate"].present
+    assert led.value_of("x.prefill_flop_rate") == r4.ledger.value_of("r.prefill_flop_rate")
+    assert led.value_of("p.L8192-c16.prefill_step_tokens") == 8192
+    assert led.value_of("p.L8192-c16.itl_p99_over_tail") == pytest.approx(1.0, abs=0.05)
+    said = {f["id"]: f for f in r5.facts.findings}["step_mix"]["texts"]
+    assert "round-4's single-stream point" in said["en"] and "round-4 的单流测量点" in said["zh"]
+    assert "x.prefill_tflops_s" in said["en"]
+    own = {f["id"]: f for f in r4.facts.findings}["step_mix"]["texts"]["en"]
+    assert "r.prefill_tflops_s" in own and "x.prefill_tflops_s" not in own
