@@ -389,3 +389,50 @@ def nvlink_over_allreduce(allreduce_bytes_per_s: float, nvlink_tx_bytes_per_s: f
 def weight_bytes_per_gpu(weight_bytes: float, tensor_parallel_size: int) -> float:
     """The weights one GPU holds and rereads each step, the model's sharded by tensor parallel (bytes)."""
     return weight_bytes / tensor_parallel_size
+
+
+# More than one GPU: each GPU's rows are kept apart by their `gpu` index (NVML per device, or the
+# DCGM exporter's `gpu` label); these summarise them across the GPUs sampled in the window.
+
+
+def _gpu_indices(samples: Samples, t_start: float, t_end: float) -> list[int]:
+    """The indices of the GPUs with a sample in the window, in order."""
+    if samples is None:
+        raise Absent("reason.no_gpu_telemetry")
+    found = sorted({s.get("gpu", 0) for s in samples if t_start <= s["t"] <= t_end})
+    if not found:
+        raise Absent("reason.no_gpu_sample", gpu="*", t_start=t_start, t_end=t_end)
+    return found
+
+
+@point_quantity(unit="GPU")
+def gpus_sampled(gpu_samples: Samples, t_start: float, t_end: float) -> int:
+    """How many GPUs were sampled in the window (NVML devices, or the exporter's GPUs)."""
+    return len(_gpu_indices(gpu_samples, t_start, t_end))
+
+
+@point_quantity(unit="W")
+def total_power_median_w(gpu_samples: Samples, t_start: float, t_end: float) -> float:
+    """The sampled GPUs' median board powers in the window, summed (W)."""
+    return sum(median_power_w(gpu_samples, t_start, t_end, g) for g in _gpu_indices(gpu_samples, t_start, t_end))
+
+
+def _spread(samples: Samples, t_start: float, t_end: float, share) -> float:
+    """Highest minus lowest of SHARE over the GPUs sampled in the window; Absent with one GPU."""
+    gpus = _gpu_indices(samples, t_start, t_end)
+    if len(gpus) < 2:
+        raise Absent("reason.one_gpu_no_spread")
+    vals = [share(samples, t_start, t_end, g) for g in gpus]
+    return max(vals) - min(vals)
+
+
+@point_quantity(unit="fraction")
+def dram_bandwidth_share_spread(gpu_samples: Samples, t_start: float, t_end: float) -> float:
+    """The busiest GPU's DRAM bandwidth share minus the least busy one's in the window, by GPM (0 to 1): ranks of one engine should match."""
+    return _spread(gpu_samples, t_start, t_end, dram_bandwidth_share)
+
+
+@point_quantity(unit="fraction")
+def tensor_active_share_spread(gpu_samples: Samples, t_start: float, t_end: float) -> float:
+    """The most active GPU's tensor-pipe share of time minus the least active one's in the window, by GPM (0 to 1)."""
+    return _spread(gpu_samples, t_start, t_end, tensor_active_share)
