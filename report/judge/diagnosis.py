@@ -19,7 +19,8 @@ BOTTLENECKS = ("gpu_compute", "gpu_bandwidth", "kv_pool", "scheduler_budget", "f
 VALIDITY_CODES = ("not_held", "lockstep", "not_steady", "pace_drift", "over_saturated",
                   "open_loop_capped", "schedule_missed", "scrapes_failed", "client_distorted",
                   "interrupted", "failed")
-# The GPU counts as busy above this NVML utilisation median (%).
+# A kernel was running at least this share of the time (NVML utilisation median, %): the gate of
+# every GPU roof verdict, never evidence of which roof.
 GPU_BUSY_PCT = 90.0
 # vLLM's FLOP estimate against the dense peak at or above which compute is the limit, when
 # the GPU is also busy and the point sits near or past the ridge; MBU likewise for memory
