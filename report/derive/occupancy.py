@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bundle.metric_keys import split_key
 from bundle.request_table import RequestTable, as_request_table
 from report.derive import series
 from report.derive.analyses import ratio
@@ -246,3 +247,39 @@ def prefix_cache_hit_rate_expected(shared_prefix_len: int, block_size: int, inpu
     if not input_len or not block_size:
         raise Absent("reason.denominator_zero")
     return (shared_prefix_len // block_size) * block_size / input_len
+
+
+# Data parallel: several engines behind one API server, kept apart by vLLM's `engine` label on
+# its /metrics, and how evenly the requests were spread over them (load balance).
+
+FINISHED = "vllm:request_success_total"
+
+
+def _engines(scrapes: list, t_start: float, t_end: float) -> list[str]:
+    """The `engine` labels of the finished-request counter in the window's answered scrapes."""
+    found: set[str] = set()
+    for s in series.scrapes_in_window(scrapes, t_start, t_end):
+        found |= {split_key(k)[1].get("engine", "") for k in s["samples"] if split_key(k)[0] == FINISHED}
+    return sorted(found)
+
+
+@point_quantity(unit="engine")
+def engines_seen(scrapes: list, bracket_start: float, bracket_end: float) -> int:
+    """How many engines (vLLM's `engine` label, data-parallel ranks) reported finished requests in the point's scrapes."""
+    found = _engines(scrapes, bracket_start, bracket_end)
+    if not found:
+        raise Absent("reason.no_finished_counter", metric=FINISHED)
+    return len(found)
+
+
+@point_quantity(unit="×")
+def engine_load_balance(scrapes: list, bracket_start: float, bracket_end: float) -> float:
+    """The busiest engine's finished-request rate over the engines' mean rate in the window (1 = evenly spread; data parallel)."""
+    found = _engines(scrapes, bracket_start, bracket_end)
+    if len(found) < 2:
+        raise Absent("reason.one_engine")
+    rates = [series.counter_rate(scrapes, bracket_start, bracket_end, FINISHED, {"engine": e}) for e in found]
+    mean = sum(rates) / len(rates)
+    if mean <= 0:
+        raise Absent("reason.no_request_finished_in_window")
+    return max(rates) / mean

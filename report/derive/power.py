@@ -328,3 +328,118 @@ def dcgm_gpus(scrapes: Samples) -> list[dict]:
         if found:
             break
     return [found[g] for g in sorted(found)]
+
+
+# Tensor parallel: the engine's TP size and the all-reduce traffic it implies, against the
+# links' measured traffic. Each layer all-reduces the hidden state twice (after attention and
+# after the MLP); a ring all-reduce of M bytes over TP ranks sends 2·(TP−1)/TP × M from each
+# GPU. So each processed token (prompt or output) costs every GPU
+# 2·(TP−1)/TP × hidden × dtype bytes × 2 × layers bytes sent over its links.
+
+TP_FLAGS = ("--tensor-parallel-size", "-tp")
+
+
+def _tp_in_command(command: list[str] | str) -> int | None:
+    """The --tensor-parallel-size (or -tp) a launch command gives, None when it gives none."""
+    words = command.split() if isinstance(command, str) else [str(w) for w in command]
+    for i, w in enumerate(words):
+        flag, eq, value = w.partition("=")
+        if flag in TP_FLAGS:
+            text = value if eq else (words[i + 1] if i + 1 < len(words) else "")
+            if not text.isdigit() or int(text) < 1:
+                raise Absent("reason.tp_not_a_size", value=text)
+            return int(text)
+    return None
+
+
+@point_quantity(unit="GPU")
+def tensor_parallel_size(engine_command: list[str] | str | None = None,
+                         log_args: dict | None = None) -> int:
+    """The engine's tensor-parallel size: its launch command's --tensor-parallel-size, else the server log's non-default args, else vLLM's default of 1 where the command is known."""
+    if engine_command:
+        found = _tp_in_command(engine_command)
+        if found is not None:
+            return found
+    if log_args and isinstance(log_args.get("tensor_parallel_size"), int):
+        return log_args["tensor_parallel_size"]
+    if engine_command or log_args is not None:
+        return 1        # the command or the log's arguments are known and set no TP: vLLM's default
+    raise Absent("reason.tp_unknown")
+
+
+@point_quantity(unit="B/tok")
+def allreduce_bytes_per_token(tensor_parallel_size: int, model_config: dict) -> float:
+    """Bytes each GPU sends per processed token in the all-reduces tensor parallel implies: 2·(TP−1)/TP × hidden × dtype bytes × 2 per layer."""
+    if tensor_parallel_size <= 1:
+        raise Absent("reason.tp_one")
+    from report.architecture.modelconfig import model_shape
+    shape = model_shape(model_config)
+    tp = tensor_parallel_size
+    return 2 * (tp - 1) / tp * shape.hidden * shape.dtype_bytes * 2 * shape.layers
+
+
+@point_quantity(unit="B/s")
+def allreduce_bytes_per_s(allreduce_bytes_per_token: float, total_tok_s: float) -> float:
+    """The all-reduce traffic each GPU should send at the point's token rate (prompt and output tokens per second)."""
+    return allreduce_bytes_per_token * total_tok_s
+
+
+@point_quantity(unit="×")
+def nvlink_over_allreduce(allreduce_bytes_per_s: float, nvlink_tx_bytes_per_s: float) -> float:
+    """Measured NVLink traffic out of the GPU over the all-reduce traffic tensor parallel predicts (1 = the links carried exactly the all-reduces)."""
+    if allreduce_bytes_per_s <= 0:
+        raise Absent("reason.no_token_processed")
+    return nvlink_tx_bytes_per_s / allreduce_bytes_per_s
+
+
+@point_quantity(unit="B")
+def weight_bytes_per_gpu(weight_bytes: float, tensor_parallel_size: int) -> float:
+    """The weights one GPU holds and rereads each step, the model's sharded by tensor parallel (bytes)."""
+    return weight_bytes / tensor_parallel_size
+
+
+# More than one GPU: each GPU's rows are kept apart by their `gpu` index (NVML per device, or the
+# DCGM exporter's `gpu` label); these summarise them across the GPUs sampled in the window.
+
+
+def _gpu_indices(samples: Samples, t_start: float, t_end: float) -> list[int]:
+    """The indices of the GPUs with a sample in the window, in order."""
+    if samples is None:
+        raise Absent("reason.no_gpu_telemetry")
+    found = sorted({s.get("gpu", 0) for s in samples if t_start <= s["t"] <= t_end})
+    if not found:
+        raise Absent("reason.no_gpu_sample", gpu="*", t_start=t_start, t_end=t_end)
+    return found
+
+
+@point_quantity(unit="GPU")
+def gpus_sampled(gpu_samples: Samples, t_start: float, t_end: float) -> int:
+    """How many GPUs were sampled in the window (NVML devices, or the exporter's GPUs)."""
+    return len(_gpu_indices(gpu_samples, t_start, t_end))
+
+
+@point_quantity(unit="W")
+def total_power_median_w(gpu_samples: Samples, t_start: float, t_end: float) -> float:
+    """The sampled GPUs' median board powers in the window, summed (W)."""
+    return sum(median_power_w(gpu_samples, t_start, t_end, g) for g in _gpu_indices(gpu_samples, t_start, t_end))
+
+
+def _spread(samples: Samples, t_start: float, t_end: float, share) -> float:
+    """Highest minus lowest of SHARE over the GPUs sampled in the window; Absent with one GPU."""
+    gpus = _gpu_indices(samples, t_start, t_end)
+    if len(gpus) < 2:
+        raise Absent("reason.one_gpu_no_spread")
+    vals = [share(samples, t_start, t_end, g) for g in gpus]
+    return max(vals) - min(vals)
+
+
+@point_quantity(unit="fraction")
+def dram_bandwidth_share_spread(gpu_samples: Samples, t_start: float, t_end: float) -> float:
+    """The busiest GPU's DRAM bandwidth share minus the least busy one's in the window, by GPM (0 to 1): ranks of one engine should match."""
+    return _spread(gpu_samples, t_start, t_end, dram_bandwidth_share)
+
+
+@point_quantity(unit="fraction")
+def tensor_active_share_spread(gpu_samples: Samples, t_start: float, t_end: float) -> float:
+    """The most active GPU's tensor-pipe share of time minus the least active one's in the window, by GPM (0 to 1)."""
+    return _spread(gpu_samples, t_start, t_end, tensor_active_share)

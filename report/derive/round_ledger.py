@@ -168,6 +168,13 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     gpu_why = gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry")
     raw.add("gpu_samples", rd.gpu_samples or gpu_why, (f"{rd.name}/{rd.gpu_file}",))
     raw.add("slo", *slo_raw(rd))
+    engine = rd.bundle.manifest.get("engine") or {}
+    raw.add("engine_command", engine.get("command") or Reason.of("reason.no_engine_command"),
+            (f"{rd.name}/manifest.json: engine.command",))
+    raw.add("log_args", rd.log.non_default_args if rd.log is not None and rd.log.non_default_args is not None
+            else Reason.of("reason.no_server_log"), (f"{rd.name}/server.log",))
+    raw.add("model_config", rd.config if rd.config is not None else Reason.of("reason.no_model_config"),
+            (f"{rd.name}/manifest.json: model.config",))
     a, b = A.bracketing_window(rd.bundle.metrics, p.window.t_measure, p.window.t_end)
     ms = _src_metrics(rd, a, b, _what("source.what_bracketing", point=p.pid))
     raw.add("scrapes", rd.bundle.metrics, ms)
@@ -931,6 +938,8 @@ def rule_ledger(led: Ledger) -> None:
             ("r.rule_late_send_max", V.LATE_SEND_MAX, "fraction", "Largest share of late open-loop sends before the cap counts as holding the loop back (policy)"),
             ("r.rule_delivery_ratio_min", V.DELIVERY_RATIO_MIN, "×", "Least client TPOT over engine TPOT for delivery to be the limit (policy)"),
             ("r.rule_roof_dominance", V.ROOF_DOMINANCE, "×", "How many times one roof's utilisation must exceed the other's to name the limit (policy)"),
+            ("r.rule_dram_bw_high", V.DRAM_BW_HIGH, "fraction", "Least measured DRAM bandwidth share (GPM/DCGM) that confirms a bandwidth limit (policy)"),
+            ("r.rule_tensor_active_high", V.TENSOR_ACTIVE_HIGH, "fraction", "Least measured tensor-pipe activity (GPM/DCGM) that confirms a compute limit (policy)"),
             ("r.rule_lag_min_ms", V.LAG_MIN_MS, "ms", "Client event-loop lag (p50) above which the client may not keep up (policy)"),
             ("r.rule_trend_steady_low", V.TREND_STEADY[0], "×", "Lowest second-half over first-half pace of a steady window (policy)"),
             ("r.rule_trend_steady_high", V.TREND_STEADY[1], "×", "Highest second-half over first-half pace of a steady window (policy)")):

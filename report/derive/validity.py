@@ -52,6 +52,13 @@ CAP_HELD_MIN = 0.8
 DELIVERY_RATIO_MIN = 1.2
 # A roof names the limit only when its utilisation is this many times the other's.
 ROOF_DOMINANCE = 1.2
+# The GPU's own counters (GPM, or a DCGM exporter's profiling fields), the second signal beside
+# the modelled roofs: a bandwidth limit needs DRAM at least this share of its peak bandwidth (the
+# bar MBU is held to); a compute limit needs the tensor pipes active at least this share of the
+# time (activity bounds MFU from above, so its bar sits above MFU's). A GPU idling on its host or
+# under too little load has both below their bars.
+DRAM_BW_HIGH = 0.4
+TENSOR_ACTIVE_HIGH = 0.5
 # A mechanism explains a measurement when its prediction misses it by at most this share.
 PREDICTION_TOL = 0.25
 # A gauge at or above this share of the pool reads as full where the pool's size is unknown.

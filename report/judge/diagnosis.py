@@ -19,7 +19,8 @@ BOTTLENECKS = ("gpu_compute", "gpu_bandwidth", "kv_pool", "scheduler_budget", "f
 VALIDITY_CODES = ("not_held", "lockstep", "not_steady", "pace_drift", "over_saturated",
                   "open_loop_capped", "schedule_missed", "scrapes_failed", "client_distorted",
                   "interrupted", "failed")
-# The GPU counts as busy above this NVML utilisation median (%).
+# A kernel was running at least this share of the time (NVML utilisation median, %): the gate of
+# every GPU roof verdict, never evidence of which roof.
 GPU_BUSY_PCT = 90.0
 # vLLM's FLOP estimate against the dense peak at or above which compute is the limit, when
 # the GPU is also busy and the point sits near or past the ridge; MBU likewise for memory
@@ -232,6 +233,12 @@ class Attribution:
     bottleneck: str
     mechanism: str                                           # a code the templates word
     evidence: dict[str, Any] = field(default_factory=dict)
+    # What the GPU's own counters said of a GPU verdict (a `finding.counters_<code>` sentence):
+    # "" where the verdict is not the GPU's, "absent" where none was sampled.
+    counters: str = ""
+    # Codes of signals that disagreed with the verdict the others pointed to (each worded by the
+    # findings as `finding.disagree_<code>`).
+    disagreed: list[str] = field(default_factory=list)
 
 
 def kv_pool_full(led: Ledger, pid: str) -> bool | None:
@@ -252,6 +259,24 @@ def kv_pool_full(led: Ledger, pid: str) -> bool | None:
     return (1.0 - peak) * pool < need
 
 
+@dataclass(frozen=True)
+class GpuCounters:
+    """The GPU's own counters at a point (GPM or DCGM): DRAM bandwidth and tensor-pipe activity, shares 0..1."""
+
+    dram: float
+    tensor: float
+
+    def near_a_roof(self) -> bool:
+        """Whether either counter reached its roof's bar (the GPU was not waiting, nor idle)."""
+        return self.dram >= V.DRAM_BW_HIGH or self.tensor >= V.TENSOR_ACTIVE_HIGH
+
+
+def gpu_counters(get, k: str) -> GpuCounters | None:
+    """The point's measured DRAM share and tensor activity, None unless both were sampled."""
+    dram, tensor = get(k + "dram_bandwidth_share"), get(k + "tensor_active_share")
+    return None if dram is None or tensor is None else GpuCounters(dram, tensor)
+
+
 def _max_of(*xs: Any) -> Any:
     present = [x for x in xs if x is not None]
     return max(present) if present else None
@@ -267,8 +292,10 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
         ev[key] = val(led, key)
         return ev[key]
 
-    def verdict(kind: str, mechanism: str, keys: list[str]) -> Attribution:
-        return Attribution(pid, kind, mechanism, {key: ev.get(key, val(led, key)) for key in keys})
+    def verdict(kind: str, mechanism: str, keys: list[str], counters: str = "",
+                disagreed: tuple[str, ...] = ()) -> Attribution:
+        return Attribution(pid, kind, mechanism, {key: ev.get(key, val(led, key)) for key in keys},
+                           counters, list(disagreed))
 
     C = get(k + "concurrency") or 0
     open_loop = get(k + "request_rate") is not None
@@ -332,7 +359,14 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
     engine_busy = (engine_held is not None and engine_held >= V.HELD_MIN) or \
         (get(k + "server_running_median") is not None and C and ev[k + "server_running_median"] >= V.HELD_MIN * C)
     gpu_keys = [k + "mfu", k + "mbu", k + "intensity", k + "decode_intensity", k + "prefill_intensity",
-                "r.ridge", k + "gpu_util_median_pct", k + "power_median_w", k + "power_limit_w"]
+                "r.ridge", k + "gpu_util_median_pct", k + "power_median_w", k + "power_limit_w",
+                k + "dram_bandwidth_share", k + "tensor_active_share", k + "sm_active_share",
+                "r.rule_dram_bw_high", "r.rule_tensor_active_high"]
+    # The GPU's own counters, the second signal beside each modelled roof where sampled. NVML's
+    # utilisation says only that a kernel was running: a gate (the GPU was not idle), never
+    # evidence of which roof.
+    meas = gpu_counters(get, k)
+    said = "absent" if meas is None else "shown"
     # The roofline by phase: compute is the limit only where the prefill is past the ridge, memory
     # bandwidth only where a decode step is below it (a phase not modelled does not veto).
     ridge, dec, pre = get("r.ridge"), get(k + "decode_intensity"), get(k + "prefill_intensity")
@@ -343,11 +377,17 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
     gpu_waits = util is not None and util < GPU_HOST_BOUND_PCT and \
         mfu is not None and mbu is not None and mfu < MFU_LOW * 2 and mbu < MBU_LOW * 1.5
     cpu_share = get(k + "engine_cpu_share")
+    host_keys = [k + "engine_held_fraction", k + "server_running_median", k + "gpu_util_median_pct",
+                 k + "mfu", k + "mbu", k + "engine_itl_ms_mean", k + "engine_steps_per_s",
+                 k + "engine_cpu_share", k + "dram_bandwidth_share", k + "tensor_active_share",
+                 k + "sm_active_share"]
     if engine_busy and (waiting or 0) <= C / 4 and gpu_waits:
+        if meas is not None and meas.near_a_roof():
+            # The counters saw DRAM or the tensor pipes at a roof's bar: the GPU was not waiting.
+            return verdict("unknown", "host_counters_disagree", host_keys + gpu_keys, "",
+                           ("counters_gpu_not_waiting",))
         return verdict("engine_host", "gpu_waits_on_host" if not (waiting or 0) else "gpu_waits_on_host_queued",
-                       [k + "engine_held_fraction", k + "server_running_median", k + "gpu_util_median_pct",
-                        k + "mfu", k + "mbu", k + "engine_itl_ms_mean", k + "engine_steps_per_s",
-                        k + "engine_cpu_share"])
+                       host_keys, said)
     host_busy = get(k + "host_cpu_busy_share")
     if util is None and mfu is None and cpu_share is not None and cpu_share >= ENGINE_CPU_BUSY \
             and (waiting or 0) <= C / 4 \
@@ -360,23 +400,34 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
     busy = util is not None and util >= GPU_BUSY_PCT
     if busy and mfu is not None and mbu is not None:
         if mfu >= MFU_HIGH and mfu >= V.ROOF_DOMINANCE * mbu and prefill_past:
+            capped_keys = gpu_keys + [k + "power_cap_share", k + "sm_clock_load_mhz", "r.max_sm_clock_mhz"]
+            if meas is not None and meas.tensor < V.TENSOR_ACTIVE_HIGH:
+                return verdict("unknown", "compute_counter_disagrees", capped_keys, "", ("tensor_short_of_mfu",))
             capped = _power_capped(get, k)
             return verdict("gpu_compute", "compute_bound_power_capped" if capped else "compute_bound",
-                           gpu_keys + [k + "power_cap_share", k + "sm_clock_load_mhz", "r.max_sm_clock_mhz"])
+                           capped_keys, "absent" if meas is None else "compute_agrees")
         if mbu >= MBU_HIGH and mbu >= V.ROOF_DOMINANCE * mfu and decode_below:
-            return verdict("gpu_bandwidth", "bandwidth_bound", gpu_keys)
+            if meas is not None and meas.dram < V.DRAM_BW_HIGH:
+                return verdict("unknown", "bandwidth_counter_disagrees", gpu_keys, "", ("dram_short_of_mbu",))
+            return verdict("gpu_bandwidth", "bandwidth_bound", gpu_keys,
+                           "absent" if meas is None else "bandwidth_agrees")
         if mfu >= MFU_HIGH * 0.8 and mbu >= MBU_HIGH * 0.8 * 0.75 and \
                 max(mfu, mbu) < V.ROOF_DOMINANCE * min(mfu, mbu):
-            return verdict("unknown", "roofs_balanced", gpu_keys)
+            return verdict("unknown", "roofs_balanced", gpu_keys, said)
     idle = util is not None and util < GPU_IDLE_PCT
     light = mfu is not None and mbu is not None and mfu < MFU_LOW and mbu < MBU_LOW
     cpu_idle = util is None and cpu_share is not None and cpu_share < ENGINE_CPU_IDLE
     if (idle or light or cpu_idle) and not (waiting or 0) and not full and not engine_busy:
+        idle_keys = gpu_keys + [k + "waiting_peak", k + "engine_held_fraction", k + "engine_cpu_share"]
+        if meas is not None and meas.near_a_roof():
+            # The counters saw DRAM or the tensor pipes at a roof's bar: the load did stress the GPU.
+            return verdict("unknown", "idle_counters_disagree", idle_keys, "", ("counters_gpu_stressed",))
         return verdict("under_driven", "cpu_engine_mostly_idle" if cpu_idle else "engine_mostly_idle",
-                       gpu_keys + [k + "waiting_peak", k + "engine_held_fraction", k + "engine_cpu_share"])
+                       idle_keys, "" if cpu_idle else said)
     return verdict("unknown", "no_signal_agrees" if util is not None or mfu is not None
                    else "no_gpu_signals", gpu_keys + [k + "waiting_peak", k + "delivery_tpot_ratio",
-                                                      k + "engine_cpu_share"])
+                                                      k + "engine_cpu_share"],
+                   "" if util is None and mfu is None else said)
 
 
 def _power_capped(get, k: str) -> bool:

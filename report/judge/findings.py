@@ -28,7 +28,12 @@ MECHANISMS = (
     "pool_full_and_waiting_log", "gpu_waits_on_host", "cpu_engine_busy", "cpu_engine_mostly_idle",
     "gpu_waits_on_host_queued", "cpu_engine_busy_queued", "compute_bound_power_capped",
     "roofs_balanced", "engine_mostly_idle", "no_signal_agrees", "no_gpu_signals",
+    "compute_counter_disagrees", "bandwidth_counter_disagrees", "host_counters_disagree",
+    "idle_counters_disagree",
 )
+# What the GPU's own counters said of a GPU verdict (diagnosis.Attribution.counters): worded by
+# `finding.counters_<code>` after the mechanism's sentence.
+COUNTER_CODES = ("absent", "shown", "bandwidth_agrees", "compute_agrees")
 
 
 @dataclass
@@ -101,12 +106,15 @@ def invalid_points_finding(led: Ledger, validity: dict[str, Validity],
 
 
 def disagreement_finding(led: Ledger, validity: dict[str, Validity],
-                         labels: dict[str, str] | None = None) -> Finding | None:
-    """Which signals disagreed with a check's verdict, point by point."""
+                         labels: dict[str, str] | None = None,
+                         attributions: dict[str, Attribution] | None = None) -> Finding | None:
+    """Which signals disagreed with a check's or a bottleneck's verdict, point by point."""
     parts, keys = [], []
-    for v in validity.values():
-        for code in dict.fromkeys(v.disagreed):
-            one = _make(led, "x", "validity", _texts(f"disagree_{code}", p=v.point, at=_at(labels, v.point)), [])
+    said = [(v.point, v.disagreed) for v in validity.values()] + \
+        [(a.point, a.disagreed) for a in (attributions or {}).values()]
+    for point, codes in said:
+        for code in dict.fromkeys(codes):
+            one = _make(led, "x", "validity", _texts(f"disagree_{code}", p=point, at=_at(labels, point)), [])
             if one is not None:
                 parts.append(one.texts)
                 keys += one.keys()
@@ -124,15 +132,22 @@ BY_PHASE = ("bandwidth_bound", "compute_bound", "compute_bound_power_capped", "r
 
 def bottleneck_finding(led: Ledger, att: Attribution, fid: str = "bottleneck",
                        labels: dict[str, str] | None = None) -> Finding | None:
-    """The mechanism sentence of one point's bottleneck, by phase where the phases are known."""
+    """The mechanism sentence of one point's bottleneck, by phase where the phases are known,
+    followed by what the GPU's own counters said of it."""
+    f = None
     if att.mechanism in BY_PHASE:
         f = _make(led, fid, "bottleneck", _texts(f"mechanism_{att.mechanism}_by_phase", p=att.point,
                                                         at=_at(labels, att.point)),
                   list(att.evidence))
-        if f is not None:
-            return f
-    return _make(led, fid, "bottleneck", _texts(f"mechanism_{att.mechanism}", p=att.point, at=_at(labels, att.point)),
-                 list(att.evidence))
+    f = f or _make(led, fid, "bottleneck", _texts(f"mechanism_{att.mechanism}", p=att.point, at=_at(labels, att.point)),
+                   list(att.evidence))
+    if f is None or not att.counters:
+        return f
+    said = _make(led, fid, "bottleneck", _texts(f"counters_{att.counters}", p=att.point, at=_at(labels, att.point)), [])
+    if said is None:
+        return f
+    return Finding(f.id, f.kind, {lang: f.texts[lang] + word("finding.counters_sep", lang) + said.texts[lang]
+                                  for lang in LANGS}, list(dict.fromkeys(f.evidence + said.evidence)))
 
 
 def _prefill_reference(led: Ledger) -> str:
@@ -400,7 +415,8 @@ def round_findings(led: Ledger, validity: dict[str, Validity], attributions: dic
         out.append(step_mix_finding(led, last, labels, facts.get("prev_round")))
         out.append(population_finding(led, last, labels))
     out.append(invalid_points_finding(led, validity, labels))
-    out.append(disagreement_finding(led, validity, labels))
+    out.append(disagreement_finding(led, validity, labels,
+                                    {p: attributions[p] for p in valid_pids if p in attributions}))
     if facts.get("sweep_axis") == "input_len":
         out.append(block_rounding_finding(led, facts.get("ok_points") or [], labels))
     out += set_findings(led, facts.get("set_comparisons") or [], labels)

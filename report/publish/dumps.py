@@ -39,7 +39,8 @@ def findings_json(rd, led: Ledger) -> dict:
         v, a = validity[p.pid], attribution[p.pid]
         points.append({"point": p.pid, "valid": v.valid, "invalid_reasons": v.reasons,
                        "unchecked": v.unchecked, "bottleneck": a.bottleneck,
-                       "mechanism": a.mechanism,
+                       "mechanism": a.mechanism, "counters": a.counters,
+                       "disagreed": list(dict.fromkeys(v.disagreed + a.disagreed)),
                        "evidence": {k: _plain(x) for k, x in {**v.evidence, **a.evidence}.items()}})
     from report.publish.compose import point_labels
     facts = {"prev_round": None, "sweep_axis": rd.axis, "ok_points": ok, "point_labels": point_labels(rd.points),

@@ -54,3 +54,18 @@ def test_the_gpus_are_named_by_the_exporters_labels():
     gpus = PW.dcgm_gpus(scrapes((1, 1)))
     assert [(g["index"], g["name"]) for g in gpus] == [(0, "NVIDIA H200"), (1, "NVIDIA H200")]
     assert PW.dcgm_gpus([{"t": 0.0, "ok": False, "error": "refused"}]) == []
+
+
+def test_two_gpus_are_counted_summed_and_their_spread_said():
+    # The hand-built page: GPU 0 under load (DRAM 44 %, tensor 49.5 %, 692.847 W), GPU 1 idle
+    # (0 %, 0 %, 74.512 W): a data-parallel or a mis-placed engine, not two TP ranks.
+    rows = PW.dcgm_gpu_rows(scrapes((1000, 5000), (693_847, 79_512), (1_386_694, 154_024)))
+    assert PW.gpus_sampled(rows, 0.0, 2.0) == 2
+    assert PW.total_power_median_w(rows, 0.0, 2.0) == pytest.approx(692.847 + 74.512)
+    assert PW.dram_bandwidth_share_spread(rows, 0.0, 2.0) == pytest.approx(0.44)
+    assert PW.tensor_active_share_spread(rows, 0.0, 2.0) == pytest.approx(0.495)
+    one = [r for r in rows if r["gpu"] == 0]
+    assert PW.gpus_sampled(one, 0.0, 2.0) == 1
+    with pytest.raises(PW.Absent) as e:
+        PW.dram_bandwidth_share_spread(one, 0.0, 2.0)
+    assert e.value.reason.code == "reason.one_gpu_no_spread"
