@@ -101,6 +101,17 @@ def _turns(rec, path: str, n: int) -> tuple[str, str] | None:
     return None
 
 
+def model_token_counter(model_dir: str) -> Callable[[str], int]:
+    """Token counts by the served model's tokenizer (MODEL_DIR/tokenizer.json), specials left out."""
+    from tokenizers import Tokenizer
+
+    try:
+        tok = Tokenizer.from_file(f"{model_dir}/tokenizer.json")
+    except Exception as e:  # tokenizers raises its own Exception subclass for a bad file
+        raise PlanError(f"{model_dir}/tokenizer.json: not a tokenizer this tool reads ({e})") from None
+    return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
+
+
 def load_sharegpt(path: str, count_tokens: Callable[[str], int], limit: int | None = None,
                   min_len: int = MIN_LEN, max_prompt_len: int = MAX_PROMPT_LEN,
                   max_total_len: int = MAX_TOTAL_LEN) -> Dataset:

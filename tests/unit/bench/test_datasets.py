@@ -64,3 +64,17 @@ def test_a_malformed_record_inside_a_closed_file_is_named(tmp_path):
     p.write_text(good + '\n{bad\n' + good + '\n')
     with pytest.raises(PlanError, match=r"d.json line 2: not a JSON record"):
         load_sharegpt(str(p), words)
+
+
+def test_lengths_are_the_served_models_token_counts(tmp_path):
+    from tokenizers import Tokenizer
+
+    from bench.datasets import model_token_counter
+    from bench.tinymodel import write_model_dir
+    model = write_model_dir(tmp_path / "m")
+    count = model_token_counter(str(model))
+    tok = Tokenizer.from_file(str(model / "tokenizer.json"))
+    text = "the quick brown fox jumps over the lazy dog " * 3
+    assert count(text) == len(tok.encode(text, add_special_tokens=False).ids) > 0
+    with pytest.raises(PlanError, match="tokenizer.json"):
+        model_token_counter(str(tmp_path))
