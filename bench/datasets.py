@@ -37,10 +37,6 @@ class Dataset:
     cut_bytes: int = 0                                    # bytes of a cut-off tail not read
 
 
-def _line_of(text: str, offset: int) -> int:
-    return text.count("\n", 0, offset) + 1
-
-
 def _records(text: str, path: str):
     """(line, record) for each whole record; the byte count of a cut tail last, as (None, n)."""
     stripped = text.lstrip()
@@ -48,6 +44,13 @@ def _records(text: str, path: str):
     if stripped.startswith("["):
         pos = len(text) - len(stripped) + 1
         closed = text.rstrip().endswith("]")
+        line, at = 1, 0   # the line of offset AT, advanced as records are read (one pass)
+
+        def line_of(offset: int) -> int:
+            nonlocal line, at
+            line, at = line + text.count("\n", at, offset), offset
+            return line
+
         while True:
             while pos < len(text) and text[pos] in " \t\r\n,":
                 pos += 1
@@ -59,11 +62,11 @@ def _records(text: str, path: str):
                 rec, end = dec.raw_decode(text, pos)
             except json.JSONDecodeError as e:
                 if closed:
-                    raise PlanError(f"{path} line {_line_of(text, e.pos)}: not a JSON record "
+                    raise PlanError(f"{path} line {line_of(e.pos)}: not a JSON record "
                                     f"({e.msg})") from None
                 yield None, len(text[pos:].encode())
                 return
-            yield _line_of(text, pos), rec
+            yield line_of(pos), rec
             pos = end
     lines = text.split("\n")
     for n, line in enumerate(lines, 1):
