@@ -43,7 +43,7 @@ def _records(text: str, path: str):
     dec = json.JSONDecoder()
     if stripped.startswith("["):
         pos = len(text) - len(stripped) + 1
-        closed = text.rstrip().endswith("]")
+        end_of_text = len(text.rstrip())
         line, at = 1, 0   # the line of offset AT, advanced as records are read (one pass)
 
         def line_of(offset: int) -> int:
@@ -55,13 +55,13 @@ def _records(text: str, path: str):
             while pos < len(text) and text[pos] in " \t\r\n,":
                 pos += 1
             if pos >= len(text) or text[pos] == "]":
-                if not closed and pos >= len(text):
-                    yield None, 0
                 return
             try:
                 rec, end = dec.raw_decode(text, pos)
             except json.JSONDecodeError as e:
-                if closed:
+                # A cut record fails at the end of the text, or inside a string the end cut
+                # (a string cannot hold a raw newline, so none runs on past a later line).
+                if e.pos < end_of_text and not e.msg.startswith("Unterminated string"):
                     raise PlanError(f"{path} line {line_of(e.pos)}: not a JSON record "
                                     f"({e.msg})") from None
                 yield None, len(text[pos:].encode())

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench.datasets import load_sharegpt
 from bench.prompts import PlanError
@@ -78,3 +80,26 @@ def test_lengths_are_the_served_models_token_counts(tmp_path):
     assert count(text) == len(tok.encode(text, add_special_tokens=False).ids) > 0
     with pytest.raises(PlanError, match="tokenizer.json"):
         model_token_counter(str(tmp_path))
+
+
+@settings(max_examples=80, deadline=None)
+@given(n=st.integers(1, 6), frac=st.floats(0.0, 1.0))
+def test_a_file_cut_anywhere_reads_exactly_its_whole_records(tmp_path_factory, n, frac):
+    rows = [conv(f"user {i} " + "w " * 4, f"reply {i} " + "r " * 4) for i in range(n)]
+    text = json.dumps(rows, indent=1)
+    cut = 1 + int(frac * (len(text) - 1))
+    p = tmp_path_factory.mktemp("cut") / "d.json"
+    p.write_text(text[:cut])
+    ends = []
+    for r in rows:
+        body = json.dumps(r, indent=1).replace("\n", "\n ")
+        ends.append(text.index(body) + len(body))
+    whole = sum(e <= cut for e in ends)
+    if whole == 0:
+        with pytest.raises(PlanError, match="no conversation kept"):
+            load_sharegpt(str(p), words)
+        return
+    d = load_sharegpt(str(p), words)
+    assert len(d.requests) == d.read == whole
+    # A cut tail is counted when a record had begun after the last whole one.
+    assert ("cut_tail" in d.dropped) == ("{" in text[ends[whole - 1]:cut])
