@@ -24,6 +24,8 @@ MIN_LEN, MAX_PROMPT_LEN, MAX_TOTAL_LEN = 4, 1024, 2048   # vLLM's is_valid_seque
 
 @dataclass(frozen=True)
 class DatasetRequest:
+    """One conversation's request: its first user turn and the reply's length."""
+
     prompt: str
     input_len: int        # tokens of the prompt, by the served model's tokenizer
     output_len: int       # tokens of the dataset's reply: the request's max_tokens
@@ -31,6 +33,8 @@ class DatasetRequest:
 
 @dataclass
 class Dataset:
+    """A dataset's kept requests and counts of what was read, left out and cut off."""
+
     requests: list[DatasetRequest]
     read: int                                             # whole records read
     dropped: dict[str, int] = field(default_factory=dict)  # reason -> records left out

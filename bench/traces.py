@@ -30,6 +30,8 @@ AZURE_FIELDS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
 @dataclass(frozen=True)
 class TraceRequest:
+    """One request of a trace: when it is sent, its lengths and its prompt blocks."""
+
     send_at_s: float             # scheduled send time, from the trace's first request, scaled
     input_len: int
     output_len: int
@@ -39,6 +41,8 @@ class TraceRequest:
 
 @dataclass
 class Trace:
+    """A trace's kept requests, in send order, and counts of what was read and left out."""
+
     requests: list[TraceRequest]
     read: int                                            # request lines read from the file
     dropped: dict[str, int] = field(default_factory=dict)  # reason -> requests left out
