@@ -559,7 +559,8 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
         for key, unit, doc in (("r.kv_bytes_per_token", "B", "KV bytes per token from the architecture"),
                                ("r.kv_bytes_per_token_mha", "B", "KV bytes per token if every head had its own KV head"),
                                ("r.params_non_embedding", "", "Parameters outside the embeddings"),
-                               ("r.weight_bytes", "B", "Bytes the weights occupy")):
+                               ("r.weight_bytes", "B", "Bytes the weights occupy"),
+                               ("r.decode_read_bytes", "B", "Weight bytes one decode step reads")):
             led.record(key, None, unit=unit, doc=doc, sources=csrc, missing=why)
     else:
         led.derive("r.kv_bytes_per_token", T.model_kv_bytes_per_token, unit="B", sources=csrc, config=cfg)

@@ -114,7 +114,8 @@ def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: Round
     # previous round's prefill rate measured alone stands for it (same model, GPU, engine and
     # flags: the comparability check above), with the clock it ran at.
     rate_prev = prev_led.get("r.prefill_flop_rate")
-    if (not led["r.prefill_flop_rate"].present and rate_prev is not None and rate_prev.present
+    own = led.get("r.prefill_flop_rate")
+    if ((own is None or not own.present) and rate_prev is not None and rate_prev.present
             and rd.config is not None):
         rate = import_value(led, "x.prefill_flop_rate", rate_prev, prev.name)
         led.derive("x.prefill_tflops_s", A.tera, unit="TFLOP/s", value=rate)
