@@ -317,7 +317,9 @@ def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources
     law, the client's measured timing error, host CPU, the log's stats lines, queue trends."""
     k = f"p.{p.pid}."
     sc, C = rd.bundle.metrics, p.settings.get("concurrency")
-    open_loop = bool(p.settings.get("request_rate"))
+    # A replayed trace is an open loop too: each request sent at its own time, no cap.
+    trace = (rd.bundle.manifest.get("workload_source") or {}).get("kind") == "trace"
+    open_loop = bool(p.settings.get("request_rate")) or trace
     a, b = A.bracketing_window(sc, p.window.t_measure, p.window.t_end)
     ms = _src_metrics(rd, a, b, _what("source.what_bracketing", point=p.pid))
     sa, sb = p.steady
@@ -354,7 +356,7 @@ def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources
                        values=ST.ttfts_from_schedule_ms(p.measured), q=q)
         led.derive(k + "e2e_sched_ms_p99", ST.percentile, unit="ms", sources=src,
                    values=ST.e2es_from_schedule_ms(p.measured), q=99)
-        if C:
+        if C and not trace:
             led.derive(k + "cap_held_fraction", OC.share_of_concurrency, unit="fraction",
                        mean_in_flight=ci, concurrency=C)
     else:
