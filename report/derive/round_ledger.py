@@ -620,6 +620,24 @@ def sampler_ledger(led: Ledger, rd: RoundData) -> None:
                    sources=src, missing=why)
 
 
+def source_ledger(led: Ledger, rd: RoundData) -> None:
+    """What a replayed trace or dataset sent, as the collector's loader counted it (none else)."""
+    ws = rd.bundle.manifest.get("workload_source")
+    if not isinstance(ws, dict):
+        return
+    src = (f"{rd.name}/manifest.json: workload_source",)
+    led.record("r.source_read", ws.get("read"), unit="", sources=src,
+               doc="Requests (trace lines or whole conversations) the loader read from the file",
+               missing=Reason.of("reason.not_recorded"))
+    led.record("r.source_kept", ws.get("kept"), unit="", sources=src,
+               doc="Requests the loader kept after its limits and filters",
+               missing=Reason.of("reason.not_recorded"))
+    if ws.get("kind") == "trace":
+        led.record("r.source_time_scale", ws.get("time_scale"), unit="×", sources=src,
+                   doc="The factor a trace's send times were scaled by",
+                   missing=Reason.of("reason.not_recorded"))
+
+
 def _plan_metrics(rd: RoundData) -> bool:
     """Whether the round's plan had the /metrics sampler on."""
     return bool(((rd.bundle.manifest.get("plan") or {}).get("sampler") or {}).get("metrics", True))
@@ -632,6 +650,7 @@ def measured_ledger(rd: RoundData) -> Ledger:
     pool_ledger(led, rd)
     peak_ledger(led, rd)
     sampler_ledger(led, rd)
+    source_ledger(led, rd)
     log = rd.log
     led.record("r.max_num_batched_tokens", log.max_num_batched_tokens if log else None, unit="tok",
                doc="The scheduler's token budget per engine step, as the server log states it",

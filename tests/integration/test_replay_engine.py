@@ -124,3 +124,40 @@ def test_a_sharegpt_point_sends_the_kept_conversation_with_its_reply_length(shar
     for r in reqs:
         assert r["max_tokens"] == reply == r["usage"]["completion_tokens"]
         assert r["input_len"] == count("one two three four five")
+
+
+def _method_text(bundle: Path, lang: str) -> str:
+    from dataclasses import replace
+
+    from report.publish.compose import compose_round
+    from report.publish.render import Page
+    report = replace(compose_round(bundle, "replay"), sections=["method"])
+    return Page(report, lang).assemble("html")
+
+
+@pytest.mark.parametrize("lang, says", [
+    ("en", ["mooncake trace", "mooncake-tiny.jsonl", "whatever was in flight"]),
+    ("zh", ["mooncake 轨迹", "mooncake-tiny.jsonl", "不等待在途请求"]),
+])
+def test_the_method_section_says_which_trace_was_sent(trace_bundle, lang, says):
+    text = _method_text(trace_bundle, lang)
+    for s in says:
+        assert s in text, s
+    # The counts and the scale are ledger values, cited with their provenance.
+    for key in ("r.source_kept", "r.source_read", "r.source_time_scale"):
+        assert f'data-key="{key}"' in text
+    # The trace dropped nothing, so no reason is listed.
+    assert "left out:" not in text and "剔除的请求" not in text
+
+
+@pytest.mark.parametrize("lang, says", [
+    ("en", ["ShareGPT dataset", "sharegpt-cut.json", "requests left out: a record cut off at the "
+            "file&#39;s end, prompt or reply too short"]),
+    ("zh", ["ShareGPT 数据集", "sharegpt-cut.json", "剔除的请求：文件末尾被截断的记录、提示或回复过短"]),
+])
+def test_the_method_section_says_which_dataset_was_sent_and_why_some_were_left_out(
+        sharegpt_bundle, lang, says):
+    text = _method_text(sharegpt_bundle, lang)
+    for s in says:
+        assert s in text, s
+    assert "trace" not in text.split("ShareGPT")[1][:200]

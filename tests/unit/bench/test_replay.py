@@ -79,3 +79,4 @@ def test_a_bad_trace_line_is_refused_before_the_round_naming_file_line_and_field
                                         'format = "mooncake"\n')
     with pytest.raises(PlanError, match=r"t\.jsonl line 2: field input_length"):
         load_plan(tmp_path / "plan.toml")
+
