@@ -93,7 +93,8 @@ def load_dataset(w: Any, tokenizer_dir: str | None) -> datasets.Dataset:
     """The workload's dataset, its lengths counted by the served model's tokenizer."""
     if not tokenizer_dir:
         raise PlanError("[workload].dataset: the served model's tokenizer is not known, so the "
-                        "conversations' lengths cannot be counted")
+                        "conversations' lengths cannot be counted; give [engine].model_config "
+                        "(the config.json beside its tokenizer.json)")
     return _dataset(w.dataset, str(tokenizer_dir), int(w.num_prompts))
 
 
