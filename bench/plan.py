@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from bench import sessions
+from bench import replay, sessions
 from bench.lengths import check_dist, longest
 from bench.prompts import (  # noqa: F401 - PlanError re-exported
     MAX_TOKENS,
@@ -45,7 +45,7 @@ class EngineSpec:
 
 @dataclass
 class WorkloadSpec:
-    kind: str = "random"                   # random | shared-prefix | jsonl | sessions
+    kind: str = "random"                   # random | shared-prefix | jsonl | sessions | trace | sharegpt
     api: str = "completions"               # completions | chat
     input_len: int = 128
     output_len: int = 32
@@ -65,6 +65,15 @@ class WorkloadSpec:
     turns_dist: dict[str, Any] = field(default_factory=dict)
     think_ms: int = 0
     think_dist: dict[str, Any] = field(default_factory=dict)
+    # trace (bench/replay.py): a request trace sent at its own times, scaled by time_scale.
+    trace: str = ""                        # path, relative to the plan file
+    format: str = ""                       # mooncake | azure
+    time_scale: float = 1.0
+    max_requests: int = 0                  # 0: every request of the trace
+    max_duration_s: float = 0.0            # 0: the whole trace
+    # sharegpt (bench/replay.py): a ShareGPT-format dataset's conversations.
+    dataset: str = ""                      # path, relative to the plan file
+    num_prompts: int = 0                   # 0: every conversation kept by the filters
 
 
 @dataclass
@@ -269,6 +278,7 @@ def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
             if not isinstance(data[name], dict):
                 raise PlanError(f"{source}: [{name}] must be a table")
             setattr(plan, name, _build(cls, data[name], f"{source} [{name}]"))
+    replay.resolve_paths(plan.workload, source)
     if plan.sweep.request_rate and "concurrency" not in (data.get("sweep") or {}):
         plan.sweep.concurrency = []      # an open loop without a cap: nothing waits for a slot
     if "expect" in data:
@@ -296,6 +306,10 @@ BOUNDS: dict[tuple[str, str], tuple[float, float, bool]] = {
     ("workload", "turns"): (1, 1 << 10, True),
     ("workload", "think_ms"): (0, 3_600_000, True),
     ("workload", "token_id_low"): (0, MAX_TOKENS, True),
+    ("workload", "time_scale"): (0, 10**6, False),
+    ("workload", "max_requests"): (0, 10**9, True),
+    ("workload", "max_duration_s"): (0, 10**9, True),
+    ("workload", "num_prompts"): (0, 10**9, True),
     ("workload", "token_id_high"): (1, MAX_TOKENS, True),
     ("sweep", "burstiness"): (0, 1000, False),
     ("sweep", "search_max"): (1, MAX_TOKENS, True),
@@ -445,10 +459,16 @@ def check_plan(plan: Plan) -> None:
         raise PlanError(f"{src} [engine].endpoint: required in {e.mode} mode")
     if e.mode == "launch" and not e.command:
         raise PlanError(f"{src} [engine].command: required in launch mode")
-    if w.kind not in ("random", "shared-prefix", "jsonl", sessions.KIND):
-        raise PlanError(f"{src} [workload].kind: {w.kind!r} is not random, shared-prefix, jsonl or sessions")
+    if w.kind not in ("random", "shared-prefix", "jsonl", sessions.KIND, *replay.KINDS):
+        raise PlanError(f"{src} [workload].kind: {w.kind!r} is not random, shared-prefix, jsonl, "
+                        "sessions, trace or sharegpt")
     if w.kind == sessions.KIND:
         sessions.check_sessions(w, src, plan.client.workers)
+    if w.kind in replay.KINDS:
+        replay.check_replay(w, s, src, plan.client.workers)
+    elif w.trace or w.dataset:
+        raise PlanError(f"{src} [workload].{'trace' if w.trace else 'dataset'}: read only by "
+                        "kind = \"trace\" or \"sharegpt\"")
     if w.api not in ("completions", "chat"):
         raise PlanError(f"{src} [workload].api: {w.api!r} is not completions or chat")
     if w.kind == "jsonl":
@@ -526,14 +546,20 @@ def load_plan(path: str | Path) -> Plan:
     return plan_from_dict(data, source=str(path))
 
 
-def context_problem(plan: Plan, points: list[dict[str, Any]], max_model_len: Any) -> str | None:
+def context_problem(plan: Plan, points: list[dict[str, Any]], max_model_len: Any,
+                    tokenizer_dir: str | None = None) -> str | None:
     """Why POINTS cannot run on a server whose context holds MAX_MODEL_LEN tokens (what its
     /v1/models says), None when they can or the length is not known: a request's prompt and
-    the tokens it asks for must fit."""
+    the tokens it asks for must fit (a dataset's lengths by the tokenizer in TOKENIZER_DIR)."""
     if not isinstance(max_model_len, int) or isinstance(max_model_len, bool) or max_model_len < 1:
         return None
     wl = plan.workload
-    if wl.kind == "jsonl":
+    if wl.kind in replay.KINDS:
+        n_in, n_out = replay.longest_request(wl, tokenizer_dir)
+        need = n_in + n_out
+        what = f"a request of {n_in:,} prompt tokens and {n_out:,} output tokens"
+        where = f"[workload].{'trace' if wl.kind == replay.TRACE else 'dataset'} {wl.trace or wl.dataset}"
+    elif wl.kind == "jsonl":
         prompts = read_prompt_file(wl.jsonl, wl.output_len)
         worst = max(prompts, key=lambda p: (p.input_len or 0) + p.max_tokens)
         need = (worst.input_len or 0) + worst.max_tokens

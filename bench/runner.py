@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import aiohttp
 
-from bench import sessions
+from bench import replay, sessions
 from bench.client import Timeouts, open_stream_session
 from bench.engine import TINY_MODEL_DIR, Engine, EngineError, free_port
 from bench.exposition import parse_exposition
@@ -186,14 +186,24 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
     def issued() -> None:
         state["issued"] += 1
 
+    if wl.kind == replay.TRACE:
+        # Every kept request of the trace, once each, in its order; warm-up only if asked.
+        pool = replay.trace_prompts(wl, seed)
+        total, warmup = len(pool), min(max(sw.warmup_requests, 0), len(pool) - 1)
+        slots.total = total
+    elif wl.kind == replay.SHAREGPT:
+        pool = replay.dataset_prompts(wl, dataset_tokenizer(plan))
+    else:
+        pool = [] if wl.kind == sessions.KIND else make_prompts(
+            wl, point["input_len"], point["output_len"], pool_size, seed)
     run = PointRun(
-        pool=[] if wl.kind == sessions.KIND else make_prompts(
-            wl, point["input_len"], point["output_len"], pool_size, seed),
+        pool=pool,
         warmup=warmup, ramp_end=t_start + (point.get("ramp_s") or 0.0), by_duration=by_duration,
         duration_s=sw.duration_s, slots=slots, now=w.now,
         send=lambda p, i, warm, t_slot, t_sched: send_request(
             session, url, model, wl, p, point["id"], i, warm, t_slot, t_sched, w.now, headers,
-            Timeouts.of(plan.client)),
+            Timeouts.of(plan.client),
+            {"shared_blocks": replay.shared_blocks(wl, i)} if wl.kind == replay.TRACE else None),
         on_measure=lambda t: w.append("points", {"point": point["id"], "event": "measure", "t": t}),
         on_record=record, on_issue=issued)
     if wl.kind == sessions.KIND:
@@ -204,6 +214,9 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
                 session, url, model, wl, p, point["id"], i, warm, t_slot, None, w.now, headers,
                 Timeouts.of(plan.client), {"session": s, "turn": k, "think_s": think}, reply),
             warm_or_measure)
+    elif wl.kind == replay.TRACE:
+        # An open loop with no cap: each request goes at its own time whatever is in flight.
+        await drive_open(run, replay.trace_schedule(wl, w.now()), None)
     elif point.get("request_rate"):
         offs = open_loop_arrivals(plan, point, total, warmup, by_duration, seed)
         base = w.now()
@@ -349,7 +362,8 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
                 model = models[0]["id"] if models else "default"
                 too_long = context_problem(plan, [p for p in points if p["server_set"] == current_set
                                                   and p["id"] not in skip],
-                                           models[0].get("max_model_len") if models else None)
+                                           models[0].get("max_model_len") if models else None,
+                                           dataset_tokenizer(plan))
                 if too_long:
                     raise RoundFailed(too_long)
                 eng_info = dict(w.manifest.get("engine") or {})
@@ -411,6 +425,15 @@ def served_model_paths(plan: Plan) -> tuple[str | None, str | None, str | None]:
     return None, tokenizer, None
 
 
+def dataset_tokenizer(plan: Plan) -> str | None:
+    """The folder of the served model's tokenizer.json: the served model's, else the folder of
+    the plan's [engine].model_config (an endpoint's model is known only from that)."""
+    tok = served_model_paths(plan)[1]
+    if tok is None and plan.engine.model_config:
+        tok = str(Path(plan.engine.model_config).parent)
+    return tok
+
+
 def initial_manifest(plan: Plan, endpoint_override: str | None) -> dict[str, Any]:
     """Provenance known before the engine starts."""
     from bench.gpu import describe_gpus
@@ -436,6 +459,8 @@ def initial_manifest(plan: Plan, endpoint_override: str | None) -> dict[str, Any
                   "name": "tiny-qwen2" if plan.engine.mode == "embedded" else None,
                   "load_format": "dummy" if plan.engine.mode == "embedded" else None},
         "plan": plan.to_dict(),
+        "workload_source": replay.source_facts(plan.workload, dataset_tokenizer(plan))
+        if plan.workload.kind in replay.KINDS else None,
     }
 
 

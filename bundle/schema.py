@@ -118,6 +118,8 @@ REQUEST: dict[str, Check] = {
     "finish_reason": nullable(text),
     # A sessions workload's turn: its conversation, turn index (0 first), think time after it.
     "session": nullable(count), "turn": nullable(count), "think_s": nullable(number),
+    # A trace workload's request: of its 512-token blocks, how many an earlier request sent.
+    "shared_blocks": nullable(count),
 }
 USAGE: dict[str, Check] = {"prompt_tokens": nullable(count), "completion_tokens": nullable(count),
                            "total_tokens": nullable(count)}

@@ -56,12 +56,12 @@ SAMPLE_FILES = ("points", "requests", "metrics", "gpu", "client", "host", "dcgm"
 MANIFEST_KEYS = {
     "schema_version", "kind", "origin", "created_utc", "status", "status_reason",
     "clock", "tool", "host", "gpus", "gpu_absent_reason", "engine", "model",
-    "plan", "files",
+    "plan", "files", "workload_source",
 }
 REQUIRED_KEYS = {"schema_version", "kind", "origin", "status", "clock", "tool", "engine", "plan"}
 STATUSES = {"running", "complete", "interrupted", "failed"}
 # Manifest keys that hold a JSON object (or null) and a list (or null).
-OBJECT_KEYS = ("clock", "tool", "host", "engine", "model", "plan", "files")
+OBJECT_KEYS = ("clock", "tool", "host", "engine", "model", "plan", "files", "workload_source")
 LIST_KEYS = ("gpus",)
 # Fields every record of a stream must carry (the report reads them unguarded); "t" a number.
 RECORD_FIELDS = {"points": ("event", "t"), "requests": ("point",), "metrics": ("t", "ok"),

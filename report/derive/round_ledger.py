@@ -317,7 +317,9 @@ def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources
     law, the client's measured timing error, host CPU, the log's stats lines, queue trends."""
     k = f"p.{p.pid}."
     sc, C = rd.bundle.metrics, p.settings.get("concurrency")
-    open_loop = bool(p.settings.get("request_rate"))
+    # A replayed trace is an open loop too: each request sent at its own time, no cap.
+    trace = (rd.bundle.manifest.get("workload_source") or {}).get("kind") == "trace"
+    open_loop = bool(p.settings.get("request_rate")) or trace
     a, b = A.bracketing_window(sc, p.window.t_measure, p.window.t_end)
     ms = _src_metrics(rd, a, b, _what("source.what_bracketing", point=p.pid))
     sa, sb = p.steady
@@ -354,7 +356,7 @@ def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources
                        values=ST.ttfts_from_schedule_ms(p.measured), q=q)
         led.derive(k + "e2e_sched_ms_p99", ST.percentile, unit="ms", sources=src,
                    values=ST.e2es_from_schedule_ms(p.measured), q=99)
-        if C:
+        if C and not trace:
             led.derive(k + "cap_held_fraction", OC.share_of_concurrency, unit="fraction",
                        mean_in_flight=ci, concurrency=C)
     else:
@@ -619,6 +621,24 @@ def sampler_ledger(led: Ledger, rd: RoundData) -> None:
                    sources=src, missing=why)
 
 
+def source_ledger(led: Ledger, rd: RoundData) -> None:
+    """What a replayed trace or dataset sent, as the collector's loader counted it (none else)."""
+    ws = rd.bundle.manifest.get("workload_source")
+    if not isinstance(ws, dict):
+        return
+    src = (f"{rd.name}/manifest.json: workload_source",)
+    led.record("r.source_read", ws.get("read"), unit="", sources=src,
+               doc="Requests (trace lines or whole conversations) the loader read from the file",
+               missing=Reason.of("reason.not_recorded"))
+    led.record("r.source_kept", ws.get("kept"), unit="", sources=src,
+               doc="Requests the loader kept after its limits and filters",
+               missing=Reason.of("reason.not_recorded"))
+    if ws.get("kind") == "trace":
+        led.record("r.source_time_scale", ws.get("time_scale"), unit="×", sources=src,
+                   doc="The factor a trace's send times were scaled by",
+                   missing=Reason.of("reason.not_recorded"))
+
+
 def _plan_metrics(rd: RoundData) -> bool:
     """Whether the round's plan had the /metrics sampler on."""
     return bool(((rd.bundle.manifest.get("plan") or {}).get("sampler") or {}).get("metrics", True))
@@ -631,6 +651,7 @@ def measured_ledger(rd: RoundData) -> Ledger:
     pool_ledger(led, rd)
     peak_ledger(led, rd)
     sampler_ledger(led, rd)
+    source_ledger(led, rd)
     log = rd.log
     led.record("r.max_num_batched_tokens", log.max_num_batched_tokens if log else None, unit="tok",
                doc="The scheduler's token budget per engine step, as the server log states it",

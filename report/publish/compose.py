@@ -151,6 +151,18 @@ def results_table(led: Ledger, pids: list[str], labels: dict[str, str]) -> Table
     return point_table(led, pids, "results", in_langs("label.table_results"), RESULT_COLUMNS, labels)
 
 
+def source_facts(ws) -> dict:
+    """The facts of a replayed trace or dataset (the manifest's workload_source), none without."""
+    if not isinstance(ws, dict) or ws.get("kind") not in ("trace", "sharegpt"):
+        return {}
+    dropped = ws.get("dropped") if isinstance(ws.get("dropped"), dict) else {}
+    return {"source_kind": ws["kind"], "source_path": Path(str(ws.get("path") or "")).name or None,
+            "source_format": str(ws.get("format") or ws["kind"]),
+            # Reasons the catalogue names, in order (a reason of a later collector is left out).
+            "source_drop_reasons": sorted(r for r, k in dropped.items()
+                                          if k and all(has(f"label.replay_drop_{r}", lang) for lang in LANGS))}
+
+
 def facts_of(rd: RoundData) -> dict:
     """Non-numeric facts for the narrative: engine, model, hardware, status (escaped on render)."""
     m = rd.bundle.manifest
@@ -190,6 +202,7 @@ def facts_of(rd: RoundData) -> dict:
         "failed_points": [p.pid for p in rd.points if p.window.status not in ("ok", INTERRUPTED)],
         "interrupted_points": [p.pid for p in rd.points if p.window.status == INTERRUPTED],
         "warnings": list(rd.bundle.warnings),
+        **source_facts(rd.bundle.manifest.get("workload_source")),
     }
 
 

@@ -73,6 +73,12 @@ class RoundFacts:
     prefix_caching_off: bool = False
     mfu_enabled: bool = False
     warnings: list[str] = field(default_factory=list)
+    # A replayed trace or dataset (the manifest's workload_source): kind, path, format and the
+    # reasons the loader left requests out; its counts are ledger values (r.source_*).
+    source_kind: str | None = None
+    source_path: str | None = None
+    source_format: str | None = None
+    source_drop_reasons: list[str] = field(default_factory=list)
     # The points, by what happened to them and what they showed.
     points: list[str] = field(default_factory=list)
     failed_points: list[str] = field(default_factory=list)
