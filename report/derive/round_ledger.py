@@ -624,19 +624,24 @@ def sampler_ledger(led: Ledger, rd: RoundData) -> None:
 def source_ledger(led: Ledger, rd: RoundData) -> None:
     """What a replayed trace or dataset sent, as the collector's loader counted it (none else)."""
     ws = rd.bundle.manifest.get("workload_source")
-    if not isinstance(ws, dict):
-        return
     src = (f"{rd.name}/manifest.json: workload_source",)
+    if not isinstance(ws, dict):
+        none = Reason.of("reason.no_replayed_source")
+        for key, doc in (("r.source_read", "Requests the loader read from the file"),
+                         ("r.source_kept", "Requests the loader kept after its limits and filters"),
+                         ("r.source_time_scale", "The factor a trace's send times were scaled by")):
+            led.record(key, None, sources=src, doc=doc, missing=none)
+        return
     led.record("r.source_read", ws.get("read"), unit="", sources=src,
                doc="Requests (trace lines or whole conversations) the loader read from the file",
                missing=Reason.of("reason.not_recorded"))
     led.record("r.source_kept", ws.get("kept"), unit="", sources=src,
                doc="Requests the loader kept after its limits and filters",
                missing=Reason.of("reason.not_recorded"))
-    if ws.get("kind") == "trace":
-        led.record("r.source_time_scale", ws.get("time_scale"), unit="×", sources=src,
-                   doc="The factor a trace's send times were scaled by",
-                   missing=Reason.of("reason.not_recorded"))
+    led.record("r.source_time_scale", ws.get("time_scale") if ws.get("kind") == "trace" else None,
+               unit="×", sources=src, doc="The factor a trace's send times were scaled by",
+               missing=Reason.of("reason.not_recorded") if ws.get("kind") == "trace"
+               else Reason.of("reason.no_replayed_source"))
 
 
 def _plan_metrics(rd: RoundData) -> bool:
