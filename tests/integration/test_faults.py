@@ -60,9 +60,13 @@ def lines(path: Path) -> list[dict]:
 
 def point_running(out: Path, pid: str) -> bool:
     """Point PID has started and at least one of its requests is recorded."""
-    started = any(e.get("point") == pid and e["event"] == "start"
-                  for e in lines(out / "points.jsonl"))
-    return started and any(r["point"] == pid for r in lines(out / "requests.jsonl"))
+    return point_event(out, pid, "start") and any(r["point"] == pid
+                                                  for r in lines(out / "requests.jsonl"))
+
+
+def point_event(out: Path, pid: str, event: str) -> bool:
+    """Point PID's EVENT (start, measure, end) is in points.jsonl."""
+    return any(e.get("point") == pid and e["event"] == event for e in lines(out / "points.jsonl"))
 
 
 def bench_popen(*args: str, env: dict | None = None) -> subprocess.Popen:
@@ -124,7 +128,7 @@ output_len = 32
 [sweep]
 concurrency = [1]
 input_len = [32, 48, 64]
-duration_s = 6
+duration_s = 10
 cooldown_s = 0.5
 [sampler]
 metrics_interval_s = 0.5
@@ -132,10 +136,13 @@ metrics_interval_s = 0.5
     out = tmp_path / "b"
     proc = bench_popen("--plan", str(plan), "--out", str(out))
     try:
-        wait_for(lambda: point_running(out, "L48-c1"), 300, proc, "point 2")
-        pids = [int(p) for p in re.findall(r"\(APIServer pid=(\d+)\)", (out / "server.log").read_text())]
-        victim = pids[-1]
+        # The victim is known before point 2 starts, and point 2's start event alone triggers
+        # the kill: a starved test process once reacted only after point 2 had ended.
+        wait_for(lambda: point_event(out, "L32-c1", "start"), 300, proc, "point 1")
+        victim = int(re.findall(r"\(APIServer pid=(\d+)\)", (out / "server.log").read_text())[-1])
+        wait_for(lambda: point_event(out, "L48-c1", "start"), 300, proc, "point 2")
         os.killpg(victim, signal.SIGKILL)  # the engine runs in its own session: pgid == pid
+        assert not point_event(out, "L48-c1", "end"), "the kill came after point 2 had ended"
         _, err = proc.communicate(timeout=400)
     finally:
         if proc.poll() is None:
