@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 from report.derive import series as S
@@ -551,16 +552,24 @@ def fig_lengths(measured: dict[str, Any], labels: dict[str, str]) -> Figure | No
     if not measured or not lengths_vary(measured):
         return None
 
+    # Counted here, not by Vega: a point of thousands of requests is a few dozen bars, and
+    # every point and both series share one set of bin edges (so bars line up across rows).
+    cols = {(pid, col): np.asarray([x for x in table.col(col) if not pd.isna(x)], dtype=float)
+            for pid, table in measured.items() for col in ("input_len", "max_tokens")}
+    edges = np.histogram_bin_edges(np.concatenate(list(cols.values())), bins=40)
+
     def make(t):
         rows = []
-        for pid, table in measured.items():
-            for col, name in (("input_len", t["input_lengths"]), ("max_tokens", t["output_lengths"])):
-                rows += [{"len": float(x), "series": name, "point": labels.get(pid, pid)}
-                         for x in table.col(col) if not pd.isna(x)]
+        for (pid, col), xs in cols.items():
+            counts, _ = np.histogram(xs, bins=edges)
+            name = t["input_lengths"] if col == "input_len" else t["output_lengths"]
+            rows += [{"lo": float(lo), "hi": float(hi), "n": int(n), "series": name,
+                      "point": labels.get(pid, pid)}
+                     for lo, hi, n in zip(edges[:-1], edges[1:], counts) if n]
         df = pd.DataFrame(rows)
         base = alt.Chart(df).mark_bar(opacity=0.65).encode(
-            x=alt.X("len:Q", bin=alt.Bin(maxbins=40), title=t["length_tokens"]),
-            y=alt.Y("count():Q", title=t["requests"], stack=None),
+            x=alt.X("lo:Q", title=t["length_tokens"]), x2="hi:Q",
+            y=alt.Y("n:Q", title=t["requests"], stack=None),
             color=alt.Color("series:N", title=t["series"],
                             scale=alt.Scale(range=PALETTE[:2]), legend=alt.Legend(orient="bottom")))
         return base.properties(width=WIDTH, height=HEIGHT // 2).facet(

@@ -107,3 +107,21 @@ def test_a_round_of_single_requests_says_nothing_of_sessions():
     text = text_of(report, "en")
     assert "Multi-turn sessions" not in text and "session_ttft" not in report.figures
     assert "lengths" not in report.figures          # round 2 sent fixed lengths
+
+
+def test_the_length_histograms_count_every_sent_request_in_a_few_bars_per_point():
+    # Round 9 sent thousands of ShareGPT requests a point: counted in Python, a point is at most
+    # forty bars a series, and each series' bars add up to every measured request of the round.
+    from bundle.store import read_bundle
+    from report.derive.round_ledger import read_round
+    from report.publish.figures import fig_lengths
+
+    rd = read_round(read_bundle(ROOT / "runs" / "round-9" / "bundle"))
+    measured = {p.pid: p.measured for p in rd.points}
+    fig = fig_lengths(measured, {pid: pid for pid in measured})
+    rows = [r for v in fig.specs["en"]["datasets"].values() for r in v]
+    assert 0 < len(rows) <= 2 * 40 * len(measured)
+    totals: dict[str, int] = {}
+    for row in rows:
+        totals[row["series"]] = totals.get(row["series"], 0) + row["n"]
+    assert list(totals.values()) == [sum(len(t) for t in measured.values())] * 2
