@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from bench.prompts import MAX_TOKENS, PlanError, read_text_file
+from bundle.schema import TRACE_BLOCK_TOKENS
 
 FORMATS = ("mooncake", "azure")
-BLOCK_TOKENS = 512          # Mooncake's hash ids name blocks of this many tokens
+BLOCK_TOKENS = TRACE_BLOCK_TOKENS   # Mooncake's hash ids name blocks of this many tokens
 AZURE_FIELDS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
 

@@ -108,6 +108,10 @@ STREAMS: dict[str, dict[str, Check]] = {
              "client_cpu_s": number, "engine_cpu_s": nullable(number)},
 }
 
+# A trace request's prompt is blocks of this many tokens (Mooncake's hash ids); its record's
+# `shared_blocks` counts the leading ones an earlier request of the trace sent.
+TRACE_BLOCK_TOKENS = 512
+
 # Request records (bundle/request_table.py reads them into columns).
 REQUEST: dict[str, Check] = {
     "point": text, "i": integer, "warmup": boolean, "status": text, "error": nullable(text),

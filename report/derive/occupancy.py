@@ -12,6 +12,7 @@ import numpy as np
 
 from bundle.metric_keys import split_key
 from bundle.request_table import RequestTable, as_request_table
+from bundle.schema import TRACE_BLOCK_TOKENS
 from report.derive import series
 from report.derive.analyses import ratio
 from report.ledger import Absent
@@ -242,10 +243,23 @@ def prefix_cache_hit_rate(prefix_cache_hits: float, prefix_cache_queries: float)
 
 
 @point_quantity(unit="fraction")
-def prefix_cache_hit_rate_expected(shared_prefix_len: int, block_size: int, input_len: int) -> float:
-    """The hit rate a shared prefix allows: vLLM caches whole blocks, so the prefix's whole blocks over the prompt."""
-    if not input_len or not block_size:
+def prefix_cache_hit_rate_expected(block_size: int, workload_kind: str, input_len: int | None = None,
+                                   shared_prefix_len: int | None = None, trace_requests=None) -> float:
+    """The hit rate the prompts' shared tokens allow: vLLM caches whole blocks, so the whole blocks of a shared prefix (or of the trace blocks an earlier request sent) over the prompt tokens."""
+    if not block_size:
         raise Absent("reason.denominator_zero")
+    if trace_requests is not None:
+        # A trace request's first `shared_blocks` blocks of BLOCK_TOKENS equal an earlier
+        # request's; the cache can serve their whole engine blocks, never the last prompt token.
+        shared = trace_requests.col("shared_blocks")
+        lens = trace_requests.col("input_len")
+        ok = ~(np.isnan(shared) | np.isnan(lens))
+        if not ok.any() or not lens[ok].sum():
+            raise Absent("reason.denominator_zero")
+        cacheable = np.minimum(shared[ok].astype(float) * TRACE_BLOCK_TOKENS, lens[ok] - 1)
+        return float((cacheable // block_size * block_size).sum() / lens[ok].sum())
+    if shared_prefix_len is None or not input_len:
+        raise Absent("reason.no_shared_prefix", kind=workload_kind)
     return (shared_prefix_len // block_size) * block_size / input_len
 
 

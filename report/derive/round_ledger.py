@@ -184,6 +184,9 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("shared_prefix_len", work.get("prefix_len") if work.get("kind") == "shared-prefix"
             else Reason.of("reason.no_shared_prefix", kind=work.get("kind") or "?"),
             (f"{rd.name}/manifest.json: plan.workload",))
+    raw.add("workload_kind", work.get("kind") or "?", (f"{rd.name}/manifest.json: plan.workload",))
+    raw.add("trace_requests", p.requests if work.get("kind") == "trace"
+            else Reason.of("reason.no_shared_prefix", kind=work.get("kind") or "?"), src)
     sa, sb = p.steady
     ss = _src_metrics(rd, sa, sb, _what("source.what_steady", share=STEADY_FRACTION, point=p.pid))
     raw.add("steady_scrapes", rd.bundle.metrics, ss)

@@ -29,3 +29,29 @@ def test_the_method_section_stays_silent_without_a_replayed_source(lang, words):
     assert report.facts.source_kind is None
     text = Page(report, lang).assemble("html")
     assert all(w not in text for w in words)
+
+
+def test_a_traces_shared_blocks_predict_the_prefix_cache_hit_rate_of_round_10():
+    # Round 10 replayed one synthetic trace with prefix caching off (set 0) and on (set 1): the
+    # whole engine blocks of each request's shared 512-token trace blocks over its prompt
+    # tokens predict what vLLM's counters measured with caching on, and nothing with it off.
+    from bundle.store import read_bundle
+    from report.derive.round_ledger import read_round
+    from report.judge.verdicts import build_ledger
+
+    led = build_ledger(read_round(read_bundle(ROOT / "runs" / "round-10" / "bundle")))
+    on, off = "p.s1-L128-c1.", "p.s0-L128-c1."
+    expected = led[on + "prefix_cache_hit_rate_expected"].value
+    assert 0.2 < expected < 0.4
+    assert led[on + "prefix_cache_hit_rate"].value == pytest.approx(expected, rel=0.01)
+    assert led[off + "prefix_cache_hit_rate"].value is None
+
+
+def test_a_round_with_no_shared_prompt_blocks_has_no_expected_hit_rate():
+    from bundle.store import read_bundle
+    from report.derive.round_ledger import read_round
+    from report.judge.verdicts import build_ledger
+
+    led = build_ledger(read_round(read_bundle(ROOT / "runs" / "round-8" / "bundle")))
+    key = next(k for k in led.values if k.endswith(".prefix_cache_hit_rate_expected"))
+    assert led[key].value is None and "shares no prefix" in led[key].missing.text("en")
