@@ -164,6 +164,9 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
     w, wl, sw = writer, plan.workload, plan.sweep
     C, warmup, total, by_duration, seed, pool_size = point_shape(plan, point, index)
     url = engine.endpoint + ("/v1/chat/completions" if wl.api == "chat" else "/v1/completions")
+    # The client's own lazy set-up (address, packet ring) before the point's clock starts:
+    # an open loop's first sends would otherwise wait for it.
+    await session.prepare(url)
     w.append("points", {"point": point["id"], "event": "start", "t": w.now(), "settings": point,
                         "seed": seed})
     state = {"issued": 0, "done": 0, "tokens": 0, "errors": 0, "died": None,

@@ -276,6 +276,7 @@ async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter,
             Timeouts.of(plan.client)),
         on_measure=lambda t: results.put(("measure", k, t)), on_record=record, on_issue=issued)
     share = cmd["share"]
+    await session.prepare(url)     # within the lead the schedule leaves (OPEN_LOOP_LEAD_S)
     if "arrivals" in share:
         await drive_open(run, share["arrivals"], share["cap"])
     else:
