@@ -192,7 +192,7 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
     if wl.kind == replay.TRACE:
         # Every kept request of the trace, once each, in its order; warm-up only if asked.
         pool = replay.trace_prompts(wl, seed)
-        total, warmup = len(pool), min(max(sw.warmup_requests, 0), len(pool) - 1)
+        total, warmup = replay.trace_counts(wl, sw.warmup_requests)
         slots.total = total
     elif wl.kind == replay.SHAREGPT:
         pool = replay.dataset_prompts(wl, dataset_tokenizer(plan))
@@ -331,7 +331,8 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
             stop, min(plan.sampler.metrics_interval_s, HOST_INTERVAL_S))))
         if plan.client.workers > 1 and any(p["id"] not in skip for p in points):
             from bench.workers import WorkerPool
-            workers = WorkerPool(plan, w, headers)
+            workers = WorkerPool(plan, w, headers, replay.dataset_prompts(plan.workload, dataset_tokenizer(plan))
+                                 if plan.workload.kind == replay.SHAREGPT else None)
             await workers.start()
         for idx, point in point_sequence(plan, search):
             if point["id"] in skip:
