@@ -465,7 +465,7 @@ def check_plan(plan: Plan) -> None:
     if w.kind == sessions.KIND:
         sessions.check_sessions(w, src, plan.client.workers)
     if w.kind in replay.KINDS:
-        replay.check_replay(w, s, src, plan.client.workers)
+        replay.check_replay(w, s, src)
     elif w.trace or w.dataset:
         raise PlanError(f"{src} [workload].{'trace' if w.trace else 'dataset'}: read only by "
                         "kind = \"trace\" or \"sharegpt\"")

@@ -34,11 +34,8 @@ def resolve_paths(w: Any, plan_source: str) -> None:
             setattr(w, key, str(base / value))
 
 
-def check_replay(w: Any, sweep: Any, src: str, workers: int) -> None:
+def check_replay(w: Any, sweep: Any, src: str) -> None:
     """Refuse a trace or sharegpt workload no point could replay as written, naming the key."""
-    if workers > 1:
-        raise PlanError(f"{src} [client].workers: a {w.kind} workload runs in one client process "
-                        f"(got {workers})")
     if w.input_dist or w.output_dist:
         key = "input_dist" if w.input_dist else "output_dist"
         raise PlanError(f"{src} [workload.{key}]: a {w.kind} workload's requests have their own lengths")
@@ -129,6 +126,13 @@ def dataset_prompts(w: Any, tokenizer_dir: str | None) -> list[Prompt]:
     """The kept conversations' prompts, their replies' lengths as max_tokens, in file order."""
     return [Prompt(r.prompt, r.input_len, r.output_len)
             for r in load_dataset(w, tokenizer_dir).requests]
+
+
+def trace_counts(w: Any, warmup_requests: int) -> tuple[int, int]:
+    """(requests, of them warm-up) of a trace point: every kept request once, the first
+    WARMUP_REQUESTS warm-up (at least one request measured)."""
+    n = len(load_trace(w).requests)
+    return n, min(max(warmup_requests, 0), n - 1)
 
 
 def trace_schedule(w: Any, base: float) -> list[tuple[int, float]]:

@@ -164,6 +164,9 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
     w, wl, sw = writer, plan.workload, plan.sweep
     C, warmup, total, by_duration, seed, pool_size = point_shape(plan, point, index)
     url = engine.endpoint + ("/v1/chat/completions" if wl.api == "chat" else "/v1/completions")
+    # The client's own lazy set-up (address, packet ring) before the point's clock starts:
+    # an open loop's first sends would otherwise wait for it.
+    await session.prepare(url)
     w.append("points", {"point": point["id"], "event": "start", "t": w.now(), "settings": point,
                         "seed": seed})
     state = {"issued": 0, "done": 0, "tokens": 0, "errors": 0, "died": None,
@@ -189,7 +192,7 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
     if wl.kind == replay.TRACE:
         # Every kept request of the trace, once each, in its order; warm-up only if asked.
         pool = replay.trace_prompts(wl, seed)
-        total, warmup = len(pool), min(max(sw.warmup_requests, 0), len(pool) - 1)
+        total, warmup = replay.trace_counts(wl, sw.warmup_requests)
         slots.total = total
     elif wl.kind == replay.SHAREGPT:
         pool = replay.dataset_prompts(wl, dataset_tokenizer(plan))
@@ -328,7 +331,8 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
             stop, min(plan.sampler.metrics_interval_s, HOST_INTERVAL_S))))
         if plan.client.workers > 1 and any(p["id"] not in skip for p in points):
             from bench.workers import WorkerPool
-            workers = WorkerPool(plan, w, headers)
+            workers = WorkerPool(plan, w, headers, replay.dataset_prompts(plan.workload, dataset_tokenizer(plan))
+                                 if plan.workload.kind == replay.SHAREGPT else None)
             await workers.start()
         for idx, point in point_sequence(plan, search):
             if point["id"] in skip:

@@ -11,6 +11,9 @@ samplers and the progress line; per point it hands each worker a share of the lo
   0 .. warmup-1, as in one process;
 - open loop: the coordinator draws the seeded schedule once; worker k sends arrivals
   k, k+N, k+2N, ... at their scheduled times, under its share of the concurrency cap;
+- a trace (bench/replay.py): the same split of the trace's requests in their order, each at
+  its scheduled time with no cap; a ShareGPT dataset: the coordinator's kept prompts (given
+  to each worker once, at its start) sent in the point's closed or open loop;
 - a point never uses more workers than it has streams (or cap slots).
 
 Invariants:
@@ -45,6 +48,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from bench import replay
 from bench.client import Timeouts, open_stream_session
 from bench.loop import collect_between_points
 from bench.loop import run as run_loop
@@ -62,6 +66,7 @@ from bench.point_driver import (
     tally,
     transport_error,
 )
+from bench.prompts import Prompt
 from bench.workload import make_prompts, stream_start_offsets
 from bundle.redact import Redactor
 from bundle.store import BundleWriter, check_written, reopen_for_append, request_line
@@ -132,13 +137,13 @@ class Shared:
 
 def worker_main(k: int, plan: Plan, bundle: str, t0: float, secrets: Redactor,
                 headers: dict | None, cpus: list[int] | None, commands, results,
-                shared: Shared) -> None:
-    """Entry point of worker K (a spawned process)."""
+                shared: Shared, dataset: list[Prompt] | None = None) -> None:
+    """Entry point of worker K (a spawned process); DATASET: a sharegpt workload's prompts."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the coordinator's to handle
     if cpus:
         os.sched_setaffinity(0, set(cpus))
     try:
-        run_loop(_worker(k, plan, bundle, t0, secrets, headers, commands, results, shared))
+        run_loop(_worker(k, plan, bundle, t0, secrets, headers, commands, results, shared, dataset))
     except BaseException as e:  # noqa: BLE001 - reported to the coordinator, then exit
         results.put(("error", k, type(e).__name__, f"{e}\n{traceback.format_exc()[-2000:]}"))
         raise SystemExit(1) from None
@@ -155,7 +160,8 @@ def _next_command(commands, shared: Shared, ppid: int):
 
 
 async def _worker(k: int, plan: Plan, bundle: str, t0: float, secrets: Redactor,
-                  headers: dict | None, commands, results, shared: Shared) -> None:
+                  headers: dict | None, commands, results, shared: Shared,
+                  dataset: list[Prompt] | None) -> None:
     ppid = os.getppid()
     shard = ShardWriter(bundle, k, t0, secrets)
     # No packet ring per worker: each would capture every worker's segments, and on loopback
@@ -171,7 +177,7 @@ async def _worker(k: int, plan: Plan, bundle: str, t0: float, secrets: Redactor,
             if cmd is None:
                 return
             share = asyncio.create_task(_run_share(k, cmd, plan, session, shard, results, shared,
-                                                   headers))
+                                                   headers, dataset))
             while not share.done():
                 await asyncio.wait({share}, timeout=0.05)
                 if not share.done() and (shared.stop.value == ABORT or os.getppid() != ppid):
@@ -241,8 +247,20 @@ class SharedSlots:
         return bool(self.shared.stop.value)
 
 
+def share_prompts(plan: Plan, cmd: dict, dataset: list[Prompt] | None) -> list[Prompt]:
+    """The prompts a worker's share indexes: the whole trace, the dataset, or drawn ones."""
+    wl, point = plan.workload, cmd["point"]
+    if wl.kind == replay.TRACE:
+        return replay.trace_prompts(wl, cmd["seed"])
+    if wl.kind == replay.SHAREGPT:
+        if not dataset:
+            raise RoundFailed("a sharegpt workload's worker was given no prompts")
+        return dataset
+    return make_prompts(wl, point["input_len"], point["output_len"], cmd["pool_size"], cmd["seed"])
+
+
 async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter, results,
-                     shared: Shared, headers: dict | None) -> None:
+                     shared: Shared, headers: dict | None, dataset: list[Prompt] | None) -> None:
     """Worker K's share of one point, through the same driver as one process."""
     wl, point = plan.workload, cmd["point"]
     url, model, now = cmd["url"], cmd["model"], shard.now
@@ -267,15 +285,17 @@ async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter,
         counts["issued"] += 1
 
     run = PointRun(
-        pool=make_prompts(wl, point["input_len"], point["output_len"], cmd["pool_size"], cmd["seed"]),
+        pool=share_prompts(plan, cmd, dataset),
         warmup=cmd["warmup"], ramp_end=cmd.get("ramp_end", 0.0), by_duration=cmd["by_duration"],
         duration_s=plan.sweep.duration_s,
         slots=SharedSlots(shared, cmd["total"], cmd["by_duration"]), now=now,
         send=lambda p, i, warm, t_slot, t_sched: send_request(
             session, url, model, wl, p, point["id"], i, warm, t_slot, t_sched, now, headers,
-            Timeouts.of(plan.client)),
+            Timeouts.of(plan.client),
+            {"shared_blocks": replay.shared_blocks(wl, i)} if wl.kind == replay.TRACE else None),
         on_measure=lambda t: results.put(("measure", k, t)), on_record=record, on_issue=issued)
     share = cmd["share"]
+    await session.prepare(url)     # within the lead the schedule leaves (OPEN_LOOP_LEAD_S)
     if "arrivals" in share:
         await drive_open(run, share["arrivals"], share["cap"])
     else:
@@ -293,8 +313,10 @@ def split(n: int, parts: int) -> list[int]:
 class WorkerPool:
     """The round's worker processes and the coordinator's side of every point."""
 
-    def __init__(self, plan: Plan, writer: BundleWriter, headers: dict | None):
+    def __init__(self, plan: Plan, writer: BundleWriter, headers: dict | None,
+                 dataset: list[Prompt] | None = None):
         self.plan, self.writer, self.headers = plan, writer, headers
+        self.dataset = dataset      # a sharegpt workload's prompts, read once by the coordinator
         self.n = plan.client.workers
         self.ctx = mp.get_context("spawn")
         self.shared = Shared(self.ctx)
@@ -320,7 +342,7 @@ class WorkerPool:
                 target=worker_main, name=f"bench-worker-{k}", daemon=True,
                 args=(k, self.plan, str(w.path), w.t0, w.secrets, self.headers,
                       [cpus[k % len(cpus)]] if cpus else None, self.commands[k], self.results,
-                      self.shared))
+                      self.shared, self.dataset))
             await asyncio.to_thread(p.start)
             self.procs.append(p)
         ready: set[int] = set()
@@ -402,14 +424,26 @@ class WorkerPool:
         w, plan, wl = self.writer, self.plan, self.plan.workload
         C, warmup, total, by_duration, seed, pool_size = point_shape(plan, point, index)
         url = engine.endpoint + ("/v1/chat/completions" if wl.api == "chat" else "/v1/completions")
-        open_loop = bool(point.get("request_rate"))
-        slots = (point.get("concurrency") or self.n) if open_loop else C
+        trace = wl.kind == replay.TRACE
+        if trace:
+            total, warmup = replay.trace_counts(wl, plan.sweep.warmup_requests)
+        open_loop = bool(point.get("request_rate")) or trace
+        if trace:
+            slots = self.n           # no cap: one worker per request at most
+        elif open_loop:
+            slots = point.get("concurrency") or self.n
+        else:
+            slots = C
         n = max(1, min(self.n, slots))
         self.shared.reset()
         w.append("points", {"point": point["id"], "event": "start", "t": w.now(), "settings": point,
                             "seed": seed, "workers": n})
         t_start = w.now()
-        if open_loop:
+        if trace:
+            # Every kept request once, at its own time, with no cap (as in one process).
+            arrivals = replay.trace_schedule(wl, w.now() + OPEN_LOOP_LEAD_S)
+            shares = [{"arrivals": arrivals[k::n], "cap": None} for k in range(n)]
+        elif open_loop:
             offs = open_loop_arrivals(plan, point, total, warmup, by_duration, seed)
             base = w.now() + OPEN_LOOP_LEAD_S
             caps = split(point["concurrency"], n) if point.get("concurrency") else [None] * n

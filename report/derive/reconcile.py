@@ -774,3 +774,86 @@ def kv_intercept_together(each_concurrency: Sequence[float | None],
                           each_output_len: Sequence[float | None]) -> float:
     """KV tokens C streams hold beyond their prompts when all reach their last token together: C × output."""
     return _one_setting(each_concurrency, "concurrency") * _one_setting(each_output_len, "output_len")
+
+
+# The KV pool for requests of their own lengths (distributions, datasets, traces, sessions):
+# the same models over each request's prompt and output tokens as its usage reports them.
+# Invariant: over requests that all share one (in, out) each value equals the nominal one.
+
+def lengths_sent(requests: RequestTable) -> tuple[np.ndarray, np.ndarray]:
+    """(prompt tokens, output tokens) of each answered request, as its usage reports them."""
+    reqs = as_request_table(requests)
+    prompt, out = reqs.col("usage_prompt"), reqs.col("usage_completion")
+    has = reqs.col("ok").astype(bool) & ~np.isnan(prompt) & ~np.isnan(out) & (out > 0)
+    if not has.any():
+        raise Absent("reason.no_lengths_sent")
+    return prompt[has].astype(np.int64), out[has].astype(np.int64)
+
+
+def prompt_tokens_sent_mean(requests: RequestTable) -> float:
+    """Mean prompt tokens of the answered requests, as their usage reports them."""
+    return float(lengths_sent(requests)[0].mean())
+
+
+def output_tokens_sent_mean(requests: RequestTable) -> float:
+    """Mean output tokens of the answered requests, as their usage reports them."""
+    return float(lengths_sent(requests)[1].mean())
+
+
+def request_peak_tokens_sent_mean(requests: RequestTable, block_size: int) -> float:
+    """Mean over the answered requests of the block-rounded KV tokens each holds when it finishes."""
+    prompt, out = lengths_sent(requests)
+    return float(np.mean([T.request_peak_tokens(int(i), int(o), block_size) for i, o in zip(prompt, out)]))
+
+
+def request_mean_tokens_sent_mean(requests: RequestTable, block_size: int) -> float:
+    """Block-rounded KV tokens a request holds on average while decoding, averaged over the
+    answered requests weighted by their output tokens (a request holds its KV for as many steps)."""
+    prompt, out = lengths_sent(requests)
+    each = [T.request_mean_tokens(int(i), int(o), block_size) for i, o in zip(prompt, out)]
+    return float(np.average(each, weights=out))
+
+
+def block_alignment_waste_tokens_sent(requests: RequestTable, block_size: int, concurrency: int) -> float:
+    """KV tokens lost to block rounding at a request's end, mean over the answered requests, times C."""
+    prompt, out = lengths_sent(requests)
+    return float(np.mean([T.block_alignment_waste_tokens(int(i), int(o), block_size) for i, o in zip(prompt, out)])
+                 * concurrency)
+
+
+def kv_blocks_distribution_sent(requests: RequestTable, block_size: int) -> dict[int, float]:
+    """Share of all the answered requests' visible steps (each request's progress 0 … out − 2)
+    at which one of them holds each block count: one slot at a random instant."""
+    prompt, out = lengths_sent(requests)
+    steps: dict[int, float] = {}
+    for i, o in zip(prompt.tolist(), out.tolist()):
+        for b, share in kv_blocks_distribution(i, o, block_size).items():
+            steps[b] = steps.get(b, 0.0) + share * max(o - 1, 0)
+    total = sum(steps.values())
+    if total == 0:
+        return {0: 1.0}         # every request finished in its prefill step
+    return {b: n / total for b, n in sorted(steps.items())}
+
+
+def expected_kv_usage_median_fraction_sent(concurrency: int, server_running_median: float,
+                                           requests: RequestTable, block_size: int,
+                                           usable_pool_tokens: int) -> float:
+    """Expected median KV usage at the effective concurrency min(C, median running), each slot
+    drawing from the answered requests' own block counts; a fractional one interpolates."""
+    T._positive("usable_pool_tokens", usable_pool_tokens)
+    one = kv_blocks_distribution_sent(requests, block_size)
+    c = effective_concurrency(concurrency, server_running_median)
+    lo, hi = math.floor(c), math.ceil(c)
+
+    probs = np.zeros(max(one) + 1)          # index: blocks one slot holds
+    for b, share in one.items():
+        probs[b] = share
+
+    def at(n: int) -> float:
+        total = np.ones(1)
+        for _ in range(n):
+            total = np.convolve(total, probs)
+        return _median_of({b: float(q) for b, q in enumerate(total) if q > 0}) * block_size / usable_pool_tokens
+    if lo == hi:
+        return at(lo)
+    return at(lo) + (at(hi) - at(lo)) * (c - lo)

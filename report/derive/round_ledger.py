@@ -75,6 +75,14 @@ class RoundData:
         return self.bundle.name
 
     @property
+    def lengths_vary(self) -> bool:
+        """Whether each request has lengths of its own: drawn from distributions, read from a
+        dataset or trace, or grown by a sessions workload's resent history."""
+        work = (self.bundle.manifest.get("plan") or {}).get("workload") or {}
+        return bool(work.get("input_dist") or work.get("output_dist")
+                    or work.get("kind") in ("sessions", "trace", "sharegpt"))
+
+    @property
     def gpu_samples(self) -> list[dict]:
         """The GPU rows: NVML's on the client's host, else a DCGM exporter's (remote GPUs)."""
         return self.bundle.gpu or PW.dcgm_gpu_rows(self.bundle.dcgm)
@@ -739,15 +747,39 @@ def peak_ledger(led: Ledger, rd: RoundData) -> None:
                    peak_bandwidth=led["r.peak_bandwidth"])
 
 
-def kv_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
-    """KV reconciliation for one point (docs/analyses.md items 7, 8, 12)."""
+def modelled_lengths(led: Ledger, rd: RoundData, p: PointData) -> tuple[Any, Any]:
+    """The prompt and output lengths the KV, theory and MFU sections model at point P: the
+    means of its requests' own (as their usage reports them) where the workload varies them,
+    else the plan's for the point."""
+    if not rd.lengths_vary:
+        return p.settings.get("input_len"), p.settings.get("output_len")
     k = f"p.{p.pid}."
-    L, out, C = p.settings.get("input_len"), p.settings.get("output_len"), p.settings.get("concurrency")
+    for name, fn in (("prompt_tokens_sent_mean", R.prompt_tokens_sent_mean),
+                     ("output_tokens_sent_mean", R.output_tokens_sent_mean)):
+        if k + name not in led:       # once per point, whichever section asks first
+            led.derive(k + name, fn, unit="tok", sources=_src_requests(rd, p), requests=p.measured)
+    return led[k + "prompt_tokens_sent_mean"], led[k + "output_tokens_sent_mean"]
+
+
+def kv_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
+    """KV reconciliation for one point (docs/analyses.md items 7, 8, 12); a workload that varies
+    the lengths is modelled over each measured request's own (reconcile.py)."""
+    k = f"p.{p.pid}."
+    C = p.settings.get("concurrency")
+    L, out = modelled_lengths(led, rd, p)
     blk = led["r.block_size"]
-    peak = led.derive(k + "request_peak_tokens", T.request_peak_tokens, unit="tok",
-                      input_len=L, output_len=out, block_size=blk)
-    mean = led.derive(k + "request_mean_tokens", T.request_mean_tokens, unit="tok",
-                      input_len=L, output_len=out, block_size=blk)
+    own = rd.lengths_vary
+    src = _src_requests(rd, p) if own else ()
+    if own:
+        peak = led.derive(k + "request_peak_tokens", R.request_peak_tokens_sent_mean, unit="tok", sources=src,
+                          requests=p.measured, block_size=blk)
+        mean = led.derive(k + "request_mean_tokens", R.request_mean_tokens_sent_mean, unit="tok",
+                          sources=src, requests=p.measured, block_size=blk)
+    else:
+        peak = led.derive(k + "request_peak_tokens", T.request_peak_tokens, unit="tok",
+                          input_len=L, output_len=out, block_size=blk)
+        mean = led.derive(k + "request_mean_tokens", T.request_mean_tokens, unit="tok",
+                          input_len=L, output_len=out, block_size=blk)
     if len(server_sets(rd)) > 1:
         set_pool_ledger(led, rd, p)
     pool = led[k + "pool_tokens_usable"] if k + "pool_tokens_usable" in led else led["r.pool_tokens_usable"]
@@ -765,17 +797,27 @@ def kv_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     exp_eff = led.derive(k + "kv_expected_mean_effective", T.expected_kv_mean_fraction, unit="fraction",
                          concurrency=eff, mean_tokens=mean, pool_tokens=pool)
     # The median of blocks held by C requests at uniform decode progress (reconcile.py).
-    exp_med = led.derive(k + "kv_expected_median", R.expected_kv_usage_median_fraction_effective,
-                         unit="fraction", concurrency=C, server_running_median=led[k + "server_running_median"],
-                         input_len=L, output_len=out, block_size=blk, usable_pool_tokens=pool)
+    if own:
+        exp_med = led.derive(k + "kv_expected_median", R.expected_kv_usage_median_fraction_sent,
+                             unit="fraction", sources=src, concurrency=C,
+                             server_running_median=led[k + "server_running_median"],
+                             requests=p.measured, block_size=blk, usable_pool_tokens=pool)
+    else:
+        exp_med = led.derive(k + "kv_expected_median", R.expected_kv_usage_median_fraction_effective,
+                             unit="fraction", concurrency=C, server_running_median=led[k + "server_running_median"],
+                             input_len=L, output_len=out, block_size=blk, usable_pool_tokens=pool)
     led.derive(k + "kv_error_pp", A.percentage_point_error, unit="pp",
                measured=led[k + "kv_usage_p50"], expected=exp_med)
     led.derive(k + "kv_error_pp_mean_model", A.percentage_point_error, unit="pp",
                measured=led[k + "kv_usage_p50"], expected=exp_eff)
     led.derive(k + "kv_error_pp_nominal", A.percentage_point_error, unit="pp",
                measured=led[k + "kv_usage_p50"], expected=exp_mean)
-    led.derive(k + "block_waste_tokens", T.block_alignment_waste_tokens, unit="tok",
-               input_len=L, output_len=out, block_size=blk, concurrency=C)
+    if own:
+        led.derive(k + "block_waste_tokens", R.block_alignment_waste_tokens_sent, unit="tok", sources=src,
+                   requests=p.measured, block_size=blk, concurrency=C)
+    else:
+        led.derive(k + "block_waste_tokens", T.block_alignment_waste_tokens, unit="tok",
+                   input_len=L, output_len=out, block_size=blk, concurrency=C)
     led.derive(k + "kv_tokens_peak", A.kv_tokens_in_use, unit="tok",
                usage_fraction=led[k + "kv_usage_peak"], pool_tokens=pool)
     led.derive(k + "kv_tokens_theory", A.product, unit="tok", a=C, b=peak)
@@ -817,11 +859,12 @@ def mfu_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     if rd.config is not None:
         # The roofline by phase: a decode step of the running requests and one prompt's prefill.
         csrc = (f"{rd.name}/manifest.json: model.config",)
+        L, out = modelled_lengths(led, rd, p)
         led.derive(k + "decode_intensity", RF.model_decode_intensity, unit="FLOP/B", sources=csrc,
                    config=rd.config, running=led[k + "server_running_median"],
-                   input_len=p.settings.get("input_len"), output_len=p.settings.get("output_len"))
+                   input_len=L, output_len=out)
         led.derive(k + "prefill_intensity", RF.model_prefill_intensity, unit="FLOP/B", sources=csrc,
-                   config=rd.config, input_len=p.settings.get("input_len"))
+                   config=rd.config, input_len=L)
 
 
 def flops_measured(scrapes: list, t_start: float, t_end: float) -> float:
@@ -1049,7 +1092,7 @@ def prefill_tail_ledger(led: Ledger, rd: RoundData, pts: list[PointData]) -> Non
         return
     csrc = (f"{rd.name}/manifest.json: model.config",)
     rate = led.derive("r.prefill_flop_rate", RF.prefill_flop_rate, unit="FLOP/s", sources=csrc,
-                      config=rd.config, input_len=ref.settings.get("input_len"),
+                      config=rd.config, input_len=modelled_lengths(led, rd, ref)[0],
                       prefill_ms=led[f"p.{ref.pid}.prefill_ms_mean"])
     led.derive("r.prefill_tflops_s", A.tera, unit="TFLOP/s", value=rate)
     prefill_tail_points(led, rd, rate, f"p.{ref.pid}.sm_clock_load_mhz")
@@ -1061,11 +1104,12 @@ def prefill_tail_points(led: Ledger, rd: RoundData, rate: Value, reference_clock
     csrc = (f"{rd.name}/manifest.json: model.config",)
     for p in ok_points(rd):
         k = f"p.{p.pid}."
+        L = modelled_lengths(led, rd, p)[0]
         tokens = led.derive(k + "prefill_step_tokens", RF.largest_prefill_step_tokens, unit="tok",
-                            input_len=p.settings.get("input_len"), waiting_peak=led[k + "waiting_peak"],
+                            input_len=L, waiting_peak=led[k + "waiting_peak"],
                             budget=led["r.max_num_batched_tokens"])
         step = led.derive(k + "itl_tail_ms_predicted", RF.prefill_step_ms, unit="ms", sources=csrc,
-                          config=rd.config, step_tokens=tokens, input_len=p.settings.get("input_len"),
+                          config=rd.config, step_tokens=tokens, input_len=L,
                           flop_rate=rate)
         led.derive(k + "itl_p99_over_tail", A.ratio, unit="×", numerator=led[k + "itl_ms_p99"],
                    denominator=step)

@@ -368,10 +368,9 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
         notices.append(in_langs("label.notice_vocab", vocab=vocab, model_vocab=model_vocab))
     if facts["origin"] != "recorded":
         notices.append(in_langs("label.notice_fixture"))
-    work = (bundle.manifest.get("plan") or {}).get("workload") or {}
-    if work.get("input_dist") or work.get("output_dist") or work.get("kind") == "sessions":
-        # Each request's lengths were drawn: the sections that model the architecture still
-        # read the point's nominal lengths, and say so here.
+    if rd.lengths_vary:
+        # Each request had lengths of its own: the sections that model the architecture read
+        # them (round_ledger.modelled_lengths), and the percentiles mix them; said here.
         notices.append(in_langs("label.notice_length_dist"))
     title = round_title(bundle.manifest, rd.axis, round_id)
     sections = ["summary", "diagnosis"] + (["sets"] if comparisons else []) + ["slo", "client", "decomposition", "kv", "mfu", "timeline", "power", "compare",

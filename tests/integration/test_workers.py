@@ -232,6 +232,75 @@ def test_open_loop_over_two_workers_keeps_the_schedule(tmp_path):
     assert min(late) >= 0 and statistics.median(late) < 0.05, late
 
 
+TRAFFIC = ROOT / "tests" / "fixtures" / "traffic"
+
+
+def replay_plan(tmp_path: Path, workload: str, sweep: str = "") -> Path:
+    """A plan beside copies of the traffic fixtures (its paths are relative to it), two workers."""
+    for name in ("mooncake-tiny.jsonl", "sharegpt-cut.json"):
+        (tmp_path / name).write_bytes((TRAFFIC / name).read_bytes())
+    p = tmp_path / "plan.toml"
+    p.write_text(f"""
+[workload]
+{workload}
+[sweep]
+warmup_requests = 0
+cooldown_s = 0.1
+{sweep}
+[sampler]
+gpu = false
+metrics_interval_s = 0.25
+[client]
+workers = 2
+""")
+    return p
+
+
+def test_a_trace_over_two_workers_sends_each_request_once_at_its_time(tmp_path):
+    rows = [json.loads(ln) for ln in (TRAFFIC / "mooncake-tiny.jsonl").read_text().splitlines()]
+    with StandInThread(step_ms=STEP_MS) as url:
+        plan = replay_plan(tmp_path, 'kind = "trace"\ntrace = "mooncake-tiny.jsonl"\n'
+                                     'format = "mooncake"\ntime_scale = 1.0')
+        out = tmp_path / "b"
+        run_bench("run", "--plan", str(plan), "--endpoint", url, "--out", str(out), timeout=120)
+    shards = shard_requests(out)
+    # The trace's requests split in their order: worker k sends requests k, k+2, ...
+    assert {k: sorted(r["i"] for r in recs) for k, recs in shards.items()} == {0: [0, 2, 4], 1: [1, 3]}
+    reqs = sorted(all_requests(out), key=lambda r: r["i"])
+    assert all(r["status"] == "ok" for r in reqs)
+    t0 = reqs[0]["t_sched"]
+    for r, row in zip(reqs, rows):
+        assert r["t_sched"] - t0 == pytest.approx((row["timestamp"] - rows[0]["timestamp"]) / 1e3, abs=1e-6)
+        assert r["input_len"] == row["input_length"] == r["usage"]["prompt_tokens"]
+        assert r["max_tokens"] == row["output_length"]
+    assert [r["shared_blocks"] for r in reqs] == [0, 2, 0, 2, 0]
+    # Each at its scheduled time, whichever worker sent it (the median: a stall of the shared
+    # host delays every send queued behind it).
+    late = [r["t_send"] - r["t_sched"] for r in reqs]
+    assert min(late) > -1e-3 and statistics.median(late) < 0.05, late
+    # Requests 2 and 3 share one time and went from different workers, together.
+    assert abs(reqs[2]["t_send"] - reqs[3]["t_send"]) < 0.05
+    b = read_bundle(out)
+    assert b.manifest["workload_source"]["kept"] == 5 and len(b.requests) == 5
+
+
+def test_a_sharegpt_dataset_over_two_workers_sends_its_kept_prompts(tmp_path):
+    from bench.engine import TINY_MODEL_DIR
+    with StandInThread(step_ms=STEP_MS) as url:
+        plan = replay_plan(tmp_path, f'kind = "sharegpt"\ndataset = "sharegpt-cut.json"\n'
+                                     f'[engine]\nmodel_config = "{TINY_MODEL_DIR}/config.json"',
+                           "concurrency = [2]\nrequests_per_point = 4")
+        out = tmp_path / "b"
+        run_bench("run", "--plan", str(plan), "--endpoint", url, "--out", str(out), timeout=120)
+    shards = shard_requests(out)
+    assert set(shards) == {0, 1}
+    reqs = sorted(all_requests(out), key=lambda r: r["i"])
+    # Indices unique across the workers; each the one kept conversation, with its reply's length.
+    assert [r["i"] for r in reqs] == [0, 1, 2, 3] and all(r["status"] == "ok" for r in reqs)
+    assert len({r["max_tokens"] for r in reqs}) == 1
+    assert read_bundle(out).manifest["workload_source"]["kept"] == 1
+
+
 # ------------------------------------------------------------------ faults
 
 def test_server_death_seen_by_a_worker_ends_the_point(tmp_path):

@@ -203,6 +203,33 @@ def test_refused_connection_is_a_connector_error():
     run(main())
 
 
+def test_prepare_sets_up_the_reader_and_ring_without_connecting(reader):
+    async def main():
+        script = Script([[HEAD_CHUNKED, chunked(b"data: 1\n\n")]])
+        async with script as url:
+            pool = StreamPool()
+            await pool.prepare(url)
+            await asyncio.sleep(0.05)
+            assert script.connections == 0          # nothing reached the server
+            port = int(url.split(":")[2].split("/")[0])
+            assert list(pool._addrs) == [("127.0.0.1", port)]
+            if reader == "compiled":
+                ring = pool.stats.compiled
+                assert ring is not None and not ring.closed
+                # The ring watches the port already, or says why it cannot.
+                assert port in ring.watched or ring.packet_stamps_off
+            else:
+                assert pool.stats.compiled is None
+            # The first request then finds the reader made, not a second one.
+            made = pool.stats.compiled
+            sink = Collect()
+            resp = await pool.post(url, b"{}", sink, time.monotonic)
+            assert resp.status == 200 and sink.body == b"data: 1\n\n"
+            assert pool.stats.compiled is made and script.connections == 1
+            await pool.close()
+    run(main())
+
+
 def test_a_keep_alive_connection_closed_by_the_server_is_replaced_once():
     ok = [HEAD_CHUNKED + chunked(b"x")]
 

@@ -43,6 +43,14 @@ def test_trace_prompts_are_the_trace_lengths_and_share_the_named_blocks():
     assert [replay.shared_blocks(w, i) for i in range(5)] == [0, 2, 0, 2, 0]
 
 
+def test_a_trace_plan_with_client_workers_is_accepted_and_counts_its_warm_up():
+    plan = plan_from_dict({**trace_plan(), "client": {"workers": 2}, "sweep": {"warmup_requests": 9}})
+    assert plan.client.workers == 2
+    # Every kept request once; warm-up as asked, but at least one request measured.
+    assert replay.trace_counts(plan.workload, 9) == (5, 4)
+    assert replay.trace_counts(plan.workload, 0) == (5, 0)
+
+
 def test_the_manifest_facts_count_what_the_limits_dropped():
     w = plan_from_dict(trace_plan(max_requests=3)).workload
     facts = replay.source_facts(w, None)
@@ -59,7 +67,6 @@ def test_the_manifest_facts_count_what_the_limits_dropped():
     (trace_plan(dataset=DATASET), "[workload].dataset"),
     ({**trace_plan(), "sweep": {"request_rate": [2.0], "arrival": "poisson"}}, "[sweep].request_rate"),
     ({**trace_plan(), "sweep": {"duration_s": 5.0}}, "[sweep].duration_s"),
-    ({**trace_plan(), "client": {"workers": 2}}, "[client].workers"),
     ({"workload": {"kind": "sharegpt"}}, "[workload].dataset"),
     ({"workload": {"kind": "sharegpt", "dataset": DATASET, "format": "azure"}}, "[workload].format"),
     ({"workload": {"kind": "sharegpt", "dataset": DATASET, "num_prompts": -2}}, "[workload].num_prompts"),
