@@ -334,7 +334,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
                 figs[fig.id] = fig
     windows = [(p.pid, p.window.t_measure, p.window.t_end) for p in rd.points]
     for fig in (F.fig_timeline(bundle.metrics, windows), F.fig_power(rd.gpu_samples, windows),
-                F.fig_tflops_timeline(bundle.metrics, windows, led.value_of("r.peak_tflops")), F.fig_roofline(led, pids, facts["point_labels"]),
+                F.fig_tflops_timeline(bundle.metrics, windows, led), F.fig_roofline(led, pids, facts["point_labels"]),
                 F.fig_repro(led, pids, axis), F.fig_slo(led, valid, axis),
                 F.fig_occupancy(led, pids, prev_led if facts.get("comparable") else None, prev_pids)):
         if fig is not None:

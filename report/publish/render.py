@@ -94,6 +94,9 @@ class _SectionLoader(jinja2.BaseLoader):
 FONT_STACK = "Noto Sans CJK SC, WenQuanYi Micro Hei, sans-serif"
 HTML_LANG = {"zh": "zh-CN", "en": "en"}
 MODES = ("html", "pdf")
+# A table of at most this many rows fits on one A4 page of the PDF, so it is never split
+# (print.css: .table-short); a longer one breaks between rows and repeats its header row.
+SHORT_TABLE_ROWS = 24
 
 # Placeholders use private-use characters that markdown treats as plain text.
 _PH = re.compile("\ue000([a-zA-Z])(\\d*)\ue001")
@@ -682,7 +685,8 @@ class _Assembly:
             headers = [(c.header.get(self.lang, c.id), unit_heading(c.unit, self.lang)) for c in t.columns]
             return m.table(id=b.ref, label=label, title=t.title.get(self.lang, ""),
                            headers=headers, rows=b.payload["rows"],
-                           has_labels=any(lbl for lbl, _ in b.payload["rows"]))
+                           has_labels=any(lbl for lbl, _ in b.payload["rows"]),
+                           short=len(b.payload["rows"]) <= SHORT_TABLE_ROWS)
         for c in b.payload:
             value = self.report.ledger[c.key]
             if absent(value):
