@@ -15,7 +15,7 @@ import pandas as pd
 from report.derive import series as S
 from report.ledger import Absent, Ledger
 from report.publish.document import Figure
-from report.words import LANGS, group
+from report.words import LANGS, group, in_lang
 
 WIDTH, HEIGHT = 560, 240
 
@@ -113,7 +113,8 @@ def _noted(ch, t: dict, left_out: bool):
 
 
 def per_lang(make: Callable[[dict], dict]) -> dict[str, dict]:
-    return {lang: make(TEXT[lang]) for lang in LANGS}
+    # the figure's words in LANG, and the language itself (for names such as a point's, a Named)
+    return {lang: make(dict(TEXT[lang], lang=lang)) for lang in LANGS}
 
 
 def fig_throughput(led: Ledger, pids: list[str], axis: str) -> Figure | None:
@@ -398,7 +399,7 @@ def fig_roofline(led: Ledger, pids: list[str], labels: dict[str, str] | None = N
 
     def make(t):
         valid = [_val(led, f"p.{pid}.valid") is not False for pid, _, _ in pts]
-        df = pd.DataFrame([{"x": x, "y": y, "point": name.get(pid, pid), "shape": t["yes"] if ok else t["no"],
+        df = pd.DataFrame([{"x": x, "y": y, "point": in_lang(name.get(pid, pid), t["lang"]), "shape": t["yes"] if ok else t["no"],
                             # labels alternate above and below, so neighbours do not print over each other
                             "dy": -8 if i % 2 else 8}
                            for i, ((pid, x, y), ok) in enumerate(zip(pts, valid))])
@@ -461,7 +462,7 @@ def fig_sets(led: Ledger, question: str, pairs: list[tuple[str, str]], signals: 
         return None
 
     def make(t):
-        rows = [{"set": labels.get(pid, pid), "series": t.get(f"set_{q}", q), "y": _val(led, f"p.{pid}.{q}"),
+        rows = [{"set": in_lang(labels.get(pid, pid), t["lang"]), "series": t.get(f"set_{q}", q), "y": _val(led, f"p.{pid}.{q}"),
                  "point": pid} for pid in order for q in signals if _val(led, f"p.{pid}.{q}") is not None]
         df = pd.DataFrame(rows)
         sets = list(dict.fromkeys(r["set"] for r in rows))
@@ -531,7 +532,7 @@ def fig_occupancy(led: Ledger, pids: list[str], prev_led: Ledger | None, prev_pi
 
 
 def _turn_rows(led: Ledger, pids: list[str], series: dict[str, str], labels: dict[str, str],
-               scale: float = 1.0) -> tuple[list[dict[str, Any]], list[str]]:
+               scale: float = 1.0, lang: str = "en") -> tuple[list[dict[str, Any]], list[str]]:
     """One row per point, series and turn (the first turn is turn one) of the per-turn tuples."""
     rows, keys = [], []
     for pid in pids:
@@ -543,7 +544,7 @@ def _turn_rows(led: Ledger, pids: list[str], series: dict[str, str], labels: dic
             keys.append(key)
             for k, y in enumerate(values):
                 if y is not None:
-                    rows.append({"x": k + 1, "y": y * scale, "series": f"{labels.get(pid, pid)} {name}",
+                    rows.append({"x": k + 1, "y": y * scale, "series": f"{in_lang(labels.get(pid, pid), lang)} {name}",
                                  "point": pid, "valid": _val(led, f"p.{pid}.valid") is not False})
     return rows, keys
 
@@ -561,7 +562,7 @@ def fig_session_turns(led: Ledger, pids: list[str], labels: dict[str, str]) -> l
             continue
 
         def make(t, qs=qs, scale=scale, y_key=y_key, title=title):
-            rows, _ = _turn_rows(led, pids, {t[k]: q for k, q in qs.items()}, labels, scale)
+            rows, _ = _turn_rows(led, pids, {t[k]: q for k, q in qs.items()}, labels, scale, t["lang"])
             return _line(rows, t, "turn", t[y_key], t[title], log_x=False)
         figs.append(Figure(fid, per_lang(make), {lang: TEXT[lang][title] for lang in LANGS},
                            keys=tuple(keys)))
@@ -590,7 +591,7 @@ def fig_lengths(measured: dict[str, Any], labels: dict[str, str]) -> Figure | No
         rows = []
         for pid, table in measured.items():
             for col, name in (("input_len", t["input_lengths"]), ("max_tokens", t["output_lengths"])):
-                rows += [{"len": float(x), "series": name, "point": labels.get(pid, pid)}
+                rows += [{"len": float(x), "series": name, "point": in_lang(labels.get(pid, pid), t["lang"])}
                          for x in table.col(col) if not pd.isna(x)]
         df = pd.DataFrame(rows)
         base = alt.Chart(df).mark_bar(opacity=0.65).encode(

@@ -47,7 +47,7 @@ from report.publish.numbers import (
     raw_text,
     unit_heading,
 )
-from report.words import LANGS, group, has, section, word
+from report.words import LANGS, group, has, in_lang, section, word
 
 
 def templates_dir() -> Path:
@@ -127,6 +127,24 @@ def _cjk_words_whole(m: re.Match) -> str:
     body = "".join(p if p.startswith("<") else _CJK_RUN.sub(r'<span class="nobr">\g<0></span>', p)
                    for p in parts)
     return m.group(1) + body + m.group(3)
+
+
+# Chinese runs on without spaces: a space between two CJK characters or full-width marks
+# (with only tags between them) is a leftover of joining sentences or filling a slot, never a
+# word break, and a reader sees it ("两个 直方图", "。 拐点").
+_CJK = r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]"
+_CJK_GAP = re.compile(rf"(?<={_CJK})((?:<[^>]+>)*)[ \t]+((?:<[^>]+>)*)(?={_CJK})")
+_CJK_BREAK = re.compile(rf"(?<={_CJK})[ \t]*\n[ \t]*(?={_CJK})")
+# Where text is kept as written: scripts, styles, code and preformatted blocks.
+_VERBATIM = re.compile(r"(<(script|style|code|pre)\b.*?</\2>)", re.S)
+
+
+def close_cjk_gaps(html: str) -> str:
+    """HTML with no space (or line break) left between two Chinese characters of its text."""
+    parts = _VERBATIM.split(html)
+    # split yields text, element, tag name, text, ...: only the text parts are closed up
+    return "".join(_CJK_BREAK.sub("", _CJK_GAP.sub(r"\1\2", p)) if i % 3 == 0 else p
+                   for i, p in enumerate(parts) if i % 3 != 2)
 
 
 def _source_file(src: Source | str) -> str:
@@ -307,6 +325,7 @@ class Page:
     def _finalize(self, value: Any) -> Any:
         if hasattr(value, "__html__"):
             return value
+        value = in_lang(value, self.lang)   # a Named (a point's name) in the page's language
         if value is None:
             raise RenderError("a template printed None; test for it or use n() for ledger values")
         if isinstance(value, Value):
@@ -608,6 +627,8 @@ class _Assembly:
         self.assign_ids(doc)
         doc = doc.replace(APPENDIX_PH, str(self.appendix()))
         doc = _PH.sub(self._final_sub, doc)
+        if self.lang == "zh":
+            doc = close_cjk_gaps(doc)
         if self.mode == "pdf" and self.lang == "zh":
             doc = _TD.sub(_cjk_words_whole, doc)
         if "\ue000" in doc or "\ue001" in doc:
