@@ -243,16 +243,14 @@ def point_labels(points) -> dict[str, str]:
     a Named with its form in each language."""
     varying = [(k, fmt) for k, fmt in LABEL_PARTS
                if len({str(p.settings.get(k)) for p in points}) > 1]
-    out = {}
-    for p in points:
-        def name(lang: str) -> str:
-            vals = [f"{p.settings.get(k):g}" if isinstance(p.settings.get(k), float) else p.settings.get(k)
-                    for k, _ in varying]
-            parts = [word("label.point_set", lang, n=v) if fmt is None else fmt.format(v)
-                     for (_, fmt), v in zip(varying, vals)]
-            return word("label.point_parts_sep", lang).join(parts) if parts else p.pid
-        out[p.pid] = Named({lang: name(lang) for lang in LANGS})
-    return out
+
+    def name(p, lang: str) -> str:
+        vals = [f"{p.settings.get(k):g}" if isinstance(p.settings.get(k), float) else p.settings.get(k)
+                for k, _ in varying]
+        parts = [word("label.point_set", lang, n=v) if fmt is None else fmt.format(v)
+                 for (_, fmt), v in zip(varying, vals)]
+        return word("label.point_parts_sep", lang).join(parts) if parts else p.pid
+    return {p.pid: Named({lang: name(p, lang) for lang in LANGS}) for p in points}
 
 
 def previous_round_id(rid: str) -> str | None:
