@@ -133,18 +133,35 @@ def _cjk_words_whole(m: re.Match) -> str:
 # (with only tags between them) is a leftover of joining sentences or filling a slot, never a
 # word break, and a reader sees it ("两个 直方图", "。 拐点").
 _CJK = r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]"
-_CJK_GAP = re.compile(rf"(?<={_CJK})((?:<[^>]+>)*)[ \t]+((?:<[^>]+>)*)(?={_CJK})")
+# What a reader does not see between two words: tags, a number's pop-up (templates/macros.j2:
+# it ends with its "see" line; pop-ups do not nest) and, in the PDF, a number's id. A missing
+# value in words ("未测得：…") is a Chinese word followed by either.
+_POPUP = re.compile(r'<span class="pop" role="tooltip">.*?<span class="pop-see">[^<]*</span></span>', re.S)
+_HELD = "\ue010{}\ue011"   # a pop-up set aside while the gaps close (private-use marks)
+_UNSEEN = r'(?:<[^>]+>|\ue010\d+\ue011|<sup class="nid"><a [^>]*>[^<]*</a></sup>)*'
+_CJK_GAP = re.compile(rf"(?<={_CJK})({_UNSEEN})[ \t]+({_UNSEEN})(?={_CJK})")
 _CJK_BREAK = re.compile(rf"(?<={_CJK})[ \t]*\n[ \t]*(?={_CJK})")
-# Where text is kept as written: scripts, styles, code and preformatted blocks.
-_VERBATIM = re.compile(r"(<(script|style|code|pre)\b.*?</\2>)", re.S)
+# Where text is kept as written: scripts, styles and preformatted blocks (inline code is not
+# one of them: a number's pop-up holds code, and the gap after it must close).
+_VERBATIM = re.compile(r"(<(script|style|pre)\b.*?</\2>)", re.S)
+
+
+def _closed(text: str) -> str:
+    """TEXT (no script, style or pre in it) with its gaps between Chinese characters closed."""
+    held: list[str] = []
+
+    def hold(m: re.Match) -> str:
+        held.append(m.group(0))
+        return _HELD.format(len(held) - 1)
+    text = _CJK_BREAK.sub("", _CJK_GAP.sub(r"\1\2", _POPUP.sub(hold, text)))
+    return re.sub("\ue010(\\d+)\ue011", lambda m: held[int(m.group(1))], text)
 
 
 def close_cjk_gaps(html: str) -> str:
     """HTML with no space (or line break) left between two Chinese characters of its text."""
     parts = _VERBATIM.split(html)
     # split yields text, element, tag name, text, ...: only the text parts are closed up
-    return "".join(_CJK_BREAK.sub("", _CJK_GAP.sub(r"\1\2", p)) if i % 3 == 0 else p
-                   for i, p in enumerate(parts) if i % 3 != 2)
+    return "".join(_closed(p) if i % 3 == 0 else p for i, p in enumerate(parts) if i % 3 != 2)
 
 
 def _source_file(src: Source | str) -> str:

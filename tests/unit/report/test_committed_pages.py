@@ -98,6 +98,21 @@ def test_a_space_between_chinese_characters_is_seen_through_markup():
                                        "<td>是</td> <td>否</td></tr></table><p>见 <code>x</code> 的</p>"))
 
 
+def test_the_gaps_close_around_markup_a_number_pop_up_and_its_id_but_not_beside_a_digit():
+    from report.publish.render import close_cjk_gaps
+    pop = ('<span class="pop" role="tooltip"><span class="pop-head"><code>k</code></span>'
+           '<span class="pop-see">见附录 N1</span></span>')
+    html = (f'<p>两个 <b>直方图</b>。 拐点 <span class="num"><span class="num-v">未测得</span>{pop}</span> 的'
+            '<span class="num-v">缺失）</span><sup class="nid"><a href="#prov-N2">N2</a></sup> 超过'
+            f' C=128 点 <span class="num"><span class="num-v">16</span>{pop}</span> 个</p>'
+            '<script>"两个 直方图"</script>')
+    out = close_cjk_gaps(html)
+    assert not CJK_GAP.search(_reading(out))
+    assert "C=128 点" in out and "16</span>" + pop + "</span> 个" in out   # beside a digit it stays
+    assert pop in out and '<script>"两个 直方图"</script>' in out          # read, never rewritten
+    assert CJK_GAP.search(_reading(html))                                  # the case it is about
+
+
 def test_there_are_committed_rounds():
     assert len(ROUNDS) >= 5
 
