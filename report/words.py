@@ -50,6 +50,26 @@ def has(code: str, lang: str) -> bool:
     return name in SECTIONS and key in section(name, lang)
 
 
+class Named(str):
+    """A name with its form in each language (a point's "set 1" is 配置 1 on a Chinese page);
+    as a plain str it is its English form. word() and the pages print the form of their language."""
+
+    langs: dict[str, str]
+
+    def __new__(cls, langs: dict[str, str]) -> "Named":
+        obj = super().__new__(cls, langs["en"])
+        obj.langs = dict(langs)
+        return obj
+
+    def __reduce__(self):
+        return (Named, (self.langs,))
+
+
+def in_lang(value: Any, lang: str) -> Any:
+    """VALUE's form in LANG where it is a Named, VALUE itself otherwise."""
+    return value.langs.get(lang, str(value)) if isinstance(value, Named) else value
+
+
 def word(code: str, lang: str, **params: Any) -> str:
     """The text of CODE in LANG with its fields filled from PARAMS."""
     name, _, key = code.partition(".")
@@ -60,7 +80,7 @@ def word(code: str, lang: str, **params: Any) -> str:
     missing = fields_of(text) - params.keys()
     if missing:
         raise WordError(f"{code!r} ({lang}) needs {sorted(missing)}")
-    return text.format(**params)
+    return text.format(**{k: in_lang(v, lang) for k, v in params.items()})
 
 
 def group(prefix: str, lang: str) -> dict[str, str]:

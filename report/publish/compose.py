@@ -16,7 +16,7 @@ from report.judge.verdicts import build_ledger
 from report.ledger import Ledger
 from report.publish import figures as F
 from report.publish.document import Column, RoundFacts, RoundReport, Table
-from report.words import LANGS, has, word
+from report.words import LANGS, Named, has, in_lang, word
 
 CLIENT_LAG_SHARE_LIMIT = 0.1      # the templates say "a tenth" of the ITL median
 # From this share of chunks stamped like the one before them, the page explains the zero gaps
@@ -126,7 +126,7 @@ def set_tables(led: Ledger, comparisons: list, labels: dict[str, str]) -> dict[s
         for c in mine:
             for pid in (c.base, c.point):     # the sentence above the table names each set's flags
                 rows.append([f"p.{pid}.{col.id}" if f"p.{pid}.{col.id}" in led else None for col in cols])
-                row_labels.append({lang: labels.get(pid, pid) for lang in LANGS})
+                row_labels.append({lang: in_lang(labels.get(pid, pid), lang) for lang in LANGS})
         out[f"sets_{question}"] = Table(id=f"sets_{question}", title=in_langs(f"label.table_sets_{question}"),
                                         columns=cols, rows=rows, row_labels=row_labels)
     return out
@@ -143,7 +143,7 @@ def point_table(led: Ledger, pids: list[str], table_id: str, title: dict[str, st
     cols = [Column(id=c, header=in_langs(h), unit=u, digits=d) for c, h, u, d in columns]
     rows = [[f"p.{pid}.{c.id}" if f"p.{pid}.{c.id}" in led else None for c in cols] for pid in pids]
     return Table(id=table_id, title=title, columns=cols, rows=rows,
-                 row_labels=[{lang: labels.get(pid, pid) for lang in LANGS} for pid in pids])
+                 row_labels=[{lang: in_lang(labels.get(pid, pid), lang) for lang in LANGS} for pid in pids])
 
 
 def results_table(led: Ledger, pids: list[str], labels: dict[str, str]) -> Table:
@@ -232,21 +232,25 @@ def compose_rounds(pairs: list[tuple[str | Path, str]],
     return out
 
 
-# How a setting that varies across a round's points names a point: C=128, L=8192, 4 req/s.
-LABEL_PARTS = (("server_set", "set {}"), ("input_len", "L={}"), ("concurrency", "C={}"),
+# How a setting that varies across a round's points names a point: C=128, L=8192, 4 req/s,
+# and a server set in words of the page's language (`label.point_set`: set 1, 配置 1).
+LABEL_PARTS = (("server_set", None), ("input_len", "L={}"), ("concurrency", "C={}"),
                ("request_rate", "{} req/s"))
 
 
 def point_labels(points) -> dict[str, str]:
-    """Each point's name by the settings that vary across the round (its id where none does)."""
+    """Each point's name by the settings that vary across the round (its id where none does),
+    a Named with its form in each language."""
     varying = [(k, fmt) for k, fmt in LABEL_PARTS
                if len({str(p.settings.get(k)) for p in points}) > 1]
-    out = {}
-    for p in points:
-        parts = [fmt.format(f"{p.settings.get(k):g}" if isinstance(p.settings.get(k), float)
-                            else p.settings.get(k)) for k, fmt in varying]
-        out[p.pid] = ", ".join(parts) if parts else p.pid
-    return out
+
+    def name(p, lang: str) -> str:
+        vals = [f"{p.settings.get(k):g}" if isinstance(p.settings.get(k), float) else p.settings.get(k)
+                for k, _ in varying]
+        parts = [word("label.point_set", lang, n=v) if fmt is None else fmt.format(v)
+                 for (_, fmt), v in zip(varying, vals)]
+        return word("label.point_parts_sep", lang).join(parts) if parts else p.pid
+    return {p.pid: Named({lang: name(p, lang) for lang in LANGS}) for p in points}
 
 
 def previous_round_id(rid: str) -> str | None:
@@ -334,7 +338,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
                 figs[fig.id] = fig
     windows = [(p.pid, p.window.t_measure, p.window.t_end) for p in rd.points]
     for fig in (F.fig_timeline(bundle.metrics, windows), F.fig_power(rd.gpu_samples, windows),
-                F.fig_tflops_timeline(bundle.metrics, windows, led.value_of("r.peak_tflops")), F.fig_roofline(led, pids, facts["point_labels"]),
+                F.fig_tflops_timeline(bundle.metrics, windows, led), F.fig_roofline(led, pids, facts["point_labels"]),
                 F.fig_repro(led, pids, axis), F.fig_slo(led, valid, axis),
                 F.fig_occupancy(led, pids, prev_led if facts.get("comparable") else None, prev_pids)):
         if fig is not None:

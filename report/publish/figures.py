@@ -16,7 +16,7 @@ import pandas as pd
 from report.derive import series as S
 from report.ledger import Absent, Ledger
 from report.publish.document import Figure
-from report.words import LANGS, group
+from report.words import LANGS, group, in_lang
 
 WIDTH, HEIGHT = 560, 240
 
@@ -24,6 +24,21 @@ WIDTH, HEIGHT = 560, 240
 TEXT: dict[str, dict[str, str]] = {lang: group("label.fig_", lang) for lang in LANGS}
 
 PALETTE = ["#2f6db5", "#e07b39", "#5aa469", "#b5443c", "#8a6bbf", "#7f7f7f"]
+
+# A length axis is log2 (ticks at the swept lengths) once the lengths span more than this
+# factor: on a linear axis L=256 and L=512 crowd each other beside L=8192.
+LOG_LENGTH_SPAN = 8
+
+
+def wide_span(rows: list[dict]) -> bool:
+    """Whether the x values of ROWS (all positive) span more than LOG_LENGTH_SPAN."""
+    xs = [r["x"] for r in rows if r["x"] > 0]
+    return bool(xs) and max(xs) > LOG_LENGTH_SPAN * min(xs)
+
+
+def _legend(title: str, orient: str = "bottom") -> alt.Legend:
+    """A legend of its own: titled, so two legends of a figure never read as one."""
+    return alt.Legend(orient=orient, title=title)
 
 
 def _val(led: Ledger, key: str) -> float | None:
@@ -99,7 +114,8 @@ def _noted(ch, t: dict, left_out: bool):
 
 
 def per_lang(make: Callable[[dict], dict]) -> dict[str, dict]:
-    return {lang: make(TEXT[lang]) for lang in LANGS}
+    # the figure's words in LANG, and the language itself (for names such as a point's, a Named)
+    return {lang: make(dict(TEXT[lang], lang=lang)) for lang in LANGS}
 
 
 def fig_throughput(led: Ledger, pids: list[str], axis: str) -> Figure | None:
@@ -236,7 +252,7 @@ def fig_itl_vs_len(led: Ledger, pids: list[str]) -> Figure | None:
 
     def make(t):
         rows, _ = _rows(led, pids, "input_len", {t["itl_p50"]: "itl_ms_p50"})
-        return _line(rows, t, "input_len", t["ms"], t["itl_fit_title"], log_x=False)
+        return _line(rows, t, "input_len", t["ms"], t["itl_fit_title"], log_x=wide_span(rows))
     return Figure("itl_vs_len", per_lang(make), {lang: TEXT[lang]["itl_fit_title"] for lang in LANGS},
                   keys=tuple(keys))
 
@@ -250,7 +266,7 @@ def fig_kv_linearity(led: Ledger, pids: list[str]) -> Figure | None:
     def make(t):
         rows, _ = _rows(led, pids, "input_len", {t["measured_peak"]: "kv_tokens_peak",
                                                   t["theory"]: "kv_tokens_theory"})
-        return _line(rows, t, "input_len", t["kv_tokens"], t["kvlin_title"], log_x=False)
+        return _line(rows, t, "input_len", t["kv_tokens"], t["kvlin_title"], log_x=wide_span(rows))
     return Figure("kv_linearity", per_lang(make), {lang: TEXT[lang]["kvlin_title"] for lang in LANGS},
                   keys=tuple(keys))
 
@@ -277,15 +293,14 @@ def fig_timeline(scrapes: list, windows: list[tuple[str, float, float]]) -> Figu
             x="a:Q", x2="b:Q", tooltip=[alt.Tooltip("point:N", title=t["point"])])
         reqs = alt.Chart(req).mark_line(interpolate="step-after", strokeWidth=1.2).encode(
             x=base_x, y=alt.Y("y:Q", title=t["requests"]),
-            color=alt.Color("series:N", title=t["series"],
-                            scale=alt.Scale(domain=[t["running"], t["waiting"]], range=PALETTE[:2]),
-                            legend=alt.Legend(orient="bottom")))
+            color=alt.Color("series:N", scale=alt.Scale(domain=[t["running"], t["waiting"]], range=PALETTE[:2]),
+                            legend=_legend(t["left_axis"])))
         # The KV axis spans the data (a pool used to 6 % is not drawn against 0-100 %), capped at 100.
         top = min(100.0, max([v * 100 for _, v in kv] + [1.0]) * 1.15)
         kvl = alt.Chart(kvd).mark_line(strokeWidth=1.2).encode(
             x=base_x, y=alt.Y("y:Q", title=t["kv"], scale=alt.Scale(domain=[0, top])),
-            color=alt.Color("series:N", title="", scale=alt.Scale(range=[PALETTE[2]]),
-                            legend=alt.Legend(orient="bottom")))
+            color=alt.Color("series:N", scale=alt.Scale(domain=[t["kv"]], range=[PALETTE[2]]),
+                            legend=_legend(t["right_axis"])))
         ch = alt.layer(bands, reqs, kvl).resolve_scale(y="independent", color="independent").properties(
             width=WIDTH, height=HEIGHT)
         return ch.to_dict()
@@ -308,9 +323,9 @@ def fig_power(gpu_samples: list, windows: list[tuple[str, float, float]]) -> Fig
         bands = alt.Chart(shade).mark_rect(opacity=0.12, color="#888").encode(x="a:Q", x2="b:Q")
         p = alt.Chart(pw).mark_line(strokeWidth=1.2).encode(
             x=alt.X("t:Q", title=t["t"]), y=alt.Y("y:Q", title=t["power"]),
-            color=alt.Color("series:N", title=t["series"],
-                            scale=alt.Scale(domain=[t["power"], t["limit"]], range=[PALETTE[0], PALETTE[3]]),
-                            legend=alt.Legend(orient="bottom")),
+            # three series, three colours: the limit grey, the temperature (right axis) green
+            color=alt.Color("series:N", scale=alt.Scale(domain=[t["power"], t["limit"]], range=[PALETTE[0], PALETTE[5]]),
+                            legend=_legend(t["left_axis"])),
             strokeDash=alt.StrokeDash("series:N", legend=None,
                                       scale=alt.Scale(domain=[t["power"], t["limit"]], range=[[1, 0], [4, 3]])))
         layers = [bands, p] if windows else [p]
@@ -318,16 +333,17 @@ def fig_power(gpu_samples: list, windows: list[tuple[str, float, float]]) -> Fig
             tp["series"] = t["temp"]
             layers.append(alt.Chart(tp).mark_line(strokeWidth=1).encode(
                 x="t:Q", y=alt.Y("y:Q", title=t["temp"]),
-                color=alt.Color("series:N", title="", scale=alt.Scale(range=[PALETTE[1]]),
-                                legend=alt.Legend(orient="bottom"))))
+                color=alt.Color("series:N", scale=alt.Scale(domain=[t["temp"]], range=[PALETTE[2]]),
+                                legend=_legend(t["right_axis"]))))
         return alt.layer(*layers).resolve_scale(y="independent", color="independent").properties(
             width=WIDTH, height=HEIGHT).to_dict()
     return Figure("power", per_lang(make), {lang: TEXT[lang]["power_title"] for lang in LANGS})
 
 
 def fig_tflops_timeline(scrapes: list, windows: list[tuple[str, float, float]],
-                        peak_tflops: float | None = None) -> Figure | None:
-    """Per-interval TFLOP/s from vLLM's estimated FLOPs counter over the round, with the dense peak drawn (item 15)."""
+                        led: Ledger | None = None) -> Figure | None:
+    """Per-interval TFLOP/s from vLLM's estimated FLOPs counter over the round, with the dense peak
+    and, over each point's window, the peak at that point's sampled SM clock (item 15)."""
     from report.derive import analyses as A
     try:
         rates = A.counter_rate_series(scrapes, "vllm:estimated_flops_per_gpu_total")
@@ -335,25 +351,39 @@ def fig_tflops_timeline(scrapes: list, windows: list[tuple[str, float, float]],
         return None
     if not any(r > 0 for _, r in rates):
         return None
+    peak_tflops = _val(led, "r.peak_tflops") if led is not None else None
+    # (point, window start, window end, ceiling): where a power cap lowers the clock, so the roof
+    ceilings = [(pid, a, b, c) for pid, a, b in windows
+                if led is not None and (c := _val(led, f"p.{pid}.peak_tflops_at_clock"))]
+    keys = ((("r.peak_tflops",) if peak_tflops else ())
+            + tuple(f"p.{pid}.peak_tflops_at_clock" for pid, _, _, _ in ceilings))
 
     def make(t):
-        df = pd.DataFrame([{"t": a, "y": r / 1e12} for a, r in rates])
+        names = [t["tflops_measured"], t["tflops_peak"], t["roof_capped"]]
+        df = pd.DataFrame([{"t": a, "y": r / 1e12, "series": names[0], "point": ""} for a, r in rates])
         shade = pd.DataFrame([{"a": a, "b": b, "point": pid} for pid, a, b in windows])
         bands = alt.Chart(shade).mark_rect(opacity=0.12, color="#888").encode(
             x="a:Q", x2="b:Q", tooltip=[alt.Tooltip("point:N", title=t["point"])])
-        df["series"] = t["tflops_measured"]
         if peak_tflops:
-            df = pd.concat([df, pd.DataFrame([{"t": a, "y": peak_tflops, "series": t["tflops_peak"]}
+            df = pd.concat([df, pd.DataFrame([{"t": a, "y": peak_tflops, "series": names[1], "point": ""}
                                               for a in (rates[0][0], rates[-1][0])])])
+        # one segment per point window: the ceiling holds only while that point ran
+        df = pd.concat([df, pd.DataFrame([{"t": x, "y": c, "series": names[2], "point": pid}
+                                          for pid, a, b, c in ceilings for x in (a, b)])])
+        domain = [n for n in names if n in set(df["series"])]
         line = alt.Chart(df).mark_line(strokeWidth=1.2).encode(
-            x=alt.X("t:Q", title=t["t"]), y=alt.Y("y:Q", title=t["tflops"]),
+            x=alt.X("t:Q", title=t["t"]), y=alt.Y("y:Q", title=t["tflops"]), detail="point:N",
             color=alt.Color("series:N", title="", legend=alt.Legend(orient="bottom"),
-                            scale=alt.Scale(domain=[t["tflops_measured"], t["tflops_peak"]],
-                                            range=[PALETTE[0], PALETTE[3]])),
-            strokeDash=alt.StrokeDash("series:N", legend=None, scale=alt.Scale(
-                domain=[t["tflops_measured"], t["tflops_peak"]], range=[[1, 0], [4, 3]])))
+                            scale=alt.Scale(domain=domain, range=[
+                                {names[0]: PALETTE[0], names[1]: PALETTE[3], names[2]: PALETTE[1]}[n]
+                                for n in domain])),
+            strokeDash=alt.StrokeDash("series:N", legend=None, scale=alt.Scale(domain=domain, range=[
+                {names[0]: [1, 0], names[1]: [4, 3], names[2]: [2, 2]}[n] for n in domain])),
+            tooltip=[alt.Tooltip("series:N", title=t["series"]), alt.Tooltip("point:N", title=t["point"]),
+                     alt.Tooltip("y:Q", title=t["tflops"], format=",.0f")])
         return alt.layer(bands, line).properties(width=WIDTH, height=HEIGHT).to_dict()
-    return Figure("tflops_timeline", per_lang(make), {lang: TEXT[lang]["tflops_title"] for lang in LANGS})
+    return Figure("tflops_timeline", per_lang(make), {lang: TEXT[lang]["tflops_title"] for lang in LANGS},
+                  keys=keys)
 
 
 def fig_roofline(led: Ledger, pids: list[str], labels: dict[str, str] | None = None) -> Figure | None:
@@ -370,7 +400,7 @@ def fig_roofline(led: Ledger, pids: list[str], labels: dict[str, str] | None = N
 
     def make(t):
         valid = [_val(led, f"p.{pid}.valid") is not False for pid, _, _ in pts]
-        df = pd.DataFrame([{"x": x, "y": y, "point": name.get(pid, pid), "shape": t["yes"] if ok else t["no"],
+        df = pd.DataFrame([{"x": x, "y": y, "point": in_lang(name.get(pid, pid), t["lang"]), "shape": t["yes"] if ok else t["no"],
                             # labels alternate above and below, so neighbours do not print over each other
                             "dy": -8 if i % 2 else 8}
                            for i, ((pid, x, y), ok) in enumerate(zip(pts, valid))])
@@ -382,7 +412,7 @@ def fig_roofline(led: Ledger, pids: list[str], labels: dict[str, str] | None = N
         dots = alt.Chart(df).mark_point(filled=True, size=60, color=PALETTE[0]).encode(
             shape=alt.Shape("shape:N", title=t["valid"], sort=[t["yes"], t["no"]],
                             scale=alt.Scale(domain=[t["yes"], t["no"]], range=["circle", "cross"]),
-                            legend=alt.Legend(orient="bottom")),
+                            legend=_legend(t["valid"])),
             x=alt.X("x:Q", title=t["intensity"], scale=scale_x),
             y=alt.Y("y:Q", title=t["tflops"], scale=scale_y),
             tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("x:Q", format=",.1f"),
@@ -401,8 +431,8 @@ def fig_roofline(led: Ledger, pids: list[str], labels: dict[str, str] | None = N
             domain = [t["roof_datasheet"]] + ([t["roof_capped"]] if capped else [])
             layers.insert(0, alt.Chart(pd.DataFrame(roofs)).mark_line(strokeDash=[4, 3]).encode(
                 x=alt.X("x:Q", scale=scale_x), y=alt.Y("y:Q", scale=scale_y),
-                color=alt.Color("roof:N", title="", scale=alt.Scale(domain=domain, range=[PALETTE[3], PALETTE[1]]),
-                                legend=alt.Legend(orient="bottom"))))
+                color=alt.Color("roof:N", scale=alt.Scale(domain=domain, range=[PALETTE[3], PALETTE[1]]),
+                                legend=_legend(t["roofs"]))))
         return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT).to_dict()
     title = "roof_title" if peak and bw else "noroof_title"
     return Figure("roofline", per_lang(make), {lang: TEXT[lang][title] for lang in LANGS}, keys=keys)
@@ -433,7 +463,7 @@ def fig_sets(led: Ledger, question: str, pairs: list[tuple[str, str]], signals: 
         return None
 
     def make(t):
-        rows = [{"set": labels.get(pid, pid), "series": t.get(f"set_{q}", q), "y": _val(led, f"p.{pid}.{q}"),
+        rows = [{"set": in_lang(labels.get(pid, pid), t["lang"]), "series": t.get(f"set_{q}", q), "y": _val(led, f"p.{pid}.{q}"),
                  "point": pid} for pid in order for q in signals if _val(led, f"p.{pid}.{q}") is not None]
         df = pd.DataFrame(rows)
         sets = list(dict.fromkeys(r["set"] for r in rows))
@@ -473,31 +503,37 @@ def fig_occupancy(led: Ledger, pids: list[str], prev_led: Ledger | None, prev_pi
     """Output throughput against theoretical KV occupancy, this round and the previous one (item 20)."""
     if prev_led is None:
         return None
-    mine = [(_val(led, f"p.{p}.kv_occupancy"), _val(led, f"p.{p}.output_tok_s")) for p in pids]
-    theirs = [(_val(prev_led, f"p.{p}.kv_occupancy"), _val(prev_led, f"p.{p}.output_tok_s")) for p in prev_pids]
-    mine = [(x, y) for x, y in mine if x is not None and y is not None]
-    theirs = [(x, y) for x, y in theirs if x is not None and y is not None]
+    def valid_pairs(ld: Ledger, ps: list[str]) -> tuple[list[tuple[float, float]], list[str], bool]:
+        """(occupancy, throughput) at the points of PS that passed their checks, those points,
+        and whether a point that failed them was left out: a line joins only valid points."""
+        got = [(p, _val(ld, f"p.{p}.kv_occupancy"), _val(ld, f"p.{p}.output_tok_s")) for p in ps]
+        got = [(p, x, y) for p, x, y in got if x is not None and y is not None]
+        kept = [(p, x, y) for p, x, y in got if _val(ld, f"p.{p}.valid") is not False]
+        return [(x, y) for _, x, y in kept], [p for p, _, _ in kept], len(kept) < len(got)
+    mine, mine_pids, mine_out = valid_pairs(led, pids)
+    theirs, _, theirs_out = valid_pairs(prev_led, prev_pids)
     if len(mine) < 2 or len(theirs) < 2:
         return None
-    keys = tuple(f"p.{p}.{q}" for p in pids for q in ("kv_occupancy", "output_tok_s") if f"p.{p}.{q}" in led)
+    keys = tuple(f"p.{p}.{q}" for p in mine_pids for q in ("kv_occupancy", "output_tok_s"))
 
     def make(t):
         df = pd.DataFrame([{"x": x * 100, "y": y, "series": t["this_round"]} for x, y in mine]
                           + [{"x": x * 100, "y": y, "series": t["prev_round"]} for x, y in theirs])
         # The axis spans the data (a log axis left to itself runs to the next decade).
         lo, hi = float(df["x"].min()), float(df["x"].max())
-        return alt.Chart(df).mark_line(point=True).encode(
+        ch = alt.Chart(df).mark_line(point=True).encode(
             x=alt.X("x:Q", title=t["occupancy"],
                     scale=alt.Scale(type="log", domain=[lo * 0.9, hi * 1.1], nice=False)),
             y=alt.Y("y:Q", title=t["tok_s"]),
             color=alt.Color("series:N", title=t["series"], scale=alt.Scale(range=PALETTE[:2]),
                             legend=alt.Legend(orient="bottom")),
-        ).properties(width=WIDTH, height=HEIGHT).to_dict()
+        ).properties(width=WIDTH, height=HEIGHT)
+        return _noted(ch, t, mine_out or theirs_out).to_dict()
     return Figure("occupancy", per_lang(make), {lang: TEXT[lang]["occ_title"] for lang in LANGS}, keys=keys)
 
 
 def _turn_rows(led: Ledger, pids: list[str], series: dict[str, str], labels: dict[str, str],
-               scale: float = 1.0) -> tuple[list[dict[str, Any]], list[str]]:
+               scale: float = 1.0, lang: str = "en") -> tuple[list[dict[str, Any]], list[str]]:
     """One row per point, series and turn (the first turn is turn one) of the per-turn tuples."""
     rows, keys = [], []
     for pid in pids:
@@ -509,7 +545,7 @@ def _turn_rows(led: Ledger, pids: list[str], series: dict[str, str], labels: dic
             keys.append(key)
             for k, y in enumerate(values):
                 if y is not None:
-                    rows.append({"x": k + 1, "y": y * scale, "series": f"{labels.get(pid, pid)} {name}",
+                    rows.append({"x": k + 1, "y": y * scale, "series": f"{in_lang(labels.get(pid, pid), lang)} {name}",
                                  "point": pid, "valid": _val(led, f"p.{pid}.valid") is not False})
     return rows, keys
 
@@ -527,7 +563,7 @@ def fig_session_turns(led: Ledger, pids: list[str], labels: dict[str, str]) -> l
             continue
 
         def make(t, qs=qs, scale=scale, y_key=y_key, title=title):
-            rows, _ = _turn_rows(led, pids, {t[k]: q for k, q in qs.items()}, labels, scale)
+            rows, _ = _turn_rows(led, pids, {t[k]: q for k, q in qs.items()}, labels, scale, t["lang"])
             return _line(rows, t, "turn", t[y_key], t[title], log_x=False)
         figs.append(Figure(fid, per_lang(make), {lang: TEXT[lang][title] for lang in LANGS},
                            keys=tuple(keys)))
@@ -564,7 +600,7 @@ def fig_lengths(measured: dict[str, Any], labels: dict[str, str]) -> Figure | No
             counts, _ = np.histogram(xs, bins=edges)
             name = t["input_lengths"] if col == "input_len" else t["output_lengths"]
             rows += [{"lo": float(lo), "hi": float(hi), "n": int(n), "series": name,
-                      "point": labels.get(pid, pid)}
+                      "point": in_lang(labels.get(pid, pid), t["lang"])}
                      for lo, hi, n in zip(edges[:-1], edges[1:], counts) if n]
         df = pd.DataFrame(rows)
         base = alt.Chart(df).mark_bar(opacity=0.65).encode(

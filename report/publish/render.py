@@ -47,7 +47,7 @@ from report.publish.numbers import (
     raw_text,
     unit_heading,
 )
-from report.words import LANGS, group, has, section, word
+from report.words import LANGS, group, has, in_lang, section, word
 
 
 def templates_dir() -> Path:
@@ -94,6 +94,9 @@ class _SectionLoader(jinja2.BaseLoader):
 FONT_STACK = "Noto Sans CJK SC, WenQuanYi Micro Hei, sans-serif"
 HTML_LANG = {"zh": "zh-CN", "en": "en"}
 MODES = ("html", "pdf")
+# A table of at most this many rows fits on one A4 page of the PDF, so it is never split
+# (print.css: .table-short); a longer one breaks between rows and repeats its header row.
+SHORT_TABLE_ROWS = 24
 
 # Placeholders use private-use characters that markdown treats as plain text.
 _PH = re.compile("\ue000([a-zA-Z])(\\d*)\ue001")
@@ -124,6 +127,41 @@ def _cjk_words_whole(m: re.Match) -> str:
     body = "".join(p if p.startswith("<") else _CJK_RUN.sub(r'<span class="nobr">\g<0></span>', p)
                    for p in parts)
     return m.group(1) + body + m.group(3)
+
+
+# Chinese runs on without spaces: a space between two CJK characters or full-width marks
+# (with only tags between them) is a leftover of joining sentences or filling a slot, never a
+# word break, and a reader sees it ("两个 直方图", "。 拐点").
+_CJK = r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]"
+# What a reader does not see between two words: tags, a number's pop-up (templates/macros.j2:
+# it ends with its "see" line; pop-ups do not nest) and, in the PDF, a number's id. A missing
+# value in words ("未测得：…") is a Chinese word followed by either.
+_POPUP = re.compile(r'<span class="pop" role="tooltip">.*?<span class="pop-see">[^<]*</span></span>', re.S)
+_HELD = "\ue010{}\ue011"   # a pop-up set aside while the gaps close (private-use marks)
+_UNSEEN = r'(?:<[^>]+>|\ue010\d+\ue011|<sup class="nid"><a [^>]*>[^<]*</a></sup>)*'
+_CJK_GAP = re.compile(rf"(?<={_CJK})({_UNSEEN})[ \t]+({_UNSEEN})(?={_CJK})")
+_CJK_BREAK = re.compile(rf"(?<={_CJK})[ \t]*\n[ \t]*(?={_CJK})")
+# Where text is kept as written: scripts, styles and preformatted blocks (inline code is not
+# one of them: a number's pop-up holds code, and the gap after it must close).
+_VERBATIM = re.compile(r"(<(script|style|pre)\b.*?</\2>)", re.S)
+
+
+def _closed(text: str) -> str:
+    """TEXT (no script, style or pre in it) with its gaps between Chinese characters closed."""
+    held: list[str] = []
+
+    def hold(m: re.Match) -> str:
+        held.append(m.group(0))
+        return _HELD.format(len(held) - 1)
+    text = _CJK_BREAK.sub("", _CJK_GAP.sub(r"\1\2", _POPUP.sub(hold, text)))
+    return re.sub("\ue010(\\d+)\ue011", lambda m: held[int(m.group(1))], text)
+
+
+def close_cjk_gaps(html: str) -> str:
+    """HTML with no space (or line break) left between two Chinese characters of its text."""
+    parts = _VERBATIM.split(html)
+    # split yields text, element, tag name, text, ...: only the text parts are closed up
+    return "".join(_closed(p) if i % 3 == 0 else p for i, p in enumerate(parts) if i % 3 != 2)
 
 
 def _source_file(src: Source | str) -> str:
@@ -304,6 +342,7 @@ class Page:
     def _finalize(self, value: Any) -> Any:
         if hasattr(value, "__html__"):
             return value
+        value = in_lang(value, self.lang)   # a Named (a point's name) in the page's language
         if value is None:
             raise RenderError("a template printed None; test for it or use n() for ledger values")
         if isinstance(value, Value):
@@ -605,6 +644,8 @@ class _Assembly:
         self.assign_ids(doc)
         doc = doc.replace(APPENDIX_PH, str(self.appendix()))
         doc = _PH.sub(self._final_sub, doc)
+        if self.lang == "zh":
+            doc = close_cjk_gaps(doc)
         if self.mode == "pdf" and self.lang == "zh":
             doc = _TD.sub(_cjk_words_whole, doc)
         if "\ue000" in doc or "\ue001" in doc:
@@ -682,7 +723,8 @@ class _Assembly:
             headers = [(c.header.get(self.lang, c.id), unit_heading(c.unit, self.lang)) for c in t.columns]
             return m.table(id=b.ref, label=label, title=t.title.get(self.lang, ""),
                            headers=headers, rows=b.payload["rows"],
-                           has_labels=any(lbl for lbl, _ in b.payload["rows"]))
+                           has_labels=any(lbl for lbl, _ in b.payload["rows"]),
+                           short=len(b.payload["rows"]) <= SHORT_TABLE_ROWS)
         for c in b.payload:
             value = self.report.ledger[c.key]
             if absent(value):

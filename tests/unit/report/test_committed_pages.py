@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from html import unescape
+from html.parser import HTMLParser
 
 import pytest
 
@@ -34,6 +35,82 @@ def _prose(html: str) -> str:
     html = re.sub(r"<(script|style|code|svg)\b.*?</\1>", " ", html, flags=re.S)
     html = re.sub(r'<span class="num-pop".*?</span></span>', " ", html, flags=re.S)
     return unescape(re.sub(r"<[^>]+>", " ", html))
+
+
+class _Reader(HTMLParser):
+    """A page's text as a reader sees it: inline markup joins its text with nothing between,
+    a block (paragraph, cell, heading, a column heading's unit) starts a new line; a number's
+    pop-up, its id and the appendix are not read; code stands as one Latin word."""
+
+    BLOCK = {"p", "div", "li", "h1", "h2", "h3", "h4", "tr", "td", "th", "table", "section",
+             "figure", "figcaption", "ul", "ol", "blockquote", "thead", "tbody", "header", "footer"}
+    VOID = {"br", "img", "meta", "link", "input", "hr", "wbr"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.out, self.hidden, self.depth = [], [], 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.VOID:
+            self.out.append("\n" if tag == "br" and not self.depth else "")
+            return
+        cls = (dict(attrs).get("class") or "").split()
+        code = tag == "code" and not self.depth
+        hide = tag in ("script", "style", "svg", "code") or bool({"pop", "nid"} & set(cls))
+        self.hidden.append(hide)
+        self.depth += hide
+        if code:
+            self.out.append("code")
+        if not self.depth and (tag in self.BLOCK or "th-unit" in cls):
+            self.out.append("\n")
+
+    def handle_endtag(self, tag):
+        if tag in self.VOID or not self.hidden:
+            return
+        self.depth -= self.hidden.pop()
+        if not self.depth and tag in self.BLOCK:
+            self.out.append("\n")
+
+    def handle_data(self, data):
+        if not self.depth:
+            self.out.append(data)
+
+
+def _reading(html: str) -> str:
+    r = _Reader()
+    r.feed(html.split('id="provenance"')[0])
+    return "".join(r.out)
+
+
+# Chinese runs on without spaces: a space between two CJK characters or full-width marks.
+CJK_GAP = re.compile(r".{0,12}[\u3000-\u303f\u3400-\u9fff\uff00-\uffef][ \t]+[\u3000-\u303f\u3400-\u9fff\uff00-\uffef].{0,12}")
+
+
+def test_the_chinese_page_has_no_space_between_two_chinese_characters(pages):
+    for r in ROUNDS:
+        gaps = CJK_GAP.findall(_reading(pages[(r.parent.name, "zh")]))
+        assert not gaps, (r.parent.name, gaps[:5])
+
+
+def test_a_space_between_chinese_characters_is_seen_through_markup():
+    assert CJK_GAP.search(_reading("<p>两个 <b>直方图</b></p>"))
+    assert not CJK_GAP.search(_reading('<table><tr><th>请求<span class="th-unit">个</span></th>'
+                                       "<td>是</td> <td>否</td></tr></table><p>见 <code>x</code> 的</p>"))
+
+
+def test_the_gaps_close_around_markup_a_number_pop_up_and_its_id_but_not_beside_a_digit():
+    from report.publish.render import close_cjk_gaps
+    pop = ('<span class="pop" role="tooltip"><span class="pop-head"><code>k</code></span>'
+           '<span class="pop-see">见附录 N1</span></span>')
+    html = (f'<p>两个 <b>直方图</b>。 拐点 <span class="num"><span class="num-v">未测得</span>{pop}</span> 的'
+            '<span class="num-v">缺失）</span><sup class="nid"><a href="#prov-N2">N2</a></sup> 超过'
+            f' C=128 点 <span class="num"><span class="num-v">16</span>{pop}</span> 个</p>'
+            '<script>"两个 直方图"</script>')
+    out = close_cjk_gaps(html)
+    assert not CJK_GAP.search(_reading(out))
+    assert "C=128 点" in out and "16</span>" + pop + "</span> 个" in out   # beside a digit it stays
+    assert pop in out and '<script>"两个 直方图"</script>' in out          # read, never rewritten
+    assert CJK_GAP.search(_reading(html))                                  # the case it is about
 
 
 def test_there_are_committed_rounds():

@@ -47,6 +47,21 @@ def test_a_point_is_named_by_the_settings_that_vary():
     assert point_labels([P("only", concurrency=8)]) == {"only": "only"}
 
 
+def test_a_server_set_is_named_in_the_words_of_each_language():
+    from report.words import in_lang, word
+
+    class P:
+        def __init__(self, pid, **s):
+            self.pid, self.settings = pid, s
+    names = point_labels([P("a", server_set=0, concurrency=16), P("b", server_set=1, concurrency=16)])
+    assert names["b"] == "set 1" and in_lang(names["b"], "en") == "set 1"
+    assert in_lang(names["b"], "zh") == "配置 1" and "set" not in in_lang(names["a"], "zh")
+    # a sentence filled with the name speaks the language it is written in
+    assert "配置 1" in word("finding.verdict_confirmed", "zh", at=names["b"], prev="round-6", limit="x")
+    grid = point_labels([P("a", server_set=0, concurrency=1), P("b", server_set=1, concurrency=4)])
+    assert in_lang(grid["b"], "zh") == "配置 1 · C=4" and grid["b"] == "set 1, C=4"
+
+
 @pytest.mark.parametrize("tput,ttft,head", [
     ((0.01, 0.03), (-0.05, 0.10), "Reproduced:"),
     ((0.01, 0.03), (-0.355, 0.02), "Throughput reproduced, latency did not:"),

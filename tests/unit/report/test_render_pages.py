@@ -141,3 +141,19 @@ def test_a_pdf_with_chinese_text_and_no_font_for_it_is_refused_in_one_line():
     check_glyph_fonts("<p>结论</p>", fonts_for=lambda ch: ["Noto Sans CJK SC"])
     check_glyph_fonts("<p>English only</p>", fonts_for=lambda ch: [])
 
+
+
+def test_a_table_that_fits_a_page_is_kept_whole_and_a_long_one_repeats_its_header(tmp_path):
+    report = hand_built_report()
+    short = report.tables["points"]
+    assert len(short.rows) <= render.SHORT_TABLE_ROWS
+    long = replace(short, id="long", rows=short.rows * (render.SHORT_TABLE_ROWS // len(short.rows) + 1),
+                   row_labels=short.row_labels * (render.SHORT_TABLE_ROWS // len(short.rows) + 1))
+    report.tables["long"] = long
+    tdir = templates_with(tmp_path, "_t", '{{ table("points") }}\n\n{{ table("long") }}')
+    text = Page(replace(report, sections=["_t"]), "zh", tdir).assemble("pdf")
+    assert '<div class="table-block table-short" id="tab-points">' in text
+    assert '<div class="table-block" id="tab-long">' in text
+    css = (tdir / "print.css").read_text(encoding="utf-8")
+    assert re.search(r"\.table-block\.table-short\s*\{\s*break-inside:\s*avoid", css)
+    assert re.search(r"thead\s*\{\s*display:\s*table-header-group", css)
