@@ -185,5 +185,6 @@ cooldown_s = 0
     assert len(reqs) == 6 and all(r["status"] == "ok" for r in reqs)
     first = [r["t_send"] - r["t_sched"] for r in reqs[:4]]
     assert min(first) > -1e-3
-    # The median of the first four: one stall of the shared host may hold one send.
-    assert ST.percentile(first, 50) < 0.05, first
+    # The median of the first four: one stall of the shared host may hold one send. Behind the
+    # ring's opening the median was 240-330 ms; a loaded CI host may add tens of ms.
+    assert ST.percentile(first, 50) < 0.1, first
