@@ -29,7 +29,7 @@ from report.derive import stats as ST
 from report.derive import validity as V
 from report.derive.serverlog import ServerLogFacts, log_peak, server_log_facts
 from report.ledger import Absent, Ledger, Reason, Source, Value, reason_from_text
-from report.registry import RawSources, resolve_point
+from report.registry import RawSources, resolve_point, resolve_round
 
 # The steady part of a point's window used for gauge statistics (KV usage, running, waiting):
 # its middle fraction, leaving out the ramp-up after the first measured request and the
@@ -675,7 +675,8 @@ def measured_ledger(rd: RoundData) -> Ledger:
                missing=Reason.of("reason.log_no_kv_cache_memory_hint"))
     led.derive("r.kv_cache_memory_suggested_gib", A.ratio, unit="GiB",
                numerator=led["r.kv_cache_memory_suggested_bytes"], denominator=2**30)
-    rule_ledger(led)
+    # The validity thresholds (policy), so the page prints them traced.
+    resolve_round(led, V.__name__, [], RawSources())
     gpus = rd.gpus
     led.record("r.max_sm_clock_mhz", gpus[0].get("max_sm_clock_mhz") if gpus else None, unit="MHz",
                doc="The GPU's maximum SM clock, as NVML reports it", sources=(f"{rd.name}/manifest.json: gpus",),
@@ -945,32 +946,6 @@ def length_axis_ledger(led: Ledger, rd: RoundData) -> None:
                pool_tokens=led["r.pool_tokens_mha"], concurrency=C, output_len=last.settings["output_len"])
     led.derive("r.max_input_len", T.max_input_len_at_concurrency, unit="tok",
                pool_tokens=led["r.pool_tokens"], concurrency=C, output_len=last.settings["output_len"])
-
-
-def rule_ledger(led: Ledger) -> None:
-    """The validity thresholds (policy, report.derive.validity), so the page prints them traced."""
-    for key, value, unit, doc in (
-            ("r.rule_held_min", V.HELD_MIN, "fraction", "Least share of C the server must hold on average (policy)"),
-            ("r.rule_sync_max", V.SYNC_MAX, "fraction", "Most send synchrony before a point counts as lockstep (policy)"),
-            ("r.rule_lifetimes_min", V.LIFETIMES_MIN, "", "Fewest request lifetimes a window must cover (policy)"),
-            ("r.rule_scrape_fail_max", V.SCRAPE_FAIL_MAX, "fraction", "Largest share of failed /metrics scrapes in a window (policy)"),
-            ("r.rule_client_error_max", V.CLIENT_ERROR_MAX, "fraction", "Largest client timing error as a share of the ITL p50 (policy)"),
-            ("r.rule_itl_slope_min", V.ITL_SLOPE_AGREES[0], "fraction", "Least measured/theory ITL slope accepted (policy)"),
-            ("r.rule_itl_slope_max", V.ITL_SLOPE_AGREES[1], "fraction", "Largest measured/theory ITL slope accepted (policy)"),
-            ("r.rule_repro_tput_tol", V.REPRO_TPUT_TOL, "fraction", "Largest output-throughput difference at shared points for two rounds to reproduce (policy)"),
-            ("r.rule_repro_ttft_tol", V.REPRO_TTFT_TOL, "fraction", "Largest TTFT p99 difference at shared points for two rounds to reproduce their latency (policy)"),
-            ("r.rule_prediction_tol", V.PREDICTION_TOL, "fraction", "Largest relative miss of a mechanism's prediction for the report to say the mechanism explains the measurement (policy)"),
-            ("r.rule_saturation_growth", V.SATURATION_GROWTH, "fraction", "Least throughput growth between the last two points before a sweep counts as saturated (policy)"),
-            ("r.rule_late_send_ms", V.LATE_SEND_MS, "ms", "How late against its schedule an open-loop send counts as held back (policy)"),
-            ("r.rule_late_send_max", V.LATE_SEND_MAX, "fraction", "Largest share of late open-loop sends before the cap counts as holding the loop back (policy)"),
-            ("r.rule_delivery_ratio_min", V.DELIVERY_RATIO_MIN, "×", "Least client TPOT over engine TPOT for delivery to be the limit (policy)"),
-            ("r.rule_roof_dominance", V.ROOF_DOMINANCE, "×", "How many times one roof's utilisation must exceed the other's to name the limit (policy)"),
-            ("r.rule_dram_bw_high", V.DRAM_BW_HIGH, "fraction", "Least measured DRAM bandwidth share (GPM/DCGM) that confirms a bandwidth limit (policy)"),
-            ("r.rule_tensor_active_high", V.TENSOR_ACTIVE_HIGH, "fraction", "Least measured tensor-pipe activity (GPM/DCGM) that confirms a compute limit (policy)"),
-            ("r.rule_lag_min_ms", V.LAG_MIN_MS, "ms", "Client event-loop lag (p50) above which the client may not keep up (policy)"),
-            ("r.rule_trend_steady_low", V.TREND_STEADY[0], "×", "Lowest second-half over first-half pace of a steady window (policy)"),
-            ("r.rule_trend_steady_high", V.TREND_STEADY[1], "×", "Highest second-half over first-half pace of a steady window (policy)")):
-        led.record(key, value, unit=unit, doc=doc, sources=("report/derive/validity.py",))
 
 
 def ok_points(rd: RoundData) -> list[PointData]:
