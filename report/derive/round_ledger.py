@@ -7,9 +7,9 @@ raw samples or other values) or `Ledger.record` (a setting or count read from a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from bundle.request_table import RequestTable
 from bundle.slo import Slo, SloError, slo_from_dict, slo_of_file
@@ -35,6 +35,8 @@ from report.registry import RawSources, resolve_point, resolve_round
 # its middle fraction, leaving out the ramp-up after the first measured request and the
 # ramp-down while the last requests drain.
 STEADY_FRACTION = 0.6
+# The dtype whose dense tensor peak r.peak_flops is (report/data/gpus.toml).
+PEAK_DTYPE = "bf16"
 
 
 @dataclass
@@ -65,10 +67,14 @@ class RoundData:
     log: ServerLogFacts | None
     config: dict | None
     axis: str                   # "concurrency", "input_len", "server" or "single"
-    extras: dict[str, Any] = field(default_factory=dict)
     # The SLO the round is judged against and where it was stated (None: no SLO, or the Reason).
     slo: Slo | Reason | None = None
     slo_source: str = ""
+    # The round's id in a series of rounds ("round-4"; empty for a lone bundle).
+    round_id: str = ""
+    # Each point's validity and bottleneck and the set comparisons (report.judge.verdicts.Verdicts,
+    # a frozen object): None until build_ledger has judged the round, set once there.
+    verdicts: Any = None
 
     @property
     def name(self) -> str:
@@ -103,9 +109,9 @@ def sweep_axis(points: list[PointData]) -> str:
     return "single"
 
 
-def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None) -> RoundData:
+def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str = "") -> RoundData:
     """Split a bundle into points with their windows and requests; SLO (the Slo and where it
-    was stated) overrides the round's own (round_slo)."""
+    was stated) overrides the round's own (round_slo); ROUND_ID names it in a series of rounds."""
     wins = ST.point_windows(bundle.points)
     pts = []
     for w in wins.values():
@@ -121,7 +127,7 @@ def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None) -> RoundData:
     config = (bundle.manifest.get("model") or {}).get("config")
     slo, slo_source = slo if slo is not None else round_slo(bundle)
     return RoundData(bundle=bundle, points=pts, log=log, config=config, axis=sweep_axis(pts),
-                     slo=slo, slo_source=slo_source)
+                     slo=slo, slo_source=slo_source, round_id=round_id)
 
 
 def slo_file_of(bundle_dir: Path) -> Path:
@@ -310,6 +316,7 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> N
                    sources=ms, missing=reason)
         led.record(k + "read_gb_s", None, unit="GB/s", doc="Estimated read-byte rate from vLLM's MFU counters",
                    sources=ms, missing=reason)
+
 
 
 def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> None:
@@ -532,21 +539,21 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
         labels = S.cache_config_info(rd.bundle.metrics)
         pool = S.kv_pool_tokens_from_cache_config(labels)
         block = S._int_label(labels, "block_size")
-        rd.extras["cache_config"] = labels
+        cache_config_missing, cache_config_read = None, True
     except Absent as e:
-        pool, block = None, None
-        rd.extras["cache_config_missing"] = e.reason
+        pool, block, cache_config_read = None, None, False
+        cache_config_missing = e.reason
         if len(server_sets(rd)) > 1:
             # Each server set's own cache_config_info: what they agree on is the round's.
             pool, block, why = agreed_cache_config(rd)
-            rd.extras["cache_config_missing"] = why or e.reason
+            cache_config_missing = why or e.reason
     msrc = _src_metrics(rd, float("-inf"), float("inf"), _what("source.what_cache_config"))
     led.record("r.pool_tokens_metrics", pool.blocks_times_block_size if pool else None, unit="tok",
                sources=msrc, doc="KV pool size in tokens: num_gpu_blocks × block_size from cache_config_info",
-               missing=rd.extras.get("cache_config_missing", Reason.of("reason.cache_config_no_blocks")))
+               missing=cache_config_missing or Reason.of("reason.cache_config_no_blocks"))
     led.record("r.block_size", block, unit="tok", sources=msrc, doc="KV cache block size in tokens (cache_config_info)",
-               missing=Reason.of("reason.cache_config_no_block_size") if "cache_config" in rd.extras
-               else rd.extras.get("cache_config_missing", Reason.of("reason.cache_config_no_block_size")))
+               missing=Reason.of("reason.cache_config_no_block_size") if cache_config_read
+               else cache_config_missing or Reason.of("reason.cache_config_no_block_size"))
     led.derive("r.pool_agreement", A.pool_tokens_agreement, unit="fraction",
                log_tokens=led["r.pool_tokens_log"], metric_tokens=led["r.pool_tokens_metrics"])
     pool_v = led["r.pool_tokens_metrics"] if led["r.pool_tokens_metrics"].present else led["r.pool_tokens_log"]
@@ -692,12 +699,12 @@ def measured_ledger(rd: RoundData) -> Ledger:
     return led
 
 
-def valid_points_ledger(led: Ledger, rd: RoundData) -> None:
+def valid_points_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) -> None:
     """The quantities over a round's valid points (fits, scaling, the length axis), once the
-    judge has set each point's validity in `rd.extras["validity"]`."""
-    cross_point_ledger(led, rd)
+    judge has found each point's VALIDITY."""
+    cross_point_ledger(led, rd, validity)
     if rd.axis == "input_len":
-        length_axis_ledger(led, rd)
+        length_axis_ledger(led, rd, validity)
 
 
 def peak_ledger(led: Ledger, rd: RoundData) -> None:
@@ -711,13 +718,10 @@ def peak_ledger(led: Ledger, rd: RoundData) -> None:
     if spec is None:
         reason = (Reason.of("reason.no_gpu") if not gpus else
                   Reason.of("reason.gpu_not_in_table", name=gpus[0].get("name")))
-        rd.extras["peak_missing"] = reason
         led.record("r.peak_flops", None, unit="FLOP/s", doc=doc_f, sources=src, missing=reason)
         led.record("r.peak_bandwidth", None, unit="B/s", doc=doc_b, sources=src, missing=reason)
     else:
-        rd.extras["peak_dtype"] = "bf16"      # the dense tensor peak of this dtype (spec.peak_flops)
-        rd.extras["gpu_spec"] = spec.name
-        led.record("r.peak_flops", spec.peak_flops("bf16"), unit="FLOP/s", doc=doc_f, sources=src)
+        led.record("r.peak_flops", spec.peak_flops(PEAK_DTYPE), unit="FLOP/s", doc=doc_f, sources=src)
         led.record("r.peak_bandwidth", spec.memory_bandwidth, unit="B/s", doc=doc_b, sources=src)
     led.derive("r.ridge", T.ridge_flops_per_byte, unit="FLOP/B", peak_flops=led["r.peak_flops"],
                peak_bandwidth=led["r.peak_bandwidth"])
@@ -800,12 +804,6 @@ def mfu_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
                    t_end=p.window.t_end)
         led.derive(k + "flops_ratio", R.estimator_ratio, unit="×", measured=led[k + "flops_measured"],
                    predicted=led[k + "flops_predicted"])
-        try:
-            rec = R.flops_reconciliation(rd.config, sc, p.requests, *R.quiet_bracketing_window(
-                sc, p.window.t_start, p.window.t_end), concurrency=p.settings.get("concurrency"))
-            rd.extras.setdefault("flops_explanations", {})[p.pid] = rec.explanation
-        except Absent as e:
-            rd.extras.setdefault("flops_explanations", {})[p.pid] = {"window": e.reason}
     led.derive(k + "intensity", A.ratio, unit="FLOP/B", numerator=led[k + "tflops_s"],
                denominator=led[k + "read_gb_s"], scale=1e3)
     led.derive(k + "mfu", A.scaled_ratio, unit="fraction", numerator=led[k + "tflops_s"],
@@ -887,9 +885,9 @@ def power_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
                energy_j=led[k + "energy_j"], output_tokens=out_tok)
 
 
-def length_axis_ledger(led: Ledger, rd: RoundData) -> None:
+def length_axis_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) -> None:
     """Length-sweep fits over the valid points: KV linearity, ITL slope, throughput divergence (items 12, 18, 19)."""
-    pts = valid_points(rd)
+    pts = valid_points(rd, validity)
     if len(pts) < 2:
         return
     C = pts[-1].settings.get("concurrency")
@@ -952,15 +950,15 @@ def ok_points(rd: RoundData) -> list[PointData]:
     return [p for p in rd.points if p.window.status == "ok"]
 
 
-def valid_points(rd: RoundData) -> list[PointData]:
-    """Points measured to the end whose validity checks all passed (see report.judge.diagnosis)."""
-    validity = rd.extras.get("validity") or {}
+def valid_points(rd: RoundData, validity: Mapping[str, Any]) -> list[PointData]:
+    """Points measured to the end whose validity checks all passed (VALIDITY: each point's, see
+    report.judge.diagnosis; a point it does not hold counts as valid)."""
     return [p for p in ok_points(rd) if p.pid not in validity or validity[p.pid].valid]
 
 
-def cross_point_ledger(led: Ledger, rd: RoundData) -> None:
+def cross_point_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) -> None:
     """Quantities across the valid points of one round: scaling, growth, crossover (items 2, 3)."""
-    pts = valid_points(rd)
+    pts = valid_points(rd, validity)
     host = rd.bundle.manifest.get("host") or {}
     led.record("r.cpu_count", host.get("cpu_count"), doc="Logical CPU cores of the client host",
                sources=(f"{rd.name}/manifest.json: host",), missing=Reason.of("reason.not_recorded"))
