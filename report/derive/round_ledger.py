@@ -301,22 +301,6 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> N
     resolve_point(led, V.__name__, p.pid, raw)
     resolve_point(led, S.__name__, p.pid, raw)
     resolve_point(led, A.__name__, p.pid, raw)
-    mfu_ok = _counter_moved(sc, a, b, "vllm:estimated_flops_per_gpu_total")
-    if mfu_ok:
-        led.derive(k + "tflops_s", _rate_tera, unit="TFLOP/s", sources=ms, scrapes=sc, t_start=a,
-                   t_end=b, name="vllm:estimated_flops_per_gpu_total")
-        led.derive(k + "read_gb_s", _rate_giga, unit="GB/s", sources=ms, scrapes=sc, t_start=a,
-                   t_end=b, name="vllm:estimated_read_bytes_per_gpu_total")
-    else:
-        if len(S.scrapes_in_window(sc, a, b)) < 2:
-            reason = Reason.of("reason.too_few_scrapes_window")
-        else:
-            reason = Reason.of("reason.mfu_counters_still")
-        led.record(k + "tflops_s", None, unit="TFLOP/s", doc="Estimated FLOP rate from vLLM's MFU counters",
-                   sources=ms, missing=reason)
-        led.record(k + "read_gb_s", None, unit="GB/s", doc="Estimated read-byte rate from vLLM's MFU counters",
-                   sources=ms, missing=reason)
-
 
 
 def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> None:
@@ -453,23 +437,6 @@ def _gauge_or_empty(sc: list, a: float, b: float, name: str, where=None) -> list
         return S.gauge_values(sc, a, b, name, where)
     except Absent:
         return []
-
-
-def _counter_moved(scrapes, a, b, name) -> bool:
-    try:
-        return S.counter_moved(scrapes, a, b, name)
-    except Absent:
-        return False
-
-
-def _rate_tera(scrapes: list, t_start: float, t_end: float, name: str) -> float:
-    """Window rate of an estimated_* counter, in units of 10^12 per second."""
-    return S.counter_rate(scrapes, t_start, t_end, name) / 1e12
-
-
-def _rate_giga(scrapes: list, t_start: float, t_end: float, name: str) -> float:
-    """Window rate of an estimated_* counter, in units of 10^9 per second."""
-    return S.counter_rate(scrapes, t_start, t_end, name) / 1e9
 
 
 def server_sets(rd: RoundData) -> dict[int, tuple[float, float]]:
