@@ -232,6 +232,7 @@ def round_raw(rd: RoundData, pts: list[PointData]) -> RawSources:
     """The round's raw inputs over the points PTS (valid, in load order)."""
     raw = RawSources()
     raw.add("slo", *slo_raw(rd))
+    raw.add("scrapes", rd.bundle.metrics, _src_metrics(rd, float("-inf"), float("inf")))
     if rd.axis not in ("concurrency", "single"):
         raw.add("loads", Reason.of("reason.slo_axis_not_load", axis=rd.axis))
     else:
@@ -573,8 +574,7 @@ def sampler_ledger(led: Ledger, rd: RoundData) -> None:
     src = _src_metrics(rd, float("-inf"), float("inf"))
     led.derive("r.scrapes", S.scrape_count, unit="", sources=src, scrapes=sc)
     led.derive("r.scrape_gaps", S.failed_scrape_count, unit="", sources=src, scrapes=sc)
-    led.derive("r.scrape_interval_p50", S.scrape_interval_p50, unit="s", sources=src, scrapes=sc)
-    led.derive("r.scrape_latency_p50", S.scrape_latency_p50, unit="s", sources=src, scrapes=sc)
+    resolve_round(led, S.__name__, [], round_raw(rd, []))
     table = rd.bundle.request_table
     all_measured = table.take([]).concat(*(p.measured for p in rd.points))
     all_failed = table.take([]).concat(*(p.failed for p in rd.points))

@@ -30,7 +30,7 @@ from typing import Mapping, Sequence
 
 from bundle.metric_keys import split_key
 from report.ledger import Absent, Reason
-from report.registry import point_quantity
+from report.registry import point_quantity, round_quantity
 
 Scrape = Mapping
 Where = Mapping[str, str] | None
@@ -369,6 +369,7 @@ def failed_scrape_count(scrapes: Sequence[Scrape], t_start: float | None = None,
     return len(scrape_gaps(scrapes, t_start, t_end))
 
 
+@round_quantity(unit="s")
 def scrape_interval_p50(scrapes: Sequence[Scrape], t_start: float | None = None,
                         t_end: float | None = None) -> float:
     """Median time between consecutive scrape starts (attempts, gaps included) in the window."""
@@ -385,6 +386,7 @@ def _latencies(scrapes: Sequence[Scrape], t_start: float | None, t_end: float | 
     return lat
 
 
+@round_quantity(unit="s")
 def scrape_latency_p50(scrapes: Sequence[Scrape], t_start: float | None = None,
                        t_end: float | None = None) -> float:
     """Median duration of a successful /metrics scrape in the window."""
