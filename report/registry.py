@@ -11,6 +11,9 @@ name; its ledger key is `p.<point>.<name>` or `r.<name>`. Each parameter names o
 - `each_<name>` (round quantities): the valid points' `p.<point>.<name>` values in load
   order, None where a point's value is absent.
 
+A round quantity without parameters is a constant its module states (a policy threshold); it
+cites the module's file.
+
 A parameter with a default is optional: an absent input passes None instead of making the
 value absent, and one that names no input at all keeps its default. `resolve_point` and `resolve_round` compute the quantities one module registered in
 dependency order (declaration order among independent ones), so adding a quantity is adding
@@ -148,5 +151,8 @@ def resolve_round(led: Ledger, module: str, pids: list[str], raw: RawSources) ->
             elif _bound(d, param, raw, led, "r."):
                 inputs[param], src = _input(led, raw, d, param, "r.")
                 sources += src
+        if not d.params:
+            # A quantity without inputs is a constant its module states: it cites that file.
+            sources = (d.func.__module__.replace(".", "/") + ".py",)
         led.derive("r." + d.name, d.func, unit=d.unit, sources=tuple(dict.fromkeys(sources)),
                    optional=d.optional, **inputs)

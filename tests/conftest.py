@@ -19,6 +19,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 
+
+def output_tokens(r: dict) -> int | None:
+    """Output tokens of one request record: the server's usage count, else the sum over its
+    chunks (the oracle the RequestTable's output column and the fault tests are held against)."""
+    u = r.get("usage") or {}
+    if "completion_tokens" in u:
+        return int(u["completion_tokens"])
+    ns = [n for _, n in r.get("chunks") or []]
+    return sum(ns) if ns and all(n is not None for n in ns) else None
+
 # Tests interrupt rounds with SIGINT and expect Python's KeyboardInterrupt in the child. A
 # suite started from a process that ignores SIGINT (a background job, some CI runners) would
 # pass SIG_IGN on through exec; a handler here is reset to the default in every child instead.

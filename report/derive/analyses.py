@@ -231,13 +231,6 @@ def pool_tokens_agreement(log_tokens: float, metric_tokens: float) -> float:
     return (metric_tokens - log_tokens) / log_tokens
 
 
-def span(values: list) -> float:
-    """Largest minus smallest of a list of values."""
-    if not values:
-        raise Absent("reason.no_values")
-    return max(values) - min(values)
-
-
 def minimum(values: list) -> float:
     """The smallest of a list of values."""
     if not values:

@@ -7,9 +7,9 @@ raw samples or other values) or `Ledger.record` (a setting or count read from a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from bundle.request_table import RequestTable
 from bundle.slo import Slo, SloError, slo_from_dict, slo_of_file
@@ -29,12 +29,14 @@ from report.derive import stats as ST
 from report.derive import validity as V
 from report.derive.serverlog import ServerLogFacts, log_peak, server_log_facts
 from report.ledger import Absent, Ledger, Reason, Source, Value, reason_from_text
-from report.registry import RawSources, resolve_point
+from report.registry import RawSources, resolve_point, resolve_round
 
 # The steady part of a point's window used for gauge statistics (KV usage, running, waiting):
 # its middle fraction, leaving out the ramp-up after the first measured request and the
 # ramp-down while the last requests drain.
 STEADY_FRACTION = 0.6
+# The dtype whose dense tensor peak r.peak_flops is (report/data/gpus.toml).
+PEAK_DTYPE = "bf16"
 
 
 @dataclass
@@ -65,10 +67,14 @@ class RoundData:
     log: ServerLogFacts | None
     config: dict | None
     axis: str                   # "concurrency", "input_len", "server" or "single"
-    extras: dict[str, Any] = field(default_factory=dict)
     # The SLO the round is judged against and where it was stated (None: no SLO, or the Reason).
     slo: Slo | Reason | None = None
     slo_source: str = ""
+    # The round's id in a series of rounds ("round-4"; empty for a lone bundle).
+    round_id: str = ""
+    # Each point's validity and bottleneck and the set comparisons (report.judge.verdicts.Verdicts,
+    # a frozen object): None until build_ledger has judged the round, set once there.
+    verdicts: Any = None
 
     @property
     def name(self) -> str:
@@ -111,9 +117,9 @@ def sweep_axis(points: list[PointData]) -> str:
     return "single"
 
 
-def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None) -> RoundData:
+def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str = "") -> RoundData:
     """Split a bundle into points with their windows and requests; SLO (the Slo and where it
-    was stated) overrides the round's own (round_slo)."""
+    was stated) overrides the round's own (round_slo); ROUND_ID names it in a series of rounds."""
     wins = ST.point_windows(bundle.points)
     pts = []
     for w in wins.values():
@@ -129,7 +135,7 @@ def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None) -> RoundData:
     config = (bundle.manifest.get("model") or {}).get("config")
     slo, slo_source = slo if slo is not None else round_slo(bundle)
     return RoundData(bundle=bundle, points=pts, log=log, config=config, axis=sweep_axis(pts),
-                     slo=slo, slo_source=slo_source)
+                     slo=slo, slo_source=slo_source, round_id=round_id)
 
 
 def slo_file_of(bundle_dir: Path) -> Path:
@@ -237,6 +243,7 @@ def round_raw(rd: RoundData, pts: list[PointData]) -> RawSources:
     """The round's raw inputs over the points PTS (valid, in load order)."""
     raw = RawSources()
     raw.add("slo", *slo_raw(rd))
+    raw.add("scrapes", rd.bundle.metrics, _src_metrics(rd, float("-inf"), float("inf")))
     if rd.axis not in ("concurrency", "single"):
         raw.add("loads", Reason.of("reason.slo_axis_not_load", axis=rd.axis))
     else:
@@ -306,21 +313,6 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> N
     resolve_point(led, V.__name__, p.pid, raw)
     resolve_point(led, S.__name__, p.pid, raw)
     resolve_point(led, A.__name__, p.pid, raw)
-    mfu_ok = _counter_moved(sc, a, b, "vllm:estimated_flops_per_gpu_total")
-    if mfu_ok:
-        led.derive(k + "tflops_s", _rate_tera, unit="TFLOP/s", sources=ms, scrapes=sc, t_start=a,
-                   t_end=b, name="vllm:estimated_flops_per_gpu_total")
-        led.derive(k + "read_gb_s", _rate_giga, unit="GB/s", sources=ms, scrapes=sc, t_start=a,
-                   t_end=b, name="vllm:estimated_read_bytes_per_gpu_total")
-    else:
-        if len(S.scrapes_in_window(sc, a, b)) < 2:
-            reason = Reason.of("reason.too_few_scrapes_window")
-        else:
-            reason = Reason.of("reason.mfu_counters_still")
-        led.record(k + "tflops_s", None, unit="TFLOP/s", doc="Estimated FLOP rate from vLLM's MFU counters",
-                   sources=ms, missing=reason)
-        led.record(k + "read_gb_s", None, unit="GB/s", doc="Estimated read-byte rate from vLLM's MFU counters",
-                   sources=ms, missing=reason)
 
 
 def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> None:
@@ -459,23 +451,6 @@ def _gauge_or_empty(sc: list, a: float, b: float, name: str, where=None) -> list
         return []
 
 
-def _counter_moved(scrapes, a, b, name) -> bool:
-    try:
-        return S.counter_moved(scrapes, a, b, name)
-    except Absent:
-        return False
-
-
-def _rate_tera(scrapes: list, t_start: float, t_end: float, name: str) -> float:
-    """Window rate of an estimated_* counter, in units of 10^12 per second."""
-    return S.counter_rate(scrapes, t_start, t_end, name) / 1e12
-
-
-def _rate_giga(scrapes: list, t_start: float, t_end: float, name: str) -> float:
-    """Window rate of an estimated_* counter, in units of 10^9 per second."""
-    return S.counter_rate(scrapes, t_start, t_end, name) / 1e9
-
-
 def server_sets(rd: RoundData) -> dict[int, tuple[float, float]]:
     """Each server set's span on the bundle's clock: its first point's start to its last point's end."""
     out: dict[int, tuple[float, float]] = {}
@@ -543,21 +518,21 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
         labels = S.cache_config_info(rd.bundle.metrics)
         pool = S.kv_pool_tokens_from_cache_config(labels)
         block = S._int_label(labels, "block_size")
-        rd.extras["cache_config"] = labels
+        cache_config_missing, cache_config_read = None, True
     except Absent as e:
-        pool, block = None, None
-        rd.extras["cache_config_missing"] = e.reason
+        pool, block, cache_config_read = None, None, False
+        cache_config_missing = e.reason
         if len(server_sets(rd)) > 1:
             # Each server set's own cache_config_info: what they agree on is the round's.
             pool, block, why = agreed_cache_config(rd)
-            rd.extras["cache_config_missing"] = why or e.reason
+            cache_config_missing = why or e.reason
     msrc = _src_metrics(rd, float("-inf"), float("inf"), _what("source.what_cache_config"))
     led.record("r.pool_tokens_metrics", pool.blocks_times_block_size if pool else None, unit="tok",
                sources=msrc, doc="KV pool size in tokens: num_gpu_blocks × block_size from cache_config_info",
-               missing=rd.extras.get("cache_config_missing", Reason.of("reason.cache_config_no_blocks")))
+               missing=cache_config_missing or Reason.of("reason.cache_config_no_blocks"))
     led.record("r.block_size", block, unit="tok", sources=msrc, doc="KV cache block size in tokens (cache_config_info)",
-               missing=Reason.of("reason.cache_config_no_block_size") if "cache_config" in rd.extras
-               else rd.extras.get("cache_config_missing", Reason.of("reason.cache_config_no_block_size")))
+               missing=Reason.of("reason.cache_config_no_block_size") if cache_config_read
+               else cache_config_missing or Reason.of("reason.cache_config_no_block_size"))
     led.derive("r.pool_agreement", A.pool_tokens_agreement, unit="fraction",
                log_tokens=led["r.pool_tokens_log"], metric_tokens=led["r.pool_tokens_metrics"])
     pool_v = led["r.pool_tokens_metrics"] if led["r.pool_tokens_metrics"].present else led["r.pool_tokens_log"]
@@ -610,8 +585,7 @@ def sampler_ledger(led: Ledger, rd: RoundData) -> None:
     src = _src_metrics(rd, float("-inf"), float("inf"))
     led.derive("r.scrapes", S.scrape_count, unit="", sources=src, scrapes=sc)
     led.derive("r.scrape_gaps", S.failed_scrape_count, unit="", sources=src, scrapes=sc)
-    led.derive("r.scrape_interval_p50", S.scrape_interval_p50, unit="s", sources=src, scrapes=sc)
-    led.derive("r.scrape_latency_p50", S.scrape_latency_p50, unit="s", sources=src, scrapes=sc)
+    resolve_round(led, S.__name__, [], round_raw(rd, []))
     table = rd.bundle.request_table
     all_measured = table.take([]).concat(*(p.measured for p in rd.points))
     all_failed = table.take([]).concat(*(p.failed for p in rd.points))
@@ -686,7 +660,8 @@ def measured_ledger(rd: RoundData) -> Ledger:
                missing=Reason.of("reason.log_no_kv_cache_memory_hint"))
     led.derive("r.kv_cache_memory_suggested_gib", A.ratio, unit="GiB",
                numerator=led["r.kv_cache_memory_suggested_bytes"], denominator=2**30)
-    rule_ledger(led)
+    # The validity thresholds (policy), so the page prints them traced.
+    resolve_round(led, V.__name__, [], RawSources())
     gpus = rd.gpus
     led.record("r.max_sm_clock_mhz", gpus[0].get("max_sm_clock_mhz") if gpus else None, unit="MHz",
                doc="The GPU's maximum SM clock, as NVML reports it", sources=(f"{rd.name}/manifest.json: gpus",),
@@ -702,12 +677,12 @@ def measured_ledger(rd: RoundData) -> Ledger:
     return led
 
 
-def valid_points_ledger(led: Ledger, rd: RoundData) -> None:
+def valid_points_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) -> None:
     """The quantities over a round's valid points (fits, scaling, the length axis), once the
-    judge has set each point's validity in `rd.extras["validity"]`."""
-    cross_point_ledger(led, rd)
+    judge has found each point's VALIDITY."""
+    cross_point_ledger(led, rd, validity)
     if rd.axis == "input_len":
-        length_axis_ledger(led, rd)
+        length_axis_ledger(led, rd, validity)
 
 
 def peak_ledger(led: Ledger, rd: RoundData) -> None:
@@ -721,13 +696,10 @@ def peak_ledger(led: Ledger, rd: RoundData) -> None:
     if spec is None:
         reason = (Reason.of("reason.no_gpu") if not gpus else
                   Reason.of("reason.gpu_not_in_table", name=gpus[0].get("name")))
-        rd.extras["peak_missing"] = reason
         led.record("r.peak_flops", None, unit="FLOP/s", doc=doc_f, sources=src, missing=reason)
         led.record("r.peak_bandwidth", None, unit="B/s", doc=doc_b, sources=src, missing=reason)
     else:
-        rd.extras["peak_dtype"] = "bf16"      # the dense tensor peak of this dtype (spec.peak_flops)
-        rd.extras["gpu_spec"] = spec.name
-        led.record("r.peak_flops", spec.peak_flops("bf16"), unit="FLOP/s", doc=doc_f, sources=src)
+        led.record("r.peak_flops", spec.peak_flops(PEAK_DTYPE), unit="FLOP/s", doc=doc_f, sources=src)
         led.record("r.peak_bandwidth", spec.memory_bandwidth, unit="B/s", doc=doc_b, sources=src)
     led.derive("r.ridge", T.ridge_flops_per_byte, unit="FLOP/B", peak_flops=led["r.peak_flops"],
                peak_bandwidth=led["r.peak_bandwidth"])
@@ -844,12 +816,6 @@ def mfu_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
                    t_end=p.window.t_end)
         led.derive(k + "flops_ratio", R.estimator_ratio, unit="×", measured=led[k + "flops_measured"],
                    predicted=led[k + "flops_predicted"])
-        try:
-            rec = R.flops_reconciliation(rd.config, sc, p.requests, *R.quiet_bracketing_window(
-                sc, p.window.t_start, p.window.t_end), concurrency=p.settings.get("concurrency"))
-            rd.extras.setdefault("flops_explanations", {})[p.pid] = rec.explanation
-        except Absent as e:
-            rd.extras.setdefault("flops_explanations", {})[p.pid] = {"window": e.reason}
     led.derive(k + "intensity", A.ratio, unit="FLOP/B", numerator=led[k + "tflops_s"],
                denominator=led[k + "read_gb_s"], scale=1e3)
     led.derive(k + "mfu", A.scaled_ratio, unit="fraction", numerator=led[k + "tflops_s"],
@@ -932,9 +898,9 @@ def power_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
                energy_j=led[k + "energy_j"], output_tokens=out_tok)
 
 
-def length_axis_ledger(led: Ledger, rd: RoundData) -> None:
+def length_axis_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) -> None:
     """Length-sweep fits over the valid points: KV linearity, ITL slope, throughput divergence (items 12, 18, 19)."""
-    pts = valid_points(rd)
+    pts = valid_points(rd, validity)
     if len(pts) < 2:
         return
     C = pts[-1].settings.get("concurrency")
@@ -993,45 +959,19 @@ def length_axis_ledger(led: Ledger, rd: RoundData) -> None:
                pool_tokens=led["r.pool_tokens"], concurrency=C, output_len=last.settings["output_len"])
 
 
-def rule_ledger(led: Ledger) -> None:
-    """The validity thresholds (policy, report.derive.validity), so the page prints them traced."""
-    for key, value, unit, doc in (
-            ("r.rule_held_min", V.HELD_MIN, "fraction", "Least share of C the server must hold on average (policy)"),
-            ("r.rule_sync_max", V.SYNC_MAX, "fraction", "Most send synchrony before a point counts as lockstep (policy)"),
-            ("r.rule_lifetimes_min", V.LIFETIMES_MIN, "", "Fewest request lifetimes a window must cover (policy)"),
-            ("r.rule_scrape_fail_max", V.SCRAPE_FAIL_MAX, "fraction", "Largest share of failed /metrics scrapes in a window (policy)"),
-            ("r.rule_client_error_max", V.CLIENT_ERROR_MAX, "fraction", "Largest client timing error as a share of the ITL p50 (policy)"),
-            ("r.rule_itl_slope_min", V.ITL_SLOPE_AGREES[0], "fraction", "Least measured/theory ITL slope accepted (policy)"),
-            ("r.rule_itl_slope_max", V.ITL_SLOPE_AGREES[1], "fraction", "Largest measured/theory ITL slope accepted (policy)"),
-            ("r.rule_repro_tput_tol", V.REPRO_TPUT_TOL, "fraction", "Largest output-throughput difference at shared points for two rounds to reproduce (policy)"),
-            ("r.rule_repro_ttft_tol", V.REPRO_TTFT_TOL, "fraction", "Largest TTFT p99 difference at shared points for two rounds to reproduce their latency (policy)"),
-            ("r.rule_prediction_tol", V.PREDICTION_TOL, "fraction", "Largest relative miss of a mechanism's prediction for the report to say the mechanism explains the measurement (policy)"),
-            ("r.rule_saturation_growth", V.SATURATION_GROWTH, "fraction", "Least throughput growth between the last two points before a sweep counts as saturated (policy)"),
-            ("r.rule_late_send_ms", V.LATE_SEND_MS, "ms", "How late against its schedule an open-loop send counts as held back (policy)"),
-            ("r.rule_late_send_max", V.LATE_SEND_MAX, "fraction", "Largest share of late open-loop sends before the cap counts as holding the loop back (policy)"),
-            ("r.rule_delivery_ratio_min", V.DELIVERY_RATIO_MIN, "×", "Least client TPOT over engine TPOT for delivery to be the limit (policy)"),
-            ("r.rule_roof_dominance", V.ROOF_DOMINANCE, "×", "How many times one roof's utilisation must exceed the other's to name the limit (policy)"),
-            ("r.rule_dram_bw_high", V.DRAM_BW_HIGH, "fraction", "Least measured DRAM bandwidth share (GPM/DCGM) that confirms a bandwidth limit (policy)"),
-            ("r.rule_tensor_active_high", V.TENSOR_ACTIVE_HIGH, "fraction", "Least measured tensor-pipe activity (GPM/DCGM) that confirms a compute limit (policy)"),
-            ("r.rule_lag_min_ms", V.LAG_MIN_MS, "ms", "Client event-loop lag (p50) above which the client may not keep up (policy)"),
-            ("r.rule_trend_steady_low", V.TREND_STEADY[0], "×", "Lowest second-half over first-half pace of a steady window (policy)"),
-            ("r.rule_trend_steady_high", V.TREND_STEADY[1], "×", "Highest second-half over first-half pace of a steady window (policy)")):
-        led.record(key, value, unit=unit, doc=doc, sources=("report/derive/validity.py",))
-
-
 def ok_points(rd: RoundData) -> list[PointData]:
     return [p for p in rd.points if p.window.status == "ok"]
 
 
-def valid_points(rd: RoundData) -> list[PointData]:
-    """Points measured to the end whose validity checks all passed (see report.judge.diagnosis)."""
-    validity = rd.extras.get("validity") or {}
+def valid_points(rd: RoundData, validity: Mapping[str, Any]) -> list[PointData]:
+    """Points measured to the end whose validity checks all passed (VALIDITY: each point's, see
+    report.judge.diagnosis; a point it does not hold counts as valid)."""
     return [p for p in ok_points(rd) if p.pid not in validity or validity[p.pid].valid]
 
 
-def cross_point_ledger(led: Ledger, rd: RoundData) -> None:
+def cross_point_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) -> None:
     """Quantities across the valid points of one round: scaling, growth, crossover (items 2, 3)."""
-    pts = valid_points(rd)
+    pts = valid_points(rd, validity)
     host = rd.bundle.manifest.get("host") or {}
     led.record("r.cpu_count", host.get("cpu_count"), doc="Logical CPU cores of the client host",
                sources=(f"{rd.name}/manifest.json: host",), missing=Reason.of("reason.not_recorded"))

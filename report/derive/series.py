@@ -30,7 +30,7 @@ from typing import Mapping, Sequence
 
 from bundle.metric_keys import split_key
 from report.ledger import Absent, Reason
-from report.registry import point_quantity
+from report.registry import point_quantity, round_quantity
 
 Scrape = Mapping
 Where = Mapping[str, str] | None
@@ -369,6 +369,7 @@ def failed_scrape_count(scrapes: Sequence[Scrape], t_start: float | None = None,
     return len(scrape_gaps(scrapes, t_start, t_end))
 
 
+@round_quantity(unit="s")
 def scrape_interval_p50(scrapes: Sequence[Scrape], t_start: float | None = None,
                         t_end: float | None = None) -> float:
     """Median time between consecutive scrape starts (attempts, gaps included) in the window."""
@@ -385,6 +386,7 @@ def _latencies(scrapes: Sequence[Scrape], t_start: float | None, t_end: float | 
     return lat
 
 
+@round_quantity(unit="s")
 def scrape_latency_p50(scrapes: Sequence[Scrape], t_start: float | None = None,
                        t_end: float | None = None) -> float:
     """Median duration of a successful /metrics scrape in the window."""
@@ -502,3 +504,33 @@ def prompt_tokens_server(scrapes: list, bracket_start: float, bracket_end: float
 def generation_tokens_server(scrapes: list, bracket_start: float, bracket_end: float) -> float:
     """Output tokens the server counted over the point's bracketing scrapes."""
     return counter_increase(scrapes, bracket_start, bracket_end, "vllm:generation_tokens_total")
+
+
+# vLLM's MFU counters (--enable-mfu-metrics): estimated FLOPs and read bytes per GPU.
+MFU_FLOPS = "vllm:estimated_flops_per_gpu_total"
+MFU_READ_BYTES = "vllm:estimated_read_bytes_per_gpu_total"
+
+
+def _mfu_counter_rate(scrapes: list, t_start: float, t_end: float, name: str) -> float:
+    """Window rate of MFU counter NAME; Absent with the reason when the FLOPs counter did not move."""
+    try:
+        moved = counter_moved(scrapes, t_start, t_end, MFU_FLOPS)
+    except Absent:
+        moved = False
+    if not moved:
+        if len(scrapes_in_window(scrapes, t_start, t_end)) < 2:
+            raise Absent("reason.too_few_scrapes_window")
+        raise Absent("reason.mfu_counters_still")
+    return counter_rate(scrapes, t_start, t_end, name)
+
+
+@point_quantity(unit="TFLOP/s")
+def tflops_s(scrapes: list, bracket_start: float, bracket_end: float) -> float:
+    """Estimated FLOP rate from vLLM's MFU counter over the point's bracketing scrapes, in 10^12 per second."""
+    return _mfu_counter_rate(scrapes, bracket_start, bracket_end, MFU_FLOPS) / 1e12
+
+
+@point_quantity(unit="GB/s")
+def read_gb_s(scrapes: list, bracket_start: float, bracket_end: float) -> float:
+    """Estimated read-byte rate from vLLM's MFU counter over the point's bracketing scrapes, in 10^9 per second."""
+    return _mfu_counter_rate(scrapes, bracket_start, bracket_end, MFU_READ_BYTES) / 1e9

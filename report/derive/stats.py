@@ -197,17 +197,8 @@ def slot_waits_ms(requests: RequestTable) -> np.ndarray:
     return (send[has] - slot[has]) * 1e3
 
 
-def output_tokens(r: dict) -> int | None:
-    """Output tokens of a request: the server's usage count, else the sum over its chunks."""
-    u = r.get("usage") or {}
-    if "completion_tokens" in u:
-        return int(u["completion_tokens"])
-    ns = [n for _, n in r.get("chunks") or []]
-    return sum(ns) if ns and all(n is not None for n in ns) else None
-
-
 def output_token_counts(requests: RequestTable) -> np.ndarray:
-    """Output tokens per request (as output_tokens), NaN where unknown."""
+    """Output tokens per request: the usage count, else the sum over its chunks; NaN where unknown."""
     requests = as_request_table(requests)
     _, n, off = requests.chunks()
     total = np.full(len(off) - 1, np.nan)

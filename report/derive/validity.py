@@ -14,7 +14,7 @@ import numpy as np
 from bundle.request_table import RequestTable, as_request_table
 from report.derive import series
 from report.ledger import Absent
-from report.registry import point_quantity
+from report.registry import point_quantity, round_quantity
 
 # The server "held" the point when running + waiting averaged at least this share of C.
 HELD_MIN = 0.9
@@ -136,3 +136,126 @@ def failed_scrape_share(point_scrapes: list, t_measure: float, t_end: float) -> 
 def waiting_capacity_peak(steady_waiting_capacity: list[float]) -> float:
     """Peak of the requests waiting for KV capacity (num_requests_waiting_by_reason) over the steady window."""
     return series.peak_value(steady_waiting_capacity)
+
+# The thresholds above as round quantities without inputs, so pages print them traced
+# (each cites this file; the checks read the constants, the pages these values).
+
+
+@round_quantity(unit="fraction")
+def rule_held_min() -> float:
+    """Least share of C the server must hold on average (policy)."""
+    return HELD_MIN
+
+
+@round_quantity(unit="fraction")
+def rule_sync_max() -> float:
+    """Most send synchrony before a point counts as lockstep (policy)."""
+    return SYNC_MAX
+
+
+@round_quantity(unit="")
+def rule_lifetimes_min() -> float:
+    """Fewest request lifetimes a window must cover (policy)."""
+    return LIFETIMES_MIN
+
+
+@round_quantity(unit="fraction")
+def rule_scrape_fail_max() -> float:
+    """Largest share of failed /metrics scrapes in a window (policy)."""
+    return SCRAPE_FAIL_MAX
+
+
+@round_quantity(unit="fraction")
+def rule_client_error_max() -> float:
+    """Largest client timing error as a share of the ITL p50 (policy)."""
+    return CLIENT_ERROR_MAX
+
+
+@round_quantity(unit="fraction")
+def rule_itl_slope_min() -> float:
+    """Least measured/theory ITL slope accepted (policy)."""
+    return ITL_SLOPE_AGREES[0]
+
+
+@round_quantity(unit="fraction")
+def rule_itl_slope_max() -> float:
+    """Largest measured/theory ITL slope accepted (policy)."""
+    return ITL_SLOPE_AGREES[1]
+
+
+@round_quantity(unit="fraction")
+def rule_repro_tput_tol() -> float:
+    """Largest output-throughput difference at shared points for two rounds to reproduce (policy)."""
+    return REPRO_TPUT_TOL
+
+
+@round_quantity(unit="fraction")
+def rule_repro_ttft_tol() -> float:
+    """Largest TTFT p99 difference at shared points for two rounds to reproduce their latency (policy)."""
+    return REPRO_TTFT_TOL
+
+
+@round_quantity(unit="fraction")
+def rule_prediction_tol() -> float:
+    """Largest relative miss of a mechanism's prediction for the report to say the mechanism explains the measurement (policy)."""
+    return PREDICTION_TOL
+
+
+@round_quantity(unit="fraction")
+def rule_saturation_growth() -> float:
+    """Least throughput growth between the last two points before a sweep counts as saturated (policy)."""
+    return SATURATION_GROWTH
+
+
+@round_quantity(unit="ms")
+def rule_late_send_ms() -> float:
+    """How late against its schedule an open-loop send counts as held back (policy)."""
+    return LATE_SEND_MS
+
+
+@round_quantity(unit="fraction")
+def rule_late_send_max() -> float:
+    """Largest share of late open-loop sends before the cap counts as holding the loop back (policy)."""
+    return LATE_SEND_MAX
+
+
+@round_quantity(unit="×")
+def rule_delivery_ratio_min() -> float:
+    """Least client TPOT over engine TPOT for delivery to be the limit (policy)."""
+    return DELIVERY_RATIO_MIN
+
+
+@round_quantity(unit="×")
+def rule_roof_dominance() -> float:
+    """How many times one roof's utilisation must exceed the other's to name the limit (policy)."""
+    return ROOF_DOMINANCE
+
+
+@round_quantity(unit="fraction")
+def rule_dram_bw_high() -> float:
+    """Least measured DRAM bandwidth share (GPM/DCGM) that confirms a bandwidth limit (policy)."""
+    return DRAM_BW_HIGH
+
+
+@round_quantity(unit="fraction")
+def rule_tensor_active_high() -> float:
+    """Least measured tensor-pipe activity (GPM/DCGM) that confirms a compute limit (policy)."""
+    return TENSOR_ACTIVE_HIGH
+
+
+@round_quantity(unit="ms")
+def rule_lag_min_ms() -> float:
+    """Client event-loop lag (p50) above which the client may not keep up (policy)."""
+    return LAG_MIN_MS
+
+
+@round_quantity(unit="×")
+def rule_trend_steady_low() -> float:
+    """Lowest second-half over first-half pace of a steady window (policy)."""
+    return TREND_STEADY[0]
+
+
+@round_quantity(unit="×")
+def rule_trend_steady_high() -> float:
+    """Highest second-half over first-half pace of a steady window (policy)."""
+    return TREND_STEADY[1]

@@ -71,7 +71,7 @@ def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: Round
     facts the narrative needs of it (which round, what differs, which points are shared)."""
     facts: dict[str, Any] = {}
     diff = differing_keys(rd.bundle.manifest, prev.bundle.manifest)
-    facts["prev_round"] = prev.extras.get("round_id", prev.name)
+    facts["prev_round"] = prev.round_id or prev.name
     facts["prev_differs"] = diff
     pts, prev_pts = ok_points(rd), ok_points(prev)
     # Reproducibility: every point present in both rounds with identical settings (item 9).
@@ -83,8 +83,8 @@ def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: Round
     facts["comparable"] = True
     # What this round confirms and corrects of the previous one's verdicts, point by shared point
     # (both valid), and which limits it finds that the previous round named nowhere.
-    now_v, prev_v = rd.extras.get("validity") or {}, prev.extras.get("validity") or {}
-    now_a, prev_a = rd.extras.get("attribution") or {}, prev.extras.get("attribution") or {}
+    now_v, prev_v = rd.verdicts.validity, prev.verdicts.validity
+    now_a, prev_a = rd.verdicts.attribution, prev.verdicts.attribution
     both = [(p.pid, q.pid) for p, q in common
             if p.pid in now_v and now_v[p.pid].valid and q.pid in prev_v and prev_v[q.pid].valid]
     facts["verdicts_confirmed"] = [(a, now_a[a].bottleneck) for a, b in both
@@ -124,6 +124,7 @@ def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: Round
         if prev_led.get(f"p.{ref}.sm_clock_load_mhz") is not None:
             import_value(led, clock_key, prev_led[f"p.{ref}.sm_clock_load_mhz"], prev.name)
         prefill_tail_points(led, rd, rate, clock_key)
+        facts["prefill_ref_clock"] = clock_key
     # Prefill under concurrency (item 14): the same prompt length at C=1 in the previous round.
     # The highest-concurrency point of this round whose prompt length the previous round
     # measured alone, with its prefill known on both sides.

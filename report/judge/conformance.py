@@ -70,7 +70,7 @@ def bundle_checks(path: Path) -> list[Check]:
     from report.judge.verdicts import read_bundle_ledger
     rd, _ = read_bundle_ledger(path)
     expect = plan_expectations(Path(rd.bundle.path))
-    validity, attribution = rd.extras["validity"], rd.extras["attribution"]
+    validity, attribution = rd.verdicts.validity, rd.verdicts.attribution
     out = []
     for pid, exp in expect.items():
         if pid not in validity:

@@ -157,20 +157,20 @@ def _prefill_reference(led: Ledger) -> str:
     return parts[1] if len(parts) > 2 else "?"
 
 
-def _prefill_rate_of(led: Ledger, labels: dict[str, str] | None, prev_round: str | None):
+def _prefill_rate_of(led: Ledger, labels: dict[str, str] | None, prev_round: str | None,
+                     prev_clock: str | None):
     """The prefill rate's key, the point it was measured at (named per language) and that
-    point's clock key: the round's own C=1 point, else the previous round's (compare.py)."""
+    point's clock key: the round's own C=1 point, else the previous round's, whose clock key
+    PREV_CLOCK the cross-round ledger names (compare.py)."""
     if led.value_of("r.prefill_tflops_s") is None and led.value_of("x.prefill_tflops_s") is not None:
-        clock = next((k for k in led.values if k.startswith("x.prev.") and k.endswith(".sm_clock_load_mhz")),
-                     "x.prev.sm_clock_load_mhz")
         return ("x.prefill_tflops_s", {lang: word("label.prefill_ref_of_round", lang, round=prev_round)
-                                       for lang in LANGS}, clock)
+                                       for lang in LANGS}, prev_clock)
     ref = _prefill_reference(led)
     return "r.prefill_tflops_s", _at(labels, ref), f"p.{ref}.sm_clock_load_mhz"
 
 
 def step_mix_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None,
-                     prev_round: str | None = None) -> Finding | None:
+                     prev_round: str | None = None, prev_clock: str | None = None) -> Finding | None:
     """Prefill chunks riding in decode steps, and what they do to ITL p99."""
     ratio = val(led, f"p.{pid}.step_tokens_per_running")
     p50, p99 = val(led, f"p.{pid}.itl_ms_p50"), val(led, f"p.{pid}.itl_ms_p99")
@@ -181,7 +181,7 @@ def step_mix_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None
     miss, tol = val(led, f"p.{pid}.itl_p99_over_tail"), val(led, "r.rule_prediction_tol")
     miss_slow = val(led, f"p.{pid}.itl_p99_over_tail_at_clock")
     slower = (miss is not None and miss_slow is not None and miss_slow < miss / (1 + CLOCK_SLOWER))
-    rate, ref, ref_clock = _prefill_rate_of(led, labels, prev_round)
+    rate, ref, ref_clock = _prefill_rate_of(led, labels, prev_round, prev_clock)
     if slower and tol is not None and miss >= 1 / (1 + tol) and miss_slow <= 1 + tol:
         f = _make(led, "step_mix", "mechanism",
                   _texts("step_mix_predicted_clocks", p=pid, at=_at(labels, pid), ref=ref, rate=rate,
@@ -412,7 +412,7 @@ def round_findings(led: Ledger, validity: dict[str, Validity], attributions: dic
         for kind, first in kinds.items():
             if first != last and kind != attributions[last].bottleneck:
                 out.append(bottleneck_finding(led, attributions[first], f"bottleneck_{kind}", labels))
-        out.append(step_mix_finding(led, last, labels, facts.get("prev_round")))
+        out.append(step_mix_finding(led, last, labels, facts.get("prev_round"), facts.get("prefill_ref_clock")))
         out.append(population_finding(led, last, labels))
     out.append(invalid_points_finding(led, validity, labels))
     out.append(disagreement_finding(led, validity, labels,

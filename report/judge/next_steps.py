@@ -71,8 +71,7 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
     out = []
     labels = facts.get("point_labels") or {}
     valid = facts.get("valid_points") or []
-    attribution = rd.extras.get("attribution") or {}
-    validity = rd.extras.get("validity") or {}
+    attribution, validity = rd.verdicts.attribution, rd.verdicts.validity
     by_kind: dict[str, list[str]] = {}
     # Valid points first: a step sized from a point that failed its checks only where no valid one calls for it.
     ok = facts.get("ok_points") or []

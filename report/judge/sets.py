@@ -12,6 +12,7 @@ point's, or for a share a difference), so its provenance is the ledger's.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from report.derive import analyses as A
 from report.judge.diagnosis import val
@@ -132,12 +133,11 @@ def _moved(value: float | None, how: str) -> int | None:
     return 0 if abs(value) <= UNCHANGED else (1 if value > 0 else -1)
 
 
-def set_comparisons(led: Ledger, rd) -> list[SetComparison]:
-    """Each valid point of a non-base set against the base set's valid point at its load and
-    length, with the signals of its question derived into the ledger."""
+def set_comparisons(led: Ledger, rd, validity: Mapping) -> list[SetComparison]:
+    """Each valid point (by VALIDITY) of a non-base set against the base set's valid point at
+    its load and length, with the signals of its question derived into the ledger."""
     if rd.axis != "server":
         return []
-    validity = rd.extras.get("validity") or {}
     ok = [p for p in rd.points if p.window.status == "ok" and (p.pid not in validity or validity[p.pid].valid)]
     b = base_set(ok)
     base_points = {(p.settings.get("concurrency"), p.settings.get("request_rate"), p.settings.get("input_len")): p

@@ -4,7 +4,10 @@ then each point against the SLO and the capacity answer (report/judge/goodput.py
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
 
 from bundle.store import read_bundle
 from report.derive import occupancy, reconcile
@@ -19,32 +22,50 @@ from report.derive.round_ledger import (
     valid_points_ledger,
 )
 from report.judge import goodput
-from report.judge.diagnosis import passed_every_check, point_bottleneck, point_validity
-from report.judge.sets import set_comparisons
+from report.judge.diagnosis import (
+    Attribution,
+    Validity,
+    passed_every_check,
+    point_bottleneck,
+    point_validity,
+)
+from report.judge.sets import SetComparison, set_comparisons
 from report.ledger import Ledger
 from report.registry import resolve_point, resolve_round
 
 
+@dataclass(frozen=True)
+class Verdicts:
+    """What the judge found of a round: each point's validity and bottleneck, the set comparisons."""
+
+    validity: Mapping[str, Validity]          # by point id, every point of the round
+    attribution: Mapping[str, Attribution]    # by point id, every point of the round
+    set_comparisons: tuple[SetComparison, ...]
+
+
 def build_ledger(rd: RoundData) -> Ledger:
-    """Every number of one round, with each point's validity and bottleneck in `rd.extras`."""
+    """Every number of one round; its Verdicts in `rd.verdicts`, built once at the end."""
+    if rd.verdicts is not None:
+        raise ValueError(f"{rd.name}: the round's ledger is built once")
     led = measured_ledger(rd)
-    rd.extras["validity"] = {p.pid: point_validity(led, p.pid, p.window.status) for p in rd.points}
-    for pid, v in rd.extras["validity"].items():
+    validity = MappingProxyType({p.pid: point_validity(led, p.pid, p.window.status) for p in rd.points})
+    for pid, v in validity.items():
         led.derive(f"p.{pid}.valid", passed_every_check, unit="",
                    sources=tuple(k for k in v.evidence), failed_checks=tuple(v.reasons))
-    rd.extras["attribution"] = {p.pid: point_bottleneck(led, p.pid) for p in rd.points}
-    valid_points_ledger(led, rd)
+    attribution = MappingProxyType({p.pid: point_bottleneck(led, p.pid) for p in rd.points})
+    valid_points_ledger(led, rd, validity)
     # The admission queue (it reads the prefill step the valid points measured), each point
     # against the SLO, then the capacity answer over the valid points.
     for p in rd.points:
         raw = point_raw(rd, p)
         resolve_point(led, occupancy.__name__, p.pid, raw)
         resolve_point(led, goodput.__name__, p.pid, raw)
-    pts = sorted(valid_points(rd), key=lambda p: load_of(p) or 0)
+    pts = sorted(valid_points(rd, validity), key=lambda p: load_of(p) or 0)
     resolve_round(led, goodput.__name__, [p.pid for p in pts], round_raw(rd, pts))
     resolve_round(led, reconcile.__name__, [p.pid for p in pts], round_raw(rd, pts))
     # A round of server sets: each set against the base set, on its question's two signals.
-    rd.extras["set_comparisons"] = set_comparisons(led, rd)
+    rd.verdicts = Verdicts(validity=validity, attribution=attribution,
+                           set_comparisons=tuple(set_comparisons(led, rd, validity)))
     return led
 
 

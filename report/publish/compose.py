@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bundle.store import BundleError, read_bundle
 from report.derive import validity as V
-from report.derive.round_ledger import RoundData, gpu_absent_reason, read_round
+from report.derive.round_ledger import PEAK_DTYPE, RoundData, gpu_absent_reason, read_round
 from report.derive.stats import INTERRUPTED
 from report.judge.compare import cross_round_ledger
 from report.judge.findings import round_findings
@@ -221,8 +221,7 @@ def compose_rounds(pairs: list[tuple[str | Path, str]],
                 raise
             refused.append(f"{rid}: {e}")
             continue
-        rd = read_round(bundle, slo)
-        rd.extras["round_id"] = rid
+        rd = read_round(bundle, slo, rid)
         rounds.append((path, rid, rd, build_ledger(rd)))
     by_id = {rid: (rd, led) for _, rid, rd, led in rounds}
     out = []
@@ -278,7 +277,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
                                  and led[f"p.{pid}.kv_expected_peak"].present
                                  and led[f"p.{pid}.kv_expected_peak"].value > 1)]
     facts["sweep_axis"] = rd.axis
-    validity = rd.extras["validity"]
+    validity = rd.verdicts.validity
     if len([pid for pid in pids if validity[pid].valid]) < 2:
         # Fewer than two valid points (a round cut short, points that failed their checks):
         # no sweep to narrate; the diagnosis says why.
@@ -291,9 +290,9 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     # At or above this peak the pool counts as near full: "not because of the pool" is not said.
     facts["pool_room_share"] = V.POOL_ROOM_SHARE
     facts["flops_close"] = FLOPS_CLOSE
-    facts["peak_label"] = (in_langs("label.peak_dense", dtype=rd.extras["peak_dtype"])
-                           if rd.extras.get("peak_dtype") else None)
-    peak_missing = rd.extras.get("peak_missing")
+    # The GPU's spec (and so its peak) is known exactly when r.peak_flops has no reason it is absent.
+    peak_missing = led["r.peak_flops"].missing
+    facts["peak_label"] = in_langs("label.peak_dense", dtype=PEAK_DTYPE) if peak_missing is None else None
     facts["peak_missing"] = peak_missing.text("en") if peak_missing else None
     facts["peak_missing_zh"] = peak_missing.text("zh") if peak_missing else None
     gpu_absent = gpu_absent_reason(facts.get("gpu_absent_reason"))
@@ -307,7 +306,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
         facts["prev_differs"] = {lang: [word(f"label.differs_{k}", lang) for k in facts["prev_differs"]]
                                  for lang in LANGS}
     facts["has_prev"] = prev is not None
-    attribution = rd.extras["attribution"]
+    attribution = rd.verdicts.attribution
     valid = [pid for pid in pids if validity[pid].valid]
     facts["valid_points"] = valid
     # The one point the narrative's "at C=…" sentences speak of, in every section: the last
@@ -318,7 +317,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     facts["point_labels"] = point_labels(rd.points)
     facts["invalid_points"] = {pid: validity[pid].reasons for pid in pids if not validity[pid].valid}
     facts["bottlenecks"] = {pid: attribution[pid].bottleneck for pid in pids}
-    comparisons = facts["set_comparisons"] = rd.extras.get("set_comparisons") or []
+    comparisons = facts["set_comparisons"] = list(rd.verdicts.set_comparisons)
     facts["findings"] = [asdict(f) for f in round_findings(led, validity, attribution, valid, facts)]
     facts["set_comparisons"] = [{"point": c.point, "base": c.base, "question": c.question,
                                  "verdict": c.verdict} for c in comparisons]

@@ -110,6 +110,8 @@ class RoundFacts:
     comparable: bool = False
     repro_points: int = 0
     prefill_ref_point: str | None = None
+    # The clock key of the previous round's C=1 point whose prefill rate stands for this round's.
+    prefill_ref_clock: str | None = None
     occupancy_point: str | None = None
     verdicts_confirmed: list[tuple[str, str]] = field(default_factory=list)        # (point, bottleneck)
     verdicts_corrected: list[tuple[str, str, str]] = field(default_factory=list)   # (point, before, now)

@@ -31,7 +31,7 @@ def findings_json(rd, led: Ledger) -> dict:
     """Each point's validity and bottleneck with evidence, and the round's findings as plain text."""
     from report.judge.findings import round_findings
     from report.publish.numbers import plain_text
-    validity, attribution = rd.extras["validity"], rd.extras["attribution"]
+    validity, attribution = rd.verdicts.validity, rd.verdicts.attribution
     ok = [p.pid for p in rd.points if p.window.status == "ok"]
     valid = [pid for pid in ok if validity[pid].valid]
     points = []
@@ -44,7 +44,7 @@ def findings_json(rd, led: Ledger) -> dict:
                        "evidence": {k: _plain(x) for k, x in {**v.evidence, **a.evidence}.items()}})
     from report.publish.compose import point_labels
     facts = {"prev_round": None, "sweep_axis": rd.axis, "ok_points": ok, "point_labels": point_labels(rd.points),
-             "set_comparisons": rd.extras.get("set_comparisons") or []}
+             "set_comparisons": list(rd.verdicts.set_comparisons)}
     found = round_findings(led, validity, attribution, valid, facts)
     return {"points": points,
             "findings": [{"id": f.id, "kind": f.kind,

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from bench.standin import StandInThread
 from bundle.store import read_bundle
-from report.derive.stats import output_tokens
-from tests.conftest import run_bench
+from tests.conftest import output_tokens, run_bench
 
 STEP_MS = 10.0
 MAX_TOKENS = 6

@@ -16,7 +16,8 @@ from bench.client import (
     stream_request,
 )
 from bench.standin import StandIn
-from report.derive.stats import itl_gaps_ms, output_tokens
+from report.derive.stats import itl_gaps_ms
+from tests.conftest import output_tokens
 
 STEP_MS = 10.0
 MAX_TOKENS = 6

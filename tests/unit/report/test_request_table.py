@@ -25,7 +25,7 @@ from report.derive.reconcile import (
     requests_inside_window,
     requests_straddling_window,
 )
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, output_tokens
 
 # The committed bundles of tests/fixtures here; the whole rounds of runs/ in
 # tests/integration/test_committed_rounds.py.
@@ -55,7 +55,7 @@ def ref_itl(rs):
 def ref_tpots(rs):
     out = []
     for r in rs:
-        n = ST.output_tokens(r)
+        n = output_tokens(r)
         if r.get("chunks") and n and n > 1:
             out.append((r["chunks"][-1][0] - r["t_first"]) * 1e3 / (n - 1))
     return out
@@ -159,7 +159,7 @@ def test_statistics_equal_the_record_definitions(recs):
 def test_output_tokens_per_request(recs):
     table = RT.RequestTable.from_records(recs)
     got = ST.output_token_counts(table).tolist()
-    ref = [ST.output_tokens(r) for r in recs]
+    ref = [output_tokens(r) for r in recs]
     assert [None if math.isnan(g) else int(g) for g in got] == ref
 
 

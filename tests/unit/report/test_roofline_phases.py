@@ -60,7 +60,7 @@ def test_compute_is_named_only_where_the_prefill_is_past_the_ridge(round4):
 
 def test_the_bottleneck_sentences_judge_each_phase(round4):
     rd, led = round4
-    att = rd.extras["attribution"]
+    att = rd.verdicts.attribution
     c128 = bottleneck_finding(led, att["L1024-c128"]).texts
     assert "[[p.L1024-c128.prefill_intensity]], past the ridge" in c128["en"]
     assert "越过脊点" in c128["zh"]

@@ -29,7 +29,7 @@ def test_sets_that_agree_keep_one_pool_for_the_round():
 def test_each_set_is_judged_on_its_questions_two_signals_against_the_base():
     from report.judge.verdicts import read_bundle_ledger as read
     rd, led = read(FIXTURES / "corpus" / "h200-causes" / "bundle")
-    got = {c.point: (c.question, c.direction, c.verdict) for c in rd.extras["set_comparisons"]}
+    got = {c.point: (c.question, c.direction, c.verdict) for c in rd.verdicts.set_comparisons}
     # Only C=8 compares: the base set's C=64 failed its checks. There 8 requests fit any pool
     # and any cap of 8, so neither flag binds; eager mode slows every step.
     assert got == {"s1-L1024-c8": ("pool", -1, "unchanged"), "s2-L1024-c8": ("seqs_cap", 1, "unchanged"),
