@@ -78,6 +78,12 @@ def prefill_step_ms(config: Mapping[str, Any], step_tokens: float, input_len: fl
     return prefill_flops(config, step_tokens, input_len) / flop_rate * 1e3
 
 
+def step_ms_at_flop_rate(step_gflop: float, flop_rate: float) -> float:
+    """Milliseconds of an engine step of STEP_GFLOP at a measured FLOP rate (FLOP/s)."""
+    T._positive("flop_rate", flop_rate)
+    return step_gflop * 1e9 / flop_rate * 1e3
+
+
 def largest_prefill_step_tokens(input_len: int, waiting_peak: float, budget: int) -> float:
     """Prompt tokens the fullest prefill step of a point carries: the waiting prompts (at least one), up to the step budget (--max-num-batched-tokens)."""
     T._positive("input_len", input_len)

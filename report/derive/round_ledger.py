@@ -968,6 +968,7 @@ def rule_ledger(led: Ledger) -> None:
             ("r.rule_dram_bw_high", V.DRAM_BW_HIGH, "fraction", "Least measured DRAM bandwidth share (GPM/DCGM) that confirms a bandwidth limit (policy)"),
             ("r.rule_tensor_active_high", V.TENSOR_ACTIVE_HIGH, "fraction", "Least measured tensor-pipe activity (GPM/DCGM) that confirms a compute limit (policy)"),
             ("r.rule_lag_min_ms", V.LAG_MIN_MS, "ms", "Client event-loop lag (p50) above which the client may not keep up (policy)"),
+            ("r.rule_lag_share_of_itl", V.LAG_SHARE_OF_ITL, "fraction", "Share of the ITL it is read against above which the client's event-loop lag counts against the client (policy)"),
             ("r.rule_trend_steady_low", V.TREND_STEADY[0], "×", "Lowest second-half over first-half pace of a steady window (policy)"),
             ("r.rule_trend_steady_high", V.TREND_STEADY[1], "×", "Highest second-half over first-half pace of a steady window (policy)")):
         led.record(key, value, unit=unit, doc=doc, sources=("report/derive/validity.py",))
@@ -1015,6 +1016,18 @@ def cross_point_ledger(led: Ledger, rd: RoundData) -> None:
                        denominator=led[f"p.{a.pid}.output_tok_s"])
             led.derive(k + "ttft_p99_growth_from_prev", A.ratio, unit="×", numerator=led[k + "ttft_ms_p99"],
                        denominator=led[f"p.{a.pid}.ttft_ms_p99"])
+        # The knee reads TTFT p99 through its monotone envelope (the running maximum from the
+        # lowest valid point up): a dip below an earlier point is noise, not a step that bought
+        # latency back, and the next rise is measured from the highest TTFT p99 already seen.
+        env = None
+        for p in pts:
+            env = led.derive(f"p.{p.pid}.ttft_p99_envelope_ms", A.running_max, unit="ms",
+                             value=led[f"p.{p.pid}.ttft_ms_p99"], envelope=env,
+                             optional=frozenset({"envelope"}) if env is None else frozenset())
+        for a, b in zip(pts, pts[1:]):
+            led.derive(f"p.{b.pid}.ttft_p99_envelope_growth_from_prev", A.ratio, unit="×",
+                       numerator=led[f"p.{b.pid}.ttft_p99_envelope_ms"],
+                       denominator=led[f"p.{a.pid}.ttft_p99_envelope_ms"])
         if len(pts) >= 2:
             a, b = pts[-2], pts[-1]
             ca, cb = a.settings["concurrency"], b.settings["concurrency"]
@@ -1073,3 +1086,13 @@ def prefill_tail_points(led: Ledger, rd: RoundData, rate: Value, reference_clock
                               clock_mhz=led[k + "sm_clock_load_mhz"])
             led.derive(k + "itl_p99_over_tail_at_clock", A.ratio, unit="×", numerator=led[k + "itl_ms_p99"],
                        denominator=slow)
+        # The mean step at the same measured rate, scaled to this point's clock: what a
+        # compute-bound verdict predicts from the rate this engine reached on a prompt alone.
+        if k + "step_gflop" in led and k + "sm_clock_load_mhz" in led and reference_clock_key in led:
+            alone = led.derive(k + "step_ms_at_prefill_rate", RF.step_ms_at_flop_rate, unit="ms",
+                               step_gflop=led[k + "step_gflop"], flop_rate=rate)
+            scaled = led.derive(k + "step_ms_at_prefill_rate_clock", RF.step_ms_at_clock, unit="ms",
+                                step_ms=alone, reference_clock_mhz=led[reference_clock_key],
+                                clock_mhz=led[k + "sm_clock_load_mhz"])
+            led.derive(k + "step_over_prefill_rate", A.ratio, unit="×", numerator=led[k + "step_ms_mean"],
+                       denominator=scaled)
