@@ -1028,6 +1028,19 @@ def cross_point_ledger(led: Ledger, rd: RoundData) -> None:
             led.derive(f"p.{b.pid}.ttft_p99_envelope_growth_from_prev", A.ratio, unit="×",
                        numerator=led[f"p.{b.pid}.ttft_p99_envelope_ms"],
                        denominator=led[f"p.{a.pid}.ttft_p99_envelope_ms"])
+        # The first step up from a single stream: one request's prefill landing in the other's
+        # decode step predicts the ITL tail, and a first token that waits behind that step the
+        # TTFT tail, each from what the single stream measured alone.
+        if len(pts) >= 2 and ref is pts[0] and not ref.settings.get("request_rate"):
+            a, k = f"p.{pts[0].pid}.", f"p.{pts[1].pid}."
+            step = led.derive(k + "itl_p99_with_prefill_predicted", RF.step_with_prefill_ms, unit="ms",
+                              decode_step_ms=led[a + "itl_ms_p50"], prefill_ms=led[a + "prefill_ms_mean"])
+            led.derive(k + "itl_p99_over_prefill_step", A.ratio, unit="×", numerator=led[k + "itl_ms_p99"],
+                       denominator=step)
+            behind = led.derive(k + "ttft_p99_behind_step_predicted", RF.ttft_behind_step_ms, unit="ms",
+                                ttft_ms=led[a + "ttft_ms_p99"], step_ms=step)
+            led.derive(k + "ttft_p99_over_behind_step", A.ratio, unit="×", numerator=led[k + "ttft_ms_p99"],
+                       denominator=behind)
         if len(pts) >= 2:
             a, b = pts[-2], pts[-1]
             ca, cb = a.settings["concurrency"], b.settings["concurrency"]

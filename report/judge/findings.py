@@ -262,6 +262,32 @@ def step_mix_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None
     return _make(led, "step_mix", "mechanism", _texts("step_mix", p=pid, at=_at(labels, pid)), [])
 
 
+def first_step_finding(led: Ledger, pids: list[str], labels: dict[str, str] | None = None) -> Finding | None:
+    """The first step up from a single stream: what one request's prefill landing in the other's
+    decode step predicts for ITL p99 and TTFT p99 beside what was measured, and whether it
+    explains each (within the prediction tolerance) or not."""
+    if len(pids) < 2:
+        return None
+    a, b = pids[0], pids[1]
+    tol = val(led, "r.rule_prediction_tol")
+    itl, ttft = val(led, f"p.{b}.itl_p99_over_prefill_step"), val(led, f"p.{b}.ttft_p99_over_behind_step")
+    if tol is None or itl is None or ttft is None:
+        return None
+
+    def held(ratio: float) -> bool:
+        return 1 / (1 + tol) <= ratio <= 1 + tol
+    # A tail already as long with one stream fits the prediction without showing the second made it.
+    before, after = val(led, f"p.{a}.itl_ms_p99"), val(led, f"p.{b}.itl_ms_p99")
+    grew = before is not None and after is not None and after > before * (1 + tol)
+    # The TTFT bound is an upper one: a tail under it is within the mechanism too.
+    return _make(led, "first_step", "mechanism", _texts(
+        "first_step", a=a, b=b, a_at=_at(labels, a), b_at=_at(labels, b),
+        itl=_texts(("first_step_itl_explained" if grew else "first_step_itl_already") if held(itl)
+                   else "first_step_itl_not", a=a, b=b, a_at=_at(labels, a)),
+        ttft=_texts("first_step_ttft_explained" if ttft <= 1 + tol else "first_step_ttft_not", a=a, b=b)),
+        ["r.rule_prediction_tol"])
+
+
 def population_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None) -> Finding | None:
     """Which requests the server's queue and prefill means describe."""
     k = f"p.{pid}."
@@ -481,6 +507,8 @@ def round_findings(led: Ledger, validity: dict[str, Validity], attributions: dic
                 out.append(bottleneck_finding(led, attributions[first], f"bottleneck_{kind}", labels,
                                               facts.get("prev_round")))
         out.append(step_mix_finding(led, last, labels, facts.get("prev_round")))
+        if "concurrency" in (facts.get("axis"), facts.get("sweep_axis")):
+            out.append(first_step_finding(led, valid_pids, labels))
         out.append(population_finding(led, last, labels))
     out.append(invalid_points_finding(led, validity, labels))
     out.append(disagreement_finding(led, validity, labels,
