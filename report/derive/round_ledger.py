@@ -1028,10 +1028,11 @@ def cross_point_ledger(led: Ledger, rd: RoundData) -> None:
             led.derive(f"p.{b.pid}.ttft_p99_envelope_growth_from_prev", A.ratio, unit="×",
                        numerator=led[f"p.{b.pid}.ttft_p99_envelope_ms"],
                        denominator=led[f"p.{a.pid}.ttft_p99_envelope_ms"])
-        # The first step up from a single stream: one request's prefill landing in the other's
+        # The step from one stream to two: one request's prefill landing in the other's
         # decode step predicts the ITL tail, and a first token that waits behind that step the
         # TTFT tail, each from what the single stream measured alone.
-        if len(pts) >= 2 and ref is pts[0] and not ref.settings.get("request_rate"):
+        if len(pts) >= 2 and ref is pts[0] and not ref.settings.get("request_rate") \
+                and pts[1].settings.get("concurrency") == 2:
             a, k = f"p.{pts[0].pid}.", f"p.{pts[1].pid}."
             step = led.derive(k + "itl_p99_with_prefill_predicted", RF.step_with_prefill_ms, unit="ms",
                               decode_step_ms=led[a + "itl_ms_p50"], prefill_ms=led[a + "prefill_ms_mean"])

@@ -108,3 +108,25 @@ def test_the_reproducibility_sentence_agrees_with_the_count_of_shared_points(rep
         text = _prose(html)
         assert (one[lang] in text) == (counts[rid] == 1), (rid, lang)
         assert (many[lang] in text) == (counts[rid] > 1), (rid, lang)
+
+
+def test_page_1_names_the_swept_axis_and_says_when_no_slo_was_given(reports, pages):
+    no_slo = {"en": "No SLO was given for this round", "zh": "本轮没有给出 SLO"}
+    by_length = {"en": "This round swept the input length from", "zh": "本轮扫描输入长度，从"}
+    by_c = {"en": "This round swept concurrency from", "zh": "下扫描并发，从"}
+    seen = set()
+    for r in reports:
+        slo = r.ledger["r.slo_percentile"].present
+        for lang in ("en", "zh"):
+            text = _prose(pages[(r.round_id, lang)])
+            assert (no_slo[lang] in text) == (not slo and bool(r.facts.valid_points)), (r.round_id, lang)
+            if r.facts.axis != "input_len":
+                assert by_length[lang] not in text, (r.round_id, lang)
+            if r.facts.axis != "concurrency":
+                assert by_c[lang] not in text, (r.round_id, lang)
+        seen.add((r.facts.axis, slo))
+    text5 = _prose(pages[("round-5", "en")])
+    assert by_length["en"] in text5 and "at a fixed concurrency of C=" in text5 and no_slo["en"] in text5
+    text4 = _prose(pages[("round-4", "en")])
+    assert by_c["en"] in text4 and no_slo["en"] not in text4
+    assert ("concurrency", True) in seen and ("concurrency", False) in seen

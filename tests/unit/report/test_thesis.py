@@ -125,3 +125,14 @@ def test_round_4_page_1_states_the_answer_before_the_cards(round4, lang):
     assert "--max-num-batched-tokens" in page1 and "--max-model-len" in page1
     assert ("prefix caching off" if lang == "en" else "前缀缓存关闭") in page1
     assert ("random weights" if lang == "en" else "随机权重") in page1
+
+
+def test_round_4s_ttft_p99_is_not_monotone_and_the_knee_reads_its_envelope(round4):
+    led = round4.ledger
+    pids = round4.facts.valid_points
+    raw = [led.value_of(f"p.{p}.ttft_ms_p99") for p in pids]
+    env = [led.value_of(f"p.{p}.ttft_p99_envelope_ms") for p in pids]
+    assert any(b < a for a, b in zip(raw, raw[1:]))          # a dip in the measured series
+    assert env == sorted(env) and all(e >= r for e, r in zip(env, raw))
+    assert env == [max(raw[:i + 1]) for i in range(len(raw))]
+    assert knee(led, pids) == (pids[pids.index("L1024-c32")], pids[pids.index("L1024-c32") + 1])
