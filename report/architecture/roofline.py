@@ -78,6 +78,22 @@ def prefill_step_ms(config: Mapping[str, Any], step_tokens: float, input_len: fl
     return prefill_flops(config, step_tokens, input_len) / flop_rate * 1e3
 
 
+def step_ms_at_flop_rate(step_gflop: float, flop_rate: float) -> float:
+    """Milliseconds of an engine step of STEP_GFLOP at a measured FLOP rate (FLOP/s)."""
+    T._positive("flop_rate", flop_rate)
+    return step_gflop * 1e9 / flop_rate * 1e3
+
+
+def step_with_prefill_ms(decode_step_ms: float, prefill_ms: float) -> float:
+    """Milliseconds of a decode step that also carries one prompt's whole prefill: the step alone plus that prompt's prefill time alone."""
+    return decode_step_ms + prefill_ms
+
+
+def ttft_behind_step_ms(ttft_ms: float, step_ms: float) -> float:
+    """Milliseconds to a first token whose request arrives while such a step runs: its TTFT alone plus, at most, that whole step."""
+    return ttft_ms + step_ms
+
+
 def largest_prefill_step_tokens(input_len: int, waiting_peak: float, budget: int) -> float:
     """Prompt tokens the fullest prefill step of a point carries: the waiting prompts (at least one), up to the step budget (--max-num-batched-tokens)."""
     T._positive("input_len", input_len)

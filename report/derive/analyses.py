@@ -245,6 +245,11 @@ def maximum(values: list) -> float:
     return max(values)
 
 
+def running_max(value: float, envelope: float | None = None) -> float:
+    """The monotone envelope from below: the larger of this value and the envelope so far."""
+    return value if envelope is None else max(value, envelope)
+
+
 def count(values: list) -> int:
     """How many values."""
     return len(values)

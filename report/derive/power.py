@@ -443,3 +443,36 @@ def dram_bandwidth_share_spread(gpu_samples: Samples, t_start: float, t_end: flo
 def tensor_active_share_spread(gpu_samples: Samples, t_start: float, t_end: float) -> float:
     """The most active GPU's tensor-pipe share of time minus the least active one's in the window, by GPM (0 to 1)."""
     return _spread(gpu_samples, t_start, t_end, tensor_active_share)
+
+
+# What a compute-bound verdict predicts: the engine's mean step at the compute ceiling of the
+# clock the GPU ran at (the dense peak scaled by the sampled SM clock), beside the step measured.
+
+@point_quantity(unit="ms")
+def step_ms_mean(engine_steps_per_s: float) -> float:
+    """The engine's mean step time in the window: one second over its steps per second, ms."""
+    if engine_steps_per_s <= 0:
+        raise Absent("reason.step_count_unknown", steps=engine_steps_per_s)
+    return 1e3 / engine_steps_per_s
+
+
+@point_quantity(unit="GFLOP")
+def step_gflop(tflops_s: float, engine_steps_per_s: float) -> float:
+    """GFLOP of the engine's mean step: vLLM's FLOP rate over its step rate."""
+    if engine_steps_per_s <= 0:
+        raise Absent("reason.step_count_unknown", steps=engine_steps_per_s)
+    return tflops_s * 1e3 / engine_steps_per_s
+
+
+@point_quantity(unit="ms")
+def step_ms_at_compute_ceiling(step_gflop: float, peak_tflops_at_clock: float) -> float:
+    """The mean step's time were it bound by compute: its FLOP at the dense peak scaled by the sampled SM clock, ms."""
+    if peak_tflops_at_clock <= 0:
+        raise Absent("reason.peak_zero")
+    return step_gflop / peak_tflops_at_clock
+
+
+@point_quantity(unit="×")
+def step_over_compute_ceiling(step_ms_mean: float, step_ms_at_compute_ceiling: float) -> float:
+    """The measured mean step over the step the compute ceiling at the sampled clock predicts (1 is compute-bound)."""
+    return step_ms_mean / step_ms_at_compute_ceiling

@@ -1001,6 +1001,32 @@ def cross_point_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) 
                        denominator=led[f"p.{a.pid}.output_tok_s"])
             led.derive(k + "ttft_p99_growth_from_prev", A.ratio, unit="×", numerator=led[k + "ttft_ms_p99"],
                        denominator=led[f"p.{a.pid}.ttft_ms_p99"])
+        # The knee reads TTFT p99 through its monotone envelope (the running maximum from the
+        # lowest valid point up): a dip below an earlier point is noise, not a step that bought
+        # latency back, and the next rise is measured from the highest TTFT p99 already seen.
+        env = None
+        for p in pts:
+            env = led.derive(f"p.{p.pid}.ttft_p99_envelope_ms", A.running_max, unit="ms",
+                             value=led[f"p.{p.pid}.ttft_ms_p99"], envelope=env,
+                             optional=frozenset({"envelope"}) if env is None else frozenset())
+        for a, b in zip(pts, pts[1:]):
+            led.derive(f"p.{b.pid}.ttft_p99_envelope_growth_from_prev", A.ratio, unit="×",
+                       numerator=led[f"p.{b.pid}.ttft_p99_envelope_ms"],
+                       denominator=led[f"p.{a.pid}.ttft_p99_envelope_ms"])
+        # The step from one stream to two: one request's prefill landing in the other's
+        # decode step predicts the ITL tail, and a first token that waits behind that step the
+        # TTFT tail, each from what the single stream measured alone.
+        if len(pts) >= 2 and ref is pts[0] and not ref.settings.get("request_rate") \
+                and pts[1].settings.get("concurrency") == 2:
+            a, k = f"p.{pts[0].pid}.", f"p.{pts[1].pid}."
+            step = led.derive(k + "itl_p99_with_prefill_predicted", RF.step_with_prefill_ms, unit="ms",
+                              decode_step_ms=led[a + "itl_ms_p50"], prefill_ms=led[a + "prefill_ms_mean"])
+            led.derive(k + "itl_p99_over_prefill_step", A.ratio, unit="×", numerator=led[k + "itl_ms_p99"],
+                       denominator=step)
+            behind = led.derive(k + "ttft_p99_behind_step_predicted", RF.ttft_behind_step_ms, unit="ms",
+                                ttft_ms=led[a + "ttft_ms_p99"], step_ms=step)
+            led.derive(k + "ttft_p99_over_behind_step", A.ratio, unit="×", numerator=led[k + "ttft_ms_p99"],
+                       denominator=behind)
         if len(pts) >= 2:
             a, b = pts[-2], pts[-1]
             ca, cb = a.settings["concurrency"], b.settings["concurrency"]
@@ -1060,3 +1086,13 @@ def prefill_tail_points(led: Ledger, rd: RoundData, rate: Value, reference_clock
                               clock_mhz=led[k + "sm_clock_load_mhz"])
             led.derive(k + "itl_p99_over_tail_at_clock", A.ratio, unit="×", numerator=led[k + "itl_ms_p99"],
                        denominator=slow)
+        # The mean step at the same measured rate, scaled to this point's clock: what a
+        # compute-bound verdict predicts from the rate this engine reached on a prompt alone.
+        if k + "step_gflop" in led and k + "sm_clock_load_mhz" in led and reference_clock_key in led:
+            alone = led.derive(k + "step_ms_at_prefill_rate", RF.step_ms_at_flop_rate, unit="ms",
+                               step_gflop=led[k + "step_gflop"], flop_rate=rate)
+            scaled = led.derive(k + "step_ms_at_prefill_rate_clock", RF.step_ms_at_clock, unit="ms",
+                                step_ms=alone, reference_clock_mhz=led[reference_clock_key],
+                                clock_mhz=led[k + "sm_clock_load_mhz"])
+            led.derive(k + "step_over_prefill_rate", A.ratio, unit="×", numerator=led[k + "step_ms_mean"],
+                       denominator=scaled)

@@ -249,6 +249,12 @@ def rule_lag_min_ms() -> float:
     return LAG_MIN_MS
 
 
+@round_quantity(unit="fraction")
+def rule_lag_share_of_itl() -> float:
+    """Share of the ITL it is read against above which the client's event-loop lag counts against the client (policy)."""
+    return LAG_SHARE_OF_ITL
+
+
 @round_quantity(unit="×")
 def rule_trend_steady_low() -> float:
     """Lowest second-half over first-half pace of a steady window (policy)."""

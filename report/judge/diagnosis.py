@@ -370,7 +370,10 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
     # The roofline by phase: compute is the limit only where the prefill is past the ridge, memory
     # bandwidth only where a decode step is below it (a phase not modelled does not veto).
     ridge, dec, pre = get("r.ridge"), get(k + "decode_intensity"), get(k + "prefill_intensity")
-    prefill_past = ridge is None or pre is None or pre >= ridge
+    # Compute is never named below the ridge: the prefill's intensity where the phases are
+    # modelled, else the window's time-averaged one, and a ridge that is known.
+    past = pre if pre is not None else get(k + "intensity")
+    prefill_past = ridge is not None and past is not None and past >= ridge
     decode_below = ridge is None or dec is None or dec < ridge
     # The engine's host side: every slot busy while the GPU mostly waits (NVML idle and the
     # roofline far from either roof), or the CPU engine's own processes using the host.

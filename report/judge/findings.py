@@ -125,13 +125,76 @@ def disagreement_finding(led: Ledger, validity: dict[str, Validity],
                    list(dict.fromkeys(keys)))
 
 
+def client_suspect_finding(led: Ledger, pids: list[str], labels: dict[str, str] | None = None,
+                           attributions: dict[str, Attribution] | None = None) -> Finding | None:
+    """The points whose client loop lagged past the lag rule at its tail: the client named as a
+    suspect for their tails, with its lag beside the ITL p99 it measured."""
+    floor, share = val(led, "r.rule_lag_min_ms"), val(led, "r.rule_lag_share_of_itl")
+    if floor is None or share is None:
+        return None
+    items = []
+    for pid in pids:
+        if attributions and pid in attributions and attributions[pid].bottleneck == "client":
+            continue    # its verdict names the client already
+        lag, itl = val(led, f"p.{pid}.client_lag_ms_p99"), val(led, f"p.{pid}.itl_ms_p99")
+        # The rule the diagnosis reads at the median, read here tail against tail.
+        if lag is None or itl is None or lag <= max(floor, share * itl):
+            continue
+        one = _make(led, "x", "validity", _texts("client_suspect_item", p=pid, at=_at(labels, pid)), [])
+        if one is not None:
+            items.append(one.texts)
+    if not items:
+        return None
+    return _make(led, "client_suspect", "validity",
+                 _texts("client_suspect", items=_joined(items, "invalid_reason_sep")), [])
+
+
 # Mechanisms also said by phase (`finding.mechanism_<code>_by_phase`): where the model's config
 # gives the decode step's and the prefill's intensities, the sentence judges each phase.
 BY_PHASE = ("bandwidth_bound", "compute_bound", "compute_bound_power_capped", "roofs_balanced")
 
 
+# The compute-bound mechanisms: their sentence is followed by the step they predict.
+COMPUTE_BOUND = ("compute_bound", "compute_bound_power_capped")
+
+
+def _followed(f: Finding, more: Finding | None) -> Finding:
+    """F with MORE's sentences after its own (separated by the catalogue's sentence break)."""
+    if more is None:
+        return f
+    return Finding(f.id, f.kind, {lang: f.texts[lang] + word("finding.counters_sep", lang) + more.texts[lang]
+                                  for lang in LANGS}, list(dict.fromkeys(f.evidence + more.evidence)))
+
+
+def compute_step_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None,
+                         prev_round: str | None = None) -> Finding | None:
+    """What a compute-bound verdict predicts at PID: its mean step at the compute ceiling of the
+    sampled clock beside the step measured, and whether the ceiling explains the step (within
+    the prediction tolerance) or the steps took longer."""
+    tol = val(led, "r.rule_prediction_tol")
+
+    def verdict(ratio: float, prefix: str) -> dict[str, str]:
+        code = ("explained" if 1 / (1 + tol) <= ratio <= 1 + tol else "longer" if ratio > 1 + tol
+                else "shorter")
+        return _texts(f"{prefix}_{code}", p=pid)
+    ratio = val(led, f"p.{pid}.step_over_compute_ceiling")
+    if ratio is None or tol is None:
+        return None
+    f = _make(led, "compute_step", "bottleneck",
+              _texts("compute_step_predicted", p=pid, at=_at(labels, pid),
+                     verdict=verdict(ratio, "compute_step")), ["r.rule_prediction_tol"])
+    # The attainable rate this engine measured on a prompt alone, scaled to this point's clock.
+    alone = val(led, f"p.{pid}.step_over_prefill_rate")
+    if f is None or alone is None:
+        return f
+    rate, ref, ref_clock = _prefill_rate_of(led, labels, prev_round)
+    return _followed(f, _make(led, "compute_step", "bottleneck", _texts(
+        "compute_step_at_prefill_rate", p=pid, ref=ref, rate=rate, ref_clock=ref_clock,
+        verdict=verdict(alone, "compute_rate")), []))
+
+
 def bottleneck_finding(led: Ledger, att: Attribution, fid: str = "bottleneck",
-                       labels: dict[str, str] | None = None) -> Finding | None:
+                       labels: dict[str, str] | None = None, prev_round: str | None = None) -> Finding | None:
     """The mechanism sentence of one point's bottleneck, by phase where the phases are known,
     followed by what the GPU's own counters said of it."""
     f = None
@@ -141,6 +204,8 @@ def bottleneck_finding(led: Ledger, att: Attribution, fid: str = "bottleneck",
                   list(att.evidence))
     f = f or _make(led, fid, "bottleneck", _texts(f"mechanism_{att.mechanism}", p=att.point, at=_at(labels, att.point)),
                    list(att.evidence))
+    if f is not None and att.mechanism in COMPUTE_BOUND:
+        f = _followed(f, compute_step_finding(led, att.point, labels, prev_round))
     if f is None or not att.counters:
         return f
     said = _make(led, fid, "bottleneck", _texts(f"counters_{att.counters}", p=att.point, at=_at(labels, att.point)), [])
@@ -195,6 +260,32 @@ def step_mix_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None
         if f is not None:
             return f
     return _make(led, "step_mix", "mechanism", _texts("step_mix", p=pid, at=_at(labels, pid)), [])
+
+
+def first_step_finding(led: Ledger, pids: list[str], labels: dict[str, str] | None = None) -> Finding | None:
+    """The first step up from a single stream: what one request's prefill landing in the other's
+    decode step predicts for ITL p99 and TTFT p99 beside what was measured, and whether it
+    explains each (within the prediction tolerance) or not."""
+    if len(pids) < 2:
+        return None
+    a, b = pids[0], pids[1]
+    tol = val(led, "r.rule_prediction_tol")
+    itl, ttft = val(led, f"p.{b}.itl_p99_over_prefill_step"), val(led, f"p.{b}.ttft_p99_over_behind_step")
+    if tol is None or itl is None or ttft is None:
+        return None
+
+    def held(ratio: float) -> bool:
+        return 1 / (1 + tol) <= ratio <= 1 + tol
+    # A tail already as long with one stream fits the prediction without showing the second made it.
+    before, after = val(led, f"p.{a}.itl_ms_p99"), val(led, f"p.{b}.itl_ms_p99")
+    grew = before is not None and after is not None and after > before * (1 + tol)
+    # The TTFT bound is an upper one: a tail under it is within the mechanism too.
+    return _make(led, "first_step", "mechanism", _texts(
+        "first_step", a=a, b=b, a_at=_at(labels, a), b_at=_at(labels, b),
+        itl=_texts(("first_step_itl_explained" if grew else "first_step_itl_already") if held(itl)
+                   else "first_step_itl_not", a=a, b=b, a_at=_at(labels, a)),
+        ttft=_texts("first_step_ttft_explained" if ttft <= 1 + tol else "first_step_ttft_not", a=a, b=b)),
+        ["r.rule_prediction_tol"])
 
 
 def population_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None) -> Finding | None:
@@ -262,7 +353,9 @@ def knee(led: Ledger, valid_pids: list[str]) -> tuple[str, str] | None:
     """(knee, next): the valid point from which every step up in concurrency cost more in TTFT
     p99 than it bought in throughput, and the point after it; None when the last step still
     bought more than it cost (no knee in the measured range)."""
-    steps = [(a, b, val(led, f"p.{b}.tput_growth_from_prev"), val(led, f"p.{b}.ttft_p99_growth_from_prev"))
+    # TTFT p99 through its monotone envelope: a dip at one point neither hides a knee below it
+    # nor makes the next point's return to the earlier level look like a step that cost more.
+    steps = [(a, b, val(led, f"p.{b}.tput_growth_from_prev"), val(led, f"p.{b}.ttft_p99_envelope_growth_from_prev"))
              for a, b in zip(valid_pids, valid_pids[1:])]
     found = None
     for a, b, tput, tail in reversed(steps):
@@ -405,18 +498,22 @@ def round_findings(led: Ledger, validity: dict[str, Validity], attributions: dic
         out += thesis_findings(led, attributions, valid_pids, labels)
         out += slo_findings(led, valid_pids, labels)
         last = valid_pids[-1]
-        out.append(bottleneck_finding(led, attributions[last], labels=labels))
+        out.append(bottleneck_finding(led, attributions[last], labels=labels, prev_round=facts.get("prev_round")))
         kinds = {}
         for p in valid_pids:
             kinds.setdefault(attributions[p].bottleneck, p)
         for kind, first in kinds.items():
             if first != last and kind != attributions[last].bottleneck:
-                out.append(bottleneck_finding(led, attributions[first], f"bottleneck_{kind}", labels))
+                out.append(bottleneck_finding(led, attributions[first], f"bottleneck_{kind}", labels,
+                                              facts.get("prev_round")))
         out.append(step_mix_finding(led, last, labels, facts.get("prev_round"), facts.get("prefill_ref_clock")))
+        if "concurrency" in (facts.get("axis"), facts.get("sweep_axis")):
+            out.append(first_step_finding(led, valid_pids, labels))
         out.append(population_finding(led, last, labels))
     out.append(invalid_points_finding(led, validity, labels))
     out.append(disagreement_finding(led, validity, labels,
                                     {p: attributions[p] for p in valid_pids if p in attributions}))
+    out.append(client_suspect_finding(led, valid_pids, labels, attributions))
     if facts.get("sweep_axis") == "input_len":
         out.append(block_rounding_finding(led, facts.get("ok_points") or [], labels))
     out += set_findings(led, facts.get("set_comparisons") or [], labels)

@@ -10,6 +10,7 @@ from html.parser import HTMLParser
 
 import pytest
 
+from report.judge.diagnosis import point_bottleneck, val
 from report.publish.compose import compose_rounds
 from report.publish.render import Page
 from tests.conftest import ROOT
@@ -20,9 +21,27 @@ ENGLISH_RUN = re.compile(r"\b[A-Za-z][a-z]{2,}(?:[ '’][A-Za-z][a-z]{2,}){3,}\b
 
 
 @pytest.fixture(scope="module")
-def pages():
-    reports = compose_rounds([(b, b.parent.name) for b in ROUNDS])
+def reports():
+    return compose_rounds([(b, b.parent.name) for b in ROUNDS])
+
+
+@pytest.fixture(scope="module")
+def pages(reports):
     return {(r.round_id, lang): Page(r, lang).assemble("html") for r in reports for lang in ("en", "zh")}
+
+
+def test_no_point_is_called_compute_bound_below_the_ridge(reports):
+    named = 0
+    for r in reports:
+        led = r.ledger
+        for pid in r.facts.ok_points:
+            if point_bottleneck(led, pid).bottleneck != "gpu_compute":
+                continue
+            named += 1
+            phase = val(led, f"p.{pid}.prefill_intensity")
+            past = phase if phase is not None else val(led, f"p.{pid}.intensity")
+            assert past is not None and past >= val(led, "r.ridge"), (r.round_id, pid)
+    assert named       # round 4's C=128 at least: the check is not vacuous
 
 
 def _ids(html: str) -> dict[str, str]:
@@ -153,3 +172,38 @@ def test_points_are_named_by_their_settings_never_by_their_id(pages, lang):
         named_by_id = [p.pid for p in rd.points if labels[p.pid] != p.pid
                        and re.search(rf"(?<![\w.-]){re.escape(p.pid)}(?![\w-])", text)]
         assert not named_by_id, (r.parent.name, lang, named_by_id)
+
+
+def test_the_reproducibility_sentence_agrees_with_the_count_of_shared_points(reports, pages):
+    counts = {r.round_id: r.facts.repro_points for r in reports}
+    one = {"en": "the one point measured with identical settings in both rounds differs",
+           "zh": "两轮中设置完全相同的测量点只有一个"}
+    many = {"en": "the points measured with identical settings in both rounds differ",
+            "zh": "两轮中设置完全相同的测量点，"}
+    assert 1 in counts.values() and any(n > 1 for n in counts.values())   # both cases committed
+    for (rid, lang), html in pages.items():
+        text = _prose(html)
+        assert (one[lang] in text) == (counts[rid] == 1), (rid, lang)
+        assert (many[lang] in text) == (counts[rid] > 1), (rid, lang)
+
+
+def test_page_1_names_the_swept_axis_and_says_when_no_slo_was_given(reports, pages):
+    no_slo = {"en": "No SLO was given for this round", "zh": "本轮没有给出 SLO"}
+    by_length = {"en": "This round swept the input length from", "zh": "本轮扫描输入长度，从"}
+    by_c = {"en": "This round swept concurrency from", "zh": "下扫描并发，从"}
+    seen = set()
+    for r in reports:
+        slo = r.ledger["r.slo_percentile"].present
+        for lang in ("en", "zh"):
+            text = _prose(pages[(r.round_id, lang)])
+            assert (no_slo[lang] in text) == (not slo and bool(r.facts.valid_points)), (r.round_id, lang)
+            if r.facts.axis != "input_len":
+                assert by_length[lang] not in text, (r.round_id, lang)
+            if r.facts.axis != "concurrency":
+                assert by_c[lang] not in text, (r.round_id, lang)
+        seen.add((r.facts.axis, slo))
+    text5 = _prose(pages[("round-5", "en")])
+    assert by_length["en"] in text5 and "at a fixed concurrency of C=" in text5 and no_slo["en"] in text5
+    text4 = _prose(pages[("round-4", "en")])
+    assert by_c["en"] in text4 and no_slo["en"] not in text4
+    assert ("concurrency", True) in seen and ("concurrency", False) in seen

@@ -98,3 +98,44 @@ def test_the_fullest_prefill_step_is_capped_by_the_budget():
     assert RF.largest_prefill_step_tokens(16384, 0, 8192) == 8192      # a prompt over the budget is chunked
     with pytest.raises(Absent):
         RF.largest_prefill_step_tokens(1024, 1, 0)
+
+
+def test_compute_is_never_named_below_the_ridge_when_the_phases_are_unknown(round4):
+    _, led = round4
+    bare = dataclasses.replace(led, values={k: v for k, v in led.values.items()
+                                            if not k.endswith("prefill_intensity")})
+    # without the prefill's intensity the window's own decides: C=128's 305 FLOP/B is past the ridge
+    assert val(bare, "p.L1024-c128.intensity") > val(bare, "r.ridge")
+    assert point_bottleneck(bare, "L1024-c128").bottleneck == "gpu_compute"
+    # Forced: the same counters at an intensity below the ridge, or with no ridge known: not compute
+    below = _with(bare, "p.L1024-c128.intensity", 150.0)
+    assert point_bottleneck(below, "L1024-c128").bottleneck != "gpu_compute"
+    no_ridge = _with(led, "r.ridge", None)
+    assert point_bottleneck(no_ridge, "L1024-c128").bottleneck != "gpu_compute"
+
+
+def test_the_compute_bound_verdict_states_the_step_it_predicts(round4):
+    rd, led = round4
+    k = "p.L1024-c128."
+    # the mean step: vLLM's FLOP over its steps, at the ceiling of the sampled clock
+    assert val(led, k + "step_ms_mean") == pytest.approx(1e3 / val(led, k + "engine_steps_per_s"))
+    ceiling = val(led, "r.peak_tflops") * 1530 / 1980
+    assert val(led, k + "peak_tflops_at_clock") == pytest.approx(ceiling)
+    assert val(led, k + "step_ms_at_compute_ceiling") == pytest.approx(
+        val(led, k + "tflops_s") / val(led, k + "engine_steps_per_s") / ceiling * 1e3)
+    # 57.6 % of the capped ceiling: the step is 1.74x what compute alone at that ceiling predicts
+    assert val(led, k + "step_over_compute_ceiling") == pytest.approx(1 / val(led, k + "mfu_at_clock"))
+    assert val(led, k + "step_over_compute_ceiling") == pytest.approx(1.74, abs=0.01)
+    # at C=1's measured prefill rate slowed by the clock the step is within the tolerance
+    assert val(led, k + "step_over_prefill_rate") == pytest.approx(1.05, abs=0.02)
+    att = rd.extras["attribution"]
+    text = bottleneck_finding(led, att["L1024-c128"]).texts
+    assert "step_ms_at_compute_ceiling" in text["en"] and "only part of each step" in text["en"]
+    assert "step_ms_at_prefill_rate_clock" in text["en"] and "explains the step" in text["en"]
+    assert "只解释了每步的一部分" in text["zh"] and "解释了这一步" in text["zh"]
+    # Forced: a step at the ceiling is said to be explained by it
+    held = _with(led, k + "step_over_compute_ceiling", 1.1)
+    assert "so the ceiling explains the step" in bottleneck_finding(held, att["L1024-c128"]).texts["en"]
+    # silent where the verdict is not compute: C=1 is bandwidth-bound
+    assert att["L1024-c1"].bottleneck == "gpu_bandwidth"
+    assert "step_ms_at_compute_ceiling" not in bottleneck_finding(led, att["L1024-c1"]).texts["en"]

@@ -9,6 +9,7 @@ from html import unescape
 
 import pytest
 
+from report.derive.analyses import ratio, running_max
 from report.judge.diagnosis import Attribution
 from report.judge.findings import knee, thesis_findings
 from report.ledger import Ledger
@@ -27,7 +28,7 @@ def _growth_ledger(steps: dict[str, tuple[float, float]]) -> Ledger:
     led = Ledger()
     for pid, (tput, tail) in steps.items():
         led.record(f"p.{pid}.tput_growth_from_prev", tput, unit="×", doc="hand-built")
-        led.record(f"p.{pid}.ttft_p99_growth_from_prev", tail, unit="×", doc="hand-built")
+        led.record(f"p.{pid}.ttft_p99_envelope_growth_from_prev", tail, unit="×", doc="hand-built")
     return led
 
 
@@ -42,6 +43,42 @@ def test_the_knee_is_where_every_later_step_costs_more_than_it_buys():
     # a growth not measured stops the search: no knee claimed across it
     led = _growth_ledger({"c2": (1.9, 0.9), "c4": (1.4, 3.0), "c8": (1.2, 3.5)})
     assert knee(led, pids) is None
+
+
+def _series_ledger(series: dict[str, tuple[float, float]]) -> Ledger:
+    """HAND-BUILT: each point's throughput and TTFT p99, with the growths the round ledger
+    derives from them (throughput point to point, TTFT p99 through its running maximum)."""
+    led, env, prev = Ledger(), None, None
+    for pid, (tput, ttft) in series.items():
+        led.record(f"p.{pid}.output_tok_s", tput, doc="hand-built")
+        env = led.derive(f"p.{pid}.ttft_p99_envelope_ms", running_max, value=ttft, envelope=env,
+                         optional=frozenset({"envelope"}) if env is None else frozenset())
+        if prev is not None:
+            led.derive(f"p.{pid}.tput_growth_from_prev", ratio, numerator=tput, denominator=series[prev][0])
+            led.derive(f"p.{pid}.ttft_p99_envelope_growth_from_prev", ratio, numerator=env,
+                       denominator=led[f"p.{prev}.ttft_p99_envelope_ms"])
+        prev = pid
+    return led
+
+
+def test_the_knee_reads_a_non_monotone_ttft_p99_through_its_envelope():
+    pids = ["c1", "c2", "c4", "c8", "c16"]
+    # TTFT p99 dips at c4 and returns at c8 (3x from the dip, 1.2x from c2's): the return is no
+    # step that cost more than the 1.5x it bought, so the knee is c8, not c4.
+    led = _series_ledger({"c1": (100, 40), "c2": (190, 100), "c4": (300, 35), "c8": (450, 120),
+                          "c16": (500, 900)})
+    assert [led.value_of(f"p.{p}.ttft_p99_envelope_ms") for p in pids] == [40, 100, 100, 120, 900]
+    assert knee(led, pids) == ("c8", "c16")
+    # read point to point, the dip would have moved the knee down to c4: the envelope is what differs
+    raw = [(100, 40), (190, 100), (300, 35), (450, 120), (500, 900)]
+    steps = [(b[0] / a[0], b[1] / a[1]) for a, b in zip(raw, raw[1:])]
+    assert steps[2][1] > steps[2][0] and steps[3][1] > steps[3][0]
+    # a monotone series: the envelope is the series itself and the knee unchanged
+    led = _series_ledger({"c1": (100, 40), "c2": (190, 50), "c4": (300, 70), "c8": (330, 300)})
+    assert knee(led, pids[:4]) == ("c4", "c8")
+    # a dip at the top does not make a knee: the step cost nothing in the envelope
+    led = _series_ledger({"c1": (100, 40), "c2": (190, 100), "c4": (200, 60)})
+    assert knee(led, pids[:3]) is None
 
 
 def test_from_which_load_on_holds_for_every_point_above_it():
@@ -88,3 +125,14 @@ def test_round_4_page_1_states_the_answer_before_the_cards(round4, lang):
     assert "--max-num-batched-tokens" in page1 and "--max-model-len" in page1
     assert ("prefix caching off" if lang == "en" else "前缀缓存关闭") in page1
     assert ("random weights" if lang == "en" else "随机权重") in page1
+
+
+def test_round_4s_ttft_p99_is_not_monotone_and_the_knee_reads_its_envelope(round4):
+    led = round4.ledger
+    pids = round4.facts.valid_points
+    raw = [led.value_of(f"p.{p}.ttft_ms_p99") for p in pids]
+    env = [led.value_of(f"p.{p}.ttft_p99_envelope_ms") for p in pids]
+    assert any(b < a for a, b in zip(raw, raw[1:]))          # a dip in the measured series
+    assert env == sorted(env) and all(e >= r for e, r in zip(env, raw))
+    assert env == [max(raw[:i + 1]) for i in range(len(raw))]
+    assert knee(led, pids) == (pids[pids.index("L1024-c32")], pids[pids.index("L1024-c32") + 1])
