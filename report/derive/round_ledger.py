@@ -328,6 +328,8 @@ def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources
     sa, sb = p.steady
     src, win = _src_requests(rd, p), (p.window.t_measure, p.window.t_end)
     csrc = (f"{rd.name}/{rd.bundle.file_for('client')}",)
+    led.record(k + "open_loop", open_loop, unit="", sources=_src_window(rd, p),
+               doc="Whether the point sent on a schedule (an arrival rate or a trace's own times), not in a closed loop")
     # Requests in flight, three ways (the gauges' share is held_concurrency_fraction): the
     # client's count, and the engine's, which is the client's times the share of each
     # request's life spent inside the engine (the same finished requests on both sides: so

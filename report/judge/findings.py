@@ -167,7 +167,7 @@ def _followed(f: Finding, more: Finding | None) -> Finding:
 
 
 def compute_step_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None,
-                         prev_round: str | None = None) -> Finding | None:
+                         prev_round: str | None = None, prev_clock: str | None = None) -> Finding | None:
     """What a compute-bound verdict predicts at PID: its mean step at the compute ceiling of the
     sampled clock beside the step measured, and whether the ceiling explains the step (within
     the prediction tolerance) or the steps took longer."""
@@ -187,14 +187,15 @@ def compute_step_finding(led: Ledger, pid: str, labels: dict[str, str] | None = 
     alone = val(led, f"p.{pid}.step_over_prefill_rate")
     if f is None or alone is None:
         return f
-    rate, ref, ref_clock = _prefill_rate_of(led, labels, prev_round)
+    rate, ref, ref_clock = _prefill_rate_of(led, labels, prev_round, prev_clock)
     return _followed(f, _make(led, "compute_step", "bottleneck", _texts(
         "compute_step_at_prefill_rate", p=pid, ref=ref, rate=rate, ref_clock=ref_clock,
         verdict=verdict(alone, "compute_rate")), []))
 
 
 def bottleneck_finding(led: Ledger, att: Attribution, fid: str = "bottleneck",
-                       labels: dict[str, str] | None = None, prev_round: str | None = None) -> Finding | None:
+                       labels: dict[str, str] | None = None, prev_round: str | None = None,
+                       prev_clock: str | None = None) -> Finding | None:
     """The mechanism sentence of one point's bottleneck, by phase where the phases are known,
     followed by what the GPU's own counters said of it."""
     f = None
@@ -205,7 +206,7 @@ def bottleneck_finding(led: Ledger, att: Attribution, fid: str = "bottleneck",
     f = f or _make(led, fid, "bottleneck", _texts(f"mechanism_{att.mechanism}", p=att.point, at=_at(labels, att.point)),
                    list(att.evidence))
     if f is not None and att.mechanism in COMPUTE_BOUND:
-        f = _followed(f, compute_step_finding(led, att.point, labels, prev_round))
+        f = _followed(f, compute_step_finding(led, att.point, labels, prev_round, prev_clock))
     if f is None or not att.counters:
         return f
     said = _make(led, fid, "bottleneck", _texts(f"counters_{att.counters}", p=att.point, at=_at(labels, att.point)), [])
@@ -386,6 +387,12 @@ def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pid
     # A pool the round forced small itself (--num-gpu-blocks-override): the flag is the limit.
     if said == "kv_pool" and val(led, "r.blocks_before_override") is not None:
         said = "kv_pool_forced"
+    # An open loop that kept up (a valid open-loop point did: its in-flight requests did not
+    # grow while the engine fell behind) delivered what it was sent: its throughput is the
+    # load's, and what set each step's pace is not a limit the server reached.
+    kept_up = val(led, f"p.{top}.open_loop") is True and limit not in ("unknown", "under_driven", "client")
+    if kept_up:
+        code = "thesis_kept_up"
     out = [_make(led, "thesis", "thesis", _texts(code, p=top, at=at[top], since=at[since],
                                                  first=at[valid_pids[0]],
                                                  limit=_texts(f"thesis_limit_{said}")),
@@ -397,7 +404,8 @@ def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pid
     elif len(valid_pids) > 1:
         out.append(_make(led, "thesis_knee", "thesis", _texts("thesis_no_knee", n=top, at=at[top],
                                                                prev=at[valid_pids[-2]]), []))
-    out.append(_make(led, "thesis_advice", "thesis", _texts(f"thesis_advice_{said}", p=top, at=at[top]), []))
+    out.append(_make(led, "thesis_advice", "thesis", _texts(
+        "thesis_advice_kept_up" if kept_up else f"thesis_advice_{said}", p=top, at=at[top]), []))
     return out
 
 
@@ -498,14 +506,15 @@ def round_findings(led: Ledger, validity: dict[str, Validity], attributions: dic
         out += thesis_findings(led, attributions, valid_pids, labels)
         out += slo_findings(led, valid_pids, labels)
         last = valid_pids[-1]
-        out.append(bottleneck_finding(led, attributions[last], labels=labels, prev_round=facts.get("prev_round")))
+        out.append(bottleneck_finding(led, attributions[last], labels=labels, prev_round=facts.get("prev_round"),
+                                      prev_clock=facts.get("prefill_ref_clock")))
         kinds = {}
         for p in valid_pids:
             kinds.setdefault(attributions[p].bottleneck, p)
         for kind, first in kinds.items():
             if first != last and kind != attributions[last].bottleneck:
                 out.append(bottleneck_finding(led, attributions[first], f"bottleneck_{kind}", labels,
-                                              facts.get("prev_round")))
+                                              facts.get("prev_round"), facts.get("prefill_ref_clock")))
         out.append(step_mix_finding(led, last, labels, facts.get("prev_round"), facts.get("prefill_ref_clock")))
         if "concurrency" in (facts.get("axis"), facts.get("sweep_axis")):
             out.append(first_step_finding(led, valid_pids, labels))

@@ -136,3 +136,34 @@ def test_round_4s_ttft_p99_is_not_monotone_and_the_knee_reads_its_envelope(round
     assert env == sorted(env) and all(e >= r for e, r in zip(env, raw))
     assert env == [max(raw[:i + 1]) for i in range(len(raw))]
     assert knee(led, pids) == (pids[pids.index("L1024-c32")], pids[pids.index("L1024-c32") + 1])
+
+
+def _open_loop_ledger(open_loop: bool) -> Ledger:
+    """HAND-BUILT: one point's load, what it delivered and whether it kept up."""
+    led = Ledger()
+    for key, value in (("open_loop", open_loop), ("finish_over_send", 0.98), ("inflight_growth", 0.0),
+                       ("output_tok_s", 400.0), ("ttft_ms_p99", 700.0), ("itl_ms_p99", 150.0)):
+        led.record(f"p.r2.{key}", value, doc="hand-built")
+    return led
+
+
+@pytest.mark.parametrize("open_loop, bottleneck, kept_up", [
+    (True, "gpu_bandwidth", True),      # an open loop that kept up: the load's throughput
+    (False, "gpu_bandwidth", False),    # a closed loop pushes the server to what limits it
+    (True, "unknown", False),           # no limit named: nothing is said of one
+])
+def test_an_open_loop_that_kept_up_names_no_limit_of_the_server(open_loop, bottleneck, kept_up):
+    led = _open_loop_ledger(open_loop)
+    att = {"r2": Attribution("r2", bottleneck, "bandwidth_bound", {})}
+    texts = [f.texts["en"] for f in thesis_findings(led, att, ["r2"], {"r2": "rate 2"}) if f is not None]
+    said = any("kept up with the load it was sent" in t for t in texts)
+    assert said is kept_up
+    assert any("limits this server" in t for t in texts) is (bottleneck != "unknown" and not kept_up)
+
+
+@pytest.mark.parametrize("lang, words", [("en", "kept up with the load it was sent"),
+                                         ("zh", "服务跟上了发给它的负载")])
+def test_round_10s_trace_replay_is_said_to_have_kept_up(lang, words):
+    report = compose_round(ROOT / "runs" / "round-10" / "bundle", "round-10")
+    text = unescape(re.sub(r"<[^>]+>", "", Page(report, lang).assemble("html")))
+    assert words in text and "limits this server" not in text and "限制了本服务" not in text
