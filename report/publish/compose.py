@@ -374,7 +374,10 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     if rd.lengths_vary:
         # Each request had lengths of its own: the sections that model the architecture read
         # them (round_ledger.modelled_lengths), and the percentiles mix them; said here.
-        notices.append(in_langs("label.notice_length_dist"))
+        work = (bundle.manifest.get("plan") or {}).get("workload") or {}
+        source = {"sessions": "sessions", "trace": "trace", "sharegpt": "sharegpt"}.get(work.get("kind"), "drawn")
+        lead, rest = in_langs(f"label.notice_lengths_{source}"), in_langs("label.notice_length_dist")
+        notices.append({lang: lead[lang] + word("label.sentence_sep", lang) + rest[lang] for lang in LANGS})
     title = round_title(bundle.manifest, rd.axis, round_id)
     sections = ["summary", "diagnosis"] + (["sets"] if comparisons else []) + ["slo", "client", "decomposition", "kv", "mfu", "timeline", "power", "compare",
                 "results", "next", "method"]

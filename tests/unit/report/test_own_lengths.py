@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import statistics
 
 import numpy as np
@@ -104,3 +105,19 @@ def test_the_notice_of_own_lengths_is_said_only_where_lengths_vary(round_id, sai
     en = [n["en"] for n in report.notices]
     assert any("own prompt and output tokens" in t for t in en) == said
     assert not any("nominal lengths" in t for t in en)
+
+
+@pytest.mark.parametrize("round_id, lead", [
+    ("round-8", "drawn from the plan's distributions"),
+    ("round-9", "one conversation of the ShareGPT dataset"),
+    ("round-10", "one request of the replayed trace"),
+    ("round-11", "a session's prompt grows with the history it resends"),
+])
+def test_the_notice_names_where_the_rounds_lengths_came_from_and_only_that(round_id, lead):
+    leads = ("drawn from the plan's distributions", "one conversation of the ShareGPT dataset",
+             "one request of the replayed trace", "a session's prompt grows with the history it resends")
+    report = compose_round(ROOT / "runs" / round_id / "bundle", round_id)
+    notice = next(n for n in report.notices if "own prompt and output tokens" in n["en"])
+    assert [x for x in leads if x in notice["en"]] == [lead]
+    assert notice["zh"].startswith("每个请求的提示词与输出长度各不相同")
+    assert not re.search(r"[\u4e00-\u9fff。：；] +[\u4e00-\u9fff]", notice["zh"])
