@@ -56,8 +56,8 @@ def round2():
 
 def test_round_2s_shared_host_names_the_client_at_c64(round2):
     rd, led = round2
-    valid = [p for p, v in rd.extras["validity"].items() if v.valid]
-    f = client_suspect_finding(led, valid, {p: p for p in valid}, rd.extras["attribution"])
+    valid = [p for p, v in rd.verdicts.validity.items() if v.valid]
+    f = client_suspect_finding(led, valid, {p: p for p in valid}, rd.verdicts.attribution)
     assert f is not None
     assert led.value_of("p.L256-c64.client_lag_ms_p99") == pytest.approx(726, abs=1)
     assert "[[p.L256-c64.client_lag_ms_p99]]" in f.texts["en"]

@@ -45,7 +45,7 @@ def test_the_prediction_is_the_single_streams_step_plus_its_prefill(round2):
 
 def test_round_2s_first_step_says_which_tail_the_mechanism_explains(round2):
     rd, led = round2
-    valid = [p for p, v in rd.extras["validity"].items() if v.valid]
+    valid = [p for p, v in rd.verdicts.validity.items() if v.valid]
     assert valid[:2] == [A, B]
     en = first_step_finding(led, valid, LABELS).texts["en"]
     # ITL p99 fits the prediction but was as long with one stream; the TTFT tail is no engine step's
@@ -58,7 +58,7 @@ def test_round_2s_first_step_says_which_tail_the_mechanism_explains(round2):
 
 def test_each_tail_is_said_explained_only_within_the_tolerance(round2):
     rd, led = round2
-    valid = [p for p, v in rd.extras["validity"].items() if v.valid]
+    valid = [p for p, v in rd.verdicts.validity.items() if v.valid]
     # Forced: the tail rose at C=2 and fits; the TTFT under its bound
     grew = _with(led, itl_ms_p99=20.0, ttft_p99_over_behind_step=0.9)
     en = first_step_finding(grew, valid, LABELS).texts["en"]

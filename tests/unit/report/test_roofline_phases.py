@@ -128,7 +128,7 @@ def test_the_compute_bound_verdict_states_the_step_it_predicts(round4):
     assert val(led, k + "step_over_compute_ceiling") == pytest.approx(1.74, abs=0.01)
     # at C=1's measured prefill rate slowed by the clock the step is within the tolerance
     assert val(led, k + "step_over_prefill_rate") == pytest.approx(1.05, abs=0.02)
-    att = rd.extras["attribution"]
+    att = rd.verdicts.attribution
     text = bottleneck_finding(led, att["L1024-c128"]).texts
     assert "step_ms_at_compute_ceiling" in text["en"] and "only part of each step" in text["en"]
     assert "step_ms_at_prefill_rate_clock" in text["en"] and "explains the step" in text["en"]
