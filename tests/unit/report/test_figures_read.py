@@ -9,6 +9,7 @@ import pytest
 
 from report.publish.compose import compose_rounds
 from report.publish.figures import LOG_LENGTH_SPAN, TEXT, wide_span
+from report.publish.render import _walk  # every dict inside a spec (layers, facets, encodings)
 from report.words import LANGS
 from tests.conftest import ROOT
 
@@ -23,15 +24,6 @@ def reports():
     return {r.round_id: r for r in compose_rounds(paths)}
 
 
-def _walk(spec):
-    """Every dict inside SPEC (layers, facets, encodings)."""
-    if isinstance(spec, dict):
-        yield spec
-        for v in spec.values():
-            yield from _walk(v)
-    elif isinstance(spec, list):
-        for v in spec:
-            yield from _walk(v)
 
 
 def _colour_channels(spec) -> list[dict]:
