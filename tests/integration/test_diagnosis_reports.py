@@ -58,7 +58,7 @@ def test_the_whole_report_of_the_real_gpu_fixture_renders_in_both_languages(tmp_
     zh = (tmp_path / "h200" / "index.zh.html").read_text()
     assert "Diagnosis" in en and "诊断" in zh
     assert "GPU memory bandwidth" in en and "GPU 显存带宽" in zh
-    assert "lockstep waves" in en and "波次同步" in zh
+    assert "lockstep waves" in en and "锁步波次" in zh
     assert "[[p." not in en + zh and "[[r." not in en + zh
 
 
