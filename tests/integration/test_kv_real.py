@@ -55,6 +55,10 @@ output_len = {OUTPUT_LEN}
 concurrency = [{C}]
 duration_s = 8
 cooldown_s = 1
+# The streams start at seeded random times: the expected median models streams at staggered
+# progress; started at once on a loaded host, they once ran in phase (send synchrony 1.0)
+# and held 10.5 blocks at the median where staggered streams hold 12.
+ramp_s = 1.5
 [sampler]
 metrics_interval_s = 0.1
 """
