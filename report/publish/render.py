@@ -115,13 +115,13 @@ _TAG = re.compile(r"<[^>]+>")
 INPUTS = "\0inputs"   # the appendix group of ids no section shows
 
 
-_TD = re.compile(r"(<td\b[^>]*>)(.*?)(</td>)", re.S)
+_TD = re.compile(r"(<t[dh]\b[^>]*>)(.*?)(</t[dh]>)", re.S)   # body cells and headings
 _CJK_RUN = re.compile(r"[\u3400-\u9fff]{2,}")
 _TAG_SPLIT = re.compile(r"(<[^>]+>)")
 
 
 def _cjk_words_whole(m: re.Match) -> str:
-    """A table cell whose runs of Chinese characters each stay on one line: a narrow cell
+    """A table cell or heading whose runs of Chinese characters each stay on one line: a narrow cell
     breaks at the spaces and punctuation between them, never inside one ("显/存")."""
     parts = _TAG_SPLIT.split(m.group(2))
     body = "".join(p if p.startswith("<") else _CJK_RUN.sub(r'<span class="nobr">\g<0></span>', p)
