@@ -30,7 +30,7 @@ def test_a_trace_whose_sets_ask_no_named_question_says_a_server_flag_sweep():
 
 def test_sharegpt_and_sessions_name_the_workload_before_the_sweep():
     assert round_title(_manifest("sharegpt"), "concurrency", "round-9") == {
-        "en": "Round 9 · ShareGPT-shaped concurrency sweep", "zh": "第 9 轮 · ShareGPT 形态的并发扫描"}
+        "en": "Round 9 · ShareGPT-shaped concurrency sweep", "zh": "第 9 轮 · ShareGPT 形态，并发扫描"}
     assert round_title(_manifest("sessions"), "concurrency", "round-11")["en"] == (
         "Round 11 · Multi-turn sessions, concurrency sweep")
 
