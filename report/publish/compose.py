@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -26,6 +27,8 @@ ZERO_GAP_NOTE_SHARE = 0.1
 FLOPS_CLOSE = 0.01
 # The KV account "balances" when measured and expected usage differ by at most this many points.
 KV_CLOSE_PP = 1.0
+# Workloads the title names, since their requests are not the plan's own drawn lengths.
+TITLED_WORKLOADS = ("trace", "sharegpt", "jsonl", "sessions", "shared-prefix")
 
 # Columns: (point quantity, catalogue code of the header, unit, decimals).
 KV_COLUMNS = [
@@ -378,7 +381,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
         source = {"sessions": "sessions", "trace": "trace", "sharegpt": "sharegpt"}.get(work.get("kind"), "drawn")
         lead, rest = in_langs(f"label.notice_lengths_{source}"), in_langs("label.notice_length_dist")
         notices.append({lang: lead[lang] + word("label.sentence_sep", lang) + rest[lang] for lang in LANGS})
-    title = round_title(bundle.manifest, rd.axis, round_id)
+    title = round_title(bundle.manifest, rd.axis, round_id, [c.question for c in comparisons])
     sections = ["summary", "diagnosis"] + (["sets"] if comparisons else []) + ["slo", "client", "decomposition", "kv", "mfu", "timeline", "power", "compare",
                 "results", "next", "method"]
     if not pids:
@@ -390,7 +393,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     detail = point_table(led, pids, "results_detail", in_langs("label.table_results_detail"),
                          DETAIL_COLUMNS, labels)
     # The facts are a builder dict until here; the report holds them typed and frozen.
-    return RoundReport(round_id=round_id, title=title, ledger=led, sections=sections, figures=figs,
+    return RoundReport(round_id=round_id, title=title, subtitle=plan_subtitle(bundle.manifest), ledger=led, sections=sections, figures=figs,
                        tables={"results": results, "results_detail": detail,
                                "slo_table": slo_table(led, facts["valid_points"], labels),
                                **set_tables(led, comparisons, facts["point_labels"]),
@@ -416,7 +419,27 @@ def interrupted_notice(pids: list[str]) -> dict[str, str]:
     return {lang: word("label.notice_interrupted", lang, points=listed(pids, lang)) for lang in LANGS}
 
 
-def round_title(manifest: dict, axis: str, round_id: str) -> dict[str, str]:
-    """The round's title in each language, from the sweep axis and the round id."""
-    return {lang: word("label.round_title", lang, axis=word(f"label.axis_{axis}", lang),
-                       round_id=round_id) for lang in LANGS}
+def round_title(manifest: dict, axis: str, round_id: str, questions: list[str] = ()) -> dict[str, str]:
+    """The round's title in each language: the round in words, then what it measured (the
+    workload where it is a trace, a dataset, sessions or shared prefixes; the sweep axis; the
+    sets' questions)."""
+    number = re.fullmatch(r"round-(\d+)", round_id)
+    work = ((manifest.get("plan") or {}).get("workload") or {}).get("kind")
+    named = [q for q in dict.fromkeys(questions) if has(f"label.title_sets_{q}", "en")]
+    out = {}
+    for lang in LANGS:
+        name = word("label.round_name", lang, n=number.group(1)) if number else round_id
+        if work in TITLED_WORKLOADS:
+            sweep = (listed([word(f"label.title_sets_{q}", lang) for q in named], lang)
+                     if axis == "server" and named else word(f"label.title_sweep_{axis}", lang))
+            kind = word(f"label.title_workload_{work}", lang, sweep=sweep)
+        else:
+            kind = word(f"label.axis_{axis}", lang)
+        out[lang] = word("label.round_title", lang, round=name, kind=kind)
+    return out
+
+
+def plan_subtitle(manifest: dict) -> dict[str, str]:
+    """The plan's own title (manifest plan.title) as the page's subtitle, quoted; {} where it has none."""
+    title = ((manifest.get("plan") or {}).get("title") or "").strip()
+    return in_langs("label.plan_subtitle", title=title) if title else {}

@@ -138,3 +138,4 @@ class RoundReport:
     facts: RoundFacts = field(default_factory=RoundFacts)   # non-numeric facts, built once
     notices: list[dict[str, str]] = field(default_factory=list)  # lang -> text, e.g. incomplete
     bundles: list[str] = field(default_factory=list)      # bundle paths the report read
+    subtitle: dict[str, str] = field(default_factory=dict)   # lang -> the plan's own title, quoted

@@ -674,7 +674,7 @@ class _Assembly:
         tpl = self.env.get_template("base.html.j2")
         return tpl.render(
             mode=mode, lang=self.lang, html_lang=HTML_LANG[self.lang], w=self.words,
-            title=title, round_id=self.report.round_id, css=Markup(css), csp=csp,
+            title=title, subtitle=self.report.subtitle.get(self.lang, ""), round_id=self.report.round_id, css=Markup(css), csp=csp,
             scripts=[Markup(s) for s in scripts], sections=page.sections,
             notices=[n.get(self.lang) or next(iter(n.values()), "") for n in self.report.notices],
             bundles=self.report.bundles, links=self.links, appendix=Markup(APPENDIX_PH),
