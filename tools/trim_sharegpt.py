@@ -38,8 +38,17 @@ def main(argv: list[str]) -> int:
     if len(argv) != 3:
         print(__doc__.splitlines()[2], file=sys.stderr)
         return 2
-    src, n, dst = Path(argv[0]), int(argv[1]), Path(argv[2])
-    kept = first_conversations(src.read_text(encoding="utf-8"), n)
+    src, dst = Path(argv[0]), Path(argv[2])
+    if not argv[1].isdigit():
+        print(f"error: N: {argv[1]!r} is not a whole number", file=sys.stderr)
+        return 2
+    if not src.is_file():
+        print(f"error: {src}: no such file", file=sys.stderr)
+        return 2
+    if dst.exists() and dst.resolve() == src.resolve():
+        print(f"error: {dst}: is the source; the source is only read", file=sys.stderr)
+        return 2
+    kept = first_conversations(src.read_text(encoding="utf-8"), int(argv[1]))
     dst.write_text(json.dumps(kept, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
     print(f"{dst}: {len(kept)} conversations, {dst.stat().st_size} bytes, from {src}")
     return 0

@@ -39,6 +39,9 @@ STEADY_FRACTION = 0.6
 PEAK_DTYPE = "bf16"
 
 
+# Workloads whose every request brings lengths of its own (beside drawn distributions).
+OWN_LENGTH_KINDS = ("sessions", "trace", "sharegpt")
+
 @dataclass
 class PointData:
     """One point's raw inputs, as read from the bundle."""
@@ -86,7 +89,7 @@ class RoundData:
         dataset or trace, or grown by a sessions workload's resent history."""
         work = (self.bundle.manifest.get("plan") or {}).get("workload") or {}
         return bool(work.get("input_dist") or work.get("output_dist")
-                    or work.get("kind") in ("sessions", "trace", "sharegpt"))
+                    or work.get("kind") in OWN_LENGTH_KINDS)
 
     @property
     def gpu_samples(self) -> list[dict]:

@@ -8,7 +8,13 @@ from pathlib import Path
 
 from bundle.store import BundleError, read_bundle
 from report.derive import validity as V
-from report.derive.round_ledger import PEAK_DTYPE, RoundData, gpu_absent_reason, read_round
+from report.derive.round_ledger import (
+    OWN_LENGTH_KINDS,
+    PEAK_DTYPE,
+    RoundData,
+    gpu_absent_reason,
+    read_round,
+)
 from report.derive.stats import INTERRUPTED
 from report.judge.compare import cross_round_ledger
 from report.judge.findings import round_findings
@@ -378,7 +384,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
         # Each request had lengths of its own: the sections that model the architecture read
         # them (round_ledger.modelled_lengths), and the percentiles mix them; said here.
         work = (bundle.manifest.get("plan") or {}).get("workload") or {}
-        source = {"sessions": "sessions", "trace": "trace", "sharegpt": "sharegpt"}.get(work.get("kind"), "drawn")
+        source = work.get("kind") if work.get("kind") in OWN_LENGTH_KINDS else "drawn"
         lead, rest = in_langs(f"label.notice_lengths_{source}"), in_langs("label.notice_length_dist")
         notices.append({lang: lead[lang] + word("label.sentence_sep", lang) + rest[lang] for lang in LANGS})
     title = round_title(bundle.manifest, rd.axis, round_id, [c.question for c in comparisons])
