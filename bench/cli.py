@@ -51,9 +51,12 @@ def float_list(text: str) -> list[float]:
 def add_run_arguments(r: argparse.ArgumentParser) -> None:
     """The flags of `serving-ledger run`."""
     r.add_argument("--plan", help="a round plan (TOML); ad-hoc flags below override its sweep")
-    r.add_argument("--endpoint", help="use a server already running at this URL")
-    r.add_argument("--launch", help="start this server command line instead of the embedded engine "
-                                    "(needs --endpoint for where it will listen)")
+    r.add_argument("--endpoint", action="append",
+                   help="use a server already running at this URL; give it again for each "
+                        "further server of a data-parallel round (requests go to them in turn)")
+    r.add_argument("--launch", action="append",
+                   help="start this server command line instead of the embedded engine (needs "
+                        "--endpoint for where it will listen); once per --endpoint for several")
     r.add_argument("--server-flags", default="", help="extra engine flags, one string")
     r.add_argument("--model-config", help="the served model's config.json (or its directory), "
                                           "for a server started elsewhere")
@@ -97,7 +100,13 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
     if args.launch:
         if not args.endpoint:
             raise PlanError("--launch needs --endpoint (the URL the launched server listens on)")
-        plan.engine.mode, plan.engine.command, plan.engine.endpoint = "launch", args.launch, args.endpoint
+        if len(args.launch) != len(args.endpoint):
+            raise PlanError(f"--launch: {len(args.launch)} command line(s) for {len(args.endpoint)} "
+                            "--endpoint(s); give one --launch per --endpoint, in the same order")
+        e, several = plan.engine, len(args.launch) > 1
+        e.mode = "launch"
+        e.command, e.endpoint = ("", "") if several else (args.launch[0], args.endpoint[0])
+        e.commands, e.endpoints = (list(args.launch), list(args.endpoint)) if several else ([], [])
     if args.model_config is not None:
         plan.engine.model_config = args.model_config
     if args.server_flags:
@@ -149,9 +158,14 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
     except PlanError as e:
         raise PlanError(name_the_flag(str(e), args)) from None
     if args.endpoint:
-        check_endpoint(args.endpoint, "--endpoint")
+        if len(set(args.endpoint)) != len(args.endpoint):
+            raise PlanError("--endpoint: a URL is given twice")
+        for url in args.endpoint:
+            check_endpoint(url, "--endpoint")
     elif plan.engine.mode != "embedded":
-        check_endpoint(plan.engine.endpoint, f"{plan.source or 'plan'} [engine].endpoint")
+        key = "endpoints" if plan.engine.endpoints else "endpoint"
+        for url in plan.engine.all_endpoints():
+            check_endpoint(url, f"{plan.source or 'plan'} [engine].{key}")
     return plan
 
 
@@ -237,7 +251,9 @@ def run(args: argparse.Namespace, judge=None) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupt)
     out = Path(args.out)
     try:
-        status = run_round(plan, out, endpoint_override=args.endpoint if not args.launch else None,
+        override = None if args.launch or not args.endpoint else (
+            args.endpoint[0] if len(args.endpoint) == 1 else args.endpoint)
+        status = run_round(plan, out, endpoint_override=override,
                            resume=args.resume, api_key=key, judge=judge)
     except KeyboardInterrupt:
         print(f"\ninterrupted; what was recorded is kept in {out} "

@@ -128,6 +128,10 @@ class Engine:
     def owned(self) -> bool:
         return self.mode != "endpoint"
 
+    @property
+    def endpoints(self) -> list[str]:
+        return [self.endpoint]
+
     def start(self, log_path: Path, timeout_s: float = 300.0) -> None:
         """Start the server writing its log to LOG_PATH and wait until /health answers 200."""
         if not self.owned:
@@ -225,6 +229,74 @@ class Engine:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+@dataclass
+class EngineGroup:
+    """Several servers a round talks to as one (data parallel): each started, watched and
+    stopped as one Engine is; requests go to them in turn (bench/point_driver.route)."""
+
+    members: list[Engine]
+
+    @property
+    def mode(self) -> str:
+        return self.members[0].mode
+
+    @property
+    def endpoint(self) -> str:
+        return self.members[0].endpoint
+
+    @property
+    def endpoints(self) -> list[str]:
+        return [m.endpoint for m in self.members]
+
+    @property
+    def command(self) -> list[str]:
+        return self.members[0].command
+
+    @property
+    def proc(self) -> subprocess.Popen | None:
+        return self.members[0].proc
+
+    @property
+    def pids(self) -> list[int]:
+        """The process (group) id of each server this round started."""
+        return [m.proc.pid for m in self.members if m.proc is not None]
+
+    @property
+    def owned(self) -> bool:
+        return self.members[0].owned
+
+    def start(self, log_path: Path, timeout_s: float = 300.0) -> None:
+        """Start every server, each healthy before the next starts,
+        so two servers sharing a GPU do not profile its memory at once; stop them all on failure."""
+        try:
+            for k, m in enumerate(self.members):
+                # Server 0 writes server.log (the log the report reads); server k, server.k.log.
+                m.start(log_path if k == 0 else log_path.with_name(f"server.{k}.log"), timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def alive(self) -> bool:
+        """Whether every server answers /health now."""
+        return all(m.alive() for m in self.members)
+
+    def stop(self, grace_s: float = 15.0) -> int | None:
+        """Stop every server; the first non-zero exit status, else 0 (None if none was ours)."""
+        statuses = [m.stop(grace_s) for m in self.members]
+        known = [s for s in statuses if s is not None]
+        return next((s for s in known if s != 0), known[0]) if known else None
+
+    def describe(self) -> dict:
+        """The first server's description, with every server's under `engines`."""
+        each = [m.describe() for m in self.members]
+        problems = [d.get("models_problem") for d in each if d.get("models_problem")]
+        info = {**each[0], "endpoints": self.endpoints,
+                "engines": [{k: v for k, v in d.items() if k != "models_problem"} for d in each]}
+        if problems:
+            info["models_problem"] = problems[0]
+        return info
 
 
 def _interrupt(signum, _frame):

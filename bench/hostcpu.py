@@ -51,12 +51,16 @@ def own_cpu_seconds() -> float:
     return t.user + t.system
 
 
-def host_sample(t: float, engine_pgid: int | None) -> dict[str, Any]:
-    """One host.jsonl record."""
+def host_sample(t: float, engine_pgid: int | list[int] | None) -> dict[str, Any]:
+    """One host.jsonl record; ENGINE_PGID is the engine's process group, or each server's of a
+    round against several (their CPU seconds summed)."""
     busy, total = host_cpu_seconds()
     rec: dict[str, Any] = {"t": t, "cores": os.cpu_count() or 1, "cpu_busy_s": busy,
                            "cpu_total_s": total, "client_cpu_s": own_cpu_seconds()}
-    if engine_pgid is not None:
+    if isinstance(engine_pgid, list):
+        if engine_pgid:
+            rec["engine_cpu_s"] = sum(group_cpu_seconds(g) for g in engine_pgid)
+    elif engine_pgid is not None:
         rec["engine_cpu_s"] = group_cpu_seconds(engine_pgid)
     return rec
 

@@ -41,6 +41,19 @@ class EngineSpec:
     restart_on_failure: bool = True        # launch/embedded: restart after the server dies
     model_config: str = ""                 # config.json of the served model (launch/endpoint)
     port: int = 0                          # embedded: 0 picks a free port once per round
+    # Data parallel over several servers: their URLs (instead of `endpoint`), and in launch mode
+    # the command line of each (instead of `command`), in the same order. Requests go to them
+    # in turn; each one's /metrics is scraped on the same tick (docs/bundle.md, version 3).
+    endpoints: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
+
+    def all_endpoints(self) -> list[str]:
+        """Every endpoint the round talks to, in plan order (one, or `endpoints`)."""
+        return list(self.endpoints) if self.endpoints else ([self.endpoint] if self.endpoint else [])
+
+    def all_commands(self) -> list[str]:
+        """The launch command line of each endpoint, in the same order."""
+        return list(self.commands) if self.commands else ([self.command] if self.command else [])
 
 
 @dataclass
@@ -219,6 +232,7 @@ def _build(cls, data: dict[str, Any], where: str):
 # a list, check_plan_types the rest, so a wrong element ("input_len = ['a']") fails here.
 ELEMENT_TYPES: dict[tuple[str, str], tuple[type, ...]] = {
     ("engine", "flags"): (str,), ("engine", "env"): (str,),
+    ("engine", "endpoints"): (str,), ("engine", "commands"): (str,),
     ("sweep", "concurrency"): (int,), ("sweep", "input_len"): (int,),
     ("sweep", "request_rate"): (int, float), ("sweep", "server_flags"): (list,),
     ("client", "cpu_affinity"): (int,),
@@ -435,6 +449,33 @@ def check_search(plan: Plan) -> None:
                         "0 and 1")
 
 
+def check_endpoints(e: EngineSpec, src: str) -> None:
+    """Refuse an engine table whose endpoints and commands do not name one server each."""
+    if e.endpoints and e.endpoint:
+        raise PlanError(f"{src} [engine].endpoints: give `endpoint` (one server) or `endpoints` "
+                        "(several), not both")
+    if e.commands and e.command:
+        raise PlanError(f"{src} [engine].commands: give `command` (one server) or `commands` "
+                        "(several), not both")
+    if e.endpoints and len(e.endpoints) < 2:
+        raise PlanError(f"{src} [engine].endpoints: {len(e.endpoints)} given; one server is "
+                        "`endpoint`, `endpoints` names two or more")
+    if len(set(e.endpoints)) != len(e.endpoints):
+        raise PlanError(f"{src} [engine].endpoints: an endpoint is named twice")
+    if e.endpoints and e.mode == "embedded":
+        raise PlanError(f"{src} [engine].endpoints: the embedded engine is one server; several "
+                        "endpoints need launch or endpoint mode")
+    if e.mode in ("launch", "endpoint") and not e.all_endpoints():
+        raise PlanError(f"{src} [engine].endpoint: required in {e.mode} mode")
+    if e.mode == "launch" and not e.all_commands():
+        raise PlanError(f"{src} [engine].command: required in launch mode")
+    if e.commands and e.mode != "launch":
+        raise PlanError(f"{src} [engine].commands: read only in launch mode")
+    if e.mode == "launch" and len(e.all_commands()) != len(e.all_endpoints()):
+        raise PlanError(f"{src} [engine].commands: {len(e.all_commands())} command line(s) for "
+                        f"{len(e.all_endpoints())} endpoints; launch mode starts one server per endpoint")
+
+
 def check_plan(plan: Plan) -> None:
     """Refuse settings no run could honour, naming the key: before anything starts."""
     src = plan.source or "plan"
@@ -455,10 +496,7 @@ def check_plan(plan: Plan) -> None:
             _bounded(v, bounds, f"{src} [{section}].{key}")
     if e.mode not in ("embedded", "launch", "endpoint"):
         raise PlanError(f"{src} [engine].mode: {e.mode!r} is not embedded, launch or endpoint")
-    if e.mode in ("launch", "endpoint") and not e.endpoint:
-        raise PlanError(f"{src} [engine].endpoint: required in {e.mode} mode")
-    if e.mode == "launch" and not e.command:
-        raise PlanError(f"{src} [engine].command: required in launch mode")
+    check_endpoints(e, src)
     if w.kind not in ("random", "shared-prefix", "jsonl", sessions.KIND, *replay.KINDS):
         raise PlanError(f"{src} [workload].kind: {w.kind!r} is not random, shared-prefix, jsonl, "
                         "sessions, trace or sharegpt")
@@ -606,7 +644,10 @@ def affinity_problem(plan: Plan) -> str | None:
 
 # Plan keys that may differ when a round is resumed: where the plan file lies, its title and
 # expectations, and where the engine listens; anything else changes what the points measure.
-RESUME_FREE = {("source",), ("title",), ("expect",), ("slo",), ("engine", "endpoint"), ("engine", "port")}
+RESUME_FREE = {("source",), ("title",), ("expect",), ("slo",), ("engine", "endpoint"), ("engine", "port"),
+               ("engine", "endpoints")}
+# Plan keys a later version added, with the value that means what a plan without them ran.
+ADDED_KEYS = {("engine", "endpoints"): [], ("engine", "commands"): []}
 
 
 def resume_problem(recorded: dict[str, Any], now: dict[str, Any]) -> str | None:
@@ -618,7 +659,8 @@ def resume_problem(recorded: dict[str, Any], now: dict[str, Any]) -> str | None:
             continue
         if isinstance(a, dict) and isinstance(b, dict):
             for key in sorted(set(a) | set(b)):
-                if (section, key) not in RESUME_FREE and a.get(key) != b.get(key):
+                was = a.get(key, ADDED_KEYS.get((section, key)))
+                if (section, key) not in RESUME_FREE and was != b.get(key):
                     return (f"--resume: [{section}].{key} was {a.get(key)!r:.80} when the bundle "
                             f"was recorded and is {b.get(key)!r:.80} now; a resumed round runs "
                             "the plan it started with (record the change as a new round)")

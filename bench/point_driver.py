@@ -196,6 +196,21 @@ async def send_request(session, url: str, model: str, wl, p, point_id: str, i: i
                                 timeouts=timeouts, reply=reply)
 
 
+def completion_urls(endpoints: list[str], api: str) -> list[str]:
+    """The completions URL of each endpoint, in plan order."""
+    path = "/v1/chat/completions" if api == "chat" else "/v1/completions"
+    return [e + path for e in endpoints]
+
+
+def route(urls: list[str], n: int, extra: dict | None = None) -> tuple[str, dict | None]:
+    """The URL request (or conversation) N goes to, in turn over URLS, and EXTRA with the
+    endpoint's index added when there are several (a round against one records none)."""
+    if len(urls) == 1:
+        return urls[0], extra
+    k = n % len(urls)
+    return urls[k], {**(extra or {}), "endpoint": k}
+
+
 def tally(counts: dict, rec: dict) -> bool:
     """Count a finished request into COUNTS (done, tokens, errors); True if it succeeded."""
     counts["done"] += 1

@@ -26,7 +26,7 @@ import aiohttp
 
 from bench import replay, sessions
 from bench.client import Timeouts, open_stream_session
-from bench.engine import TINY_MODEL_DIR, Engine, EngineError, free_port
+from bench.engine import TINY_MODEL_DIR, Engine, EngineError, EngineGroup, free_port
 from bench.exposition import parse_exposition
 from bench.hostcpu import host_monitor
 from bench.loop import collect_between_points
@@ -37,12 +37,14 @@ from bench.point_driver import (
     PointRun,
     RoundFailed,
     ServerDied,
+    completion_urls,
     drive_closed,
     drive_open,
     end_point,
     lag_sample,
     open_loop_arrivals,
     point_shape,
+    route,
     send_request,
     tally,
     transport_error,
@@ -57,6 +59,7 @@ from bench.provenance import (
 )
 from bench.search import SloSearch
 from bench.workload import make_prompts, stream_start_offsets
+from bundle.metric_keys import ENDPOINT_LABEL, sample_key, split_key
 from bundle.redact import Redactor
 from bundle.store import BundleWriter, read_bundle
 
@@ -64,24 +67,40 @@ from bundle.store import BundleWriter, read_bundle
 HOST_INTERVAL_S = 0.5
 
 
-def make_engine(plan: Plan, port: int, flags: list[str]) -> Engine:
-    """The engine of a plan for one server-flag set."""
+def make_engine(plan: Plan, port: int, flags: list[str]) -> Engine | EngineGroup:
+    """The engine of a plan for one server-flag set: one server, or a group of several."""
     e = plan.engine
+    if e.mode == "embedded":
+        return Engine.embedded(flags=e.flags + flags, env=e.env, port=port)
     if e.mode == "endpoint":
-        return Engine.external(e.endpoint)
-    if e.mode == "launch":
-        return Engine.launch(e.command, e.endpoint, flags=e.flags + flags, env=e.env)
-    return Engine.embedded(flags=e.flags + flags, env=e.env, port=port)
+        members = [Engine.external(url) for url in e.all_endpoints()]
+    else:
+        members = [Engine.launch(cmd, url, flags=e.flags + flags, env=e.env)
+                   for cmd, url in zip(e.all_commands(), e.all_endpoints())]
+    return members[0] if len(members) == 1 else EngineGroup(members)
 
 
 class MetricsSampler:
     """Scrapes a Prometheus page on a fixed grid (t0 + k·interval) and appends raw samples or
-    gaps to STREAM: the server's /metrics, or a DCGM exporter's page (its full URL)."""
+    gaps to STREAM: the server's /metrics, or a DCGM exporter's page (its full URL).
+
+    GET_ENDPOINT gives one base URL, or a list of several (data parallel): each tick then
+    scrapes them all at once into one record, every sample labelled `endpoint="k"` (k its
+    index); the record is a gap, naming the endpoint, unless every one answered."""
 
     def __init__(self, writer: BundleWriter, get_endpoint, interval_s: float,
                  stream: str = "metrics", path: str = "/metrics", prefix: str = "vllm:"):
         self.writer, self.get_endpoint, self.interval_s = writer, get_endpoint, interval_s
         self.stream, self.path, self.prefix = stream, path, prefix
+
+    async def _page(self, session: aiohttp.ClientSession, base: str, limit: float) -> dict[str, float]:
+        """The samples of one page, or the exception that stopped the scrape."""
+        timeout = aiohttp.ClientTimeout(total=limit)
+        async with session.get(base + self.path, timeout=timeout) as r:
+            text = await r.text()
+            if r.status != 200:
+                raise ValueError(f"HTTP {r.status}")
+        return parse_exposition(text, self.prefix)
 
     async def scrape_once(self, session: aiohttp.ClientSession) -> None:
         """One scrape: its raw samples, or a gap with the error."""
@@ -89,19 +108,26 @@ class MetricsSampler:
         t = w.now()
         rec: dict[str, Any] = {"t": t}
         limit = max(2.0, self.interval_s * 2)
-        try:
-            timeout = aiohttp.ClientTimeout(total=limit)
-            async with session.get(self.get_endpoint() + self.path, timeout=timeout) as r:
-                text = await r.text()
-                if r.status != 200:
-                    raise ValueError(f"HTTP {r.status}")
-            dt = w.now() - t
-            samples = parse_exposition(text, self.prefix)
-            rec.update(dt=dt, ok=True, samples=samples)
-        except asyncio.TimeoutError:
-            rec.update(dt=w.now() - t, ok=False, error=f"TimeoutError: no answer within {limit:g} s")
-        except Exception as e:  # noqa: BLE001 - any failed scrape is a gap; the round goes on
-            rec.update(dt=w.now() - t, ok=False, error=f"{type(e).__name__}: {e}"[:300])
+        bases = self.get_endpoint()
+        several = isinstance(bases, list)
+        # Every page at once (one endpoint: one page); any exception is kept, not raised.
+        pages = await asyncio.gather(*(self._page(session, b, limit)
+                                       for b in (bases if several else [bases])),
+                                     return_exceptions=True)
+        failed = [(k, p) for k, p in enumerate(pages) if isinstance(p, BaseException)]
+        if failed:
+            k, e = failed[0]
+            if isinstance(e, (KeyboardInterrupt, SystemExit, asyncio.CancelledError)):
+                raise e
+            error = (f"TimeoutError: no answer within {limit:g} s"
+                     if isinstance(e, asyncio.TimeoutError) else f"{type(e).__name__}: {e}")
+            # Any failed scrape is a gap (of every endpoint's samples); the round goes on.
+            rec.update(dt=w.now() - t, ok=False,
+                       error=(f"endpoint {k} ({bases[k]}): {error}" if several else error)[:300])
+        else:
+            samples = (pages[0] if not several else
+                       {labelled(key, k): v for k, page in enumerate(pages) for key, v in page.items()})
+            rec.update(dt=w.now() - t, ok=True, samples=samples)
         w.append(self.stream, rec)
 
     async def run(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
@@ -119,6 +145,12 @@ class MetricsSampler:
             except asyncio.TimeoutError:
                 pass
         await self.scrape_once(session)
+
+
+def labelled(key: str, k: int) -> str:
+    """Sample KEY with the label `endpoint="K"` added (labels stay sorted by name)."""
+    name, labels = split_key(key)
+    return sample_key(name, {**labels, ENDPOINT_LABEL: str(k)})
 
 
 async def lag_monitor(writer: BundleWriter, stop: asyncio.Event, interval_s: float = 0.5,
@@ -163,10 +195,11 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
     """Run one point in this process; return "ok" or raise ServerDied."""
     w, wl, sw = writer, plan.workload, plan.sweep
     C, warmup, total, by_duration, seed, pool_size = point_shape(plan, point, index)
-    url = engine.endpoint + ("/v1/chat/completions" if wl.api == "chat" else "/v1/completions")
+    urls = completion_urls(engine.endpoints, wl.api)
     # The client's own lazy set-up (address, packet ring) before the point's clock starts:
     # an open loop's first sends would otherwise wait for it.
-    await session.prepare(url)
+    for url in urls:
+        await session.prepare(url)
     w.append("points", {"point": point["id"], "event": "start", "t": w.now(), "settings": point,
                         "seed": seed})
     state = {"issued": 0, "done": 0, "tokens": 0, "errors": 0, "died": None,
@@ -189,6 +222,18 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
     def issued() -> None:
         state["issued"] += 1
 
+    def send(p, i, warm, t_slot, t_sched):
+        url, extra = route(urls, i, {"shared_blocks": replay.shared_blocks(wl, i)}
+                           if wl.kind == replay.TRACE else None)
+        return send_request(session, url, model, wl, p, point["id"], i, warm, t_slot, t_sched,
+                            w.now, headers, Timeouts.of(plan.client), extra)
+
+    def send_turn(p, i, warm, t_slot, s, k, think, reply):
+        # A conversation's turns go to one endpoint (its prefix cache holds the history).
+        url, extra = route(urls, s, {"session": s, "turn": k, "think_s": think})
+        return send_request(session, url, model, wl, p, point["id"], i, warm, t_slot, None,
+                            w.now, headers, Timeouts.of(plan.client), extra, reply)
+
     if wl.kind == replay.TRACE:
         # Every kept request of the trace, once each, in its order; warm-up only if asked.
         pool = replay.trace_prompts(wl, seed)
@@ -203,19 +248,14 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
         pool=pool,
         warmup=warmup, ramp_end=t_start + (point.get("ramp_s") or 0.0), by_duration=by_duration,
         duration_s=sw.duration_s, slots=slots, now=w.now,
-        send=lambda p, i, warm, t_slot, t_sched: send_request(
-            session, url, model, wl, p, point["id"], i, warm, t_slot, t_sched, w.now, headers,
-            Timeouts.of(plan.client),
-            {"shared_blocks": replay.shared_blocks(wl, i)} if wl.kind == replay.TRACE else None),
+        send=send,
         on_measure=lambda t: w.append("points", {"point": point["id"], "event": "measure", "t": t}),
         on_record=record, on_issue=issued)
     if wl.kind == sessions.KIND:
         await sessions.drive_sessions(
             run, sessions.SessionDraws(wl, point["input_len"], point["output_len"], seed),
             [t_start + off for off in stream_start_offsets(C, point.get("ramp_s") or 0.0, seed)],
-            lambda p, i, warm, t_slot, s, k, think, reply: send_request(
-                session, url, model, wl, p, point["id"], i, warm, t_slot, None, w.now, headers,
-                Timeouts.of(plan.client), {"session": s, "turn": k, "think_s": think}, reply),
+            send_turn,
             warm_or_measure)
     elif wl.kind == replay.TRACE:
         # An open loop with no cap: each request goes at its own time whatever is in flight.
@@ -297,11 +337,13 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
     sampling = False
     model = None
 
-    last_endpoint = plan.engine.endpoint
+    last_endpoint: list[str] = plan.engine.all_endpoints()
 
-    def endpoint() -> str:
+    def endpoint() -> str | list[str]:
         # While a dead server is being replaced, scrapes go to where it was (and are gaps).
-        return engine.endpoint if engine else last_endpoint
+        # Several endpoints: the list, so every scrape labels each one's samples.
+        where = engine.endpoints if engine else last_endpoint
+        return where if len(where) > 1 else where[0]
 
     async def start_engine(flags: list[str], sset: int) -> Engine:
         eng = make_engine(plan, port, flags)
@@ -309,7 +351,7 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
                             "server_set": sset, "mode": eng.mode, "command": eng.command or None})
         await asyncio.to_thread(eng.start, w.path / "server.log", plan.engine.startup_timeout_s)
         nonlocal last_endpoint
-        last_endpoint = eng.endpoint
+        last_endpoint = eng.endpoints
         w.append("points", {"point": None, "event": "server_ready", "t": w.now(), "server_set": sset})
         return eng
 
@@ -327,7 +369,8 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
             side.append(asyncio.create_task(GpuSampler().run(w, plan.sampler.gpu_interval_s, stop)))
         side.append(asyncio.create_task(lag_monitor(w, stop, streams=streams)))
         side.append(asyncio.create_task(host_monitor(
-            w, lambda: engine.proc.pid if engine is not None and engine.proc is not None else None,
+            w, lambda: (engine.pids if isinstance(engine, EngineGroup) else
+                        engine.proc.pid if engine is not None and engine.proc is not None else None),
             stop, min(plan.sampler.metrics_interval_s, HOST_INTERVAL_S))))
         if plan.client.workers > 1 and any(p["id"] not in skip for p in points):
             from bench.workers import WorkerPool
@@ -364,6 +407,10 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
                                       "No point was run on it")
                 models = info.get("models") or []
                 model = models[0]["id"] if models else "default"
+                served = {tuple(m.get("id") for m in (e.get("models") or [])) for e in info.get("engines", [])}
+                if len(served) > 1:
+                    raise RoundFailed(f"the endpoints serve different models ({sorted(served)}); "
+                                      "requests go to them in turn, so they must serve one model")
                 too_long = context_problem(plan, [p for p in points if p["server_set"] == current_set
                                                   and p["id"] not in skip],
                                            models[0].get("max_model_len") if models else None,
@@ -438,7 +485,7 @@ def dataset_tokenizer(plan: Plan) -> str | None:
     return tok
 
 
-def initial_manifest(plan: Plan, endpoint_override: str | None) -> dict[str, Any]:
+def initial_manifest(plan: Plan, endpoint_override: str | list[str] | None) -> dict[str, Any]:
     """Provenance known before the engine starts."""
     from bench.gpu import describe_gpus
     gpus, absent = describe_gpus()
@@ -491,7 +538,7 @@ def secrets_of(plan: Plan, api_key: str | None) -> list[str]:
     return out
 
 
-def run_round(plan: Plan, out: Path, endpoint_override: str | None = None,
+def run_round(plan: Plan, out: Path, endpoint_override: str | list[str] | None = None,
               resume: bool = False, api_key: str | None = None, judge: Judge | None = None) -> str:
     """Run PLAN into the bundle OUT; return the final status. JUDGE says whether a point met
     the plan's SLO (a search sweep needs it: the collector does not judge)."""
@@ -499,7 +546,12 @@ def run_round(plan: Plan, out: Path, endpoint_override: str | None = None,
         raise PlanError(f"{plan.source or 'plan'} [sweep].search: a search sweep needs the report's "
                         "SLO judge; run it through `serving-ledger run`")
     if endpoint_override:
-        plan.engine.mode, plan.engine.endpoint = "endpoint", endpoint_override
+        # One URL, or several (--endpoint given more than once: data parallel).
+        several = isinstance(endpoint_override, list) and len(endpoint_override) > 1
+        plan.engine.mode = "endpoint"
+        plan.engine.endpoint = "" if several else (
+            endpoint_override[0] if isinstance(endpoint_override, list) else endpoint_override)
+        plan.engine.endpoints = list(endpoint_override) if several else []
     resuming = resume and (out / "manifest.json").exists()
     skip = completed_points(out) if resuming else set()
     if resuming:

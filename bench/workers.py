@@ -56,12 +56,14 @@ from bench.plan import Plan, PlanError
 from bench.point_driver import (
     PointRun,
     RoundFailed,
+    completion_urls,
     drive_closed,
     drive_open,
     end_point,
     lag_sample,
     open_loop_arrivals,
     point_shape,
+    route,
     send_request,
     tally,
     transport_error,
@@ -263,7 +265,7 @@ async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter,
                      shared: Shared, headers: dict | None, dataset: list[Prompt] | None) -> None:
     """Worker K's share of one point, through the same driver as one process."""
     wl, point = plan.workload, cmd["point"]
-    url, model, now = cmd["url"], cmd["model"], shard.now
+    urls, model, now = cmd["urls"], cmd["model"], shard.now
     counts = {"done": 0, "tokens": 0, "errors": 0, "issued": 0}
     sent = dict(counts)
     last = [time.monotonic()]
@@ -284,18 +286,22 @@ async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter,
     def issued() -> None:
         counts["issued"] += 1
 
+    def send(p, i, warm, t_slot, t_sched):
+        url, extra = route(urls, i, {"shared_blocks": replay.shared_blocks(wl, i)}
+                           if wl.kind == replay.TRACE else None)
+        return send_request(session, url, model, wl, p, point["id"], i, warm, t_slot, t_sched,
+                            now, headers, Timeouts.of(plan.client), extra)
+
     run = PointRun(
         pool=share_prompts(plan, cmd, dataset),
         warmup=cmd["warmup"], ramp_end=cmd.get("ramp_end", 0.0), by_duration=cmd["by_duration"],
         duration_s=plan.sweep.duration_s,
         slots=SharedSlots(shared, cmd["total"], cmd["by_duration"]), now=now,
-        send=lambda p, i, warm, t_slot, t_sched: send_request(
-            session, url, model, wl, p, point["id"], i, warm, t_slot, t_sched, now, headers,
-            Timeouts.of(plan.client),
-            {"shared_blocks": replay.shared_blocks(wl, i)} if wl.kind == replay.TRACE else None),
+        send=send,
         on_measure=lambda t: results.put(("measure", k, t)), on_record=record, on_issue=issued)
     share = cmd["share"]
-    await session.prepare(url)     # within the lead the schedule leaves (OPEN_LOOP_LEAD_S)
+    for url in urls:               # within the lead the schedule leaves (OPEN_LOOP_LEAD_S)
+        await session.prepare(url)
     if "arrivals" in share:
         await drive_open(run, share["arrivals"], share["cap"])
     else:
@@ -423,7 +429,7 @@ class WorkerPool:
         """Run one point over the workers; return "ok" or raise ServerDied (as run_point)."""
         w, plan, wl = self.writer, self.plan, self.plan.workload
         C, warmup, total, by_duration, seed, pool_size = point_shape(plan, point, index)
-        url = engine.endpoint + ("/v1/chat/completions" if wl.api == "chat" else "/v1/completions")
+        urls = completion_urls(engine.endpoints, wl.api)
         trace = wl.kind == replay.TRACE
         if trace:
             total, warmup = replay.trace_counts(wl, plan.sweep.warmup_requests)
@@ -454,7 +460,7 @@ class WorkerPool:
             starts = [t_start + off for off in stream_start_offsets(C, point.get("ramp_s") or 0.0, seed)]
             shares = [{"starts": starts[k::n]} for k in range(n)]
         for k in range(n):
-            self.commands[k].put({"point": point, "url": url, "model": model, "warmup": warmup,
+            self.commands[k].put({"point": point, "urls": urls, "model": model, "warmup": warmup,
                                   "total": total, "by_duration": by_duration, "seed": seed,
                                   "pool_size": pool_size, "share": shares[k],
                                   "ramp_end": t_start + (point.get("ramp_s") or 0.0)})

@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import re
 
+# The label a round against several endpoints adds to every sample of a scrape: the endpoint's
+# index in plan.engine.endpoints ("0", "1", ...). vLLM's own `engine` label (its data-parallel
+# ranks behind one endpoint) is kept as it is, so an engine is an (endpoint, engine) pair.
+ENDPOINT_LABEL = "endpoint"
+
 
 def _escape(value: str) -> str:
     if "\\" in value or '"' in value or "\n" in value:

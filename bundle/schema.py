@@ -124,6 +124,8 @@ REQUEST: dict[str, Check] = {
     "session": nullable(count), "turn": nullable(count), "think_s": nullable(number),
     # A trace workload's request: of its 512-token blocks, how many an earlier request sent.
     "shared_blocks": nullable(count),
+    # A round against several endpoints: the index (in plan.engine.endpoints) it was sent to.
+    "endpoint": count,
 }
 USAGE: dict[str, Check] = {"prompt_tokens": nullable(count), "completion_tokens": nullable(count),
                            "total_tokens": nullable(count)}

@@ -47,7 +47,7 @@ from bundle.redact import REDACTED, SECRET_MIN_LEN, Redactor  # noqa: F401 - RED
 from bundle.request_table import RequestTable, line_blocks, read_request_files
 from bundle.schema import record_problem
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 KIND = "serving-ledger/bundle"
 # dcgm: scrapes of an NVIDIA DCGM exporter's page (remote GPUs), recorded as metrics are.
 SAMPLE_FILES = ("points", "requests", "metrics", "gpu", "client", "host", "dcgm")
@@ -222,15 +222,18 @@ class BundleWriter:
 
     def scrub_server_log(self) -> None:
         """Redact secrets a server printed (vLLM logs its --api-key among non-default args)."""
-        log = self.path / "server.log"
-        if not self.secrets or not log.exists():
+        if not self.secrets:
             return
-        text = log.read_bytes().decode("utf-8", "surrogateescape")
-        clean = self.scrub(text)
-        if clean != text:
-            tmp = log.with_name("server.log.tmp")
-            tmp.write_bytes(clean.encode("utf-8", "surrogateescape"))
-            os.replace(tmp, log)
+        # server.log, and server.{k}.log of the other servers of a round against several.
+        for log in [self.path / "server.log", *sorted(self.path.glob("server.[0-9]*.log"))]:
+            if not log.exists():
+                continue
+            text = log.read_bytes().decode("utf-8", "surrogateescape")
+            clean = self.scrub(text)
+            if clean != text:
+                tmp = log.with_name(log.name + ".tmp")
+                tmp.write_bytes(clean.encode("utf-8", "surrogateescape"))
+                os.replace(tmp, log)
 
     def update(self, **fields: Any) -> None:
         """Change manifest fields and rewrite it atomically."""
@@ -359,7 +362,14 @@ def upgrade_to_2(manifest: dict[str, Any]) -> dict[str, Any]:
     return {**manifest, "model": model, "schema_version": 2}
 
 
-UPGRADES: dict[int, Any] = {2: upgrade_to_2}
+def upgrade_to_3(manifest: dict[str, Any]) -> dict[str, Any]:
+    """Version 3 lets a round talk to several endpoints (`plan.engine.endpoints`): its scrapes'
+    samples and its requests then carry the endpoint's index (`endpoint`). A version 2 bundle
+    talked to one endpoint, so nothing in it changes."""
+    return {**manifest, "schema_version": 3}
+
+
+UPGRADES: dict[int, Any] = {2: upgrade_to_2, 3: upgrade_to_3}
 
 
 # Streams read with every key checked for a repeat (small records; the request and scrape

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from bundle.files import BundleError
-from bundle.store import SCHEMA_VERSION, read_bundle, upgrade_manifest, upgrade_to_2
+from bundle.store import SCHEMA_VERSION, read_bundle, upgrade_manifest, upgrade_to_2, upgrade_to_3
 from tests.conftest import FIXTURES
 
 
@@ -15,7 +15,7 @@ def test_a_version_1_bundle_reads_with_the_load_format_as_a_field():
     raw = json.loads((FIXTURES / "cpu-demo" / "manifest.json").read_text())
     assert raw["schema_version"] == 1 and raw["model"]["name"].endswith("--load-format dummy)")
     m = read_bundle(FIXTURES / "cpu-demo").manifest
-    assert m["schema_version"] == SCHEMA_VERSION == 2
+    assert m["schema_version"] == SCHEMA_VERSION == 3
     assert m["model"]["name"] == "tiny-qwen2" and m["model"]["load_format"] == "dummy"
 
 
@@ -30,3 +30,8 @@ def test_versions_outside_the_chain_are_refused(tmp_path):
         upgrade_manifest({"schema_version": SCHEMA_VERSION + 1}, tmp_path)
     with pytest.raises(BundleError, match="older than any this tool can upgrade"):
         upgrade_manifest({"schema_version": 0}, tmp_path)
+
+
+def test_a_version_2_bundle_reads_as_version_3_unchanged():
+    m = {"schema_version": 2, "model": {"name": "x"}, "engine": {"endpoint": "http://h:8000"}}
+    assert upgrade_to_3(m) == {**m, "schema_version": 3}
