@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from bundle.metric_keys import split_key
 from bundle.request_table import RequestTable, as_request_table
 from bundle.schema import TRACE_BLOCK_TOKENS
 from report.derive import series
 from report.derive.analyses import ratio
+from report.derive.engines import engines_of
 from report.ledger import Absent
 from report.registry import point_quantity
 
@@ -269,12 +269,10 @@ def prefix_cache_hit_rate_expected(block_size: int, workload_kind: str, input_le
 FINISHED = "vllm:request_success_total"
 
 
-def _engines(scrapes: list, t_start: float, t_end: float) -> list[str]:
-    """The `engine` labels of the finished-request counter in the window's answered scrapes."""
-    found: set[str] = set()
-    for s in series.scrapes_in_window(scrapes, t_start, t_end):
-        found |= {split_key(k)[1].get("engine", "") for k in s["samples"] if split_key(k)[0] == FINISHED}
-    return sorted(found)
+def _engines(scrapes: list, t_start: float, t_end: float) -> list[dict[str, str]]:
+    """The engines (`endpoint` and `engine` labels, report/derive/engines.py) of the
+    finished-request counter in the window's answered scrapes."""
+    return engines_of(scrapes, t_start, t_end, FINISHED)
 
 
 @point_quantity(unit="engine")
@@ -292,7 +290,7 @@ def engine_load_balance(scrapes: list, bracket_start: float, bracket_end: float)
     found = _engines(scrapes, bracket_start, bracket_end)
     if len(found) < 2:
         raise Absent("reason.one_engine")
-    rates = [series.counter_rate(scrapes, bracket_start, bracket_end, FINISHED, {"engine": e}) for e in found]
+    rates = [series.counter_rate(scrapes, bracket_start, bracket_end, FINISHED, e) for e in found]
     mean = sum(rates) / len(rates)
     if mean <= 0:
         raise Absent("reason.no_request_finished_in_window")

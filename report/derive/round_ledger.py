@@ -20,6 +20,7 @@ from report.architecture import theory as T
 from report.derive import analyses as A
 from report.derive import clienterror as CE
 from report.derive import delivery as DL
+from report.derive import engines as EN
 from report.derive import hostload as HL
 from report.derive import occupancy as OC
 from report.derive import power as PW
@@ -217,6 +218,7 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("point_scrapes", rd.bundle.metrics,
             _src_metrics(rd, p.window.t_measure, p.window.t_end, _what("source.what_point", point=p.pid)))
     raw.add("concurrency", p.settings.get("concurrency"), win)
+    raw.add("endpoints", EN.plan_endpoints(rd.bundle.manifest), (f"{rd.name}/manifest.json: plan.engine",))
     raw.add("client_samples", rd.bundle.client, (f"{rd.name}/{rd.bundle.file_for('client')}",))
     raw.add("host_samples", rd.bundle.host, (f"{rd.name}/{rd.bundle.file_for('host')}",))
     # One population: queue and prefill are observed when a request finishes, so they are
@@ -679,6 +681,7 @@ def measured_ledger(rd: RoundData) -> Ledger:
         mfu_point_ledger(led, rd, p)
         power_point_ledger(led, rd, p)
         resolve_point(led, PW.__name__, p.pid, raw)
+        resolve_point(led, EN.__name__, p.pid, raw)
     return led
 
 
