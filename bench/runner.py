@@ -464,8 +464,10 @@ def served_model_paths(plan: Plan) -> tuple[str | None, str | None, str | None]:
             "[engine].model_config" if e.model_config else "the embedded model"
     model = tokenizer = None
     if e.mode == "launch":
+        # Several servers (data parallel) serve one model: the first command line names it.
+        first = e.all_commands()[0] if e.all_commands() else ""
         try:
-            argv = shlex.split(e.command) if isinstance(e.command, str) else list(e.command)
+            argv = shlex.split(first) if isinstance(first, str) else list(first)
         except ValueError:
             argv = []
         model, tokenizer = model_dirs_of_command(argv + list(e.flags))
@@ -524,10 +526,12 @@ def secrets_of(plan: Plan, api_key: str | None) -> list[str]:
     """Every credential the round knows of, to be kept out of the bundle."""
     out = [api_key] if api_key else []
     e = plan.engine
-    try:
-        argv = shlex.split(e.command) if isinstance(e.command, str) else list(e.command or [])
-    except ValueError:
-        argv = []
+    argv: list[str] = []
+    for cmd in e.all_commands():      # every server's command line
+        try:
+            argv += shlex.split(cmd) if isinstance(cmd, str) else list(cmd or [])
+        except ValueError:
+            pass
     argv += [str(f) for f in e.flags] + [str(f) for fl in plan.sweep.server_flags for f in fl]
     for i, a in enumerate(argv):
         if a in SECRET_FLAGS and i + 1 < len(argv):
