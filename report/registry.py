@@ -40,6 +40,7 @@ class Declared:
     unit: str
     params: tuple[str, ...]
     optional: frozenset[str]
+    per: str = ""                  # point quantities of each item ("gpu", "engine"), or ""
 
     @property
     def name(self) -> str:
@@ -49,21 +50,24 @@ class Declared:
 REGISTRY: dict[str, Declared] = {}
 
 
-def _register(scope: str, unit: str) -> Callable[[Callable], Callable]:
+def _register(scope: str, unit: str, per: str = "") -> Callable[[Callable], Callable]:
     def deco(func: Callable) -> Callable:
         if func.__name__ in REGISTRY:
             raise ValueError(f"quantity {func.__name__!r} declared twice")
         sig = inspect.signature(func).parameters
         REGISTRY[func.__name__] = Declared(
             func=func, scope=scope, unit=unit, params=tuple(sig),
-            optional=frozenset(n for n, p in sig.items() if p.default is not inspect.Parameter.empty))
+            optional=frozenset(n for n, p in sig.items() if p.default is not inspect.Parameter.empty),
+            per=per)
         return func
     return deco
 
 
-def point_quantity(unit: str = "") -> Callable[[Callable], Callable]:
-    """Register a quantity of each point: key `p.<point>.<function name>`."""
-    return _register("point", unit)
+def point_quantity(unit: str = "", per: str = "") -> Callable[[Callable], Callable]:
+    """Register a quantity of each point: key `p.<point>.<function name>`; with PER ("gpu"),
+    one of each of the point's items: key `p.<point>.<item>.<function name>`, for each item the
+    raw input `<per>_items` names (item -> the raw inputs that item binds, e.g. {"gpu1": {"gpu": 1}})."""
+    return _register("point", unit, per)
 
 
 def round_quantity(unit: str = "") -> Callable[[Callable], Callable]:
@@ -83,9 +87,11 @@ class RawSources:
         self.sources[name] = sources
 
 
-def declared(scope: str, module: str) -> list[Declared]:
-    """The quantities of SCOPE that MODULE registered, in dependency order (declaration order otherwise)."""
-    mine = {n: d for n, d in REGISTRY.items() if d.scope == scope and d.func.__module__ == module}
+def declared(scope: str, module: str, per: str = "") -> list[Declared]:
+    """The quantities of SCOPE (of each PER item, or of the point itself) that MODULE registered,
+    in dependency order (declaration order otherwise)."""
+    mine = {n: d for n, d in REGISTRY.items()
+            if d.scope == scope and d.func.__module__ == module and d.per == per}
     order: list[Declared] = []
     state: dict[str, int] = {}
 
@@ -107,36 +113,55 @@ def declared(scope: str, module: str) -> list[Declared]:
     return order
 
 
-def _input(led: Ledger, raw: RawSources, d: Declared, param: str, prefix: str) -> tuple[Any, tuple]:
-    """The value one parameter binds to (a Value, a raw value, a list) and the sources it cites."""
+def _input(led: Ledger, raw: RawSources, d: Declared, param: str, prefix: str,
+           outer: str = "") -> tuple[Any, tuple]:
+    """The value one parameter binds to (a Value, a raw value, a list) and the sources it cites;
+    an item's quantity (OUTER: its point's prefix) reads its point's quantities too."""
     if param in raw.values:
         v = raw.values[param]
         if isinstance(v, Reason):
             return Value(key=param, value=None, missing=v), ()
         return v, raw.sources.get(param, ())
-    for key in (prefix + param, "r." + param):
+    for key in (prefix + param, *((outer + param,) if outer else ()), "r." + param):
         if key in led:
             return led[key], ()
     # A quantity the ledger did not derive here (its own inputs were not there to derive it).
     return Value(key=param, value=None, missing=Reason.of("reason.not_derived", key=prefix + param)), ()
 
 
-def _bound(d: Declared, param: str, raw: RawSources, led: Ledger, prefix: str) -> bool:
+def _bound(d: Declared, param: str, raw: RawSources, led: Ledger, prefix: str, outer: str = "") -> bool:
     """Whether PARAM names an input (an optional one that names none keeps its default)."""
-    return param not in d.optional or param in raw.values or prefix + param in led or "r." + param in led
+    return (param not in d.optional or param in raw.values or prefix + param in led
+            or bool(outer) and outer + param in led or "r." + param in led)
+
+
+def _resolve_at(led: Ledger, quantities: list[Declared], prefix: str, raw: RawSources,
+                outer: str = "") -> None:
+    for d in quantities:
+        inputs, sources = {}, ()
+        for param in d.params:
+            if not _bound(d, param, raw, led, prefix, outer):
+                continue
+            inputs[param], src = _input(led, raw, d, param, prefix, outer)
+            sources += src
+        led.derive(prefix + d.name, d.func, unit=d.unit, sources=sources, optional=d.optional, **inputs)
 
 
 def resolve_point(led: Ledger, module: str, pid: str, raw: RawSources) -> None:
-    """Every point quantity MODULE registered, of point PID, into LED."""
+    """Every point quantity MODULE registered, of point PID, into LED; then those of each item
+    (per="gpu": of each GPU the raw input `gpu_items` names), under `p.<point>.<item>.`."""
     prefix = f"p.{pid}."
-    for d in declared("point", module):
-        inputs, sources = {}, ()
-        for param in d.params:
-            if not _bound(d, param, raw, led, prefix):
-                continue
-            inputs[param], src = _input(led, raw, d, param, prefix)
-            sources += src
-        led.derive(prefix + d.name, d.func, unit=d.unit, sources=sources, optional=d.optional, **inputs)
+    _resolve_at(led, declared("point", module), prefix, raw)
+    pers = dict.fromkeys(d.per for d in REGISTRY.values()
+                         if d.scope == "point" and d.func.__module__ == module and d.per)
+    for per in pers:
+        items = raw.values.get(f"{per}_items")
+        if not isinstance(items, dict):
+            continue        # no items of that kind here (a round without GPU samples)
+        cites = raw.sources.get(f"{per}_items", ())
+        for item, binds in items.items():
+            sub = RawSources({**raw.values, **binds}, {**raw.sources, **{k: cites for k in binds}})
+            _resolve_at(led, declared("point", module, per), f"{prefix}{item}.", sub, prefix)
 
 
 def resolve_round(led: Ledger, module: str, pids: list[str], raw: RawSources) -> None:

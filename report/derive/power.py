@@ -445,6 +445,63 @@ def tensor_active_share_spread(gpu_samples: Samples, t_start: float, t_end: floa
     return _spread(gpu_samples, t_start, t_end, tensor_active_share)
 
 
+# One row per GPU: each sampled GPU's values over the point's window (per="gpu": key
+# p.<point>.gpu<k>.<name>, one for each GPU `gpu_items` names).
+
+
+def gpu_items(samples: Samples | None) -> dict[str, dict[str, int]]:
+    """Each GPU of the round's samples as an item ("gpu1" -> {"gpu": 1}), in index order; none without samples."""
+    return {f"gpu{g}": {"gpu": g} for g in sorted({s.get("gpu", 0) for s in samples or ()})}
+
+
+@point_quantity(unit="W", per="gpu")
+def gpu_row_power_median_w(gpu_samples: Samples, t_start: float, t_end: float, gpu: int) -> float:
+    """This GPU's median board power in the window (W)."""
+    return median_power_w(gpu_samples, t_start, t_end, gpu)
+
+
+@point_quantity(unit="MHz", per="gpu")
+def gpu_row_sm_clock_load_mhz(gpu_samples: Samples, t_start: float, t_end: float, gpu: int) -> float:
+    """This GPU's median SM clock over the window's samples with utilisation at 50 % or more (MHz)."""
+    return median_sm_clock_under_load_mhz(gpu_samples, t_start, t_end, gpu)
+
+
+@point_quantity(unit="%", per="gpu")
+def gpu_row_util_median_pct(gpu_samples: Samples, t_start: float, t_end: float, gpu: int) -> float:
+    """This GPU's median NVML utilisation in the window (share of time a kernel ran), %."""
+    return median_gpu_util_pct(gpu_samples, t_start, t_end, gpu)
+
+
+@point_quantity(unit="B", per="gpu")
+def gpu_row_mem_used_bytes(gpu_samples: Samples, t_start: float, t_end: float, gpu: int) -> float:
+    """This GPU's median memory in use in the window (B)."""
+    return float(statistics.median(_field(gpu_samples, t_start, t_end, gpu, "mem_used_bytes")))
+
+
+@point_quantity(unit="°C", per="gpu")
+def gpu_row_temperature_max_c(gpu_samples: Samples, t_start: float, t_end: float, gpu: int) -> float:
+    """This GPU's highest sampled temperature in the window (°C)."""
+    return max_temperature_c(gpu_samples, t_start, t_end, gpu)
+
+
+@point_quantity(unit="fraction", per="gpu")
+def gpu_row_dram_bandwidth_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int) -> float:
+    """This GPU's mean share of its peak DRAM bandwidth in the window, by GPM (0 to 1)."""
+    return dram_bandwidth_share(gpu_samples, t_start, t_end, gpu)
+
+
+@point_quantity(unit="fraction", per="gpu")
+def gpu_row_tensor_active_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int) -> float:
+    """This GPU's mean share of time its SMs ran any tensor-core operation in the window, by GPM (0 to 1)."""
+    return tensor_active_share(gpu_samples, t_start, t_end, gpu)
+
+
+@point_quantity(unit="fraction", per="gpu")
+def gpu_row_sm_active_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int) -> float:
+    """This GPU's mean share of busy SMs in the window, by GPM (0 to 1)."""
+    return sm_active_share(gpu_samples, t_start, t_end, gpu)
+
+
 # What a compute-bound verdict predicts: the engine's mean step at the compute ceiling of the
 # clock the GPU ran at (the dense peak scaled by the sampled SM clock), beside the step measured.
 

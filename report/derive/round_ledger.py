@@ -20,7 +20,6 @@ from report.architecture import theory as T
 from report.derive import analyses as A
 from report.derive import clienterror as CE
 from report.derive import delivery as DL
-from report.derive import engines as EN
 from report.derive import hostload as HL
 from report.derive import occupancy as OC
 from report.derive import power as PW
@@ -185,6 +184,7 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("t_end", p.window.t_end, win)
     gpu_why = gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry")
     raw.add("gpu_samples", rd.gpu_samples or gpu_why, (f"{rd.name}/{rd.gpu_file}",))
+    raw.add("gpu_items", PW.gpu_items(rd.gpu_samples), (f"{rd.name}/{rd.gpu_file}",))
     raw.add("slo", *slo_raw(rd))
     engine = rd.bundle.manifest.get("engine") or {}
     raw.add("engine_command", engine.get("command") or Reason.of("reason.no_engine_command"),
@@ -210,6 +210,7 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("steady_scrapes", rd.bundle.metrics, ss)
     raw.add("steady_start", sa)
     raw.add("steady_end", sb)
+    raw.add("engine_items", OC.engine_items(rd.bundle.metrics, sa, sb), ss)
     raw.add("steady_waiting", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_waiting"), ss)
     raw.add("steady_running", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_running"), ss)
     raw.add("steady_kv_usage", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:kv_cache_usage_perc"), ss)
@@ -218,7 +219,7 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("point_scrapes", rd.bundle.metrics,
             _src_metrics(rd, p.window.t_measure, p.window.t_end, _what("source.what_point", point=p.pid)))
     raw.add("concurrency", p.settings.get("concurrency"), win)
-    raw.add("endpoints", EN.plan_endpoints(rd.bundle.manifest), (f"{rd.name}/manifest.json: plan.engine",))
+    raw.add("endpoints", OC.plan_endpoints(rd.bundle.manifest), (f"{rd.name}/manifest.json: plan.engine",))
     raw.add("client_samples", rd.bundle.client, (f"{rd.name}/{rd.bundle.file_for('client')}",))
     raw.add("host_samples", rd.bundle.host, (f"{rd.name}/{rd.bundle.file_for('host')}",))
     # One population: queue and prefill are observed when a request finishes, so they are
@@ -681,7 +682,6 @@ def measured_ledger(rd: RoundData) -> Ledger:
         mfu_point_ledger(led, rd, p)
         power_point_ledger(led, rd, p)
         resolve_point(led, PW.__name__, p.pid, raw)
-        resolve_point(led, EN.__name__, p.pid, raw)
     return led
 
 

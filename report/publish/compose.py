@@ -155,6 +155,46 @@ def point_table(led: Ledger, pids: list[str], table_id: str, title: dict[str, st
                  row_labels=[{lang: in_lang(labels.get(pid, pid), lang) for lang in LANGS} for pid in pids])
 
 
+# One row per GPU sampled (report/derive/power.py: the per-GPU quantities of a point).
+GPU_COLUMNS = [
+    ("gpu_row_power_median_w", "label.col_gpu_power", "", 0),
+    ("gpu_row_sm_clock_load_mhz", "label.col_gpu_sm_clock", "", 0),
+    ("gpu_row_util_median_pct", "label.col_gpu_util", "", 0),
+    ("gpu_row_mem_used_bytes", "label.col_gpu_mem_used", "", None),
+    ("gpu_row_temperature_max_c", "label.col_gpu_temperature", "", 0),
+    ("gpu_row_dram_bandwidth_share", "label.col_dram_bandwidth_share", "%", 1),
+    ("gpu_row_tensor_active_share", "label.col_tensor_active_share", "%", 1),
+    ("gpu_row_sm_active_share", "label.col_sm_active_share", "%", 1),
+]
+
+
+# One row per engine (report/derive/occupancy.py: the per-engine quantities of a point).
+ENGINE_COLUMNS = [
+    ("engine_running_mean", "label.col_engine_running", "", 1),
+    ("engine_waiting_mean", "label.col_engine_waiting", "", 1),
+    ("engine_kv_usage_p50", "label.col_kv_measured_p50", "%", 1),
+    ("engine_output_tok_s", "label.col_engine_output_tok_s", "", 0),
+    ("engine_requests_finished", "label.col_engine_requests_finished", "", 0),
+]
+
+
+def item_table(led: Ledger, pid: str | None, per: str, table_id: str, title: dict[str, str],
+               columns: list, label_code: str, name: str = "") -> Table:
+    """A table of one point with a row per item of kind PER (`p.<point>.<per><k>.` keys: GPUs,
+    engines), labelled by LABEL_CODE with the item's number, or with its ledger value NAME (an
+    engine's "1/0"); no rows without the point."""
+    cols = [Column(id=c, header=in_langs(h), unit=u, digits=d) for c, h, u, d in columns]
+    prefix = f"p.{pid}."
+    item_of = re.compile(re.escape(prefix) + f"({re.escape(per)}[0-9]+)\\.[^.]+")
+    found = {m.group(1) for k in (led.values if pid else ()) if (m := item_of.fullmatch(k))}
+    items = sorted(found, key=lambda item: int(item[len(per):]))
+    rows = [[f"{prefix}{item}.{c.id}" if f"{prefix}{item}.{c.id}" in led else None for c in cols]
+            for item in items]
+    return Table(id=table_id, title=title, columns=cols, rows=rows,
+                 row_labels=[in_langs(label_code, n=led.value_of(f"{prefix}{item}.{name}") if name
+                                      else item[len(per):]) for item in items])
+
+
 def results_table(led: Ledger, pids: list[str], labels: dict[str, str]) -> Table:
     """Every point's main figures."""
     return point_table(led, pids, "results", in_langs("label.table_results"), RESULT_COLUMNS, labels)
@@ -406,7 +446,12 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
                                "gpm_table": point_table(led, pids, "gpm_table", in_langs("label.table_gpm"),
                                                         GPM_COLUMNS, labels),
                                "kv_table": point_table(led, pids, "kv_table", in_langs("label.table_kv"),
-                                                 KV_COLUMNS, labels)}, facts=RoundFacts(**facts), notices=notices,
+                                                 KV_COLUMNS, labels),
+                               "gpu_table": item_table(led, facts["headline_point"], "gpu", "gpu_table",
+                                                       {lang: word("label.table_gpus", lang, point=in_lang(
+                                                           labels.get(facts["headline_point"], ""), lang))
+                                                        for lang in LANGS},
+                                                       GPU_COLUMNS, "label.row_gpu")}, facts=RoundFacts(**facts), notices=notices,
                        bundles=[str(bundle_path)])
 
 

@@ -1,5 +1,8 @@
-"""Several engines kept apart, summed and compared (report/derive/engines.py), over scrapes whose
-samples carry the endpoint label of bundle format 3 and vLLM's own data-parallel `engine` label."""
+"""Several engines kept apart, summed and compared (report/derive/occupancy.py), over scrapes whose
+samples carry the endpoint label of bundle format 3 and vLLM's own data-parallel `engine` label.
+
+The scrapes of the first tests are HAND-BUILT in metrics.jsonl's format (docs/bundle.md); the last
+test records a round against two stand-in servers (bench/standin.py), not vLLM."""
 
 from __future__ import annotations
 
@@ -13,11 +16,12 @@ from bench.standin import StandInThread
 from bundle.metric_keys import sample_key
 from bundle.request_table import RequestTable
 from bundle.store import read_bundle
-from report.derive import engines as EN
 from report.derive import occupancy as OC
 from report.derive.round_ledger import read_round
 from report.judge.verdicts import build_ledger
-from report.ledger import Absent
+from report.ledger import Absent, Ledger
+from report.publish.compose import ENGINE_COLUMNS, item_table
+from report.registry import RawSources, resolve_point
 from tests.standin_round import STANDIN_ROUND_PLAN
 
 
@@ -34,8 +38,8 @@ def scrape(t: float, per_engine: dict[tuple[str | None, str], dict[str, float]])
 
 
 def engine_values(running, waiting, kv, gen, done) -> dict[str, float]:
-    return {EN.RUNNING: running, EN.WAITING: waiting, EN.KV_USAGE: kv, EN.GENERATION: gen,
-            EN.FINISHED: done}
+    return {OC.RUNNING: running, OC.WAITING: waiting, OC.KV_USAGE: kv, OC.GENERATION: gen,
+            OC.FINISHED: done}
 
 
 # Two endpoints, the second running two data-parallel ranks; endpoint 10 sorts after 2.
@@ -49,61 +53,81 @@ SCRAPES = [
 ]
 
 
+def ledger_of(scrapes, measured=None, endpoints=("a",)) -> Ledger:
+    led, raw = Ledger(), RawSources()
+    for name in ("scrapes", "steady_scrapes"):
+        raw.add(name, scrapes, ("metrics.jsonl",))
+    for name in ("bracket_start", "steady_start"):
+        raw.add(name, 0.0)
+    for name in ("bracket_end", "steady_end"):
+        raw.add(name, 2.0)
+    raw.add("engine_items", OC.engine_items(scrapes, 0.0, 2.0), ("metrics.jsonl",))
+    raw.add("measured", measured if measured is not None else RequestTable.from_records([]))
+    raw.add("endpoints", list(endpoints))
+    resolve_point(led, OC.__name__, "c8", raw)
+    return led
+
+
 def test_engines_are_endpoint_and_rank_pairs_in_numeric_order():
-    names = EN.engine_names(SCRAPES, 0.0, 2.0)
-    assert names == ("0/0", "1/0", "1/1", "10/0")
-    assert EN.engine_count(names) == 4
-    assert OC.engines_seen(SCRAPES, 0.0, 2.0) == 4
+    led = ledger_of(SCRAPES)
+    assert led.value_of("p.c8.engine_names") == ("0/0", "1/0", "1/1", "10/0")
+    assert led.value_of("p.c8.engine_count") == 4 and led.value_of("p.c8.engines_seen") == 4
+    assert [led.value_of(f"p.c8.engine{k}.engine_name_of") for k in range(4)] == ["0/0", "1/0", "1/1", "10/0"]
 
 
 def test_each_engine_is_kept_apart_and_the_sums_add_them():
-    running = EN.engine_running_mean(SCRAPES, 0.0, 2.0)
-    assert running == (5.0, 2.0, 3.0, 0.0)
-    assert EN.engine_waiting_mean(SCRAPES, 0.0, 2.0) == (1.0, 1.0, 0.0, 0.0)
-    assert EN.engine_kv_usage_p50(SCRAPES, 0.0, 2.0) == (0.3, 0.1, 0.2, 0.0)
-    names = EN.engine_names(SCRAPES, 0.0, 2.0)
-    tok = EN.engine_output_tok_s(SCRAPES, 0.0, 2.0, names)
-    assert tok == (300.0, 100.0, 100.0, 0.0)
-    done = EN.engine_requests_finished(SCRAPES, 0.0, 2.0, names)
-    assert done == (6.0, 2.0, 2.0, 0.0)
-    assert EN.engines_running_total(running) == 10.0
-    assert EN.engines_output_tok_s_total(tok) == 500.0
-    assert EN.engines_requests_finished_total(done) == 10.0
-    assert EN.engines_kv_usage_mean((0.3, 0.1, 0.2, 0.0)) == pytest.approx(0.15)
-    # The busiest engine made 300 of a mean 125 tok/s; requests: 5 against a mean 2.5.
-    assert EN.engine_token_balance(tok) == pytest.approx(2.4)
-    assert EN.engine_running_balance(running) == pytest.approx(2.0)
-    assert OC.engine_load_balance(SCRAPES, 0.0, 2.0) == pytest.approx(3.0 / 1.25)
+    led = ledger_of(SCRAPES)
+
+    def each(name):
+        return [led.value_of(f"p.c8.engine{k}.{name}") for k in range(4)]
+    assert each("engine_running_mean") == [5.0, 2.0, 3.0, 0.0]
+    assert each("engine_waiting_mean") == [1.0, 1.0, 0.0, 0.0]
+    assert each("engine_kv_usage_p50") == [0.3, 0.1, 0.2, 0.0]
+    assert each("engine_output_tok_s") == [300.0, 100.0, 100.0, 0.0]
+    assert each("engine_requests_finished") == [6.0, 2.0, 2.0, 0.0]
+    assert led.value_of("p.c8.engines_running_total") == 10.0
+    assert led.value_of("p.c8.engines_waiting_total") == 2.0
+    assert led.value_of("p.c8.engines_output_tok_s_total") == 500.0
+    assert led.value_of("p.c8.engines_requests_finished_total") == 10.0
+    assert led.value_of("p.c8.engines_kv_usage_mean") == pytest.approx(0.15)
+    # The busiest engine made 300 of a mean 125 tok/s; running: 5 against a mean 2.5.
+    assert led.value_of("p.c8.engine_token_balance") == pytest.approx(2.4)
+    assert led.value_of("p.c8.engine_running_balance") == pytest.approx(2.0)
+    assert led.value_of("p.c8.engine_load_balance") == pytest.approx(3.0 / 1.25)
+    table = item_table(led, "c8", "engine", "engine_table", {"en": "", "zh": ""}, ENGINE_COLUMNS,
+                       "label.row_engine", name="engine_name_of")
+    assert [lab["en"] for lab in table.row_labels] == [f"engine {n}" for n in ("0/0", "1/0", "1/1", "10/0")]
 
 
 def test_one_engine_has_its_values_and_no_balance():
-    one = [scrape(t, {(None, "0"): engine_values(3, 0, 0.5, 100 * t, t)}) for t in (0.0, 1.0)]
-    assert EN.engine_names(one, 0.0, 1.0) == ("0",)
-    tok = EN.engine_output_tok_s(one, 0.0, 1.0, ("0",))
-    assert tok == (100.0,)
-    with pytest.raises(Absent, match="one engine"):
-        EN.engine_token_balance(tok)
+    one = [scrape(t, {(None, "0"): engine_values(3, 0, 0.5, 100 * t, t)}) for t in (0.0, 1.0, 2.0)]
+    led = ledger_of(one)
+    assert led.value_of("p.c8.engine_names") == ("0",)
+    assert led.value_of("p.c8.engine0.engine_output_tok_s") == 100.0
+    assert "one engine" in str(led["p.c8.engine_token_balance"].missing)
+    assert "one endpoint" in str(led["p.c8.endpoint_requests_sent"].missing)
 
 
-def test_an_engine_missing_a_gauge_makes_the_tuple_absent_naming_it():
+def test_an_engine_missing_a_gauge_makes_the_sum_absent_naming_it():
     holed = [dict(s, samples={k: v for k, v in s["samples"].items()
-                              if not (k.startswith(EN.WAITING) and 'endpoint="1"' in k)}) for s in SCRAPES]
-    with pytest.raises(Absent, match="engine 1/0 has no value"):
-        EN.engine_waiting_mean(holed, 0.0, 2.0)
+                              if not (k.startswith(OC.WAITING) and 'endpoint="1"' in k)}) for s in SCRAPES]
+    led = ledger_of(holed)
+    assert "engine 1/0 has no value" in str(led["p.c8.engines_waiting_total"].missing)
+    assert not led["p.c8.engine1.engine_waiting_mean"].present
+    assert led.value_of("p.c8.engine0.engine_waiting_mean") == 1.0
     with pytest.raises(Absent, match="no vllm:num_requests_running"):
-        EN.engine_names([s for s in SCRAPES if False], 0.0, 2.0)
+        OC.engine_names([], 0.0, 2.0)
 
 
 def test_requests_sent_per_endpoint_come_from_the_request_records():
     recs = [{"point": "p", "i": i, "warmup": False, "status": "ok", "endpoint": i % 3 and 1}
             for i in range(7)]
     table = RequestTable.from_records(recs)
-    assert EN.endpoint_requests_sent(table, ["a", "b"]) == (3, 4)
-    with pytest.raises(Absent, match="one endpoint"):
-        EN.endpoint_requests_sent(table, ["a"])
+    assert OC.endpoint_requests_sent(table, ["a", "b"]) == (3, 4)
+    assert OC.endpoint_request_balance((3, 4)) == pytest.approx(4 / 3.5)
     plain = RequestTable.from_records([{"point": "p", "i": 0, "warmup": False, "status": "ok"}])
     with pytest.raises(Absent, match="record no endpoint"):
-        EN.endpoint_requests_sent(plain, ["a", "b"])
+        OC.endpoint_requests_sent(plain, ["a", "b"])
 
 
 def test_the_ledger_of_a_round_against_two_standins_keeps_each_apart(tmp_path):
@@ -114,16 +138,15 @@ def test_the_ledger_of_a_round_against_two_standins_keeps_each_apart(tmp_path):
     with StandInThread(step_ms=20) as a, StandInThread(step_ms=20) as b:
         d["engine"].update(mode="endpoint", endpoints=[a, b])
         assert run_round(plan_from_dict(d, "two.toml"), out) == "complete"
-    rd = read_round(read_bundle(out))
-    led = build_ledger(rd)
+    led = build_ledger(read_round(read_bundle(out)))
     k = "p.L16-c4."
     assert led.value_of(k + "engine_names") == ("0/0", "1/0")
-    sent = led.value_of(k + "endpoint_requests_sent")
-    assert sent == (12, 12)
-    done = led.value_of(k + "engine_requests_finished")
-    assert len(done) == 2 and all(n > 0 for n in done)
+    assert led.value_of(k + "endpoint_requests_sent") == (12, 12)
+    assert led.value_of(k + "endpoint_request_balance") == 1.0
+    done = [led.value_of(f"{k}engine{e}.engine_requests_finished") for e in (0, 1)]
+    assert all(n > 0 for n in done)
     assert led.value_of(k + "engines_requests_finished_total") == sum(done)
-    tok = led.value_of(k + "engine_output_tok_s")
+    tok = [led.value_of(f"{k}engine{e}.engine_output_tok_s") for e in (0, 1)]
     assert led.value_of(k + "engines_output_tok_s_total") == pytest.approx(sum(tok))
     assert led.value_of(k + "engine_token_balance") >= 1.0
     assert led.value_of(k + "engines_seen") == 2
