@@ -328,13 +328,14 @@ def engines_seen(scrapes: list, bracket_start: float, bracket_end: float) -> int
     return len(_engines(scrapes, bracket_start, bracket_end))
 
 
-def max_over_mean(values: Sequence[float], idle: str = "reason.engines_all_idle") -> float:
+def max_over_mean(values: Sequence[float], of_requests: bool = False) -> float:
     """The largest of VALUES over their mean: 1 when evenly spread, n when one holds everything."""
     if len(values) < 2:
         raise Absent("reason.one_engine")
     mean = math.fsum(values) / len(values)
     if mean <= 0:
-        raise Absent(idle)
+        raise (Absent("reason.no_request_finished_in_window") if of_requests
+               else Absent("reason.engines_all_idle"))
     return max(values) / mean
 
 
@@ -343,7 +344,7 @@ def engine_load_balance(scrapes: list, bracket_start: float, bracket_end: float)
     """The busiest engine's finished-request rate over the engines' mean rate in the window (1 = evenly spread; data parallel)."""
     rates = [series.counter_rate(scrapes, bracket_start, bracket_end, FINISHED, e)
              for e in _engines(scrapes, bracket_start, bracket_end)]
-    return max_over_mean(rates, "reason.no_request_finished_in_window")
+    return max_over_mean(rates, of_requests=True)
 
 
 # Each engine's values, shared by its item quantities and the sums and balances over engines.
@@ -520,4 +521,4 @@ def endpoint_requests_sent(measured: RequestTable, endpoints: list[str]) -> tupl
 @point_quantity(unit="×")
 def endpoint_request_balance(endpoint_requests_sent: tuple[int, ...]) -> float:
     """The endpoint sent the most measured requests over the endpoints' mean (1 = evenly spread; the client sends in turn)."""
-    return max_over_mean(endpoint_requests_sent, "reason.no_request_finished_in_window")
+    return max_over_mean(endpoint_requests_sent, of_requests=True)

@@ -398,6 +398,43 @@ def weight_bytes_per_gpu(weight_bytes: float, tensor_parallel_size: int) -> floa
     return weight_bytes / tensor_parallel_size
 
 
+def _kv_heads(model_config: dict) -> int:
+    from report.architecture.modelconfig import model_shape
+    return model_shape(model_config).kv_heads
+
+
+@point_quantity(unit="head")
+def kv_heads_per_gpu(tensor_parallel_size: int, model_config: dict) -> int:
+    """The KV heads each GPU holds under tensor parallel: num_kv_heads ÷ TP, or one when there are fewer KV heads than GPUs (vLLM then replicates each head over TP ÷ num_kv_heads GPUs)."""
+    heads, tp = _kv_heads(model_config), tensor_parallel_size
+    if heads >= tp and heads % tp:
+        raise Absent("reason.kv_heads_not_divisible", heads=heads, tp=tp)
+    if heads < tp and tp % heads:
+        raise Absent("reason.kv_heads_not_divisible", heads=heads, tp=tp)
+    return max(1, heads // tp)
+
+
+@point_quantity(unit="×")
+def kv_head_replicas(tensor_parallel_size: int, model_config: dict, kv_heads_per_gpu: int) -> float:
+    """How many GPUs hold a copy of each KV head: 1 when the heads divide among the GPUs, TP ÷ num_kv_heads when there are fewer heads than GPUs."""
+    return kv_heads_per_gpu * tensor_parallel_size / _kv_heads(model_config)
+
+
+@point_quantity(unit="B")
+def kv_bytes_per_token_per_gpu(kv_bytes_per_token: float, kv_heads_per_gpu: int, model_config: dict) -> float:
+    """The KV cache bytes one token takes on each GPU: its share of the token's KV heads (kv_bytes_per_token ÷ TP when the heads divide; one head's bytes when replicated)."""
+    return kv_bytes_per_token * kv_heads_per_gpu / _kv_heads(model_config)
+
+
+@point_quantity(unit="fraction")
+def weight_read_bandwidth_share(weight_bytes_per_gpu: float, engine_steps_per_s: float,
+                                peak_bandwidth: float) -> float:
+    """The share of one GPU's peak memory bandwidth its shard of the weights takes, reread once every engine step (a floor under its MBU)."""
+    if peak_bandwidth <= 0:
+        raise Absent("reason.denominator_zero")
+    return weight_bytes_per_gpu * engine_steps_per_s / peak_bandwidth
+
+
 # More than one GPU: each GPU's rows are kept apart by their `gpu` index (NVML per device, or the
 # DCGM exporter's `gpu` label); these summarise them across the GPUs sampled in the window.
 

@@ -178,6 +178,12 @@ ENGINE_COLUMNS = [
 ]
 
 
+def runs_in_parallel(led: Ledger, pid: str | None) -> bool:
+    """Whether point PID ran on more than one engine or with tensor parallel over more than one GPU."""
+    return pid is not None and any((led.value_of(f"p.{pid}.{key}") or 0) > 1
+                                   for key in ("engine_count", "tensor_parallel_size"))
+
+
 def item_table(led: Ledger, pid: str | None, per: str, table_id: str, title: dict[str, str],
                columns: list, label_code: str, name: str = "") -> Table:
     """A table of one point with a row per item of kind PER (`p.<point>.<per><k>.` keys: GPUs,
@@ -428,8 +434,8 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
         lead, rest = in_langs(f"label.notice_lengths_{source}"), in_langs("label.notice_length_dist")
         notices.append({lang: lead[lang] + word("label.sentence_sep", lang) + rest[lang] for lang in LANGS})
     title = round_title(bundle.manifest, rd.axis, round_id, [c.question for c in comparisons])
-    sections = ["summary", "diagnosis"] + (["sets"] if comparisons else []) + ["slo", "client", "decomposition", "kv", "mfu", "timeline", "power", "compare",
-                "results", "next", "method"]
+    sections = ["summary", "diagnosis"] + (["sets"] if comparisons else []) + ["slo", "client", "decomposition", "kv", "mfu", "timeline", "power"] \
+        + (["parallel"] if runs_in_parallel(led, facts["headline_point"]) else []) + ["compare", "results", "next", "method"]
     if not pids:
         # No point was measured to the end: the notices say why; only what was recorded applies.
         sections = (["results"] if facts["interrupted_points"] else []) + ["method"]
@@ -447,6 +453,11 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
                                                         GPM_COLUMNS, labels),
                                "kv_table": point_table(led, pids, "kv_table", in_langs("label.table_kv"),
                                                  KV_COLUMNS, labels),
+                               "engine_table": item_table(led, facts["headline_point"], "engine", "engine_table",
+                                                          {lang: word("label.table_engines", lang, point=in_lang(
+                                                              labels.get(facts["headline_point"], ""), lang))
+                                                           for lang in LANGS},
+                                                          ENGINE_COLUMNS, "label.row_engine", name="engine_name_of"),
                                "gpu_table": item_table(led, facts["headline_point"], "gpu", "gpu_table",
                                                        {lang: word("label.table_gpus", lang, point=in_lang(
                                                            labels.get(facts["headline_point"], ""), lang))

@@ -150,3 +150,12 @@ def test_the_ledger_of_a_round_against_two_standins_keeps_each_apart(tmp_path):
     assert led.value_of(k + "engines_output_tok_s_total") == pytest.approx(sum(tok))
     assert led.value_of(k + "engine_token_balance") >= 1.0
     assert led.value_of(k + "engines_seen") == 2
+
+
+def test_the_parallel_section_is_on_the_page_only_with_engines_or_gpus_in_parallel():
+    from report.publish.compose import runs_in_parallel
+    assert runs_in_parallel(ledger_of(SCRAPES), "c8")
+    one = ledger_of([scrape(t, {(None, "0"): engine_values(3, 0, 0.5, 100 * t, t)}) for t in (0.0, 1.0)])
+    assert not runs_in_parallel(one, "c8") and not runs_in_parallel(one, None)
+    one.record("p.c8.tensor_parallel_size", 2, doc="hand-set for the test")
+    assert runs_in_parallel(one, "c8")

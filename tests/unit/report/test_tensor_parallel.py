@@ -71,3 +71,29 @@ def test_a_one_gpu_round_says_why_there_is_no_allreduce():
         v = led[f"p.L1024-c64.{key}"]
         assert not v.present and v.missing.chain()[1].code == "reason.tp_one"
     assert led.value_of("p.L1024-c64.weight_bytes_per_gpu") == led.value_of("r.weight_bytes")
+
+
+@pytest.mark.parametrize("tp, heads_per_gpu, replicas, share", [
+    (1, 4, 1.0, 1.0), (2, 2, 1.0, 0.5), (4, 1, 1.0, 0.25),
+    # Fewer KV heads (4) than GPUs: vLLM replicates each head, so a GPU holds one head's bytes.
+    (8, 1, 2.0, 0.25),
+])
+def test_kv_is_sharded_per_gpu_and_replicated_past_the_kv_heads(tp, heads_per_gpu, replicas, share):
+    assert QWEN["num_key_value_heads"] == 4
+    per_gpu = G.kv_heads_per_gpu(tp, QWEN)
+    assert per_gpu == heads_per_gpu
+    assert G.kv_head_replicas(tp, QWEN, per_gpu) == replicas
+    assert G.kv_bytes_per_token_per_gpu(57344.0, per_gpu, QWEN) == 57344.0 * share
+
+
+def test_kv_heads_that_do_not_divide_the_tp_size_are_absent_with_the_reason():
+    with pytest.raises(Absent, match="4 KV heads and the tensor-parallel size 3"):
+        G.kv_heads_per_gpu(3, QWEN)
+    with pytest.raises(Absent, match="do not divide"):
+        G.kv_heads_per_gpu(6, QWEN)
+
+
+def test_the_sharded_weights_reread_each_step_are_a_floor_under_mbu():
+    # 15.2 GB of weights over TP=2 is 7.6 GB a GPU; 200 steps/s reread it at 1.52 TB/s of 4.8.
+    per_gpu = G.weight_bytes_per_gpu(15.2e9, 2)
+    assert G.weight_read_bandwidth_share(per_gpu, 200.0, 4.8e12) == pytest.approx(7.6e9 * 200 / 4.8e12)
