@@ -93,14 +93,14 @@ class MetricsSampler:
         self.writer, self.get_endpoint, self.interval_s = writer, get_endpoint, interval_s
         self.stream, self.path, self.prefix = stream, path, prefix
 
-    async def _page(self, session: aiohttp.ClientSession, base: str, limit: float) -> dict[str, float]:
-        """The samples of one page, or the exception that stopped the scrape."""
+    async def _page(self, session: aiohttp.ClientSession, base: str, limit: float) -> tuple[float, dict]:
+        """When one page had been read (on the bundle's clock) and its samples; raises what stopped it."""
         timeout = aiohttp.ClientTimeout(total=limit)
         async with session.get(base + self.path, timeout=timeout) as r:
             text = await r.text()
             if r.status != 200:
                 raise ValueError(f"HTTP {r.status}")
-        return parse_exposition(text, self.prefix)
+        return self.writer.now(), parse_exposition(text, self.prefix)
 
     async def scrape_once(self, session: aiohttp.ClientSession) -> None:
         """One scrape: its raw samples, or a gap with the error."""
@@ -125,9 +125,10 @@ class MetricsSampler:
             rec.update(dt=w.now() - t, ok=False,
                        error=(f"endpoint {k} ({bases[k]}): {error}" if several else error)[:300])
         else:
-            samples = (pages[0] if not several else
-                       {labelled(key, k): v for k, page in enumerate(pages) for key, v in page.items()})
-            rec.update(dt=w.now() - t, ok=True, samples=samples)
+            # dt: until the last page was read (the parsing after it is not the scrape's).
+            samples = (pages[0][1] if not several else
+                       {labelled(key, k): v for k, (_, page) in enumerate(pages) for key, v in page.items()})
+            rec.update(dt=max(done for done, _ in pages) - t, ok=True, samples=samples)
         w.append(self.stream, rec)
 
     async def run(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
