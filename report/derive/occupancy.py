@@ -342,8 +342,9 @@ def max_over_mean(values: Sequence[float], of_requests: bool = False) -> float:
 @point_quantity(unit="×")
 def engine_load_balance(scrapes: list, bracket_start: float, bracket_end: float) -> float:
     """The busiest engine's finished-request rate over the engines' mean rate in the window (1 = evenly spread; data parallel)."""
+    # No counter at all leaves no engine to compare: "one engine", as fewer than two do.
     rates = [series.counter_rate(scrapes, bracket_start, bracket_end, FINISHED, e)
-             for e in _engines(scrapes, bracket_start, bracket_end)]
+             for e in engines_of(scrapes, bracket_start, bracket_end, FINISHED)]
     return max_over_mean(rates, of_requests=True)
 
 
