@@ -71,6 +71,7 @@ def product(a: float, b: float) -> float:
     return a * b
 
 
+@point_quantity(unit="req")
 def effective_concurrency(concurrency: float, server_running_median: float) -> float:
     """Requests actually holding KV: the median of running requests when the pool caps it below C, else C."""
     return min(concurrency, server_running_median)
@@ -356,12 +357,6 @@ def interpolate(x: float, xs: list, ys: list) -> float:
         if x0 <= x <= x1:
             return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
     raise Absent("reason.outside_range")
-
-
-def doc_of(func) -> str:
-    """The one-line docstring of a quantity function (for values recorded as absent)."""
-    from report.ledger import doc_line
-    return doc_line(func)
 
 
 def counter_rate_series(scrapes: list, name: str) -> list[tuple[float, float]]:
