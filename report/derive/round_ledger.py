@@ -14,7 +14,6 @@ from typing import Any, Mapping
 from bundle.request_table import RequestTable
 from bundle.slo import Slo, SloError, slo_from_dict, slo_of_file
 from bundle.store import Bundle
-from report.architecture import params as PA
 from report.architecture import roofline as RF
 from report.architecture import theory as T
 from report.derive import analyses as A
@@ -22,7 +21,9 @@ from report.derive import clienterror as CE
 from report.derive import delivery as DL
 from report.derive import hostload as HL
 from report.derive import kv as KV
+from report.derive import model_sizes as MS
 from report.derive import occupancy as OC
+from report.derive import pool as POOL
 from report.derive import power as PW
 from report.derive import reconcile as R
 from report.derive import series as S
@@ -254,6 +255,9 @@ def round_raw(rd: RoundData, pts: list[PointData]) -> RawSources:
     raw = RawSources()
     raw.add("slo", *slo_raw(rd))
     raw.add("scrapes", rd.bundle.metrics, _src_metrics(rd, float("-inf"), float("inf")))
+    raw.add("log", rd.log if rd.log is not None else Reason.of("reason.no_server_log"), (f"{rd.name}/server.log",))
+    raw.add("model_config", rd.config if rd.config is not None else Reason.of("reason.no_model_config"),
+            (f"{rd.name}/manifest.json: model.config",))
     if rd.axis not in ("concurrency", "single"):
         raw.add("loads", Reason.of("reason.slo_axis_not_load", axis=rd.axis))
     else:
@@ -515,17 +519,8 @@ def set_pool_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
 
 
 def pool_ledger(led: Ledger, rd: RoundData) -> None:
-    """The KV pool: from the log line and from cache_config_info; the architecture's bytes/token."""
-    log = rd.log
-    log_src = (f"{rd.name}/server.log",)
-    if log is None:
-        led.record("r.pool_tokens_log", None, unit="tok", doc="KV pool size in tokens, as the server log states it",
-                   sources=(f"{rd.name}/manifest.json: files",),
-                   missing=Reason.of("reason.no_server_log_external"))
-    else:
-        led.record("r.pool_tokens_log", log.kv_cache_size_tokens, unit="tok", sources=log_src,
-                   doc="KV pool size in tokens, as the server log states it",
-                   missing=Reason.of("reason.log_no_kv_cache_size"))
+    """The KV pool and block size cache_config_info states: the round's, else what every
+    server set's agrees on (the pool from the log and from memory: pool.py)."""
     try:
         labels = S.cache_config_info(rd.bundle.metrics)
         pool = S.kv_pool_tokens_from_cache_config(labels)
@@ -545,50 +540,6 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
     led.record("r.block_size", block, unit="tok", sources=msrc, doc="KV cache block size in tokens (cache_config_info)",
                missing=Reason.of("reason.cache_config_no_block_size") if cache_config_read
                else cache_config_missing or Reason.of("reason.cache_config_no_block_size"))
-    led.derive("r.pool_agreement", A.pool_tokens_agreement, unit="fraction",
-               log_tokens=led["r.pool_tokens_log"], metric_tokens=led["r.pool_tokens_metrics"])
-    pool_v = led["r.pool_tokens_metrics"] if led["r.pool_tokens_metrics"].present else led["r.pool_tokens_log"]
-    led.derive("r.pool_tokens", A.identity_of, unit="tok", value=pool_v)
-    # vLLM's usage gauge excludes the null block: 1 - free/(num_gpu_blocks - 1).
-    led.derive("r.pool_tokens_usable", A.usable_pool_tokens, unit="tok",
-               pool_tokens=led["r.pool_tokens"], block_size=led["r.block_size"])
-    cfg = rd.config
-    csrc = (f"{rd.name}/manifest.json: model.config",)
-    if cfg is None:
-        why = Reason.of("reason.no_model_config")
-        for key, unit, doc in (("r.kv_bytes_per_token", "B", "KV bytes per token from the architecture"),
-                               ("r.kv_bytes_per_token_mha", "B", "KV bytes per token if every head had its own KV head"),
-                               ("r.params_non_embedding", "", "Parameters outside the embeddings"),
-                               ("r.weight_bytes", "B", "Bytes the weights occupy"),
-                               ("r.decode_read_bytes", "B", "Weight bytes one decode step reads")):
-            led.record(key, None, unit=unit, doc=doc, sources=csrc, missing=why)
-    else:
-        led.derive("r.kv_bytes_per_token", T.model_kv_bytes_per_token, unit="B", sources=csrc, config=cfg)
-        led.derive("r.kv_bytes_per_token_mha", T.model_mha_kv_bytes_per_token, unit="B", sources=csrc, config=cfg)
-        led.derive("r.params_non_embedding", PA.model_params_non_embedding, unit="", sources=csrc, config=cfg)
-        led.derive("r.weight_bytes", PA.model_weight_bytes, unit="B", sources=csrc, config=cfg)
-        led.derive("r.weight_gb", A.giga, unit="GB", value=led["r.weight_bytes"])
-        led.derive("r.decode_read_bytes", PA.model_decode_read_bytes, unit="B", sources=csrc, config=cfg)
-        led.derive("r.decode_read_gb", A.giga, unit="GB", value=led["r.decode_read_bytes"])
-    # The pool from memory: the KV memory the log states, divided by bytes per token (whole blocks).
-    kv_gib = None
-    if log is not None:
-        kv_gib = log.available_kv_cache_gib if log.available_kv_cache_gib is not None else log.cpu_kv_cache_gib
-    led.record("r.kv_memory_gib", kv_gib, unit="GiB", sources=log_src,
-               doc="KV cache memory the server log states (Available KV cache memory / CPU KV cache GiB)",
-               missing=Reason.of("reason.log_no_kv_memory"))
-    led.derive("r.pool_tokens_from_memory", T.kv_pool_tokens_from_gib, unit="tok",
-               kv_memory_gib=led["r.kv_memory_gib"], kv_bytes_per_token=led["r.kv_bytes_per_token"],
-               block_size=led["r.block_size"])
-    blocks_profiled = log.num_gpu_blocks_profiled if log is not None else None
-    led.record("r.blocks_before_override", blocks_profiled, unit="blocks", sources=log_src,
-               doc="Blocks vLLM sized from memory before --num-gpu-blocks-override replaced them",
-               missing=Reason.of("reason.log_no_blocks_override"))
-    sized = (led.derive("r.pool_tokens_sized", A.product, unit="tok", a=led["r.blocks_before_override"],
-                        b=led["r.block_size"]) if blocks_profiled is not None
-             else led.derive("r.pool_tokens_sized", A.identity_of, unit="tok", value=led["r.pool_tokens_log"]))
-    led.derive("r.pool_memory_agreement", A.relative_difference, unit="fraction",
-               new=led["r.pool_tokens_from_memory"], old=sized)
 
 
 def sampler_ledger(led: Ledger, rd: RoundData) -> None:
@@ -652,26 +603,11 @@ def measured_ledger(rd: RoundData) -> Ledger:
     led = Ledger()
     pool_ledger(led, rd)
     peak_ledger(led, rd)
+    raw = round_raw(rd, [])
+    for module in (MS.__name__, POOL.__name__):
+        resolve_round(led, module, [], raw)
     sampler_ledger(led, rd)
     source_ledger(led, rd)
-    log = rd.log
-    led.record("r.max_num_batched_tokens", log.max_num_batched_tokens if log else None, unit="tok",
-               doc="The scheduler's token budget per engine step, as the server log states it",
-               sources=(f"{rd.name}/server.log",),
-               missing=Reason.of("reason.log_no_max_num_batched_tokens") if log else
-               Reason.of("reason.no_server_log"))
-    args = (log.non_default_args or {}) if log else {}
-    for key, flag, unit in (("max_num_seqs", "--max-num-seqs", "req"), ("max_model_len", "--max-model-len", "tok")):
-        led.record(f"r.{key}", args.get(key) if isinstance(args.get(key), int) else None, unit=unit,
-                   doc=f"The server's {flag}, as the log's non-default arguments state it",
-                   sources=(f"{rd.name}/server.log",),
-                   missing=Reason.of("reason.flag_default", flag=flag) if log else Reason.of("reason.no_server_log"))
-    led.record("r.kv_cache_memory_suggested_bytes", log.kv_cache_memory_fit_bytes if log else None,
-               unit="B", doc="The KV cache memory the server log suggests (--kv-cache-memory)",
-               sources=(f"{rd.name}/server.log",),
-               missing=Reason.of("reason.log_no_kv_cache_memory_hint"))
-    led.derive("r.kv_cache_memory_suggested_gib", A.ratio, unit="GiB",
-               numerator=led["r.kv_cache_memory_suggested_bytes"], denominator=2**30)
     # The validity thresholds (policy), so the page prints them traced.
     resolve_round(led, V.__name__, [], RawSources())
     gpus = rd.gpus
@@ -714,10 +650,6 @@ def peak_ledger(led: Ledger, rd: RoundData) -> None:
     else:
         led.record("r.peak_flops", spec.peak_flops(PEAK_DTYPE), unit="FLOP/s", doc=doc_f, sources=src)
         led.record("r.peak_bandwidth", spec.memory_bandwidth, unit="B/s", doc=doc_b, sources=src)
-    led.derive("r.ridge", T.ridge_flops_per_byte, unit="FLOP/B", peak_flops=led["r.peak_flops"],
-               peak_bandwidth=led["r.peak_bandwidth"])
-    led.derive("r.peak_tflops", A.tera, unit="TFLOP/s", value=led["r.peak_flops"])
-    led.derive("r.peak_tb_s", A.tera, unit="TB/s", value=led["r.peak_bandwidth"])
     if "r.peak_flops" in led and any(s.get("ok") for s in rd.bundle.metrics):
         # Single scrape intervals of the FLOP counter, against the peak no GPU can pass.
         name = "vllm:estimated_flops_per_gpu_total"
@@ -727,9 +659,6 @@ def peak_ledger(led: Ledger, rd: RoundData) -> None:
         led.derive("r.tflops_interval_max", A.tera, unit="TFLOP/s", value=top)
         led.derive("r.flop_intervals_over_peak", A.counter_rate_intervals_above, unit="", sources=ms,
                    scrapes=rd.bundle.metrics, name=name, threshold=led["r.peak_flops"])
-    if "r.decode_read_bytes" in led:
-        led.derive("r.decode_floor_ms", A.decode_floor_ms, unit="ms", weight_bytes=led["r.decode_read_bytes"],
-                   peak_bandwidth=led["r.peak_bandwidth"])
 
 
 def modelled_lengths(led: Ledger, rd: RoundData, p: PointData) -> tuple[Any, Any]:
