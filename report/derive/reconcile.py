@@ -56,7 +56,7 @@ Two reconciliations live here, both pure functions over raw samples (docs/analys
 Every public function is named for what it returns and raises `report.ledger.Absent` with a
 reason in words when its inputs cannot give a value; none returns 0 for a missing input. The
 whole-window reconciliations the engine tests check a real engine against, and the closed
-forms only they use, are in oracles.py: this module holds the ledger's quantities and their steps.
+forms only they use, are in tests/oracles.py: this module holds the ledger's quantities and their steps.
 """
 
 from __future__ import annotations
@@ -68,10 +68,12 @@ from typing import Any
 import numpy as np
 
 from bundle.request_table import RequestTable, as_request_table
+from report.architecture import roofline as RF
 from report.architecture import theory as T
+from report.derive import analyses as A
 from report.derive import series as S
 from report.ledger import Absent
-from report.registry import round_quantity
+from report.registry import point_quantity, round_quantity
 
 FLOPS = "vllm:estimated_flops_per_gpu_total"
 READ_BYTES = "vllm:estimated_read_bytes_per_gpu_total"
@@ -444,3 +446,186 @@ def expected_kv_usage_median_fraction_sent(concurrency: int, server_running_medi
     if lo == hi:
         return at(lo)
     return at(lo) + (at(hi) - at(lo)) * (c - lo)
+
+
+# ============================================================================ each point against the model
+#
+# Point quantities (report/registry.py). `modelled_input_len` / `modelled_output_len` are the
+# lengths the sections model (the plan's, or the requests' own means where the workload varies
+# them: round_ledger.modelled_lengths); `own_lengths` is the measured requests where each
+# brings lengths of its own, and then the request-level forms above replace theory's closed
+# forms. `pool_tokens_usable` is the point's server set's pool where the sets differ, else the
+# round's. The FLOP counter's increase is taken between the quiet scrapes around the point.
+
+@point_quantity(unit="tok")
+def request_peak_tokens(block_size: int, modelled_input_len: float, modelled_output_len: float,
+                        own_lengths: RequestTable | None = None) -> float:
+    """KV tokens one request holds when it finishes, block-rounded (the requests' mean where each has its own lengths)."""
+    if own_lengths is not None:
+        return request_peak_tokens_sent_mean(own_lengths, block_size)
+    return T.request_peak_tokens(modelled_input_len, modelled_output_len, block_size)
+
+
+@point_quantity(unit="tok")
+def request_mean_tokens(block_size: int, modelled_input_len: float, modelled_output_len: float,
+                        own_lengths: RequestTable | None = None) -> float:
+    """KV tokens one request holds on average while decoding, block-rounded (over the requests' own lengths where they vary)."""
+    if own_lengths is not None:
+        return request_mean_tokens_sent_mean(own_lengths, block_size)
+    return T.request_mean_tokens(modelled_input_len, modelled_output_len, block_size)
+
+
+@point_quantity(unit="req")
+def requests_fit(pool_tokens_usable: float, request_peak_tokens: float) -> int:
+    """Whole requests of the point's peak KV tokens that the usable pool holds at once."""
+    return A.requests_that_fit(pool_tokens_usable, request_peak_tokens)
+
+
+@point_quantity(unit="×")
+def itl_over_decode_floor(itl_ms_p50: float, decode_floor_ms: float) -> float:
+    """The point's ITL p50 against the shortest decode step the weights' bytes allow."""
+    return A.ratio(itl_ms_p50, decode_floor_ms)
+
+
+@point_quantity(unit="fraction")
+def kv_expected_peak(concurrency: float, request_peak_tokens: float, pool_tokens_usable: float) -> float:
+    """Expected peak KV usage: C × block-rounded peak tokens ÷ the usable pool."""
+    return T.expected_kv_peak_fraction(concurrency, request_peak_tokens, pool_tokens_usable)
+
+
+@point_quantity(unit="fraction")
+def kv_expected_mean(concurrency: float, request_mean_tokens: float, pool_tokens_usable: float) -> float:
+    """Expected steady-state KV usage at the set concurrency: C × block-rounded mean tokens ÷ the usable pool."""
+    return T.expected_kv_mean_fraction(concurrency, request_mean_tokens, pool_tokens_usable)
+
+
+@point_quantity(unit="fraction")
+def kv_expected_mean_effective(effective_concurrency: float, request_mean_tokens: float,
+                               pool_tokens_usable: float) -> float:
+    """Expected steady-state KV usage at the effective concurrency (the median running count where the pool caps it)."""
+    return T.expected_kv_mean_fraction(effective_concurrency, request_mean_tokens, pool_tokens_usable)
+
+
+@point_quantity(unit="fraction")
+def kv_expected_median(concurrency: float, server_running_median: float, block_size: int,
+                       pool_tokens_usable: float, modelled_input_len: float, modelled_output_len: float,
+                       own_lengths: RequestTable | None = None) -> float:
+    """Expected median KV usage of C requests at uniform decode progress, at min(C, median running) (reconcile.py)."""
+    if own_lengths is not None:
+        return expected_kv_usage_median_fraction_sent(concurrency, server_running_median, own_lengths,
+                                                        block_size, pool_tokens_usable)
+    return expected_kv_usage_median_fraction_effective(concurrency, server_running_median, modelled_input_len,
+                                                         modelled_output_len, block_size, pool_tokens_usable)
+
+
+@point_quantity(unit="pp")
+def kv_error_pp(kv_usage_p50: float, kv_expected_median: float) -> float:
+    """Measured median KV usage minus the expected median, in percentage points."""
+    return A.percentage_point_error(kv_usage_p50, kv_expected_median)
+
+
+@point_quantity(unit="pp")
+def kv_error_pp_mean_model(kv_usage_p50: float, kv_expected_mean_effective: float) -> float:
+    """Measured median KV usage minus the mean model at the effective concurrency, in percentage points."""
+    return A.percentage_point_error(kv_usage_p50, kv_expected_mean_effective)
+
+
+@point_quantity(unit="pp")
+def kv_error_pp_nominal(kv_usage_p50: float, kv_expected_mean: float) -> float:
+    """Measured median KV usage minus the mean model at the set concurrency, in percentage points."""
+    return A.percentage_point_error(kv_usage_p50, kv_expected_mean)
+
+
+@point_quantity(unit="tok")
+def block_waste_tokens(block_size: int, concurrency: float, modelled_input_len: float,
+                       modelled_output_len: float, own_lengths: RequestTable | None = None) -> float:
+    """KV tokens lost to block rounding at a request's end, times C (the requests' mean where each has its own lengths)."""
+    if own_lengths is not None:
+        return block_alignment_waste_tokens_sent(own_lengths, block_size, concurrency)
+    return T.block_alignment_waste_tokens(modelled_input_len, modelled_output_len, block_size, concurrency)
+
+
+@point_quantity(unit="tok")
+def kv_tokens_peak(kv_usage_peak: float, pool_tokens_usable: float) -> float:
+    """Tokens held in the KV cache at the usage gauge's peak: peak usage × the usable pool."""
+    return A.kv_tokens_in_use(kv_usage_peak, pool_tokens_usable)
+
+
+@point_quantity(unit="tok")
+def kv_tokens_theory(concurrency: float, request_peak_tokens: float) -> float:
+    """KV tokens C requests hold when each has reached its peak: C × block-rounded peak tokens."""
+    return A.product(concurrency, request_peak_tokens)
+
+
+@point_quantity(unit="GiB")
+def kv_memory_needed_gib(kv_tokens_theory: float, kv_bytes_per_token: float) -> float:
+    """GiB of KV cache the point's C requests at their peak take (what `--kv-cache-memory` must give them)."""
+    return A.kv_memory_gib(kv_tokens_theory, kv_bytes_per_token)
+
+
+@point_quantity(unit="fraction")
+def kv_peak_vs_blocks(kv_tokens_peak: float, kv_tokens_theory: float) -> float:
+    """Relative difference of the gauge's peak tokens from the block-rounded theory."""
+    return A.relative_difference(kv_tokens_peak, kv_tokens_theory)
+
+
+@point_quantity(unit="fraction")
+def kv_occupancy(concurrency: float, modelled_input_len: float, modelled_output_len: float,
+                 pool_tokens_usable: float) -> float:
+    """Theoretical KV occupancy C·(L+out) ÷ the usable pool (blocks not rounded)."""
+    return A.kv_occupancy(concurrency, modelled_input_len, modelled_output_len, pool_tokens_usable)
+
+
+@point_quantity(unit="FLOP")
+def flops_measured(tflops_s: float, quiet_scrapes: list, window_start: float, t_end: float) -> float:
+    """Increase of vLLM's estimated FLOPs counter between the quiet scrapes that bracket the point (where it measured a FLOP rate)."""
+    a, b = quiet_bracketing_window(quiet_scrapes, window_start, t_end)
+    return estimated_counter_increase(quiet_scrapes, a, b, FLOPS)
+
+
+@point_quantity(unit="FLOP")
+def flops_predicted(tflops_s: float, model_config: Mapping[str, Any], quiet_scrapes: list,
+                    all_requests: RequestTable, window_start: float, t_end: float) -> float:
+    """vLLM's FLOPs formulas summed over the lifecycles of the requests that ran wholly between those scrapes."""
+    a, b = quiet_bracketing_window(quiet_scrapes, window_start, t_end)
+    inside = requests_inside_window(all_requests, *lifecycle_window(quiet_scrapes, a, b))
+    if not inside:
+        raise Absent("reason.no_request_in_counter_window")
+    return predicted_flops(model_config, inside)
+
+
+@point_quantity(unit="×")
+def flops_ratio(flops_measured: float, flops_predicted: float) -> float:
+    """vLLM's FLOP counter increase ÷ its formulas over the requests' lifecycles (1: fully explained)."""
+    return estimator_ratio(flops_measured, flops_predicted)
+
+
+@point_quantity(unit="FLOP/B")
+def intensity(tflops_s: float, read_gb_s: float) -> float:
+    """Measured arithmetic intensity: vLLM's FLOP rate ÷ its read-byte rate, time-averaged over the point."""
+    return A.ratio(tflops_s, read_gb_s, scale=1e3)
+
+
+@point_quantity(unit="fraction")
+def mfu(tflops_s: float, peak_flops: float) -> float:
+    """Model FLOPs utilisation: the measured TFLOP/s against the GPU's dense peak."""
+    return T.mfu(tflops_s * 1e12, peak_flops)
+
+
+@point_quantity(unit="fraction")
+def mbu(read_gb_s: float, peak_bandwidth: float) -> float:
+    """Memory bandwidth utilisation: the measured read GB/s against the GPU's peak bandwidth."""
+    return T.mbu(read_gb_s * 1e9, peak_bandwidth)
+
+
+@point_quantity(unit="FLOP/B")
+def decode_intensity(model_config: Mapping[str, Any], server_running_median: float,
+                     modelled_input_len: float, modelled_output_len: float) -> float:
+    """FLOP per byte of one decode step of the median running requests at the mean decode context (roofline.py)."""
+    return RF.model_decode_intensity(model_config, server_running_median, modelled_input_len, modelled_output_len)
+
+
+@point_quantity(unit="FLOP/B")
+def prefill_intensity(model_config: Mapping[str, Any], modelled_input_len: float) -> float:
+    """FLOP per byte of one prompt's prefill that reads the weights once (roofline.py)."""
+    return RF.model_prefill_intensity(model_config, modelled_input_len)

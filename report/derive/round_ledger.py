@@ -20,15 +20,12 @@ from report.derive import analyses as A
 from report.derive import clienterror as CE
 from report.derive import delivery as DL
 from report.derive import hostload as HL
-from report.derive import kv as KV
-from report.derive import model_sizes as MS
 from report.derive import occupancy as OC
-from report.derive import pool as POOL
 from report.derive import power as PW
 from report.derive import reconcile as R
 from report.derive import series as S
+from report.derive import serverlog as SL
 from report.derive import stats as ST
-from report.derive import utilisation as UT
 from report.derive import validity as V
 from report.derive.serverlog import ServerLogFacts, log_peak, server_log_facts
 from report.ledger import Absent, Ledger, Reason, Source, Value, reason_from_text
@@ -604,7 +601,7 @@ def measured_ledger(rd: RoundData) -> Ledger:
     pool_ledger(led, rd)
     peak_ledger(led, rd)
     raw = round_raw(rd, [])
-    for module in (MS.__name__, POOL.__name__):
+    for module in (SL.__name__, A.__name__):
         resolve_round(led, module, [], raw)
     sampler_ledger(led, rd)
     source_ledger(led, rd)
@@ -621,7 +618,7 @@ def measured_ledger(rd: RoundData) -> Ledger:
         modelled_raw(led, rd, p, raw)
         if len(server_sets(rd)) > 1:
             set_pool_ledger(led, rd, p)
-        for module in (KV.__name__, UT.__name__, PW.__name__):
+        for module in (R.__name__, PW.__name__):
             resolve_point(led, module, p.pid, raw)
     return led
 
@@ -678,7 +675,7 @@ def modelled_lengths(led: Ledger, rd: RoundData, p: PointData) -> tuple[Any, Any
 def modelled_raw(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> None:
     """The point's lengths the KV, theory and MFU sections model (modelled_lengths), into RAW:
     values of the ledger where the requests bring their own, else the plan's; and
-    `own_lengths`, the measured requests whose own lengths replace the closed forms (kv.py)."""
+    `own_lengths`, the measured requests whose own lengths replace the closed forms (reconcile.py)."""
     L, out = modelled_lengths(led, rd, p)
     win = () if rd.lengths_vary else _src_window(rd, p)
     raw.add("modelled_input_len", L, win)

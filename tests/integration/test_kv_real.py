@@ -34,12 +34,12 @@ import pytest
 
 from bench.engine import TINY_MODEL_DIR
 from bundle.store import read_bundle
-from report.derive import oracles as O
 from report.derive import reconcile as R
 from report.derive import round_ledger as B
 from report.derive import series as S
 from report.derive.serverlog import server_log_facts
 from report.judge.verdicts import build_ledger
+from tests import oracles as O
 from tests.conftest import run_bench
 
 pytestmark = pytest.mark.engine
