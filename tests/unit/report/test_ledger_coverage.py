@@ -47,7 +47,6 @@ ROUND_CHAINS = ([ROOT / "runs" / f"round-{n}" / "bundle" for n in (1, 2, 3)],
 # ledger reaches or uses after all (remove it then).
 NOT_IN_A_LEDGER: dict[str, str] = {
     "power.gpm_absent_reason": "reads the manifest's reason text back as a code (bench/gpu.py, bench/gpm.py)",
-    "goodput.point_meets_slo": "a search sweep's verdict on a point while it runs (serving_ledger/cli.py)",
 }
 
 
