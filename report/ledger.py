@@ -14,7 +14,7 @@ import inspect
 import math
 import re
 import string
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from report.words import section, word
@@ -167,6 +167,8 @@ def _describe(v: Any) -> str:
         return f"{len(v)} values"
     if isinstance(v, dict):  # a model config: its source names the file; the fields are many
         return f"{len(v)} fields"
+    if type(v).__name__ == "ServerLogFacts":  # the server log's facts: its source names the file
+        return f"{len(fields(v))} fields"
     return str(v)
 
 

@@ -19,7 +19,7 @@ import sys
 
 from bench import cli as bench_cli
 from report import cli as report_cli
-from report.judge.goodput import point_meets_slo
+from report.judge.search import point_meets_slo
 from report.planner import explain
 
 

@@ -207,14 +207,6 @@ def block_alignment_waste_tokens(input_len: int, output_len: int, block_size: in
     return (request_peak_tokens(input_len, output_len, block_size) - n) * concurrency
 
 
-def max_concurrency(pool_tokens: int, input_len: int, output_len: int, block_size: int) -> int:
-    """How many requests of in + out tokens fit in the pool at once (whole blocks each)."""
-    _positive("pool_tokens", pool_tokens)
-    peak = request_peak_tokens(input_len, output_len, block_size)
-    _positive("request peak tokens", peak)
-    return pool_tokens // peak
-
-
 def max_input_len_at_concurrency(pool_tokens: int, concurrency: int, output_len: int) -> int:
     """Longest prompt that lets C requests fit in the pool together: pool ÷ C − out (no block rounding)."""
     _positive("pool_tokens", pool_tokens)
@@ -224,21 +216,6 @@ def max_input_len_at_concurrency(pool_tokens: int, concurrency: int, output_len:
     if longest < 1:
         raise Absent("reason.pool_tokens_too_small",
                      pool_tokens=pool_tokens, concurrency=concurrency, output_len=output_len)
-    return longest
-
-
-def max_input_len_at_concurrency_whole_blocks(pool_tokens: int, concurrency: int, output_len: int,
-                                              block_size: int) -> int:
-    """Longest prompt that fits C requests when each request holds whole blocks: floor(pool/block/C)·block − out."""
-    _positive("pool_tokens", pool_tokens)
-    _positive("concurrency", concurrency)
-    _positive("block_size", block_size)
-    _non_negative("output_len", output_len)
-    longest = (pool_tokens // block_size // concurrency) * block_size - output_len
-    if longest < 1:
-        raise Absent("reason.pool_tokens_too_small_blocks",
-                     pool_tokens=pool_tokens, concurrency=concurrency, output_len=output_len,
-                     block_size=block_size)
     return longest
 
 
@@ -252,15 +229,6 @@ def attention_params_per_layer(hidden: int, heads: int, kv_heads: int, head_dim:
     for n, v in (("hidden", hidden), ("heads", heads), ("kv_heads", kv_heads), ("head_dim", head_dim)):
         _positive(n, v)
     return hidden * (heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden
-
-
-def params_non_embedding(layers: int, hidden: int, heads: int, kv_heads: int, head_dim: int,
-                         intermediate: int) -> int:
-    """Non-embedding parameters of a dense decoder: per layer the attention matrices plus a gated FFN's three matrices."""
-    _positive("layers", layers)
-    _positive("intermediate", intermediate)
-    per_layer = attention_params_per_layer(hidden, heads, kv_heads, head_dim) + 3 * hidden * intermediate
-    return layers * per_layer
 
 
 def mla_attention_params_per_layer(hidden: int, heads: int, kv_lora_rank: int, qk_rope_head_dim: int,
@@ -278,21 +246,6 @@ def mla_attention_params_per_layer(hidden: int, heads: int, kv_lora_rank: int, q
     return q + kv_a + kv_b + out
 
 
-def embedding_params(vocab: int, hidden: int, tied_embeddings: bool) -> int:
-    """Embedding parameters: the input table plus the LM head, counted once when they are tied."""
-    _positive("vocab", vocab)
-    _positive("hidden", hidden)
-    return vocab * hidden * (1 if tied_embeddings else 2)
-
-
-def weight_bytes(params_non_embedding: int, vocab: int, hidden: int, dtype_bytes: float,
-                 tied_embeddings: bool) -> int:
-    """Bytes the weights occupy: (non-embedding + input embedding + LM head unless tied) × dtype bytes."""
-    _positive("params_non_embedding", params_non_embedding)
-    _positive("dtype_bytes", dtype_bytes)
-    return int((params_non_embedding + embedding_params(vocab, hidden, tied_embeddings)) * dtype_bytes)
-
-
 def weight_bytes_read_per_step(params_non_embedding: int, vocab: int, hidden: int, dtype_bytes: float) -> int:
     """Weight bytes one forward step reads: every matrix once plus the LM head (the input embedding only gathers rows)."""
     _positive("params_non_embedding", params_non_embedding)
@@ -307,13 +260,6 @@ def attention_flops_per_context_token(attention_width: int, layers: int) -> int:
     _positive("attention_width", attention_width)
     _positive("layers", layers)
     return 4 * attention_width * layers
-
-
-def flops_per_token(params_non_embedding: float, attention_width: int, layers: int, context_len: float = 0) -> float:
-    """FLOPs to compute one token: 2N (non-embedding parameters) + 4 × d_model × layers per context token."""
-    _positive("params_non_embedding", params_non_embedding)
-    _non_negative("context_len", context_len)
-    return 2 * params_non_embedding + attention_flops_per_context_token(attention_width, layers) * context_len
 
 
 # --------------------------------------------------------------------------------------------
@@ -504,122 +450,6 @@ def vllm_estimated_flops_terms(shape: ModelShape, requests: Sequence[Sequence[in
         terms["ffn.dense_ffn"] = 2 * D * 3 * p.ffn_inter * T * p.L_int
     terms["unembed.unembed"] = 2 * ctx.logits_tokens * D * p.vocab
     return terms
-
-
-def vllm_estimated_read_bytes_terms(shape: ModelShape, requests: Sequence[Sequence[int | bool]], tp: int = 1,
-                                    pp: int = 1, dp: int = 1, kv_cache_dtype_bytes: float | None = None,
-                                    weight_dtype_bytes: float | None = None) -> dict[str, int]:
-    """vLLM's estimated bytes read per GPU for one scheduler step, term by term (weights, activations, KV reads)."""
-    ctx = vllm_step_requests(requests)
-    p = _par(shape, tp, pp, dp, kv_cache_dtype_bytes, weight_dtype_bytes)
-    T, D, a, w, k = ctx.tokens, shape.hidden, p.a, p.w, p.k
-    terms: dict[str, int] = {}
-    if shape.is_mla:
-        _require_mla_dims(shape)
-        L = p.L_int
-        qk = shape.qk_nope_head_dim + shape.qk_rope_head_dim
-        c, r, vd, qr = shape.kv_lora_rank, shape.qk_rope_head_dim, shape.v_head_dim, shape.q_lora_rank
-        if qr is not None:
-            terms["mla_attn.q_a_input"] = int(T * D * a * L)
-            terms["mla_attn.q_a_weight"] = int(D * qr * w * L)
-            terms["mla_attn.q_b_input"] = int(T * qr * a * L)
-            terms["mla_attn.q_b_weight"] = int(qr * p.q * qk * w * L)
-        else:
-            terms["mla_attn.q_input"] = int(T * D * a * L)
-            terms["mla_attn.q_weight"] = int(D * p.q * qk * w * L)
-        terms["mla_attn.kv_a_input"] = int(T * D * a * L)
-        terms["mla_attn.kv_a_weight"] = int(D * (c + r) * w * L)
-        terms["mla_attn.kv_b_input"] = int(T * c * a * L)
-        terms["mla_attn.kv_b_weight"] = int(c * p.q * (shape.qk_nope_head_dim + vd) * w * L)
-        attn = 0
-        if ctx.prefill_tokens:
-            attn += (ctx.prefill_tokens * p.q * qk * a * L
-                     + ctx.prefill_context * p.q * (qk + vd) * a * L)
-        if ctx.decode_tokens:
-            attn += ctx.decode_tokens * p.q * qk * a * L + ctx.decode_context * (c + r) * k * L
-        if ctx.tokens:
-            terms["mla_attn.attn_input"] = int(attn)
-        terms["mla_attn.out_input"] = int(T * p.q * vd * a * L)
-        terms["mla_attn.out_weight"] = int(p.q * vd * D * w * L)
-    else:
-        d, L = shape.head_dim, p.L
-        win = shape.sliding_window
-        terms["attn.qkv_input"] = int(T * D * a * L)
-        terms["attn.qkv_weight"] = int(D * (p.q + 2 * p.kv) * d * w * L)
-        attn = 0.0
-        if ctx.prefill_tokens:
-            # vLLM bills prefill K/V at activation bytes over Σ context (not Σ n·c).
-            attn += (ctx.prefill_tokens * p.q + 2 * ctx.context_in_window(win, True) * p.kv) * d * a * L
-        if ctx.decode_tokens:
-            attn += (ctx.decode_tokens * p.q * d * a * L
-                     + 2 * ctx.context_in_window(win, False) * p.kv * d * k * L)
-        if ctx.tokens:
-            terms["attn.attn_input"] = int(attn)
-        terms["attn.out_input"] = int(T * p.q * d * a * L)
-        terms["attn.out_weight"] = int(p.q * d * D * w * L)
-    if p.L_int:
-        Ld, DI = p.L_int, p.ffn_inter
-        terms["ffn.dense_up_gate_input"] = int(T * D * a * Ld)
-        terms["ffn.dense_up_gate_weights"] = int(2 * D * DI * w * Ld)
-        terms["ffn.dense_silu_input"] = int(2 * T * DI * a * Ld)
-        terms["ffn.dense_down_input"] = int(T * DI * a * Ld)
-        terms["ffn.dense_down_weights"] = int(D * DI * w * Ld)
-    terms["unembed.input"] = int(ctx.logits_tokens * D * a)
-    terms["unembed.weight"] = int(D * p.vocab * w)
-    return terms
-
-
-def vllm_estimated_write_bytes_terms(shape: ModelShape, requests: Sequence[Sequence[int | bool]], tp: int = 1,
-                                     pp: int = 1, dp: int = 1,
-                                     kv_cache_dtype_bytes: float | None = None) -> dict[str, int]:
-    """vLLM's estimated bytes written per GPU for one scheduler step, term by term (activations, KV cache writes, logits)."""
-    ctx = vllm_step_requests(requests)
-    p = _par(shape, tp, pp, dp, kv_cache_dtype_bytes, None)
-    T, D, a, k = ctx.tokens, shape.hidden, p.a, p.k
-    terms: dict[str, int] = {}
-    if shape.is_mla:
-        _require_mla_dims(shape)
-        L = p.L_int
-        qk = shape.qk_nope_head_dim + shape.qk_rope_head_dim
-        c, r, vd, qr = shape.kv_lora_rank, shape.qk_rope_head_dim, shape.v_head_dim, shape.q_lora_rank
-        if qr is not None:
-            terms["mla_attn.q_a_output"] = int(T * qr * a * L)
-            terms["mla_attn.q_b_output"] = int(T * p.q * qk * a * L)
-        else:
-            terms["mla_attn.q_output"] = int(T * p.q * qk * a * L)
-        terms["mla_attn.kv_a_output"] = int(T * (c + r) * a * L)
-        terms["mla_attn.kv_b_output"] = int(T * p.q * (shape.qk_nope_head_dim + vd) * a * L)
-        terms["mla_attn.kv_cache"] = int(T * (c + r) * k * L)
-        terms["mla_attn.out_output"] = int(T * D * a * L)
-    else:
-        d, L = shape.head_dim, p.L
-        terms["attn.qkv_output"] = int(T * (p.q + 2 * p.kv) * d * a * L)
-        terms["attn.kv_cache"] = int(2 * T * p.kv * d * k * L)
-        terms["attn.out_output"] = int(T * D * a * L)
-    if p.L_int:
-        Ld, DI = p.L_int, p.ffn_inter
-        terms["ffn.dense_up_gate_output"] = int(2 * T * DI * a * Ld)
-        terms["ffn.dense_silu_output"] = int(T * DI * a * Ld)
-        terms["ffn.dense_down_output"] = int(T * D * a * Ld)
-    terms["unembed.output"] = int(ctx.logits_tokens * p.vocab * a)
-    return terms
-
-
-def vllm_estimated_read_bytes_by_kind(shape: ModelShape, requests: Sequence[Sequence[int | bool]], tp: int = 1,
-                                      pp: int = 1, dp: int = 1, kv_cache_dtype_bytes: float | None = None,
-                                      weight_dtype_bytes: float | None = None) -> dict[str, int]:
-    """vLLM's estimated read bytes per GPU for one step grouped as weights, activations and KV cache reads."""
-    terms = vllm_estimated_read_bytes_terms(shape, requests, tp, pp, dp, kv_cache_dtype_bytes, weight_dtype_bytes)
-    weights = sum(v for key, v in terms.items() if key.endswith(("_weight", "_weights", ".weight")))
-    ctx = vllm_step_requests(requests)
-    p = _par(shape, tp, pp, dp, kv_cache_dtype_bytes, weight_dtype_bytes)
-    # Only decode reads the KV cache at cache dtype; attn_input's other parts are activations.
-    if shape.is_mla:
-        kv = int(ctx.decode_context * (shape.kv_lora_rank + shape.qk_rope_head_dim) * p.k * p.L_int)
-    else:
-        kv = int(2 * ctx.context_in_window(shape.sliding_window, False) * p.kv * shape.head_dim * p.k * p.L)
-    total = sum(terms.values())
-    return {"weights": weights, "activations": total - weights - kv, "kv_cache": kv}
 
 
 def _require_mla_dims(shape: ModelShape) -> None:

@@ -7,14 +7,16 @@ report shows as its description. Missing or degenerate inputs raise Absent with 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from bundle.request_table import RequestTable, as_request_table
+from report.architecture import params as PA
+from report.architecture import theory as T
 from report.derive import series
 from report.ledger import Absent
-from report.registry import point_quantity
+from report.registry import point_quantity, round_quantity
 
 # -------------------------------------------------------------- server-side means (ms)
 
@@ -59,18 +61,12 @@ def ratio(numerator: float, denominator: float, scale: float = 1.0) -> float:
     return numerator / denominator * scale
 
 
-def scaled_ratio(numerator: float, denominator: float, scale: float) -> float:
-    """A rate in scaled units (e.g. TFLOP/s) divided by a peak in base units: numerator × scale ÷ denominator."""
-    if denominator == 0:
-        raise Absent("reason.peak_zero")
-    return numerator * scale / denominator
-
-
 def product(a: float, b: float) -> float:
     """a times b."""
     return a * b
 
 
+@point_quantity(unit="req")
 def effective_concurrency(concurrency: float, server_running_median: float) -> float:
     """Requests actually holding KV: the median of running requests when the pool caps it below C, else C."""
     return min(concurrency, server_running_median)
@@ -191,7 +187,8 @@ def kv_occupancy(concurrency: float, input_len: float, output_len: float, pool_t
     return concurrency * (input_len + output_len) / pool_tokens
 
 
-def decode_floor_ms(weight_bytes: float, peak_bandwidth: float) -> float:
+@round_quantity(unit="ms")
+def decode_floor_ms(decode_read_bytes: float, peak_bandwidth: float) -> float:
     """The shortest decode step: the weight bytes a step reads, once, at the peak bandwidth, in ms.
 
     A dense model's step reads every matrix and the LM head whatever the batch (the input
@@ -199,7 +196,7 @@ def decode_floor_ms(weight_bytes: float, peak_bandwidth: float) -> float:
     """
     if peak_bandwidth <= 0:
         raise Absent("reason.denominator_zero")
-    return weight_bytes / peak_bandwidth * 1e3
+    return decode_read_bytes / peak_bandwidth * 1e3
 
 
 def requests_that_fit(pool_tokens: float, request_tokens: float) -> int:
@@ -358,12 +355,6 @@ def interpolate(x: float, xs: list, ys: list) -> float:
     raise Absent("reason.outside_range")
 
 
-def doc_of(func) -> str:
-    """The one-line docstring of a quantity function (for values recorded as absent)."""
-    from report.ledger import doc_line
-    return doc_line(func)
-
-
 def counter_rate_series(scrapes: list, name: str) -> list[tuple[float, float]]:
     """(t, per-second rate) of counter NAME between consecutive successful scrapes; a drop (restart) is skipped."""
     pts = []
@@ -492,3 +483,126 @@ def step_tokens_per_running(iteration_tokens_mean: float, server_running_median:
 def kv_usage_peak(point_scrapes: list, t_measure: float, t_end: float) -> float:
     """Largest KV cache usage sample inside the point's window."""
     return gauge_peak(point_scrapes, t_measure, t_end, "vllm:kv_cache_usage_perc")
+
+
+# ---------------------------------------------------------------- the round's pool and the model's sizes
+# Round quantities over the pool cache_config_info states (`pool_tokens_metrics`, `block_size`,
+# recorded by round_ledger.pool_ledger), what the server log states (serverlog.py), the round's
+# raw `model_config` and the GPU's datasheet peaks (`peak_flops`, `peak_bandwidth`).
+
+Config = Mapping[str, Any]
+
+
+def _given(value: Any, absent: Absent) -> Any:
+    """VALUE, or ABSENT (raised) where there is none."""
+    if value is None:
+        raise absent
+    return value
+
+
+@round_quantity(unit="fraction")
+def pool_agreement(pool_tokens_log: int, pool_tokens_metrics: int) -> float:
+    """Relative difference between the pool size from the log and from cache_config_info."""
+    return pool_tokens_agreement(pool_tokens_log, pool_tokens_metrics)
+
+
+@round_quantity(unit="tok")
+def pool_tokens(pool_tokens_metrics: int | None = None, pool_tokens_log: int | None = None) -> int:
+    """KV pool size in tokens: cache_config_info's where it is stated, else the server log's."""
+    if pool_tokens_metrics is not None:
+        return pool_tokens_metrics
+    return _given(pool_tokens_log, Absent("reason.no_pool_size"))
+
+
+@round_quantity(unit="tok")
+def pool_tokens_usable(pool_tokens: int, block_size: int) -> int:
+    """Pool tokens vLLM's usage gauge is a fraction of: one block (the null block) fewer."""
+    return usable_pool_tokens(pool_tokens, block_size)
+
+
+@round_quantity(unit="tok")
+def pool_tokens_from_memory(kv_memory_gib: float, kv_bytes_per_token: int, block_size: int) -> int:
+    """The pool from memory: the KV memory the log states ÷ the architecture's bytes per token (whole blocks)."""
+    return T.kv_pool_tokens_from_gib(kv_memory_gib, kv_bytes_per_token, block_size)
+
+
+@round_quantity(unit="tok")
+def pool_tokens_sized(pool_tokens_log: int | None = None, blocks_before_override: int | None = None,
+                      block_size: int | None = None) -> int:
+    """The pool vLLM sized from memory: the blocks before an override × the block size, else the log's pool."""
+    if blocks_before_override is not None:
+        return product(blocks_before_override, _given(block_size, Absent("reason.input_none", input="block_size")))
+    return _given(pool_tokens_log, Absent("reason.input_none", input="pool_tokens_log"))
+
+
+@round_quantity(unit="fraction")
+def pool_memory_agreement(pool_tokens_from_memory: int, pool_tokens_sized: int) -> float:
+    """Relative difference of the pool from memory from the pool vLLM sized."""
+    return relative_difference(pool_tokens_from_memory, pool_tokens_sized)
+
+
+@round_quantity(unit="GiB")
+def kv_cache_memory_suggested_gib(kv_cache_memory_suggested_bytes: int) -> float:
+    """The KV cache memory the server log suggests, in GiB."""
+    return ratio(kv_cache_memory_suggested_bytes, 2**30)
+
+
+
+@round_quantity(unit="B")
+def kv_bytes_per_token(model_config: Config) -> int:
+    """KV bytes per token from the architecture (every layer's K and V, the model's dtype)."""
+    return T.model_kv_bytes_per_token(model_config)
+
+
+@round_quantity(unit="B")
+def kv_bytes_per_token_mha(model_config: Config) -> int:
+    """KV bytes per token if every head had its own KV head (multi-head attention)."""
+    return T.model_mha_kv_bytes_per_token(model_config)
+
+
+@round_quantity(unit="")
+def params_non_embedding(model_config: Config) -> int:
+    """Parameters outside the embeddings, from the config."""
+    return PA.model_params_non_embedding(model_config)
+
+
+@round_quantity(unit="B")
+def weight_bytes(model_config: Config) -> int:
+    """Bytes the model's weights occupy, from the config."""
+    return PA.model_weight_bytes(model_config)
+
+
+@round_quantity(unit="GB")
+def weight_gb(weight_bytes: int) -> float:
+    """Bytes the model's weights occupy, in GB."""
+    return giga(weight_bytes)
+
+
+@round_quantity(unit="B")
+def decode_read_bytes(model_config: Config) -> int:
+    """Weight bytes one decode step reads (every matrix and the LM head; the input embedding only gathers rows)."""
+    return PA.model_decode_read_bytes(model_config)
+
+
+@round_quantity(unit="GB")
+def decode_read_gb(decode_read_bytes: int) -> float:
+    """Weight bytes one decode step reads, in GB."""
+    return giga(decode_read_bytes)
+
+
+@round_quantity(unit="FLOP/B")
+def ridge(peak_flops: float, peak_bandwidth: float) -> float:
+    """The roofline's ridge point: peak FLOP/s ÷ peak memory bandwidth (FLOP per byte)."""
+    return T.ridge_flops_per_byte(peak_flops, peak_bandwidth)
+
+
+@round_quantity(unit="TFLOP/s")
+def peak_tflops(peak_flops: float) -> float:
+    """The GPU's dense tensor peak in TFLOP/s."""
+    return tera(peak_flops)
+
+
+@round_quantity(unit="TB/s")
+def peak_tb_s(peak_bandwidth: float) -> float:
+    """The GPU's peak memory bandwidth in TB/s."""
+    return tera(peak_bandwidth)

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from bundle.gpu_fields import reason_bits
 from bundle.metric_keys import split_key
+from report.derive.analyses import peak_at_clock, ratio
 from report.ledger import Absent, Reason, reason_from_text
 from report.registry import point_quantity
 
@@ -57,9 +58,10 @@ def peak_power_w(samples: Samples, t_start: float, t_end: float, gpu: int = 0) -
     return float(max(_field(samples, t_start, t_end, gpu, "power_w")))
 
 
-def power_limit_w(samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
+@point_quantity(unit="W")
+def power_limit_w(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
     """The enforced power limit in the window (W); the highest if it changed."""
-    return float(max(_field(samples, t_start, t_end, gpu, "power_limit_w")))
+    return float(max(_field(gpu_samples, t_start, t_end, gpu, "power_limit_w")))
 
 
 def max_temperature_c(samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
@@ -67,9 +69,10 @@ def max_temperature_c(samples: Samples, t_start: float, t_end: float, gpu: int =
     return float(max(_field(samples, t_start, t_end, gpu, "temperature_c")))
 
 
-def power_cap_share(samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
+@point_quantity(unit="fraction")
+def power_cap_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
     """Fraction (0..1) of the window's samples whose clocks the SW power cap was holding down."""
-    masks = _field(samples, t_start, t_end, gpu, "throttle_reasons")
+    masks = _field(gpu_samples, t_start, t_end, gpu, "throttle_reasons")
     return sum(1 for m in masks if m & SW_POWER_CAP) / len(masks)
 
 
@@ -101,15 +104,16 @@ def _counter_at(points: list[tuple[float, int]], t: float, gpu: int) -> float:
     return float(points[-1][1])  # a single sample, exactly at t
 
 
-def energy_j(samples: Samples, t_start: float, t_end: float, gpu: int | None = None) -> float:
+@point_quantity(unit="J")
+def energy_j(gpu_samples: Samples, t_start: float, t_end: float, gpu: int | None = None) -> float:
     """Energy used in [t_start, t_end] from NVML's energy counter, summed over GPUs (J).
 
     The counter (mJ since driver load) is interpolated linearly at both ends of the window;
     gpu=None sums every GPU in the samples.
     """
-    if samples is None:
+    if gpu_samples is None:
         raise Absent("reason.no_gpu_telemetry")
-    samples = list(samples)
+    samples = list(gpu_samples)
     gpus = sorted({s.get("gpu", 0) for s in samples}) if gpu is None else [gpu]
     if not gpus:
         raise Absent("reason.no_gpu_telemetry")
@@ -136,6 +140,56 @@ def joules_per_output_token(energy_j: float, output_tokens: int) -> float:
     if not output_tokens:
         raise Absent("reason.no_output_token")
     return energy_j / output_tokens
+
+
+# The point's quantities of the NVML samples above: each names the point's GPU rows and window.
+
+@point_quantity(unit="W")
+def power_median_w(gpu_samples: Samples, t_start: float, t_end: float) -> float:
+    """Median of the sampled board power in the point's window (W)."""
+    return median_power_w(gpu_samples, t_start, t_end)
+
+
+@point_quantity(unit="W")
+def power_peak_w(gpu_samples: Samples, t_start: float, t_end: float) -> float:
+    """Highest sampled board power in the point's window (W)."""
+    return peak_power_w(gpu_samples, t_start, t_end)
+
+
+@point_quantity(unit="°C")
+def temp_max_c(gpu_samples: Samples, t_start: float, t_end: float) -> float:
+    """Highest sampled GPU temperature in the point's window (°C)."""
+    return max_temperature_c(gpu_samples, t_start, t_end)
+
+
+@point_quantity(unit="MHz")
+def sm_clock_load_mhz(gpu_samples: Samples, t_start: float, t_end: float) -> float:
+    """Median SM clock over the point's samples with the GPU busy (utilisation at least the default busy_util_pct, MHz)."""
+    return median_sm_clock_under_load_mhz(gpu_samples, t_start, t_end)
+
+
+@point_quantity(unit="%")
+def gpu_util_median_pct(gpu_samples: Samples, t_start: float, t_end: float) -> float:
+    """Median of NVML's GPU utilisation (share of time a kernel ran) in the point's window, %."""
+    return median_gpu_util_pct(gpu_samples, t_start, t_end)
+
+
+@point_quantity(unit="J/tok")
+def joules_per_token(energy_j: float, output_tokens_in_window: int) -> float:
+    """GPU energy per output token whose chunk arrived in the point's window (J/token)."""
+    return joules_per_output_token(energy_j, output_tokens_in_window)
+
+
+@point_quantity(unit="TFLOP/s")
+def peak_tflops_at_clock(peak_tflops: float, sm_clock_load_mhz: float, max_sm_clock_mhz: float) -> float:
+    """The dense peak at the SM clock the point ran at: under a power cap the ceiling is the clock's."""
+    return peak_at_clock(peak_tflops, sm_clock_load_mhz, max_sm_clock_mhz)
+
+
+@point_quantity(unit="fraction")
+def mfu_at_clock(tflops_s: float, peak_tflops_at_clock: float) -> float:
+    """Measured TFLOP/s against the peak at the point's SM clock."""
+    return ratio(tflops_s, peak_tflops_at_clock)
 
 
 # GPM hardware counters over a window, from a bundle's gpu.jsonl rows (bench/gpm.py).

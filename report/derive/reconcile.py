@@ -54,23 +54,26 @@ Two reconciliations live here, both pure functions over raw samples (docs/analys
    turnaround keeps the median running count below C, use the effective concurrency.
 
 Every public function is named for what it returns and raises `report.ledger.Absent` with a
-reason in words when its inputs cannot give a value; none returns 0 for a missing input.
+reason in words when its inputs cannot give a value; none returns 0 for a missing input. The
+whole-window reconciliations the engine tests check a real engine against, and the closed
+forms only they use, are in tests/oracles.py: this module holds the ledger's quantities and their steps.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from bundle.request_table import RequestTable, as_request_table
+from report.architecture import roofline as RF
 from report.architecture import theory as T
+from report.derive import analyses as A
 from report.derive import series as S
 from report.ledger import Absent
-from report.registry import round_quantity
+from report.registry import point_quantity, round_quantity
 
 FLOPS = "vllm:estimated_flops_per_gpu_total"
 READ_BYTES = "vllm:estimated_read_bytes_per_gpu_total"
@@ -99,14 +102,6 @@ def _shape(config: Config) -> T.ModelShape:
 
 
 # ============================================================================ window and requests
-
-
-def counter_window(scrapes: Sequence[Mapping], t_start: float | None, t_end: float | None) -> tuple[float, float]:
-    """The start times of the first and last successful scrapes in [t_start, t_end]: a counter's increase runs between them."""
-    ok = S.scrapes_in_window(scrapes, t_start, t_end)
-    if len(ok) < 2:
-        raise Absent("reason.counter_needs_two_scrapes", n=len(ok))
-    return ok[0]["t"], ok[-1]["t"]
 
 
 def lifecycle_window(scrapes: Sequence[Mapping], t_start: float | None, t_end: float | None) -> tuple[float, float]:
@@ -146,18 +141,6 @@ def requests_inside_window(requests: RequestTable, t_start: float, t_end: float)
     return requests.take(requests.col("ok") & (t_start <= send) & (end <= t_end))
 
 
-def requests_straddling_window(requests: RequestTable, t_start: float, t_end: float) -> RequestTable:
-    """Requests whose work the window's counters may hold only in part: overlapping its edges, failed inside it, or without timestamps."""
-    requests = as_request_table(requests)
-    send, end = requests.col("t_send"), requests.col("t_end")
-    inside = requests.col("ok") & (t_start <= send) & (end <= t_end)
-    unknown = np.isnan(send) | np.isnan(end)
-    # Without both times: counted when it was sent inside the window or its send is unknown.
-    partial = np.isnan(send) | ((t_start <= send) & (send <= t_end))
-    overlapping = (send <= t_end) & (end >= t_start)
-    return requests.take(~inside & np.where(unknown, partial, overlapping))
-
-
 def _token_count_rows(requests: RequestTable) -> list[tuple[int, int, int]]:
     """(prompt, completion, cached prompt) tokens of each request, as request_token_counts."""
     prompt, completion = requests.col("usage_prompt"), requests.col("usage_completion")
@@ -182,15 +165,6 @@ def request_token_counts(request: Mapping) -> tuple[int, int, int]:
     details = u.get("prompt_tokens_details") or {}
     cached = details.get("cached_tokens") or 0
     return int(u["prompt_tokens"]), int(u["completion_tokens"]), int(cached)
-
-
-def request_lifecycle_steps(prompt_tokens: int, completion_tokens: int,
-                            cached_tokens: int = 0) -> list[tuple[int, int, bool]]:
-    """Each scheduler step of one request as vLLM's estimator sees it: prefill (n = prompt − cached, c = prompt), then n = 1, c = prompt + j."""
-    _check_counts(prompt_tokens, completion_tokens, cached_tokens)
-    steps = [(prompt_tokens - cached_tokens, prompt_tokens, True)]
-    steps += [(1, prompt_tokens + j, False) for j in range(1, completion_tokens)]
-    return steps
 
 
 def _check_counts(prompt: int, completion: int, cached: int) -> None:
@@ -250,65 +224,6 @@ def predicted_flops(config: Config, requests: Sequence[Mapping], tp: int = 1, pp
     return sum(predicted_flops_terms(config, requests, tp, pp, dp).values())
 
 
-def predicted_write_bytes_terms(config: Config, requests: Sequence[Mapping], tp: int = 1, pp: int = 1,
-                                dp: int = 1, kv_cache_dtype_bytes: float | None = None) -> dict[str, int]:
-    """vLLM's estimated bytes written per GPU summed over the requests' lifecycles, term by term."""
-    shape = _shape(config)
-    return T.vllm_estimated_write_bytes_terms(shape, _window_rows(shape, requests), tp, pp, dp,
-                                              kv_cache_dtype_bytes)
-
-
-def predicted_write_bytes(config: Config, requests: Sequence[Mapping], tp: int = 1, pp: int = 1,
-                          dp: int = 1, kv_cache_dtype_bytes: float | None = None) -> int:
-    """vLLM's estimated bytes written per GPU summed over the requests' lifecycles (no per-step part)."""
-    return sum(predicted_write_bytes_terms(config, requests, tp, pp, dp, kv_cache_dtype_bytes).values())
-
-
-def weight_read_bytes_per_step_terms(config: Config, tp: int = 1, pp: int = 1, dp: int = 1,
-                                     weight_dtype_bytes: float | None = None) -> dict[str, int]:
-    """The read-bytes terms vLLM bills on every scheduler step whatever it schedules (the weight reads), by term."""
-    terms = T.vllm_estimated_read_bytes_terms(_shape(config), [], tp, pp, dp, None, weight_dtype_bytes)
-    return {k: v for k, v in terms.items() if v}
-
-
-def weight_read_bytes_per_step(config: Config, tp: int = 1, pp: int = 1, dp: int = 1,
-                               weight_dtype_bytes: float | None = None) -> int:
-    """Bytes vLLM's estimator bills for reading the weights on every scheduler step, even one that schedules nothing."""
-    return sum(weight_read_bytes_per_step_terms(config, tp, pp, dp, weight_dtype_bytes).values())
-
-
-def predicted_read_bytes_per_request_terms(config: Config, requests: Sequence[Mapping], tp: int = 1,
-                                           pp: int = 1, dp: int = 1,
-                                           kv_cache_dtype_bytes: float | None = None) -> dict[str, int]:
-    """The read-bytes terms that scale with the requests (activations, KV reads), summed over their lifecycles."""
-    shape = _shape(config)
-    rows = _window_rows(shape, requests)
-    terms = T.vllm_estimated_read_bytes_terms(shape, rows, tp, pp, dp, kv_cache_dtype_bytes, None)
-    per_step = weight_read_bytes_per_step_terms(shape, tp, pp, dp)
-    return {k: v - per_step.get(k, 0) for k, v in terms.items() if v - per_step.get(k, 0)}
-
-
-def predicted_read_bytes_terms(config: Config, requests: Sequence[Mapping], steps: float, tp: int = 1,
-                               pp: int = 1, dp: int = 1, kv_cache_dtype_bytes: float | None = None,
-                               weight_dtype_bytes: float | None = None) -> dict[str, float]:
-    """vLLM's estimated bytes read per GPU, term by term: the requests' activation and KV reads plus STEPS × the weight reads."""
-    if steps is None or steps < 0:
-        raise Absent("reason.step_count_unknown", steps=steps)
-    terms: dict[str, float] = dict(predicted_read_bytes_per_request_terms(
-        config, requests, tp, pp, dp, kv_cache_dtype_bytes))
-    for k, v in weight_read_bytes_per_step_terms(config, tp, pp, dp, weight_dtype_bytes).items():
-        terms[k] = terms.get(k, 0) + steps * v
-    return terms
-
-
-def predicted_read_bytes(config: Config, requests: Sequence[Mapping], steps: float, tp: int = 1,
-                         pp: int = 1, dp: int = 1, kv_cache_dtype_bytes: float | None = None,
-                         weight_dtype_bytes: float | None = None) -> float:
-    """vLLM's estimated bytes read per GPU: the requests' activation and KV reads plus STEPS × one step's weight reads."""
-    return sum(predicted_read_bytes_terms(config, requests, steps, tp, pp, dp, kv_cache_dtype_bytes,
-                                          weight_dtype_bytes).values())
-
-
 # ============================================================================ measured side
 
 
@@ -321,34 +236,6 @@ def estimated_counter_increase(scrapes: Sequence[Mapping], t_start: float | None
     return inc
 
 
-def steps_with_outputs(scrapes: Sequence[Mapping], t_start: float | None, t_end: float | None) -> float:
-    """Scheduler steps that returned outputs in the window: Δ vllm:iteration_tokens_total_count (one observation per such step)."""
-    return S.counter_increase(scrapes, t_start, t_end, ITERATIONS)
-
-
-def engine_busy_periods(requests: Sequence[Mapping], t_end: float | None = None) -> int:
-    """Busy periods of the engine the client's records prove (the union of [send, end] split by gaps), counting those over by T_END."""
-    requests = as_request_table(requests)
-    send, end = requests.col("t_send"), requests.col("t_end")
-    known = ~np.isnan(send) & ~np.isnan(end)
-    if not known.any():
-        raise Absent("reason.no_send_and_end")
-    order = np.lexsort((end[known], send[known]))
-    t0, t1 = send[known][order], end[known][order]
-    reach = np.maximum.accumulate(t1)  # the latest end so far: a gap after it starts a period
-    starts = np.flatnonzero(np.concatenate(([True], t0[1:] > reach[:-1])))
-    ends = reach[np.concatenate((starts[1:] - 1, [len(t0) - 1]))]
-    return int(len(ends) if t_end is None else np.count_nonzero(ends <= t_end))
-
-
-def idle_steps_implied(measured_read_bytes: float, per_request_read_bytes: float, steps_with_outputs: float,
-                       weight_read_bytes_per_step: float) -> float:
-    """Steps the read-bytes counter billed beyond the steps with outputs, in units of one step's weight reads."""
-    if weight_read_bytes_per_step <= 0:
-        raise Absent("reason.step_weight_reads_zero")
-    return (measured_read_bytes - per_request_read_bytes) / weight_read_bytes_per_step - steps_with_outputs
-
-
 def estimator_ratio(measured: float, predicted: float) -> float:
     """Measured counter increase ÷ the prediction from the requests' lifecycles (1 = the counter is fully explained)."""
     if predicted is None or predicted <= 0:
@@ -356,287 +243,7 @@ def estimator_ratio(measured: float, predicted: float) -> float:
     return measured / predicted
 
 
-# ============================================================================ the reconciliation
-
-
-@dataclass(frozen=True)
-class EstimatorReconciliation:
-    """One estimated_* counter over a window: measured increase, the prediction term by term, their ratio, and why they may differ."""
-
-    counter: str
-    window: tuple[float, float]          # first and last scrape used
-    measured: float
-    predicted_terms: dict[str, float]
-    predicted: float
-    ratio: float
-    requests_inside: int
-    requests_straddling: int
-    explanation: dict[str, str]
-    steps: float | None = None           # read bytes: the step count used
-    steps_upper: float | None = None     # read bytes: steps if every finishing request idled the engine
-    predicted_upper: float | None = None
-    idle_steps: float | None = None      # read bytes: steps beyond those with outputs the counter implies
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-
-@dataclass(frozen=True)
-class _Evidence:
-    """What the window says about the causes of a difference."""
-
-    window: tuple[float, float]
-    inside: RequestTable
-    straddling: RequestTable
-    hits: float | None
-    preemptions: float | None
-    prompts: list[int]
-    chunking: str
-
-
-def _optional_increase(scrapes, a: float, b: float, name: str) -> float | None:
-    try:
-        return S.counter_increase(scrapes, a, b, name)
-    except Absent:
-        return None
-
-
-def _chunking_note(prompts: Sequence[int], concurrency: int | None, budget: int | None) -> str:
-    """Whether vLLM can have split a prompt over several steps, from the token budget."""
-    if not prompts:
-        return "No prompts in the window"
-    longest = max(prompts)
-    if budget is None:
-        return (f"The step token budget (--max-num-batched-tokens) is not known, so chunking of the "
-                f"prompts (up to {longest} tokens) cannot be ruled out")
-    if longest > budget:
-        return f"Prompts of up to {longest} tokens exceed the step budget of {budget}: they were chunked"
-    if concurrency is None:
-        return (f"The longest prompt ({longest}) fits the step budget ({budget}), but without the "
-                "concurrency several prompts sharing a step may still have been split")
-    worst = concurrency * longest
-    if worst <= budget:
-        return (f"No prompt can have been chunked: C × longest prompt = {concurrency} × {longest} = "
-                f"{worst} ≤ the step budget {budget}")
-    return (f"C × longest prompt = {worst} exceeds the step budget {budget}: prompts admitted in the "
-            "same step may have been split")
-
-
-def _evidence(scrapes, requests, t_start, t_end, concurrency, budget) -> _Evidence:
-    a, b = counter_window(scrapes, t_start, t_end)
-    life = lifecycle_window(scrapes, t_start, t_end)
-    requests = as_request_table(requests)  # once: inside and straddling select from one table
-    inside = requests_inside_window(requests, *life)
-    straddling = requests_straddling_window(requests, *life)
-    prompts = [c[0] for c in _token_count_rows(inside)]
-    return _Evidence(window=(a, b), inside=inside, straddling=straddling,
-                     hits=_optional_increase(scrapes, a, b, PREFIX_HITS),
-                     preemptions=_optional_increase(scrapes, a, b, PREEMPTIONS),
-                     prompts=prompts, chunking=_chunking_note(prompts, concurrency, budget))
-
-
-def _pct(part: float, whole: float) -> str:
-    return f"{100 * part / whole:.3g} %" if whole else "n/a"
-
-
-def _straddler_bound(ev: _Evidence, predict) -> str:
-    """How much of the measured increase the straddling requests can account for at most."""
-    if not ev.straddling:
-        return "no request straddles the window's edges"
-    prompt, completion = ev.straddling.col("usage_prompt"), ev.straddling.col("usage_completion")
-    known = ev.straddling.take(~np.isnan(prompt) & (prompt != 0) & ~np.isnan(completion) & (completion != 0))
-    if not known:
-        return (f"{len(ev.straddling)} request(s) straddle the window's edges or failed inside it; "
-                "their share of the counter is unknown")
-    try:
-        bound = predict(known)
-    except Absent as e:
-        return (f"{len(ev.straddling)} request(s) straddle the window's edges or failed inside it; "
-                f"their share of the counter is unknown ({e})")
-    return (f"{len(ev.straddling)} request(s) straddle the window's edges or failed inside it; "
-            f"they can add up to {bound:.4g} (their whole lifecycles) to the measured increase")
-
-
-def _flops_explanation(shape: T.ModelShape, ev: _Evidence, terms: Mapping[str, float],
-                       measured: float, predicted: float) -> dict[str, str]:
-    """Term by term, what can make vLLM's FLOPs counter differ from the lifecycle sum, with this window's evidence."""
-    hits = ev.hits
-    mean_prompt = sum(ev.prompts) / len(ev.prompts) if ev.prompts else 0
-    counts = _token_count_rows(ev.inside)
-    cached = sum(c for _, _, c in counts)
-    hit_text = ("Prefix-cache hits are not known for this window" if hits is None else
-                "No prefix-cache hits in the window" if hits == 0 else
-                f"{hits:.0f} prompt tokens were prefix-cache hits in the window, {cached} of them "
-                "named in the usage records' cached_tokens and so in the prediction")
-    hit_lin = ""
-    scheduled = sum(p - c + o - 1 for p, o, c in counts)
-    missed = (hits or 0) - cached
-    if missed > 0 and scheduled:
-        # qkv_proj, out_proj and ffn are proportional to the scheduled tokens; attn_qk and
-        # attn_av to Σ n·c, which a hit of h tokens on a prompt P lowers by h·P.
-        per_token = sum(terms.get(k, 0) for k in ("qkv_proj", "out_proj", "ffn")) / scheduled
-        nc = sum((p - c) * p + (o - 1) * p + (o - 1) * o // 2 for p, o, c in counts)
-        per_nc = (terms.get("attn_qk", 0) + terms.get("attn_av", 0)) / nc if nc else 0.0
-        est = per_token * missed + per_nc * missed * mean_prompt
-        hit_lin = (f"; the other {missed:.0f}, if they fell on requests inside the window, make "
-                   f"≈ {est:.4g} FLOPs fewer than predicted ({per_token * missed:.4g} in qkv_proj, "
-                   f"out_proj and ffn, {per_nc * missed * mean_prompt:.4g} in attn_qk and attn_av)")
-    pre_text = ("Preemptions are not known for this window" if ev.preemptions is None else
-                "No preemptions" if ev.preemptions == 0 else
-                f"{ev.preemptions:.0f} preemption(s): a preempted request recomputes its prompt and "
-                "the tokens it had generated, so the counter holds more than one prefill for it")
-    straddle = _straddler_bound(ev, lambda rs: predicted_flops(shape, rs))
-    diff = measured - predicted
-    ex = {
-        "qkv_proj": (f"2·T·D·(q+2kv)·d·L, linear in scheduled tokens T: differs only if the "
-                     f"scheduled tokens differ. {hit_text}{hit_lin}. {pre_text}."),
-        "out_proj": "2·T·D·q·d·L, linear in T: the same causes as qkv_proj, in the same proportion.",
-        "attn_qk": (f"2·q·Σn·c·d·L. The prediction puts each prompt in one prefill step, "
-                    f"Σn·c = prompt²; chunked prefill in k pieces gives Σ n_i·c_i = (prompt² + Σ n_i²)/2, "
-                    f"less. {ev.chunking}. A prefix-cache hit of h tokens lowers n to prompt − h "
-                    f"(Σn·c by h·prompt; mean prompt here {mean_prompt:.0f})."),
-        "attn_av": "2·q·Σn·c·d·L, identical to attn_qk in vLLM's estimator: the same causes.",
-        "ffn": "2·D·3·DI·T·L, linear in T: the same causes as qkv_proj.",
-        "unembed": ("2·(prefill requests + decode tokens)·D·V: one logits row per prefill step. A "
-                    "prompt chunked over k steps is billed k rows (k − 1 more than predicted); a "
-                    "preempted request is billed again on recompute."),
-        "window": (f"{len(ev.inside)} request(s) ran wholly inside the window "
-                   f"[{ev.window[0]:.3f}, {ev.window[1]:.3f}] s; {straddle}. Measured − predicted = "
-                   f"{diff:.4g} ({_pct(diff, predicted)} of the prediction)."),
-    }
-    return ex
-
-
-def flops_reconciliation(config: Config, scrapes: Sequence[Mapping], requests: Sequence[Mapping],
-                         t_start: float | None = None, t_end: float | None = None, tp: int = 1, pp: int = 1,
-                         dp: int = 1, concurrency: int | None = None,
-                         max_num_batched_tokens: int | None = None) -> EstimatorReconciliation:
-    """vLLM's FLOPs counter over the window against the requests' lifecycles: measured, predicted by term, ratio, explanation."""
-    shape = _shape(config)
-    ev = _evidence(scrapes, requests, t_start, t_end, concurrency, max_num_batched_tokens)
-    a, b = ev.window
-    measured = estimated_counter_increase(scrapes, a, b, FLOPS)
-    terms = predicted_flops_terms(shape, ev.inside, tp, pp, dp)
-    predicted = sum(terms.values())
-    return EstimatorReconciliation(
-        counter=FLOPS, window=ev.window, measured=measured, predicted_terms=terms, predicted=predicted,
-        ratio=estimator_ratio(measured, predicted), requests_inside=len(ev.inside),
-        requests_straddling=len(ev.straddling),
-        explanation=_flops_explanation(shape, ev, terms, measured, predicted))
-
-
-def read_bytes_reconciliation(config: Config, scrapes: Sequence[Mapping], requests: Sequence[Mapping],
-                              t_start: float | None = None, t_end: float | None = None, tp: int = 1,
-                              pp: int = 1, dp: int = 1, concurrency: int | None = None,
-                              max_num_batched_tokens: int | None = None,
-                              kv_cache_dtype_bytes: float | None = None,
-                              weight_dtype_bytes: float | None = None) -> EstimatorReconciliation:
-    """vLLM's read-bytes counter over the window against lifecycles + weight reads × steps (from iteration_tokens_total_count)."""
-    shape = _shape(config)
-    ev = _evidence(scrapes, requests, t_start, t_end, concurrency, max_num_batched_tokens)
-    a, b = ev.window
-    measured = estimated_counter_increase(scrapes, a, b, READ_BYTES)
-    with_outputs = steps_with_outputs(scrapes, a, b)
-    # Every engine busy period ends with one step that schedules nothing; the client's records
-    # prove a lower bound on them, and each needs at least one request finishing.
-    idle_lo = engine_busy_periods(ev.inside.concat(ev.straddling), b)
-    idle_hi = len(ev.inside) + len(ev.straddling)
-    steps, steps_hi = with_outputs + idle_lo, with_outputs + idle_hi
-    terms = predicted_read_bytes_terms(shape, ev.inside, steps, tp, pp, dp, kv_cache_dtype_bytes,
-                                       weight_dtype_bytes)
-    predicted = sum(terms.values())
-    per_req = sum(predicted_read_bytes_per_request_terms(shape, ev.inside, tp, pp, dp,
-                                                         kv_cache_dtype_bytes).values())
-    w = weight_read_bytes_per_step(shape, tp, pp, dp, weight_dtype_bytes)
-    upper = per_req + steps_hi * w
-    implied = idle_steps_implied(measured, per_req, with_outputs, w)
-    straddle = _straddler_bound(ev, lambda rs: sum(predicted_read_bytes_per_request_terms(
-        shape, rs, tp, pp, dp, kv_cache_dtype_bytes).values()))
-    diff = measured - predicted
-    whole = abs(implied - round(implied)) < 1e-6
-    explanation = {
-        "weights": (f"vLLM bills {w:,} B of weight reads on every scheduler step, whatever it schedules, "
-                    f"so bytes need the step count. Steps with outputs = Δ vllm:iteration_tokens_total_count "
-                    f"= {with_outputs:.0f} (one histogram observation per step that returned outputs). "
-                    f"Steps without outputs are not in that count but are billed: the step that runs each "
-                    f"time the engine goes idle (it hands finished ids to the worker and schedules nothing; "
-                    f"the client's records prove {idle_lo} such idle period(s), the {idle_hi} finished "
-                    f"requests allow at most {idle_hi}), and every step in which all scheduled requests are "
-                    f"mid-way through a chunked prefill ({ev.chunking[0].lower() + ev.chunking[1:]}). The counter implies "
-                    f"{implied:.3f} steps beyond those with outputs"
-                    + (" — a whole number, as it must be if only such steps differ." if whole else
-                       " — not a whole number, so more than the step count differs.")),
-        "activations": ("T·D·a·L-type input reads per token and the logits rows: linear in scheduled tokens, "
-                        "so they change only with hits, chunking (one logits row per chunk) or preemption, "
-                        "as the FLOPs do."),
-        "kv_cache": ("Decode reads 2·Σc·kv·d·k·L (every decode step re-reads the whole context at cache "
-                     "bytes); prefill reads 2·Σc·kv·d·a·L at activation bytes over Σc, not Σn·c. A chunked "
-                     "prompt is billed its context once per chunk, so chunking raises this term."),
-        "window": (f"{len(ev.inside)} request(s) inside [{a:.3f}, {b:.3f}] s; {straddle}. Measured − predicted "
-                   f"(with {steps:.0f} steps) = {diff:.4g} ({_pct(diff, predicted)}); with {steps_hi:.0f} steps "
-                   f"the prediction is {upper:.4g}."),
-    }
-    return EstimatorReconciliation(
-        counter=READ_BYTES, window=ev.window, measured=measured, predicted_terms=terms, predicted=predicted,
-        ratio=estimator_ratio(measured, predicted), requests_inside=len(ev.inside),
-        requests_straddling=len(ev.straddling), explanation=explanation, steps=steps, steps_upper=steps_hi,
-        predicted_upper=upper, idle_steps=implied)
-
-
-def write_bytes_reconciliation(config: Config, scrapes: Sequence[Mapping], requests: Sequence[Mapping],
-                               t_start: float | None = None, t_end: float | None = None, tp: int = 1,
-                               pp: int = 1, dp: int = 1, concurrency: int | None = None,
-                               max_num_batched_tokens: int | None = None,
-                               kv_cache_dtype_bytes: float | None = None) -> EstimatorReconciliation:
-    """vLLM's write-bytes counter over the window against the requests' lifecycles (every term scales with tokens)."""
-    shape = _shape(config)
-    ev = _evidence(scrapes, requests, t_start, t_end, concurrency, max_num_batched_tokens)
-    a, b = ev.window
-    measured = estimated_counter_increase(scrapes, a, b, WRITE_BYTES)
-    terms = predicted_write_bytes_terms(shape, ev.inside, tp, pp, dp, kv_cache_dtype_bytes)
-    predicted = sum(terms.values())
-    straddle = _straddler_bound(ev, lambda rs: predicted_write_bytes(shape, rs, tp, pp, dp,
-                                                                            kv_cache_dtype_bytes))
-    diff = measured - predicted
-    explanation = {
-        "activations": ("Outputs of every projection and FFN GEMM: linear in scheduled tokens T, so only "
-                        "hits (fewer tokens), preemption (recompute) or straddling requests change them."),
-        "kv_cache": "2·T·kv·d·k·L: every computed token writes its K and V once; linear in T.",
-        "logits": "One logits row of V per prefill step and per decode token: chunking adds a row per chunk.",
-        "window": (f"{len(ev.inside)} request(s) inside [{a:.3f}, {b:.3f}] s; {straddle}. Measured − predicted "
-                   f"= {diff:.4g} ({_pct(diff, predicted)}). No per-step part: a step that schedules "
-                   "nothing writes nothing."),
-    }
-    return EstimatorReconciliation(
-        counter=WRITE_BYTES, window=ev.window, measured=measured, predicted_terms=terms, predicted=predicted,
-        ratio=estimator_ratio(measured, predicted), requests_inside=len(ev.inside),
-        requests_straddling=len(ev.straddling), explanation=explanation)
-
-
 # ============================================================================ KV pool
-
-
-def usable_pool_tokens(num_gpu_blocks: int, block_size: int) -> int:
-    """Tokens vLLM's kv_cache_usage_perc is a fraction of: (num_gpu_blocks − 1) × block_size, the null block excluded."""
-    T._positive("num_gpu_blocks", num_gpu_blocks)
-    T._positive("block_size", block_size)
-    if num_gpu_blocks < 2:
-        raise Absent("reason.pool_all_null")
-    return (num_gpu_blocks - 1) * block_size
-
-
-def pool_tokens_from_cache_config(labels: Mapping[str, str]) -> int:
-    """KV pool tokens from cache_config_info: num_gpu_blocks × block_size (the null block included, as the log counts)."""
-    pool = S.kv_pool_tokens_from_cache_config(labels)
-    if pool.blocks_times_block_size is None:
-        raise Absent("reason.cache_config_lacks")
-    return pool.blocks_times_block_size
-
-
-def usable_pool_tokens_from_cache_config(labels: Mapping[str, str]) -> int:
-    """Usable KV pool tokens from cache_config_info labels: (num_gpu_blocks − 1) × block_size."""
-    blocks, block = S._int_label(labels, "num_gpu_blocks"), S._int_label(labels, "block_size")
-    if blocks is None or block is None:
-        raise Absent("reason.cache_config_lacks")
-    return usable_pool_tokens(blocks, block)
 
 
 def kv_blocks_at_progress(input_len: int, progress: int, block_size: int) -> int:
@@ -664,11 +271,6 @@ def kv_blocks_distribution(input_len: int, output_len: int, block_size: int) -> 
         j = j_end + 1
     n = output_len - 1
     return {b: c / n for b, c in sorted(counts.items())}
-
-
-def kv_mean_blocks_per_request(input_len: int, output_len: int, block_size: int) -> float:
-    """Blocks one request holds on average over its visible steps: mean of ceil((in + j)/block), j = 0 … out − 2."""
-    return sum(b * p for b, p in kv_blocks_distribution(input_len, output_len, block_size).items())
 
 
 def _convolve(a: Mapping[int, float], b: Mapping[int, float]) -> dict[int, float]:
@@ -707,14 +309,6 @@ def kv_blocks_in_use_distribution(concurrency: int, input_len: int, output_len: 
     return total
 
 
-def expected_kv_usage_mean_fraction(concurrency: float, input_len: int, output_len: int, block_size: int,
-                                    usable_pool_tokens: int) -> float:
-    """Expected mean KV usage: C × mean blocks per request (ceil((in + j)/block) over j = 0 … out − 2) × block ÷ usable pool."""
-    T._non_negative("concurrency", concurrency)
-    T._positive("usable_pool_tokens", usable_pool_tokens)
-    return concurrency * kv_mean_blocks_per_request(input_len, output_len, block_size) * block_size / usable_pool_tokens
-
-
 def expected_kv_usage_median_fraction(concurrency: int, input_len: int, output_len: int, block_size: int,
                                       usable_pool_tokens: int, lockstep: bool = False) -> float:
     """Expected steady-state median KV usage: the median of the blocks C requests hold (sum of block-rounded draws) × block ÷ usable pool."""
@@ -745,11 +339,6 @@ def expected_kv_usage_median_fraction_effective(concurrency: int, server_running
     if lo == hi:
         return at(lo)
     return at(lo) + (at(hi) - at(lo)) * (c - lo)
-
-
-def kv_usage_error_pp(measured: float, expected: float) -> float:
-    """Measured minus expected KV usage, both fractions of the usable pool, in percentage points."""
-    return 100.0 * (measured - expected)
 
 
 # The intercept of peak KV tokens on input length (length sweeps at one concurrency): what
@@ -857,3 +446,186 @@ def expected_kv_usage_median_fraction_sent(concurrency: int, server_running_medi
     if lo == hi:
         return at(lo)
     return at(lo) + (at(hi) - at(lo)) * (c - lo)
+
+
+# ============================================================================ each point against the model
+#
+# Point quantities (report/registry.py). `modelled_input_len` / `modelled_output_len` are the
+# lengths the sections model (the plan's, or the requests' own means where the workload varies
+# them: round_ledger.modelled_lengths); `own_lengths` is the measured requests where each
+# brings lengths of its own, and then the request-level forms above replace theory's closed
+# forms. `pool_tokens_usable` is the point's server set's pool where the sets differ, else the
+# round's. The FLOP counter's increase is taken between the quiet scrapes around the point.
+
+@point_quantity(unit="tok")
+def request_peak_tokens(block_size: int, modelled_input_len: float, modelled_output_len: float,
+                        own_lengths: RequestTable | None = None) -> float:
+    """KV tokens one request holds when it finishes, block-rounded (the requests' mean where each has its own lengths)."""
+    if own_lengths is not None:
+        return request_peak_tokens_sent_mean(own_lengths, block_size)
+    return T.request_peak_tokens(modelled_input_len, modelled_output_len, block_size)
+
+
+@point_quantity(unit="tok")
+def request_mean_tokens(block_size: int, modelled_input_len: float, modelled_output_len: float,
+                        own_lengths: RequestTable | None = None) -> float:
+    """KV tokens one request holds on average while decoding, block-rounded (over the requests' own lengths where they vary)."""
+    if own_lengths is not None:
+        return request_mean_tokens_sent_mean(own_lengths, block_size)
+    return T.request_mean_tokens(modelled_input_len, modelled_output_len, block_size)
+
+
+@point_quantity(unit="req")
+def requests_fit(pool_tokens_usable: float, request_peak_tokens: float) -> int:
+    """Whole requests of the point's peak KV tokens that the usable pool holds at once."""
+    return A.requests_that_fit(pool_tokens_usable, request_peak_tokens)
+
+
+@point_quantity(unit="×")
+def itl_over_decode_floor(itl_ms_p50: float, decode_floor_ms: float) -> float:
+    """The point's ITL p50 against the shortest decode step the weights' bytes allow."""
+    return A.ratio(itl_ms_p50, decode_floor_ms)
+
+
+@point_quantity(unit="fraction")
+def kv_expected_peak(concurrency: float, request_peak_tokens: float, pool_tokens_usable: float) -> float:
+    """Expected peak KV usage: C × block-rounded peak tokens ÷ the usable pool."""
+    return T.expected_kv_peak_fraction(concurrency, request_peak_tokens, pool_tokens_usable)
+
+
+@point_quantity(unit="fraction")
+def kv_expected_mean(concurrency: float, request_mean_tokens: float, pool_tokens_usable: float) -> float:
+    """Expected steady-state KV usage at the set concurrency: C × block-rounded mean tokens ÷ the usable pool."""
+    return T.expected_kv_mean_fraction(concurrency, request_mean_tokens, pool_tokens_usable)
+
+
+@point_quantity(unit="fraction")
+def kv_expected_mean_effective(effective_concurrency: float, request_mean_tokens: float,
+                               pool_tokens_usable: float) -> float:
+    """Expected steady-state KV usage at the effective concurrency (the median running count where the pool caps it)."""
+    return T.expected_kv_mean_fraction(effective_concurrency, request_mean_tokens, pool_tokens_usable)
+
+
+@point_quantity(unit="fraction")
+def kv_expected_median(concurrency: float, server_running_median: float, block_size: int,
+                       pool_tokens_usable: float, modelled_input_len: float, modelled_output_len: float,
+                       own_lengths: RequestTable | None = None) -> float:
+    """Expected median KV usage of C requests at uniform decode progress, at min(C, median running) (reconcile.py)."""
+    if own_lengths is not None:
+        return expected_kv_usage_median_fraction_sent(concurrency, server_running_median, own_lengths,
+                                                        block_size, pool_tokens_usable)
+    return expected_kv_usage_median_fraction_effective(concurrency, server_running_median, modelled_input_len,
+                                                         modelled_output_len, block_size, pool_tokens_usable)
+
+
+@point_quantity(unit="pp")
+def kv_error_pp(kv_usage_p50: float, kv_expected_median: float) -> float:
+    """Measured median KV usage minus the expected median, in percentage points."""
+    return A.percentage_point_error(kv_usage_p50, kv_expected_median)
+
+
+@point_quantity(unit="pp")
+def kv_error_pp_mean_model(kv_usage_p50: float, kv_expected_mean_effective: float) -> float:
+    """Measured median KV usage minus the mean model at the effective concurrency, in percentage points."""
+    return A.percentage_point_error(kv_usage_p50, kv_expected_mean_effective)
+
+
+@point_quantity(unit="pp")
+def kv_error_pp_nominal(kv_usage_p50: float, kv_expected_mean: float) -> float:
+    """Measured median KV usage minus the mean model at the set concurrency, in percentage points."""
+    return A.percentage_point_error(kv_usage_p50, kv_expected_mean)
+
+
+@point_quantity(unit="tok")
+def block_waste_tokens(block_size: int, concurrency: float, modelled_input_len: float,
+                       modelled_output_len: float, own_lengths: RequestTable | None = None) -> float:
+    """KV tokens lost to block rounding at a request's end, times C (the requests' mean where each has its own lengths)."""
+    if own_lengths is not None:
+        return block_alignment_waste_tokens_sent(own_lengths, block_size, concurrency)
+    return T.block_alignment_waste_tokens(modelled_input_len, modelled_output_len, block_size, concurrency)
+
+
+@point_quantity(unit="tok")
+def kv_tokens_peak(kv_usage_peak: float, pool_tokens_usable: float) -> float:
+    """Tokens held in the KV cache at the usage gauge's peak: peak usage × the usable pool."""
+    return A.kv_tokens_in_use(kv_usage_peak, pool_tokens_usable)
+
+
+@point_quantity(unit="tok")
+def kv_tokens_theory(concurrency: float, request_peak_tokens: float) -> float:
+    """KV tokens C requests hold when each has reached its peak: C × block-rounded peak tokens."""
+    return A.product(concurrency, request_peak_tokens)
+
+
+@point_quantity(unit="GiB")
+def kv_memory_needed_gib(kv_tokens_theory: float, kv_bytes_per_token: float) -> float:
+    """GiB of KV cache the point's C requests at their peak take (what `--kv-cache-memory` must give them)."""
+    return A.kv_memory_gib(kv_tokens_theory, kv_bytes_per_token)
+
+
+@point_quantity(unit="fraction")
+def kv_peak_vs_blocks(kv_tokens_peak: float, kv_tokens_theory: float) -> float:
+    """Relative difference of the gauge's peak tokens from the block-rounded theory."""
+    return A.relative_difference(kv_tokens_peak, kv_tokens_theory)
+
+
+@point_quantity(unit="fraction")
+def kv_occupancy(concurrency: float, modelled_input_len: float, modelled_output_len: float,
+                 pool_tokens_usable: float) -> float:
+    """Theoretical KV occupancy C·(L+out) ÷ the usable pool (blocks not rounded)."""
+    return A.kv_occupancy(concurrency, modelled_input_len, modelled_output_len, pool_tokens_usable)
+
+
+@point_quantity(unit="FLOP")
+def flops_measured(tflops_s: float, quiet_scrapes: list, window_start: float, t_end: float) -> float:
+    """Increase of vLLM's estimated FLOPs counter between the quiet scrapes that bracket the point (where it measured a FLOP rate)."""
+    a, b = quiet_bracketing_window(quiet_scrapes, window_start, t_end)
+    return estimated_counter_increase(quiet_scrapes, a, b, FLOPS)
+
+
+@point_quantity(unit="FLOP")
+def flops_predicted(tflops_s: float, model_config: Mapping[str, Any], quiet_scrapes: list,
+                    all_requests: RequestTable, window_start: float, t_end: float) -> float:
+    """vLLM's FLOPs formulas summed over the lifecycles of the requests that ran wholly between those scrapes."""
+    a, b = quiet_bracketing_window(quiet_scrapes, window_start, t_end)
+    inside = requests_inside_window(all_requests, *lifecycle_window(quiet_scrapes, a, b))
+    if not inside:
+        raise Absent("reason.no_request_in_counter_window")
+    return predicted_flops(model_config, inside)
+
+
+@point_quantity(unit="×")
+def flops_ratio(flops_measured: float, flops_predicted: float) -> float:
+    """vLLM's FLOP counter increase ÷ its formulas over the requests' lifecycles (1: fully explained)."""
+    return estimator_ratio(flops_measured, flops_predicted)
+
+
+@point_quantity(unit="FLOP/B")
+def intensity(tflops_s: float, read_gb_s: float) -> float:
+    """Measured arithmetic intensity: vLLM's FLOP rate ÷ its read-byte rate, time-averaged over the point."""
+    return A.ratio(tflops_s, read_gb_s, scale=1e3)
+
+
+@point_quantity(unit="fraction")
+def mfu(tflops_s: float, peak_flops: float) -> float:
+    """Model FLOPs utilisation: the measured TFLOP/s against the GPU's dense peak."""
+    return T.mfu(tflops_s * 1e12, peak_flops)
+
+
+@point_quantity(unit="fraction")
+def mbu(read_gb_s: float, peak_bandwidth: float) -> float:
+    """Memory bandwidth utilisation: the measured read GB/s against the GPU's peak bandwidth."""
+    return T.mbu(read_gb_s * 1e9, peak_bandwidth)
+
+
+@point_quantity(unit="FLOP/B")
+def decode_intensity(model_config: Mapping[str, Any], server_running_median: float,
+                     modelled_input_len: float, modelled_output_len: float) -> float:
+    """FLOP per byte of one decode step of the median running requests at the mean decode context (roofline.py)."""
+    return RF.model_decode_intensity(model_config, server_running_median, modelled_input_len, modelled_output_len)
+
+
+@point_quantity(unit="FLOP/B")
+def prefill_intensity(model_config: Mapping[str, Any], modelled_input_len: float) -> float:
+    """FLOP per byte of one prompt's prefill that reads the weights once (roofline.py)."""
+    return RF.model_prefill_intensity(model_config, modelled_input_len)

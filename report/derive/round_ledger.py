@@ -14,7 +14,6 @@ from typing import Any, Mapping
 from bundle.request_table import RequestTable
 from bundle.slo import Slo, SloError, slo_from_dict, slo_of_file
 from bundle.store import Bundle
-from report.architecture import params as PA
 from report.architecture import roofline as RF
 from report.architecture import theory as T
 from report.derive import analyses as A
@@ -25,6 +24,7 @@ from report.derive import occupancy as OC
 from report.derive import power as PW
 from report.derive import reconcile as R
 from report.derive import series as S
+from report.derive import serverlog as SL
 from report.derive import stats as ST
 from report.derive import validity as V
 from report.derive.serverlog import ServerLogFacts, log_peak, server_log_facts
@@ -183,7 +183,9 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("t_start", p.window.t_measure, win)
     raw.add("t_end", p.window.t_end, win)
     gpu_why = gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry")
-    raw.add("gpu_samples", rd.gpu_samples or gpu_why, (f"{rd.name}/{rd.gpu_file}",))
+    n_gpu = sum(1 for s in rd.gpu_samples if p.window.t_measure <= s["t"] <= p.window.t_end)
+    raw.add("gpu_samples", rd.gpu_samples or gpu_why,
+            (Source.of(f"{rd.name}/{rd.gpu_file}", "source.gpu_samples_of_point", n=n_gpu, point=p.pid),))
     raw.add("gpu_items", PW.gpu_items(rd.gpu_samples), (f"{rd.name}/{rd.gpu_file}",))
     raw.add("slo", *slo_raw(rd))
     engine = rd.bundle.manifest.get("engine") or {}
@@ -220,6 +222,9 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
             _src_metrics(rd, p.window.t_measure, p.window.t_end, _what("source.what_point", point=p.pid)))
     raw.add("concurrency", p.settings.get("concurrency"), win)
     raw.add("endpoints", OC.plan_endpoints(rd.bundle.manifest), (f"{rd.name}/manifest.json: plan.engine",))
+    raw.add("window_start", p.window.t_start, win)
+    raw.add("quiet_scrapes", rd.bundle.metrics,
+            _src_metrics(rd, p.window.t_start, p.window.t_end, _what("source.what_quiet_bracketing", point=p.pid)))
     raw.add("client_samples", rd.bundle.client, (f"{rd.name}/{rd.bundle.file_for('client')}",))
     raw.add("host_samples", rd.bundle.host, (f"{rd.name}/{rd.bundle.file_for('host')}",))
     # One population: queue and prefill are observed when a request finishes, so they are
@@ -250,6 +255,9 @@ def round_raw(rd: RoundData, pts: list[PointData]) -> RawSources:
     raw = RawSources()
     raw.add("slo", *slo_raw(rd))
     raw.add("scrapes", rd.bundle.metrics, _src_metrics(rd, float("-inf"), float("inf")))
+    raw.add("log", rd.log if rd.log is not None else Reason.of("reason.no_server_log"), (f"{rd.name}/server.log",))
+    raw.add("model_config", rd.config if rd.config is not None else Reason.of("reason.no_model_config"),
+            (f"{rd.name}/manifest.json: model.config",))
     if rd.axis not in ("concurrency", "single"):
         raw.add("loads", Reason.of("reason.slo_axis_not_load", axis=rd.axis))
     else:
@@ -511,17 +519,8 @@ def set_pool_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
 
 
 def pool_ledger(led: Ledger, rd: RoundData) -> None:
-    """The KV pool: from the log line and from cache_config_info; the architecture's bytes/token."""
-    log = rd.log
-    log_src = (f"{rd.name}/server.log",)
-    if log is None:
-        led.record("r.pool_tokens_log", None, unit="tok", doc="KV pool size in tokens, as the server log states it",
-                   sources=(f"{rd.name}/manifest.json: files",),
-                   missing=Reason.of("reason.no_server_log_external"))
-    else:
-        led.record("r.pool_tokens_log", log.kv_cache_size_tokens, unit="tok", sources=log_src,
-                   doc="KV pool size in tokens, as the server log states it",
-                   missing=Reason.of("reason.log_no_kv_cache_size"))
+    """The KV pool and block size cache_config_info states: the round's, else what every
+    server set's agrees on (the pool from the log and from memory: pool.py)."""
     try:
         labels = S.cache_config_info(rd.bundle.metrics)
         pool = S.kv_pool_tokens_from_cache_config(labels)
@@ -541,50 +540,6 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
     led.record("r.block_size", block, unit="tok", sources=msrc, doc="KV cache block size in tokens (cache_config_info)",
                missing=Reason.of("reason.cache_config_no_block_size") if cache_config_read
                else cache_config_missing or Reason.of("reason.cache_config_no_block_size"))
-    led.derive("r.pool_agreement", A.pool_tokens_agreement, unit="fraction",
-               log_tokens=led["r.pool_tokens_log"], metric_tokens=led["r.pool_tokens_metrics"])
-    pool_v = led["r.pool_tokens_metrics"] if led["r.pool_tokens_metrics"].present else led["r.pool_tokens_log"]
-    led.derive("r.pool_tokens", A.identity_of, unit="tok", value=pool_v)
-    # vLLM's usage gauge excludes the null block: 1 - free/(num_gpu_blocks - 1).
-    led.derive("r.pool_tokens_usable", A.usable_pool_tokens, unit="tok",
-               pool_tokens=led["r.pool_tokens"], block_size=led["r.block_size"])
-    cfg = rd.config
-    csrc = (f"{rd.name}/manifest.json: model.config",)
-    if cfg is None:
-        why = Reason.of("reason.no_model_config")
-        for key, unit, doc in (("r.kv_bytes_per_token", "B", "KV bytes per token from the architecture"),
-                               ("r.kv_bytes_per_token_mha", "B", "KV bytes per token if every head had its own KV head"),
-                               ("r.params_non_embedding", "", "Parameters outside the embeddings"),
-                               ("r.weight_bytes", "B", "Bytes the weights occupy"),
-                               ("r.decode_read_bytes", "B", "Weight bytes one decode step reads")):
-            led.record(key, None, unit=unit, doc=doc, sources=csrc, missing=why)
-    else:
-        led.derive("r.kv_bytes_per_token", T.model_kv_bytes_per_token, unit="B", sources=csrc, config=cfg)
-        led.derive("r.kv_bytes_per_token_mha", T.model_mha_kv_bytes_per_token, unit="B", sources=csrc, config=cfg)
-        led.derive("r.params_non_embedding", PA.model_params_non_embedding, unit="", sources=csrc, config=cfg)
-        led.derive("r.weight_bytes", PA.model_weight_bytes, unit="B", sources=csrc, config=cfg)
-        led.derive("r.weight_gb", A.giga, unit="GB", value=led["r.weight_bytes"])
-        led.derive("r.decode_read_bytes", PA.model_decode_read_bytes, unit="B", sources=csrc, config=cfg)
-        led.derive("r.decode_read_gb", A.giga, unit="GB", value=led["r.decode_read_bytes"])
-    # The pool from memory: the KV memory the log states, divided by bytes per token (whole blocks).
-    kv_gib = None
-    if log is not None:
-        kv_gib = log.available_kv_cache_gib if log.available_kv_cache_gib is not None else log.cpu_kv_cache_gib
-    led.record("r.kv_memory_gib", kv_gib, unit="GiB", sources=log_src,
-               doc="KV cache memory the server log states (Available KV cache memory / CPU KV cache GiB)",
-               missing=Reason.of("reason.log_no_kv_memory"))
-    led.derive("r.pool_tokens_from_memory", T.kv_pool_tokens_from_gib, unit="tok",
-               kv_memory_gib=led["r.kv_memory_gib"], kv_bytes_per_token=led["r.kv_bytes_per_token"],
-               block_size=led["r.block_size"])
-    blocks_profiled = log.num_gpu_blocks_profiled if log is not None else None
-    led.record("r.blocks_before_override", blocks_profiled, unit="blocks", sources=log_src,
-               doc="Blocks vLLM sized from memory before --num-gpu-blocks-override replaced them",
-               missing=Reason.of("reason.log_no_blocks_override"))
-    sized = (led.derive("r.pool_tokens_sized", A.product, unit="tok", a=led["r.blocks_before_override"],
-                        b=led["r.block_size"]) if blocks_profiled is not None
-             else led.derive("r.pool_tokens_sized", A.identity_of, unit="tok", value=led["r.pool_tokens_log"]))
-    led.derive("r.pool_memory_agreement", A.relative_difference, unit="fraction",
-               new=led["r.pool_tokens_from_memory"], old=sized)
 
 
 def sampler_ledger(led: Ledger, rd: RoundData) -> None:
@@ -648,26 +603,11 @@ def measured_ledger(rd: RoundData) -> Ledger:
     led = Ledger()
     pool_ledger(led, rd)
     peak_ledger(led, rd)
+    raw = round_raw(rd, [])
+    for module in (SL.__name__, A.__name__):
+        resolve_round(led, module, [], raw)
     sampler_ledger(led, rd)
     source_ledger(led, rd)
-    log = rd.log
-    led.record("r.max_num_batched_tokens", log.max_num_batched_tokens if log else None, unit="tok",
-               doc="The scheduler's token budget per engine step, as the server log states it",
-               sources=(f"{rd.name}/server.log",),
-               missing=Reason.of("reason.log_no_max_num_batched_tokens") if log else
-               Reason.of("reason.no_server_log"))
-    args = (log.non_default_args or {}) if log else {}
-    for key, flag, unit in (("max_num_seqs", "--max-num-seqs", "req"), ("max_model_len", "--max-model-len", "tok")):
-        led.record(f"r.{key}", args.get(key) if isinstance(args.get(key), int) else None, unit=unit,
-                   doc=f"The server's {flag}, as the log's non-default arguments state it",
-                   sources=(f"{rd.name}/server.log",),
-                   missing=Reason.of("reason.flag_default", flag=flag) if log else Reason.of("reason.no_server_log"))
-    led.record("r.kv_cache_memory_suggested_bytes", log.kv_cache_memory_fit_bytes if log else None,
-               unit="B", doc="The KV cache memory the server log suggests (--kv-cache-memory)",
-               sources=(f"{rd.name}/server.log",),
-               missing=Reason.of("reason.log_no_kv_cache_memory_hint"))
-    led.derive("r.kv_cache_memory_suggested_gib", A.ratio, unit="GiB",
-               numerator=led["r.kv_cache_memory_suggested_bytes"], denominator=2**30)
     # The validity thresholds (policy), so the page prints them traced.
     resolve_round(led, V.__name__, [], RawSources())
     gpus = rd.gpus
@@ -678,10 +618,11 @@ def measured_ledger(rd: RoundData) -> Ledger:
         raw = point_raw(rd, p)
         point_ledger(led, rd, p, raw)
         cross_check_ledger(led, rd, p, raw)
-        kv_point_ledger(led, rd, p)
-        mfu_point_ledger(led, rd, p)
-        power_point_ledger(led, rd, p)
-        resolve_point(led, PW.__name__, p.pid, raw)
+        modelled_raw(led, rd, p, raw)
+        if len(server_sets(rd)) > 1:
+            set_pool_ledger(led, rd, p)
+        for module in (R.__name__, PW.__name__):
+            resolve_point(led, module, p.pid, raw)
     return led
 
 
@@ -709,10 +650,6 @@ def peak_ledger(led: Ledger, rd: RoundData) -> None:
     else:
         led.record("r.peak_flops", spec.peak_flops(PEAK_DTYPE), unit="FLOP/s", doc=doc_f, sources=src)
         led.record("r.peak_bandwidth", spec.memory_bandwidth, unit="B/s", doc=doc_b, sources=src)
-    led.derive("r.ridge", T.ridge_flops_per_byte, unit="FLOP/B", peak_flops=led["r.peak_flops"],
-               peak_bandwidth=led["r.peak_bandwidth"])
-    led.derive("r.peak_tflops", A.tera, unit="TFLOP/s", value=led["r.peak_flops"])
-    led.derive("r.peak_tb_s", A.tera, unit="TB/s", value=led["r.peak_bandwidth"])
     if "r.peak_flops" in led and any(s.get("ok") for s in rd.bundle.metrics):
         # Single scrape intervals of the FLOP counter, against the peak no GPU can pass.
         name = "vllm:estimated_flops_per_gpu_total"
@@ -722,9 +659,6 @@ def peak_ledger(led: Ledger, rd: RoundData) -> None:
         led.derive("r.tflops_interval_max", A.tera, unit="TFLOP/s", value=top)
         led.derive("r.flop_intervals_over_peak", A.counter_rate_intervals_above, unit="", sources=ms,
                    scrapes=rd.bundle.metrics, name=name, threshold=led["r.peak_flops"])
-    if "r.decode_read_bytes" in led:
-        led.derive("r.decode_floor_ms", A.decode_floor_ms, unit="ms", weight_bytes=led["r.decode_read_bytes"],
-                   peak_bandwidth=led["r.peak_bandwidth"])
 
 
 def modelled_lengths(led: Ledger, rd: RoundData, p: PointData) -> tuple[Any, Any]:
@@ -741,119 +675,16 @@ def modelled_lengths(led: Ledger, rd: RoundData, p: PointData) -> tuple[Any, Any
     return led[k + "prompt_tokens_sent_mean"], led[k + "output_tokens_sent_mean"]
 
 
-def kv_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
-    """KV reconciliation for one point (docs/analyses.md items 7, 8, 12); a workload that varies
-    the lengths is modelled over each measured request's own (reconcile.py)."""
-    k = f"p.{p.pid}."
-    C = p.settings.get("concurrency")
+def modelled_raw(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> None:
+    """The point's lengths the KV, theory and MFU sections model (modelled_lengths), into RAW:
+    values of the ledger where the requests bring their own, else the plan's; and
+    `own_lengths`, the measured requests whose own lengths replace the closed forms (reconcile.py)."""
     L, out = modelled_lengths(led, rd, p)
-    blk = led["r.block_size"]
-    own = rd.lengths_vary
-    src = _src_requests(rd, p) if own else ()
-    if own:
-        peak = led.derive(k + "request_peak_tokens", R.request_peak_tokens_sent_mean, unit="tok", sources=src,
-                          requests=p.measured, block_size=blk)
-        mean = led.derive(k + "request_mean_tokens", R.request_mean_tokens_sent_mean, unit="tok",
-                          sources=src, requests=p.measured, block_size=blk)
-    else:
-        peak = led.derive(k + "request_peak_tokens", T.request_peak_tokens, unit="tok",
-                          input_len=L, output_len=out, block_size=blk)
-        mean = led.derive(k + "request_mean_tokens", T.request_mean_tokens, unit="tok",
-                          input_len=L, output_len=out, block_size=blk)
-    if len(server_sets(rd)) > 1:
-        set_pool_ledger(led, rd, p)
-    pool = led[k + "pool_tokens_usable"] if k + "pool_tokens_usable" in led else led["r.pool_tokens_usable"]
-    led.derive(k + "requests_fit", A.requests_that_fit, unit="req", pool_tokens=pool, request_tokens=peak)
-    if "r.decode_floor_ms" in led and k + "itl_ms_p50" in led:
-        led.derive(k + "itl_over_decode_floor", A.ratio, unit="×", numerator=led[k + "itl_ms_p50"],
-                   denominator=led["r.decode_floor_ms"])
-    led.derive(k + "kv_expected_peak", T.expected_kv_peak_fraction, unit="fraction",
-               concurrency=C, peak_tokens=peak, pool_tokens=pool)
-    exp_mean = led.derive(k + "kv_expected_mean", T.expected_kv_mean_fraction, unit="fraction",
-                          concurrency=C, mean_tokens=mean, pool_tokens=pool)
-    # When the pool caps how many requests run, the median running count is the occupancy.
-    eff = led.derive(k + "effective_concurrency", A.effective_concurrency, unit="req",
-                     concurrency=C, server_running_median=led[k + "server_running_median"])
-    exp_eff = led.derive(k + "kv_expected_mean_effective", T.expected_kv_mean_fraction, unit="fraction",
-                         concurrency=eff, mean_tokens=mean, pool_tokens=pool)
-    # The median of blocks held by C requests at uniform decode progress (reconcile.py).
-    if own:
-        exp_med = led.derive(k + "kv_expected_median", R.expected_kv_usage_median_fraction_sent,
-                             unit="fraction", sources=src, concurrency=C,
-                             server_running_median=led[k + "server_running_median"],
-                             requests=p.measured, block_size=blk, usable_pool_tokens=pool)
-    else:
-        exp_med = led.derive(k + "kv_expected_median", R.expected_kv_usage_median_fraction_effective,
-                             unit="fraction", concurrency=C, server_running_median=led[k + "server_running_median"],
-                             input_len=L, output_len=out, block_size=blk, usable_pool_tokens=pool)
-    led.derive(k + "kv_error_pp", A.percentage_point_error, unit="pp",
-               measured=led[k + "kv_usage_p50"], expected=exp_med)
-    led.derive(k + "kv_error_pp_mean_model", A.percentage_point_error, unit="pp",
-               measured=led[k + "kv_usage_p50"], expected=exp_eff)
-    led.derive(k + "kv_error_pp_nominal", A.percentage_point_error, unit="pp",
-               measured=led[k + "kv_usage_p50"], expected=exp_mean)
-    if own:
-        led.derive(k + "block_waste_tokens", R.block_alignment_waste_tokens_sent, unit="tok", sources=src,
-                   requests=p.measured, block_size=blk, concurrency=C)
-    else:
-        led.derive(k + "block_waste_tokens", T.block_alignment_waste_tokens, unit="tok",
-                   input_len=L, output_len=out, block_size=blk, concurrency=C)
-    led.derive(k + "kv_tokens_peak", A.kv_tokens_in_use, unit="tok",
-               usage_fraction=led[k + "kv_usage_peak"], pool_tokens=pool)
-    led.derive(k + "kv_tokens_theory", A.product, unit="tok", a=C, b=peak)
-    led.derive(k + "kv_memory_needed_gib", A.kv_memory_gib, unit="GiB", tokens=led[k + "kv_tokens_theory"],
-               kv_bytes_per_token=led["r.kv_bytes_per_token"])
-    led.derive(k + "kv_peak_vs_blocks", A.relative_difference, unit="fraction",
-               new=led[k + "kv_tokens_peak"], old=led[k + "kv_tokens_theory"])
-    led.derive(k + "kv_occupancy", A.kv_occupancy, unit="fraction", concurrency=C, input_len=L,
-               output_len=out, pool_tokens=pool)
-
-
-def mfu_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
-    """MFU, MBU and measured arithmetic intensity for one point (items 15, 17)."""
-    k = f"p.{p.pid}."
-    if led[k + "tflops_s"].present and rd.config is not None:
-        # vLLM's FLOPs counter against its own formulas applied to the requests' lifecycles.
-        sc = rd.bundle.metrics
-        ms = _src_metrics(rd, p.window.t_start, p.window.t_end, _what("source.what_quiet_bracketing", point=p.pid))
-        src = ms + _src_requests(rd, p)
-        led.derive(k + "flops_measured", flops_measured, unit="FLOP", sources=ms, scrapes=sc,
-                   t_start=p.window.t_start, t_end=p.window.t_end)
-        led.derive(k + "flops_predicted", flops_predicted, unit="FLOP", sources=src + (f"{rd.name}/manifest.json: model.config",),
-                   config=rd.config, scrapes=sc, requests=p.requests, t_start=p.window.t_start,
-                   t_end=p.window.t_end)
-        led.derive(k + "flops_ratio", R.estimator_ratio, unit="×", measured=led[k + "flops_measured"],
-                   predicted=led[k + "flops_predicted"])
-    led.derive(k + "intensity", A.ratio, unit="FLOP/B", numerator=led[k + "tflops_s"],
-               denominator=led[k + "read_gb_s"], scale=1e3)
-    led.derive(k + "mfu", A.scaled_ratio, unit="fraction", numerator=led[k + "tflops_s"],
-               denominator=led["r.peak_flops"], scale=1e12)
-    led.derive(k + "mbu", A.scaled_ratio, unit="fraction", numerator=led[k + "read_gb_s"],
-               denominator=led["r.peak_bandwidth"], scale=1e9)
-    if rd.config is not None:
-        # The roofline by phase: a decode step of the running requests and one prompt's prefill.
-        csrc = (f"{rd.name}/manifest.json: model.config",)
-        L, out = modelled_lengths(led, rd, p)
-        led.derive(k + "decode_intensity", RF.model_decode_intensity, unit="FLOP/B", sources=csrc,
-                   config=rd.config, running=led[k + "server_running_median"],
-                   input_len=L, output_len=out)
-        led.derive(k + "prefill_intensity", RF.model_prefill_intensity, unit="FLOP/B", sources=csrc,
-                   config=rd.config, input_len=L)
-
-
-def flops_measured(scrapes: list, t_start: float, t_end: float) -> float:
-    """Increase of vLLM's estimated FLOPs counter between the quiet scrapes that bracket the point."""
-    a, b = R.quiet_bracketing_window(scrapes, t_start, t_end)
-    return R.estimated_counter_increase(scrapes, a, b, R.FLOPS)
-
-
-def flops_predicted(config: dict, scrapes: list, requests: list, t_start: float, t_end: float) -> float:
-    """vLLM's FLOPs formulas summed over the lifecycles of the requests that ran wholly between those scrapes."""
-    a, b = R.quiet_bracketing_window(scrapes, t_start, t_end)
-    inside = R.requests_inside_window(requests, *R.lifecycle_window(scrapes, a, b))
-    if not inside:
-        raise Absent("reason.no_request_in_counter_window")
-    return R.predicted_flops(config, inside)
+    win = () if rd.lengths_vary else _src_window(rd, p)
+    raw.add("modelled_input_len", L, win)
+    raw.add("modelled_output_len", out, win)
+    raw.add("own_lengths", p.measured if rd.lengths_vary else Reason.of("reason.lengths_from_plan"),
+            _src_requests(rd, p) if rd.lengths_vary else ())
 
 
 # What bench/gpu.py records in the manifest when it sampled no GPU, as catalogue codes.
@@ -868,42 +699,6 @@ def gpu_absent_reason(text: str | None) -> Reason | None:
         return None
     return (reason_from_text(text, GPU_ABSENT_CODES)
             or Reason.of("reason.gpu_absent_recorded", text=text))
-
-
-def power_point_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
-    """GPU power, temperature, throttling and energy over one point's window (item 6)."""
-    k = f"p.{p.pid}."
-    a, b = p.window.t_measure, p.window.t_end
-    n = sum(1 for s in rd.gpu_samples if a <= s["t"] <= b)
-    gpu = rd.gpu_samples or None
-    src = ((Source.of(f"{rd.name}/{rd.bundle.file_for('gpu')}", "source.gpu_samples_of_point", n=n, point=p.pid),) if gpu
-           else (f"{rd.name}/manifest.json: gpu_absent_reason",))
-    absent = gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry")
-    specs = [("power_median_w", PW.median_power_w, "W"), ("power_peak_w", PW.peak_power_w, "W"),
-             ("power_limit_w", PW.power_limit_w, "W"), ("temp_max_c", PW.max_temperature_c, "°C"),
-             ("power_cap_share", PW.power_cap_share, "fraction"),
-             ("sm_clock_load_mhz", PW.median_sm_clock_under_load_mhz, "MHz"),
-             ("gpu_util_median_pct", PW.median_gpu_util_pct, "%")]
-    for name, fn, unit in specs:
-        if gpu is None:
-            led.record(k + name, None, unit=unit, doc=A.doc_of(fn), sources=src, missing=absent)
-        else:
-            led.derive(k + name, fn, unit=unit, sources=src, samples=gpu, t_start=a, t_end=b)
-    if gpu is not None and "r.peak_tflops" in led and k + "tflops_s" in led:
-        # The dense peak scales with the SM clock: under a power cap the ceiling is the clock's.
-        ceiling = led.derive(k + "peak_tflops_at_clock", A.peak_at_clock, unit="TFLOP/s",
-                             peak=led["r.peak_tflops"], clock_mhz=led[k + "sm_clock_load_mhz"],
-                             max_clock_mhz=led["r.max_sm_clock_mhz"])
-        led.derive(k + "mfu_at_clock", A.ratio, unit="fraction", numerator=led[k + "tflops_s"],
-                   denominator=ceiling)
-    if gpu is None:
-        led.record(k + "energy_j", None, unit="J", doc=A.doc_of(PW.energy_j), sources=src, missing=absent)
-    else:
-        led.derive(k + "energy_j", PW.energy_j, unit="J", sources=src, samples=gpu, t_start=a, t_end=b)
-    out_tok = led.derive(k + "output_tokens_in_window", ST.output_tokens_in_window, unit="tok",
-                         sources=_src_requests(rd, p), all_requests=p.requests, t_measure=a, t_end=b)
-    led.derive(k + "joules_per_token", PW.joules_per_output_token, unit="J/tok",
-               energy_j=led[k + "energy_j"], output_tokens=out_tok)
 
 
 def length_axis_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) -> None:

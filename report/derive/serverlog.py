@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from report.ledger import Absent
+from report.registry import round_quantity
 
 __all__ = ["MFULine", "ServerLogFacts", "StatsLine", "log_peak", "server_log_facts", "stats_line_time"]
 
@@ -265,3 +266,61 @@ def log_peak(stats: list[StatsLine], year: int, t0_wall_unix: float, t_start: fl
              t_end: float, field: str) -> float:
     """The largest value of one field (running, waiting, kv_cache_usage_pct) over the window's stats lines."""
     return float(max(_lines_in(stats, year, t0_wall_unix, t_start, t_end, field)))
+
+
+# ---------------------------------------------------------------- what the log states, as round quantities
+# Over the round's raw `log` (these facts; absent with its reason where the bundle has no log).
+
+def _stated(value: Any, absent: Absent) -> Any:
+    """VALUE the log states, or ABSENT (raised) where it states none."""
+    if value is None:
+        raise absent
+    return value
+
+
+def _flag(log: ServerLogFacts, key: str, flag: str) -> int:
+    value = (log.non_default_args or {}).get(key)
+    return _stated(value if isinstance(value, int) else None, Absent("reason.flag_default", flag=flag))
+
+
+@round_quantity(unit="tok")
+def pool_tokens_log(log: ServerLogFacts) -> int:
+    """KV pool size in tokens, as the server log states it."""
+    return _stated(log.kv_cache_size_tokens, Absent("reason.log_no_kv_cache_size"))
+
+
+@round_quantity(unit="GiB")
+def kv_memory_gib(log: ServerLogFacts) -> float:
+    """KV cache memory the server log states (Available KV cache memory / CPU KV cache GiB)."""
+    gib = log.available_kv_cache_gib if log.available_kv_cache_gib is not None else log.cpu_kv_cache_gib
+    return _stated(gib, Absent("reason.log_no_kv_memory"))
+
+
+@round_quantity(unit="blocks")
+def blocks_before_override(log: ServerLogFacts) -> int:
+    """Blocks vLLM sized from memory before --num-gpu-blocks-override replaced them."""
+    return _stated(log.num_gpu_blocks_profiled, Absent("reason.log_no_blocks_override"))
+
+
+@round_quantity(unit="tok")
+def max_num_batched_tokens(log: ServerLogFacts) -> int:
+    """The scheduler's token budget per engine step, as the server log states it."""
+    return _stated(log.max_num_batched_tokens, Absent("reason.log_no_max_num_batched_tokens"))
+
+
+@round_quantity(unit="req")
+def max_num_seqs(log: ServerLogFacts) -> int:
+    """The server's --max-num-seqs, as the log's non-default arguments state it."""
+    return _flag(log, "max_num_seqs", "--max-num-seqs")
+
+
+@round_quantity(unit="tok")
+def max_model_len(log: ServerLogFacts) -> int:
+    """The server's --max-model-len, as the log's non-default arguments state it."""
+    return _flag(log, "max_model_len", "--max-model-len")
+
+
+@round_quantity(unit="B")
+def kv_cache_memory_suggested_bytes(log: ServerLogFacts) -> int:
+    """The KV cache memory the server log suggests (--kv-cache-memory)."""
+    return _stated(log.kv_cache_memory_fit_bytes, Absent("reason.log_no_kv_cache_memory_hint"))

@@ -327,6 +327,7 @@ def output_tok_s(all_requests: RequestTable, t_measure: float, t_end: float) -> 
     return _window_tokens(as_request_table(all_requests), t_measure, t_end) / (t_end - t_measure)
 
 
+@point_quantity(unit="tok")
 def output_tokens_in_window(all_requests: RequestTable, t_measure: float, t_end: float) -> int:
     """Output tokens whose chunks arrived inside the window (all requests, warm-up included)."""
     return _window_tokens(as_request_table(all_requests), t_measure, t_end)

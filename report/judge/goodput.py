@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from bundle.request_table import RequestTable, read_request_files
-from bundle.slo import OBJECTIVES, REQUEST_OBJECTIVES, Slo, slo_from_dict
-from bundle.store import shard_streams
+from bundle.request_table import RequestTable
+from bundle.slo import OBJECTIVES, REQUEST_OBJECTIVES, Slo
 from report.derive import stats as ST
 from report.ledger import Absent
 from report.registry import point_quantity, round_quantity
@@ -344,24 +342,3 @@ def slo_best_load(slo: Slo, loads: list[float], each_slo_met: list, each_output_
     if not ok:
         raise Absent("reason.slo_no_point_meets")
     return max(ok)[1]
-
-
-def point_meets_slo(bundle_dir: Path, point_id: str, slo_table: dict) -> bool:
-    """Whether a point's measured requests, as the bundle holds them so far, meet every
-    objective of SLO_TABLE at its percentile: the search sweep's verdict while it runs (the
-    report judges the point's validity later, from the whole bundle)."""
-    d = Path(bundle_dir)
-    files = [d / f"{s}.jsonl" for s in ["requests"] + shard_streams(d)]
-    table = read_request_files([f for f in files if f.exists()], [])
-    measured = ST.measured(table.take(table.point_is(point_id)))
-    slo = slo_from_dict(slo_table, f"{d}/manifest.json: plan.slo")
-    margins = []
-    for _, value, margin in ((k, v, m) for k, v, m in (
-            ("ttft_ms", slo_ttft_ms, slo_margin_ttft), ("tpot_ms", slo_tpot_ms, slo_margin_tpot),
-            ("e2e_ms", slo_e2e_ms, slo_margin_e2e), ("itl_ms", slo_itl_ms, slo_margin_itl))
-            if getattr(slo, k) is not None):
-        try:
-            margins.append(margin(value(measured, slo), slo))
-        except Absent:
-            return False            # an objective that cannot be measured is not met
-    return bool(margins) and all(m >= 0 for m in margins)

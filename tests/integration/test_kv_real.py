@@ -39,6 +39,7 @@ from report.derive import round_ledger as B
 from report.derive import series as S
 from report.derive.serverlog import server_log_facts
 from report.judge.verdicts import build_ledger
+from tests import oracles as O
 from tests.conftest import run_bench
 
 pytestmark = pytest.mark.engine
@@ -81,11 +82,11 @@ def ledger(bundle):
 
 def test_pool_from_cache_config_agrees_with_the_log_line(bundle, engine):
     labels = S.cache_config_info(bundle.metrics)
-    pool = R.pool_tokens_from_cache_config(labels)
+    pool = O.pool_tokens_from_cache_config(labels)
     facts = server_log_facts(engine.session_log.read_text(errors="replace"))
     assert facts.kv_pool_device == "CPU"
     assert facts.kv_cache_size_tokens == pool == 24 * 128
-    assert R.usable_pool_tokens_from_cache_config(labels) == 23 * 128
+    assert O.usable_pool_tokens_from_cache_config(labels) == 23 * 128
 
 
 def test_block_distribution_follows_decode_progress():
@@ -95,10 +96,10 @@ def test_block_distribution_follows_decode_progress():
     for lockstep in (False, True):
         assert R.expected_kv_usage_median_fraction(C, INPUT_LEN, OUTPUT_LEN, 128, 2944,
                                                    lockstep) == pytest.approx(12 / 23)
-    assert R.expected_kv_usage_mean_fraction(C, INPUT_LEN, OUTPUT_LEN, 128, 2944) == \
+    assert O.expected_kv_usage_mean_fraction(C, INPUT_LEN, OUTPUT_LEN, 128, 2944) == \
         pytest.approx(4 * 380 / 127 * 128 / 2944)
     # Where ceil((in + out/2)/block) = 2 and the mean of the block-rounded draws part ways.
-    assert R.kv_mean_blocks_per_request(100, 300, 128) == pytest.approx((29 * 1 + 128 * 2 + 128 * 3 + 14 * 4) / 299)
+    assert O.kv_mean_blocks_per_request(100, 300, 128) == pytest.approx((29 * 1 + 128 * 2 + 128 * 3 + 14 * 4) / 299)
 
 
 def test_steady_state_median_closes_within_one_point(bundle, ledger):
@@ -109,12 +110,12 @@ def test_steady_state_median_closes_within_one_point(bundle, ledger):
     p = next(p for p in rd.points if p.pid == PID)
     steady = S.gauge_values(bundle.metrics, *p.steady, "vllm:kv_cache_usage_perc")
     assert len(steady) >= 5, f"the 10 Hz sampler got only {len(steady)} samples into the steady window"
-    usable = R.usable_pool_tokens_from_cache_config(S.cache_config_info(bundle.metrics))
+    usable = O.usable_pool_tokens_from_cache_config(S.cache_config_info(bundle.metrics))
     measured = led[k + "kv_usage_p50"].value
     running = led[k + "server_running_median"].value
     expected = R.expected_kv_usage_median_fraction_effective(C, running, INPUT_LEN, OUTPUT_LEN,
                                                              128, usable)
-    err = R.kv_usage_error_pp(measured, expected)
+    err = O.kv_usage_error_pp(measured, expected)
     if running == C:
         assert abs(err) <= 1.0, (measured, expected, running)
         assert expected == pytest.approx(12 / 23)

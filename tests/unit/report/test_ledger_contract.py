@@ -35,7 +35,8 @@ from report.ledger import Ledger, Value
 from tests.standin_round import TINY_CONFIG
 
 QUANTITY_MODULES = ("report.architecture.theory", "report.derive.analyses", "report.derive.stats", "report.derive.series",
-                    "report.derive.power", "report.derive.reconcile", "report.judge.goodput")
+                    "report.derive.power", "report.derive.reconcile", "report.derive.serverlog",
+                    "report.judge.goodput")
 SERVER_FILES = ("metrics.jsonl", "server.log")
 
 # Keys whose value may be 0 in this fixture, and why 0 is the observation, not a stand-in.

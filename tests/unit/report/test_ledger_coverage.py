@@ -10,6 +10,8 @@ quantity module that none of them names as a `Value.func` must be a step of one 
 quantities declare (read_round, point_raw, round_raw) or of the builders that still wire
 quantities by hand (build_ledger, cross_round_ledger, plan); any other fails unless
 NOT_IN_A_LEDGER lists it with its reason (the functions only the tests and the collectors call).
+What only the tests check (the engine tests' oracles, theory's closed forms) lives in
+tests/oracles.py, which is not a quantity module.
 """
 from __future__ import annotations
 
@@ -39,29 +41,12 @@ ROUND_CHAINS = ([ROOT / "runs" / f"round-{n}" / "bundle" for n in (1, 2, 3)],
                 [ROOT / "runs" / "round-5" / "bundle"],
                 [ROOT / "runs" / "round-6" / "bundle"],
                 [FIXTURES / "cpu-demo"])
-_ENGINE_ORACLE = ("the prediction the engine tests (tests/integration/test_reconcile.py, "
-                  "test_kv_real.py) check the real engine's counters against; no report shows it")
-_TESTED_ONLY = "no ledger function nor root calls it, only the tests: a term or closed form they check"
 
 # The public functions of quantity modules that no ledger reaches and no ledger function uses,
 # each with the reason it stays; the test fails on any other, and on a listed one that a
 # ledger reaches or uses after all (remove it then).
 NOT_IN_A_LEDGER: dict[str, str] = {
-    **{f"theory.{n}": _TESTED_ONLY for n in (
-        "embedding_params", "flops_per_token", "max_concurrency", "max_input_len_at_concurrency_whole_blocks",
-        "mbu", "mfu", "params_non_embedding", "vllm_estimated_read_bytes_by_kind",
-        "vllm_estimated_read_bytes_terms", "vllm_estimated_write_bytes_terms", "weight_bytes")},
     "power.gpm_absent_reason": "reads the manifest's reason text back as a code (bench/gpu.py, bench/gpm.py)",
-    "goodput.point_meets_slo": "a search sweep's verdict on a point while it runs (serving_ledger/cli.py)",
-    **{f"reconcile.{n}": _ENGINE_ORACLE for n in (
-        "counter_window", "engine_busy_periods", "expected_kv_usage_mean_fraction", "flops_reconciliation",
-        "idle_steps_implied",
-        "kv_mean_blocks_per_request", "kv_usage_error_pp", "pool_tokens_from_cache_config",
-        "predicted_read_bytes", "predicted_read_bytes_per_request_terms", "predicted_read_bytes_terms",
-        "predicted_write_bytes", "predicted_write_bytes_terms", "read_bytes_reconciliation",
-        "request_lifecycle_steps", "requests_straddling_window", "steps_with_outputs", "usable_pool_tokens",
-        "usable_pool_tokens_from_cache_config", "weight_read_bytes_per_step",
-        "weight_read_bytes_per_step_terms", "write_bytes_reconciliation")},
 }
 
 

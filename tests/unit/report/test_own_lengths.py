@@ -87,7 +87,9 @@ def test_a_round_of_drawn_lengths_models_each_requests_own():
     assert led.value_of("p.L256-c16.output_tokens_sent_mean") == pytest.approx(np.mean([o for _, o in own]))
     assert led.value_of("p.L256-c16.request_peak_tokens") == pytest.approx(
         np.mean([T.request_peak_tokens(i, o, blk) for i, o in own]))
-    assert led["p.L256-c16.kv_expected_median"].func.endswith("expected_kv_usage_median_fraction_sent")
+    p = next(p for p in rd.points if p.pid == "L256-c16")
+    assert led.value_of("p.L256-c16.kv_expected_median") == R.expected_kv_usage_median_fraction_sent(
+        16, led.value_of("p.L256-c16.server_running_median"), p.measured, blk, led.value_of("r.pool_tokens_usable"))
     assert led.value_of("p.L256-c16.request_peak_tokens") != T.request_peak_tokens(256, 64, blk)
 
 
@@ -96,7 +98,10 @@ def test_a_round_of_fixed_lengths_models_the_plans():
     assert not rd.lengths_vary
     pid = rd.points[0].pid
     assert f"p.{pid}.prompt_tokens_sent_mean" not in led
-    assert led[f"p.{pid}.kv_expected_median"].func.endswith("expected_kv_usage_median_fraction_effective")
+    p, k = rd.points[0], f"p.{pid}."
+    assert led.value_of(k + "kv_expected_median") == R.expected_kv_usage_median_fraction_effective(
+        p.settings["concurrency"], led.value_of(k + "server_running_median"), p.settings["input_len"],
+        p.settings["output_len"], led.value_of("r.block_size"), led.value_of("r.pool_tokens_usable"))
 
 
 @pytest.mark.parametrize("round_id, said", [("round-8", True), ("round-11", True), ("round-2", False)])

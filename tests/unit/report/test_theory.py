@@ -17,6 +17,7 @@ from report.architecture import params as pa
 from report.architecture import theory as th
 from report.architecture.gpus import lookup_gpu
 from report.ledger import Absent, Ledger
+from tests import oracles as oc
 from tests.conftest import FIXTURES
 
 QWEN = FIXTURES / "models" / "qwen2.5-7b-instruct.config.json"
@@ -153,7 +154,7 @@ def test_golden_mha_counterfactual(qwen):
     assert from_mem == 12_400
     assert th.max_input_len_at_concurrency(from_mem, 16, 256) == 519
     # Each request holding whole blocks lowers it: 775 blocks / 16 = 48 blocks = 768 tokens.
-    assert th.max_input_len_at_concurrency_whole_blocks(pool, 16, 256, 16) == 512
+    assert oc.max_input_len_at_concurrency_whole_blocks(pool, 16, 256, 16) == 512
 
 
 def test_fp8_kv_halves_bytes_and_doubles_pool(qwen):
@@ -243,10 +244,10 @@ def test_kv_linearity_theory_slope():
 
 def test_max_concurrency():
     # Round 2: 86,896 tokens hold 67 requests of 1,280; a 6.12 GiB pool would hold 89.
-    assert th.max_concurrency(86_896, 1024, 256, 16) == 67
-    assert th.max_concurrency(th.kv_pool_tokens_from_gib(6.12, 57_344, 16), 1024, 256, 16) == 89
+    assert oc.max_concurrency(86_896, 1024, 256, 16) == 67
+    assert oc.max_concurrency(th.kv_pool_tokens_from_gib(6.12, 57_344, 16), 1024, 256, 16) == 89
     # Round 3 at L=4096: 86,864 / 4,352 = 19.96 → 19 whole requests (the seed rounds to 20)
-    assert th.max_concurrency(86_864, 4096, 256, 16) == 19
+    assert oc.max_concurrency(86_864, 4096, 256, 16) == 19
 
 
 def test_too_small_pool_is_absent_not_zero_or_negative():
@@ -265,11 +266,11 @@ def test_too_small_pool_is_absent_not_zero_or_negative():
 
 def test_params_and_weights_from_config(shape):
     n = pa.model_params_non_embedding(shape)
-    assert n == th.params_non_embedding(28, 3584, 28, 4, 128, 18944) == 6_525_288_448
+    assert n == oc.params_non_embedding(28, 3584, 28, 4, 128, 18944) == 6_525_288_448
     assert round(n / 1e9, 2) == 6.53              # the model card's "6.53B non-embedding"
-    total = n + th.embedding_params(shape.vocab, shape.hidden, False)
+    total = n + oc.embedding_params(shape.vocab, shape.hidden, False)
     assert round(total / 1e9, 2) == 7.62          # "7.61B" with biases and norms (0.005 %)
-    wb = th.weight_bytes(n, shape.vocab, shape.hidden, shape.dtype_bytes, shape.tied_embeddings)
+    wb = oc.weight_bytes(n, shape.vocab, shape.hidden, shape.dtype_bytes, shape.tied_embeddings)
     assert round(wb / 1e9, 2) == 15.23            # bf16 weights with both embedding tables
     step = th.weight_bytes_read_per_step(n, shape.vocab, shape.hidden, shape.dtype_bytes)
     assert round(step / 1e9, 2) == 14.14          # one step: matrices + LM head
@@ -283,8 +284,8 @@ def test_tied_embeddings_counted_once(qwen):
     s = th.model_shape(qwen | {"tie_word_embeddings": True})
     assert s.tied_embeddings
     n = pa.model_params_non_embedding(s)
-    untied = th.weight_bytes(n, s.vocab, s.hidden, 2, False)
-    tied = th.weight_bytes(n, s.vocab, s.hidden, 2, True)
+    untied = oc.weight_bytes(n, s.vocab, s.hidden, 2, False)
+    tied = oc.weight_bytes(n, s.vocab, s.hidden, 2, True)
     assert untied - tied == s.vocab * s.hidden * 2
     # A step reads the LM head either way.
     assert th.weight_bytes_read_per_step(n, s.vocab, s.hidden, 2) == tied
@@ -292,14 +293,14 @@ def test_tied_embeddings_counted_once(qwen):
 
 def test_golden_flops_per_token(shape):
     # 2N with the seed's N ≈ 6.75e9 = 13.5 GFLOP; attention term 4 × 3584 × 28 = 0.000401 GFLOP
-    assert th.flops_per_token(6.75e9, 3584, 28) == 13.5e9
+    assert oc.flops_per_token(6.75e9, 3584, 28) == 13.5e9
     attn = th.attention_flops_per_context_token(shape.attention_width, shape.layers)
     assert attn == 4 * 3584 * 28 == 401_408
     assert round(attn / 1e9, 6) == 0.000401
-    assert th.flops_per_token(6.75e9, 3584, 28, context_len=1000) == 13.5e9 + 1000 * 401_408
+    assert oc.flops_per_token(6.75e9, 3584, 28, context_len=1000) == 13.5e9 + 1000 * 401_408
     # From the config: 2N = 13.05 GFLOP, with the LM head 14.14 GFLOP (the seed's fit is between)
     n = pa.model_params_non_embedding(shape)
-    assert round(th.flops_per_token(n, 3584, 28) / 1e9, 2) == 13.05
+    assert round(oc.flops_per_token(n, 3584, 28) / 1e9, 2) == 13.05
     assert 13.05e9 < 13.5e9 < 2 * (n + shape.vocab * shape.hidden)
 
 
@@ -318,7 +319,7 @@ def test_golden_prefill_arithmetic_intensity():
 
 def test_golden_decode_arithmetic_intensity():
     # 216 GFLOP (16 × 13.5) over weights + 16 × L × 56 KiB: 14.9 at L=256 falling to 12.0 at 4096
-    per_token = th.flops_per_token(6.75e9, 3584, 28)
+    per_token = oc.flops_per_token(6.75e9, 3584, 28)
     assert 16 * per_token == 216e9
     ai = {L: th.decode_step_arithmetic_intensity(16, per_token, 14.3e9, L * 57_344) for L in (256, 4096)}
     assert round(ai[256], 1) == 14.9 and round(ai[4096], 1) == 12.0
@@ -383,8 +384,8 @@ def test_vllm_estimator_matches_vllm_breakdown(shape, tp, ref):
     # One full 2,048-token prefill chunk and one decode at context 8,192 (vLLM's own example)
     step = [(2048, 2048), (1, 8192)]
     assert th.vllm_estimated_flops_terms(shape, step, tp=tp) == ref["flops"]
-    assert th.vllm_estimated_read_bytes_terms(shape, step, tp=tp) == ref["read"]
-    assert th.vllm_estimated_write_bytes_terms(shape, step, tp=tp) == ref["write"]
+    assert oc.vllm_estimated_read_bytes_terms(shape, step, tp=tp) == ref["read"]
+    assert oc.vllm_estimated_write_bytes_terms(shape, step, tp=tp) == ref["write"]
 
 
 def test_vllm_estimator_mla_matches_vllm_breakdown():
@@ -406,8 +407,8 @@ def test_vllm_estimator_mla_matches_vllm_breakdown():
         return {k.removeprefix("mla_attn."): v for k, v in terms.items() if k.startswith("mla_attn.")}
 
     assert mla(th.vllm_estimated_flops_terms(s, step, tp=2)) == ref_flops
-    assert mla(th.vllm_estimated_read_bytes_terms(s, step, tp=2)) == ref_read
-    assert mla(th.vllm_estimated_write_bytes_terms(s, step, tp=2)) == ref_write
+    assert mla(oc.vllm_estimated_read_bytes_terms(s, step, tp=2)) == ref_read
+    assert mla(oc.vllm_estimated_write_bytes_terms(s, step, tp=2)) == ref_write
 
 
 def test_vllm_estimator_decode_step_reconciles_with_theory(shape):
@@ -421,16 +422,16 @@ def test_vllm_estimator_decode_step_reconciles_with_theory(shape):
     attn = th.attention_flops_per_context_token(shape.attention_width, shape.layers)
     assert sum(flops.values()) == 16 * 2 * (n + lm_head) + attn * 16 * 384
     assert flops["attn.attn_qk"] + flops["attn.attn_av"] == attn * 16 * 384
-    kinds = th.vllm_estimated_read_bytes_by_kind(shape, step)
+    kinds = oc.vllm_estimated_read_bytes_by_kind(shape, step)
     # Weights read once per step = the theory's weight_bytes_read_per_step (14.14 GB)
     assert kinds["weights"] == th.weight_bytes_read_per_step(n, shape.vocab, shape.hidden, 2)
     # KV read = Σ context × KV bytes per token
     assert kinds["kv_cache"] == 16 * 384 * th.model_kv_bytes_per_token(shape)
     assert 0 < kinds["activations"] < 0.01 * kinds["weights"]
-    write = th.vllm_estimated_write_bytes_terms(shape, step)
+    write = oc.vllm_estimated_write_bytes_terms(shape, step)
     assert write["attn.kv_cache"] == 16 * th.model_kv_bytes_per_token(shape)
     # fp8 KV halves the KV read and write terms only
-    fp8 = th.vllm_estimated_read_bytes_by_kind(shape, step, kv_cache_dtype_bytes=1)
+    fp8 = oc.vllm_estimated_read_bytes_by_kind(shape, step, kv_cache_dtype_bytes=1)
     assert fp8["kv_cache"] * 2 == kinds["kv_cache"] and fp8["weights"] == kinds["weights"]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import re
 import string
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,8 @@ from report.words import LANGS, fields_of, section, word
 from tests.conftest import ROOT  # noqa: E402
 
 PACKAGES = ("report", "bench", "bundle")
+# The engine tests' oracles raise the catalogue's reasons as the report's quantities do.
+ORACLES = "tests/oracles.py"
 CODE = re.compile(r"reason\.[a-z0-9_]+")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -26,6 +29,7 @@ def _trees():
     for pkg in PACKAGES:
         for path in sorted((ROOT / pkg).rglob("*.py")):
             yield path.relative_to(ROOT), ast.parse(path.read_text(encoding="utf-8"))
+    yield Path(ORACLES), ast.parse((ROOT / ORACLES).read_text(encoding="utf-8"))
 
 
 def _call_name(node: ast.Call) -> str:
