@@ -16,6 +16,7 @@ import pandas as pd
 from report.derive import series as S
 from report.ledger import Absent, Ledger
 from report.publish.document import Figure
+from report.publish.numbers import format_number
 from report.words import LANGS, group, in_lang
 
 WIDTH, HEIGHT = 560, 240
@@ -98,13 +99,6 @@ def _line(rows, t: dict, axis: str, y_title: str, title: str = "", log_y: bool =
     return ch.to_dict()
 
 
-def _valid_only(rows: list[dict]) -> tuple[list[dict], bool]:
-    """Bars of the points that passed their checks (all, if none did), and whether any was left
-    out: as from the fits, and so that an invalid point's queue does not set the axis."""
-    kept = [r for r in rows if r["valid"]]
-    return (kept or rows), len(kept) < len(rows) and bool(kept)
-
-
 def _noted(ch, t: dict, left_out: bool):
     """CH with the note that points which failed their checks are left out, where any was."""
     if not left_out:
@@ -146,31 +140,67 @@ def fig_latency(led: Ledger, pids: list[str], axis: str) -> Figure | None:
                   keys=tuple(keys))
 
 
+# A hollow square (a frame: its inner square wound the other way), the legend's symbol of a
+# bar drawn hollow.
+FRAME = "M-1,-1H1V1H-1Z M-0.6,-0.6V0.6H0.6V-0.6Z"
+HOLLOW = 0.08     # the fill opacity of a hollow bar: its outline in the part's colour carries it
+
+
+def _checks(rows: list[dict], t: dict) -> list[dict]:
+    """ROWS with each point's checks in words (`valid`: the figures' yes or no), for the legend."""
+    return [dict(r, checks=t["yes"] if r["valid"] else t["no"]) for r in rows]
+
+
+def _stacked_bars(df: pd.DataFrame, t: dict, order: list[str], y: alt.Y, unit: str, height: int,
+                  x_title: str | None) -> alt.LayerChart:
+    """Bars of DF's parts stacked per point, filled where the point passed its checks and hollow
+    (outlined in the part's colour) where it failed them, each said in a legend."""
+    colours = alt.Scale(domain=order, range=PALETTE[:len(order)])
+    checks = [t["yes"], t["no"]]
+    x = alt.X("x:O", title=x_title)
+    bars = alt.Chart(df).mark_bar(strokeWidth=1.5).encode(
+        x=x, y=y,
+        color=alt.Color("series:N", title=t["part"], sort=order, scale=colours, legend=_legend(t["part"])),
+        stroke=alt.Stroke("series:N", sort=order, scale=colours, legend=None),
+        fillOpacity=alt.condition(alt.datum.checks == t["no"], alt.value(HOLLOW), alt.value(1.0)),
+        order=alt.Order("order:Q"),
+        tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("series:N", title=t["part"]),
+                 alt.Tooltip("y:Q", title=unit, format=",.1f"), alt.Tooltip("checks:N", title=t["valid"])])
+    # The legend of filled and hollow: a layer of marks of no size, whose shapes are the two squares.
+    key = alt.Chart(df).mark_point(filled=True, size=0, color="#666").encode(
+        x=x, shape=alt.Shape("checks:N", title=t["valid"], sort=checks,
+                             scale=alt.Scale(domain=checks, range=["square", FRAME]),
+                             legend=alt.Legend(title=t["valid"], orient="bottom", symbolSize=120,
+                                               symbolFillColor="#666", symbolStrokeWidth=0)))
+    return alt.layer(bars, key).properties(width=WIDTH, height=height)
+
+
 def fig_ttft_breakdown(led: Ledger, pids: list[str], axis: str) -> Figure | None:
-    """Stacked mean queue, prefill and frontend per point (docs/analyses.md item 1)."""
+    """Mean queue, prefill and frontend per point (docs/analyses.md item 1): stacked in ms, and
+    below as each point's shares of its mean TTFT, so the small loads read beside the large;
+    a point that failed its checks is drawn hollow."""
     parts = {"queue": "queue_ms_mean", "prefill": "prefill_ms_mean", "frontend": "frontend_ms_mean"}
     rows_any, keys = _rows(led, pids, axis, parts)
     if len(rows_any) < 3:
         return None
+    # The top of each stack: the client's mean TTFT the three parts add up to, printed above it.
+    totals = [(pid, _val(led, f"p.{pid}.{axis}"), _val(led, f"p.{pid}.ttft_ms_mean_population"))
+              for pid in dict.fromkeys(r["point"] for r in rows_any)]
+    totals = [(pid, x, y) for pid, x, y in totals if x is not None and y is not None]
+    keys += [f"p.{pid}.ttft_ms_mean_population" for pid, _, _ in totals]
 
     def make(t):
         rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()})
-        rows, left_out = _valid_only(rows)
         order = [t["queue"], t["prefill"], t["frontend"]]
-        for r in rows:
-            r["order"] = order.index(r["series"])
+        rows = [dict(r, order=order.index(r["series"])) for r in _checks(rows, t)]
         df = pd.DataFrame(rows)
-        ch = alt.Chart(df).mark_bar().encode(
-            x=alt.X("x:O", title=t[axis]),
-            y=alt.Y("y:Q", title=t["ms"], stack="zero"),
-            color=alt.Color("series:N", title=t["part"], sort=order,
-                            scale=alt.Scale(domain=order, range=PALETTE[:3]),
-                            legend=alt.Legend(orient="bottom")),
-            order=alt.Order("order:Q"),
-            tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("series:N", title=t["part"]),
-                     alt.Tooltip("y:Q", title=t["ms"], format=",.1f")],
-        ).properties(width=WIDTH, height=HEIGHT)
-        return _noted(ch, t, left_out).to_dict()
+        ms = _stacked_bars(df, t, order, alt.Y("y:Q", title=t["ms"], stack="zero"), t["ms"], HEIGHT, None)
+        tops = alt.Chart(pd.DataFrame([{"x": x, "y": y, "label": format_number(y)} for _, x, y in totals])) \
+            .mark_text(dy=-6, fontSize=9).encode(x=alt.X("x:O"), y=alt.Y("y:Q"), text="label:N")
+        shares = _stacked_bars(df, t, order, alt.Y("y:Q", title=t["ttft_share"], stack="normalize",
+                                                   axis=alt.Axis(format="%")), t["ms"], HEIGHT // 2, t[axis])
+        return alt.vconcat(alt.layer(ms, tops), shares, spacing=6).resolve_legend(
+            color="shared", shape="shared").to_dict()
     return Figure("ttft_breakdown", per_lang(make), {lang: TEXT[lang]["ttft_title"] for lang in LANGS},
                   keys=tuple(keys))
 
@@ -192,7 +222,8 @@ def fig_queue_vs_prefill(led: Ledger, pids: list[str], axis: str) -> Figure | No
 
 
 def fig_iteration(led: Ledger, pids: list[str], axis: str) -> Figure | None:
-    """Decode and prefill tokens per engine step (docs/analyses.md item 4)."""
+    """Decode and prefill tokens per engine step (docs/analyses.md item 4); a point that failed
+    its checks is drawn hollow."""
     parts = {"decode": "server_running_median", "prefill_chunk": "prefill_tokens_per_iteration"}
     rows_any, keys = _rows(led, pids, axis, parts)
     if len(rows_any) < 2:
@@ -200,17 +231,10 @@ def fig_iteration(led: Ledger, pids: list[str], axis: str) -> Figure | None:
 
     def make(t):
         rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()})
-        rows, left_out = _valid_only(rows)
         order = [t["decode"], t["prefill_chunk"]]
-        df = pd.DataFrame(rows)
-        ch = alt.Chart(df).mark_bar().encode(
-            x=alt.X("x:O", title=t[axis]), y=alt.Y("y:Q", title=t["tokens"], stack="zero"),
-            color=alt.Color("series:N", title=t["part"], sort=order,
-                            scale=alt.Scale(domain=order, range=PALETTE[:2]),
-                            legend=alt.Legend(orient="bottom")),
-            tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("y:Q", format=",.1f")],
-        ).properties(width=WIDTH, height=HEIGHT)
-        return _noted(ch, t, left_out).to_dict()
+        df = pd.DataFrame([dict(r, order=order.index(r["series"])) for r in _checks(rows, t)])
+        return _stacked_bars(df, t, order, alt.Y("y:Q", title=t["tokens"], stack="zero"), t["tokens"], HEIGHT,
+                             t[axis]).to_dict()
     return Figure("iteration", per_lang(make), {lang: TEXT[lang]["iter_title"] for lang in LANGS},
                   keys=tuple(keys))
 
