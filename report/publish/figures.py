@@ -31,10 +31,16 @@ PALETTE = ["#2f6db5", "#e07b39", "#5aa469", "#b5443c", "#8a6bbf", "#7f7f7f"]
 LOG_LENGTH_SPAN = 8
 
 
-def wide_span(rows: list[dict]) -> bool:
-    """Whether the x values of ROWS (all positive) span more than LOG_LENGTH_SPAN."""
-    xs = [r["x"] for r in rows if r["x"] > 0]
+def wide_span(rows: list[dict], field: str = "x") -> bool:
+    """Whether the FIELD values of ROWS (those above zero) span more than LOG_LENGTH_SPAN."""
+    xs = [r[field] for r in rows if r[field] > 0]
     return bool(xs) and max(xs) > LOG_LENGTH_SPAN * min(xs)
+
+
+def log_share_axis(rows: list[dict]) -> bool:
+    """Whether a share's y axis is log: its values span more than LOG_LENGTH_SPAN (the length
+    axes' rule), and none is zero, which a log axis could not show."""
+    return bool(rows) and all(r["y"] > 0 for r in rows) and wide_span(rows, "y")
 
 
 def _legend(title: str, orient: str = "bottom") -> alt.Legend:
@@ -62,13 +68,17 @@ def _rows(led: Ledger, pids: list[str], axis_key: str, series: dict[str, str],
 
 
 def _line(rows, t: dict, axis: str, y_title: str, title: str = "", log_y: bool = False,
-          log_x: bool = True, zero_rule: bool = False) -> dict:
+          log_x: bool = True, zero_rule: bool = False, full: float | None = None) -> dict:
+    """Lines of ROWS' series against the sweep axis, joining valid points (a failed one a cross);
+    FULL, where given, is the value at which the quantity is full (a pool's 100 %): a dashed
+    line where the axis reaches it, else a note that it lies above the axis."""
     if log_y:
         rows = [r for r in rows if r["y"] > 0]  # a log axis cannot show zero
     df = pd.DataFrame(rows)
     xs = alt.Scale(type="log", base=2) if log_x else alt.Scale(zero=False)
     # A log axis spans the data (left to itself it runs to the next decade).
-    ys = (alt.Scale(type="log", domain=[min(r["y"] for r in rows) / 1.25, max(r["y"] for r in rows) * 1.25],
+    top = max(r["y"] for r in rows) * 1.25 if rows else 0.0
+    ys = (alt.Scale(type="log", domain=[min(r["y"] for r in rows) / 1.25, top],
                     nice=False) if log_y and rows else alt.Scale(zero=True))
     ticks = sorted({r["x"] for r in rows})
     # Series keep the order they were given in, so a quantity has one colour in every chart.
@@ -92,6 +102,15 @@ def _line(rows, t: dict, axis: str, y_title: str, title: str = "", log_y: bool =
     if zero_rule:   # the line a margin must stay above
         layers.append(alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(color="#444", strokeDash=[4, 3])
                       .encode(y="y:Q"))
+    if full is not None and full <= top:    # the axis reaches it: the line, named at its left end
+        at = pd.DataFrame({"y": [full], "x": [min(r["x"] for r in rows)], "label": [t["full"]]})
+        layers.append(alt.Chart(at).mark_rule(color="#444", strokeDash=[4, 3]).encode(y=alt.Y("y:Q", scale=ys)))
+        layers.append(alt.Chart(at).mark_text(align="left", baseline="bottom", dy=-3, fontSize=9, color="#444")
+                      .encode(x=alt.X("x:Q", scale=xs), y=alt.Y("y:Q", scale=ys), text="label:N"))
+    elif full is not None:                  # out of the domain, said in words in the plot's corner
+        layers.append(alt.Chart(pd.DataFrame({"label": [t["full_above"]]})).mark_text(
+            align="left", baseline="top", fontSize=9, color="#444").encode(
+            x=alt.value(4), y=alt.value(4), text="label:N"))
     ch = alt.layer(*layers).properties(width=WIDTH, height=HEIGHT)
     if len(bad):
         ch = ch.properties(title=alt.TitleParams(text=t["invalid_note"], fontSize=10,
@@ -240,7 +259,8 @@ def fig_iteration(led: Ledger, pids: list[str], axis: str) -> Figure | None:
 
 
 def fig_kv(led: Ledger, pids: list[str], axis: str) -> Figure | None:
-    """Measured KV usage against the block-rounded expectation (docs/analyses.md item 7)."""
+    """Measured KV usage against the block-rounded expectation (docs/analyses.md item 7), on an
+    axis sized to the data."""
     parts = {"measured_p50": "kv_usage_p50", "measured_peak": "kv_usage_peak",
              "expected_peak": "kv_expected_peak", "expected_median": "kv_expected_median"}
     rows_any, keys = _rows(led, pids, axis, parts, scale=100)
@@ -249,7 +269,10 @@ def fig_kv(led: Ledger, pids: list[str], axis: str) -> Figure | None:
 
     def make(t):
         rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()}, scale=100)
-        return _line(rows, t, axis, t["fraction"], t["kv_title"])
+        # Sized to the data: log where the shares span more than the length axes' factor; the
+        # pool's 100 % is a line only where the axis reaches it.
+        return _line(rows, dict(t, full=t["pool_full"], full_above=t["pool_full_above"]), axis,
+                     t["fraction"], t["kv_title"], log_y=log_share_axis(rows), full=100.0)
     return Figure("kv", per_lang(make), {lang: TEXT[lang]["kv_title"] for lang in LANGS}, keys=tuple(keys))
 
 
