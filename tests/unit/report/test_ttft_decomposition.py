@@ -78,3 +78,14 @@ def test_the_ratio_sentence_is_left_out_where_a_part_is_missing(round4, lang):
     assert _ratio_words(lang) not in text
     # the rest of the paragraph stands
     assert format_value(led[f"p.{pid}.frontend_ms_mean"], lang) in text
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_per_request_times_the_server_did_not_report_are_said_once_not_printed_as_missing(round4, lang):
+    led, pid = round4.ledger, round4.facts.headline_point
+    assert not led[f"p.{pid}.server_queue_ms_mean"].present      # round 4 ran without per-request metrics
+    text = _decomposition(round4, lang)
+    said = section("prose", lang)["decomposition_11"]
+    assert said.split("`")[0] in text
+    assert section("prose", lang)["decomposition_05"].split("{{")[0] not in text
+    assert format_value(led[f"p.{pid}.server_queue_ms_mean"], lang) not in text
