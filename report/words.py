@@ -112,3 +112,10 @@ def group(prefix: str, lang: str) -> dict[str, str]:
     """
     name, _, head = prefix.partition(".")
     return {k[len(head):]: v for k, v in section(name, lang).items() if k.startswith(head)}
+
+
+def round_name(round_id: str, lang: str) -> str:
+    """A round as a page names it in LANG ("Round 4", 第 4 轮), its id where it is not
+    `round-<n>`."""
+    number = re.fullmatch(r"round-(\d+)", round_id)
+    return word("label.round_name", lang, n=number.group(1)) if number else round_id

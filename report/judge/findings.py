@@ -13,7 +13,7 @@ from typing import Any
 
 from report.judge.diagnosis import BOTTLENECKS, Attribution, Validity, val
 from report.ledger import Ledger
-from report.words import LANGS, PLACEHOLDER, word
+from report.words import LANGS, PLACEHOLDER, round_name, word
 
 # A step "carries the batch several times over" at this many tokens per running request.
 STEP_MIX_MIN = 2.0
@@ -239,7 +239,8 @@ def _prefill_rate_of(led: Ledger, labels: dict[str, str] | None, prev_round: str
     point's clock key: the round's own C=1 point, else the previous round's, whose clock key
     PREV_CLOCK the cross-round ledger names (compare.py)."""
     if led.value_of("r.prefill_tflops_s") is None and led.value_of("x.prefill_tflops_s") is not None:
-        return ("x.prefill_tflops_s", {lang: word("label.prefill_ref_of_round", lang, round=prev_round)
+        return ("x.prefill_tflops_s", {lang: word("label.prefill_ref_of_round", lang,
+                                                  round=round_name(prev_round or "", lang))
                                        for lang in LANGS}, prev_clock)
     ref = _prefill_reference(led)
     return "r.prefill_tflops_s", _at(labels, ref), f"p.{ref}.sm_clock_load_mhz"
