@@ -11,7 +11,7 @@ from html import unescape
 
 import pytest
 
-from report.derive.analyses import frontend_over_queue
+from report.derive.analyses import QUEUE_FLOOR_MS, frontend_over_queue
 from report.ledger import Absent, Reason
 from report.publish.compose import compose_round
 from report.publish.numbers import format_value
@@ -30,8 +30,11 @@ def test_the_frontend_over_the_queue_is_a_ratio_of_two_times():
     with pytest.raises(Absent) as e:        # the remainder is no frontend time
         frontend_over_queue(-3.0, 50.0)
     assert e.value.reason.code == "reason.frontend_not_positive"
-    with pytest.raises(Absent):             # no time in the queue: no ratio to it
-        frontend_over_queue(111.0, 0.0)
+    for queue in (0.0, 0.019):              # no time in the queue, or its noise: no ratio to it
+        with pytest.raises(Absent) as e:
+            frontend_over_queue(111.0, queue)
+        assert e.value.reason.code == "reason.queue_under_floor"
+    assert frontend_over_queue(111.0, QUEUE_FLOOR_MS) == pytest.approx(111.0 / QUEUE_FLOOR_MS)
 
 
 def _decomposition(report, lang: str) -> str:
