@@ -259,7 +259,8 @@ def cmd_next(args: argparse.Namespace) -> int:
                 changes = "; ".join(f"[{sec}] {k} = {v!r}" for sec, keys in st["plan"].items()
                                     for k, v in keys.items())
                 print(terminal_line(f"    plan: {changes}"))
-                print(terminal_line(f"    {word('label.plan_comment_expect', lang, text=st['expect'][lang])}"))
+                expect = plain_text(st["expect"][lang], rep.ledger, lang)
+                print(terminal_line(f"    {word('label.plan_comment_expect', lang, text=expect)}"))
             else:
                 print(terminal_line(f"    {word('label.next_no_plan', lang)}"))
     if not args.write:

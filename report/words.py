@@ -22,6 +22,27 @@ LANGS = ("zh", "en")
 # spct (signed %), pct0 (whole %) or int (a count, no unit). Pages print it traced, text as text.
 PLACEHOLDER = re.compile(r"\[\[([^\]|]+)(?:\|(pct|pct0|spct|int))?\]\]")
 SECTIONS = ("reason", "label", "quantity", "source", "finding", "prose")
+# Chinese runs on without spaces: a space between two CJK characters or full-width marks is a
+# leftover of joining sentences or filling a slot (the catalogue spaces a slot from Chinese, as
+# from a Latin word: "由 {limit} 决定"), never a word break, and a reader sees it ("两个 直方图",
+# "。 拐点"). One rule for every text printed: the pages' (publish.render.close_cjk_gaps) and
+# the command line's (`closed`).
+CJK = r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]"
+
+
+def cjk_gap(unseen: str = "") -> re.Pattern:
+    """Spaces between two Chinese characters, with UNSEEN (a pattern of what a reader does not
+    see, e.g. markup) on either side of them kept as groups 1 and 2."""
+    return re.compile(rf"(?<={CJK})({unseen})[ \t]+({unseen})(?={CJK})")
+
+
+_CJK_GAP = cjk_gap()
+
+
+def closed(text: str) -> str:
+    """Plain TEXT with no space left between two Chinese characters (a slot that holds Chinese
+    reads as one run with the words beside it); a space beside a Latin word or number stays."""
+    return _CJK_GAP.sub(r"\1\2", text)
 
 
 class WordError(KeyError):
@@ -91,3 +112,10 @@ def group(prefix: str, lang: str) -> dict[str, str]:
     """
     name, _, head = prefix.partition(".")
     return {k[len(head):]: v for k, v in section(name, lang).items() if k.startswith(head)}
+
+
+def round_name(round_id: str, lang: str) -> str:
+    """A round as a page names it in LANG ("Round 4", 第 4 轮), its id where it is not
+    `round-<n>`."""
+    number = re.fullmatch(r"round-(\d+)", round_id)
+    return word("label.round_name", lang, n=number.group(1)) if number else round_id

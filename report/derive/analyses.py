@@ -437,6 +437,18 @@ def frontend_ms_mean(ttft_ms_mean_population: float, queue_ms_mean: float, prefi
     return frontend_ms(ttft_ms_mean_population, queue_ms_mean, prefill_ms_mean)
 
 
+@point_quantity(unit="×")
+def frontend_over_queue(frontend_ms_mean: float, queue_ms_mean: float) -> float:
+    """The frontend's part of the population's mean TTFT over its time in the server's queue."""
+    # Both parts are times: a remainder at or below zero is no frontend time to compare, and a
+    # queue under the floor is scheduling noise, whose ratio would print thousands of times.
+    if frontend_ms_mean <= 0:
+        raise Absent("reason.frontend_not_positive", value=f"{frontend_ms_mean:.3g}")
+    if queue_ms_mean < QUEUE_FLOOR_MS:
+        raise Absent("reason.queue_under_floor", floor=QUEUE_FLOOR_MS)
+    return ratio(frontend_ms_mean, queue_ms_mean)
+
+
 @point_quantity(unit="fraction")
 def queue_share(queue_ms_mean: float, ttft_ms_mean_population: float) -> float:
     """The server's queue time as a share of the population's client TTFT."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from report.judge.diagnosis import BOTTLENECKS, Attribution, Validity, val
 from report.ledger import Ledger
-from report.words import LANGS, PLACEHOLDER, word
+from report.words import LANGS, PLACEHOLDER, round_name, word
 
 # A step "carries the batch several times over" at this many tokens per running request.
 STEP_MIX_MIN = 2.0
@@ -171,26 +171,36 @@ def compute_step_finding(led: Ledger, pid: str, labels: dict[str, str] | None = 
     """What a compute-bound verdict predicts at PID: its mean step at the compute ceiling of the
     sampled clock beside the step measured, and whether the ceiling explains the step (within
     the prediction tolerance) or the steps took longer."""
-    tol = val(led, "r.rule_prediction_tol")
+    return _compute_step_said(led, pid, labels, prev_round, prev_clock, "")
 
-    def verdict(ratio: float, prefix: str) -> dict[str, str]:
-        code = ("explained" if 1 / (1 + tol) <= ratio <= 1 + tol else "longer" if ratio > 1 + tol
-                else "shorter")
-        return _texts(f"{prefix}_{code}", p=pid)
+
+def _step_fit(ratio: float, tol: float) -> str:
+    """How a measured step compares with its prediction (measured over predicted, RATIO): within
+    the prediction tolerance it is `explained`, else `longer` or `shorter`."""
+    return "explained" if 1 / (1 + tol) <= ratio <= 1 + tol else "longer" if ratio > 1 + tol else "shorter"
+
+
+def _compute_step_said(led: Ledger, pid: str, labels: dict[str, str] | None, prev_round: str | None,
+                       prev_clock: str | None, prefix: str) -> Finding | None:
+    """The compute-step prediction at PID in the catalogue's PREFIX-ed words (the diagnosis's
+    own, or page 1's shorter `thesis_` ones): the step at the clock's compute ceiling beside the
+    step measured, then, where measured, the step at the prefill rate of a prompt alone."""
+    tol = val(led, "r.rule_prediction_tol")
     ratio = val(led, f"p.{pid}.step_over_compute_ceiling")
     if ratio is None or tol is None:
         return None
     f = _make(led, "compute_step", "bottleneck",
-              _texts("compute_step_predicted", p=pid, at=_at(labels, pid),
-                     verdict=verdict(ratio, "compute_step")), ["r.rule_prediction_tol"])
+              _texts(f"{prefix}compute_step_predicted", p=pid, at=_at(labels, pid),
+                     verdict=_texts(f"{prefix}compute_step_{_step_fit(ratio, tol)}", p=pid)),
+              ["r.rule_prediction_tol"])
     # The attainable rate this engine measured on a prompt alone, scaled to this point's clock.
     alone = val(led, f"p.{pid}.step_over_prefill_rate")
     if f is None or alone is None:
         return f
     rate, ref, ref_clock = _prefill_rate_of(led, labels, prev_round, prev_clock)
     return _followed(f, _make(led, "compute_step", "bottleneck", _texts(
-        "compute_step_at_prefill_rate", p=pid, ref=ref, rate=rate, ref_clock=ref_clock,
-        verdict=verdict(alone, "compute_rate")), []))
+        f"{prefix}compute_step_at_prefill_rate", p=pid, ref=ref, rate=rate, ref_clock=ref_clock,
+        verdict=_texts(f"{prefix}compute_rate_{_step_fit(alone, tol)}", p=pid)), []))
 
 
 def bottleneck_finding(led: Ledger, att: Attribution, fid: str = "bottleneck",
@@ -229,7 +239,8 @@ def _prefill_rate_of(led: Ledger, labels: dict[str, str] | None, prev_round: str
     point's clock key: the round's own C=1 point, else the previous round's, whose clock key
     PREV_CLOCK the cross-round ledger names (compare.py)."""
     if led.value_of("r.prefill_tflops_s") is None and led.value_of("x.prefill_tflops_s") is not None:
-        return ("x.prefill_tflops_s", {lang: word("label.prefill_ref_of_round", lang, round=prev_round)
+        return ("x.prefill_tflops_s", {lang: word("label.prefill_ref_of_round", lang,
+                                                  round=round_name(prev_round or "", lang))
                                        for lang in LANGS}, prev_clock)
     ref = _prefill_reference(led)
     return "r.prefill_tflops_s", _at(labels, ref), f"p.{ref}.sm_clock_load_mhz"
@@ -367,10 +378,12 @@ def knee(led: Ledger, valid_pids: list[str]) -> tuple[str, str] | None:
 
 
 def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pids: list[str],
-                    labels: dict[str, str]) -> list[Finding | None]:
-    """Page 1's answer: what limits the server and from which load on, what it delivers there,
-    the knee, and what to change. "From X on" holds by construction: every valid point from X
-    to the highest has the same bottleneck."""
+                    labels: dict[str, str], prev_round: str | None = None,
+                    prev_clock: str | None = None) -> list[Finding | None]:
+    """Page 1's answer: what limits the server and from which load on, what it delivers there
+    (where that is compute, the step it predicts beside the step measured), the knee, and what
+    to change. "From X on" holds by construction: every valid point from X to the highest has
+    the same bottleneck."""
     top = valid_pids[-1]
     limit = attributions[top].bottleneck
     since = top
@@ -393,10 +406,13 @@ def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pid
     kept_up = val(led, f"p.{top}.open_loop") is True and limit not in ("unknown", "under_driven", "client")
     if kept_up:
         code = "thesis_kept_up"
-    out = [_make(led, "thesis", "thesis", _texts(code, p=top, at=at[top], since=at[since],
+    head = _make(led, "thesis", "thesis", _texts(code, p=top, at=at[top], since=at[since],
                                                  first=at[valid_pids[0]],
                                                  limit=_texts(f"thesis_limit_{said}")),
-                 list(attributions[top].evidence))]
+                 list(attributions[top].evidence))
+    if head is not None and attributions[top].mechanism in COMPUTE_BOUND:
+        head = _followed(head, _compute_step_said(led, top, labels, prev_round, prev_clock, "thesis_"))
+    out = [head]
     bend = knee(led, valid_pids)
     if bend is not None:
         out.append(_make(led, "thesis_knee", "thesis",
@@ -503,7 +519,8 @@ def round_findings(led: Ledger, validity: dict[str, Validity], attributions: dic
     labels = facts.get("point_labels") or {}
     if valid_pids:
         out.append(sets_thesis(facts.get("set_comparisons") or [], labels))
-        out += thesis_findings(led, attributions, valid_pids, labels)
+        out += thesis_findings(led, attributions, valid_pids, labels, facts.get("prev_round"),
+                               facts.get("prefill_ref_clock"))
         out += slo_findings(led, valid_pids, labels)
         last = valid_pids[-1]
         out.append(bottleneck_finding(led, attributions[last], labels=labels, prev_round=facts.get("prev_round"),

@@ -15,6 +15,7 @@ from report.architecture.modelconfig import CROSS, FULL, SLIDING, ModelShape
 from report.architecture.params import experts_touched
 from report.ledger import Ledger, Reason
 from report.planner.labels import NOTES
+from report.words import closed
 
 Note = tuple[str, dict[str, Any]]
 
@@ -175,5 +176,5 @@ def say(notes: list[Note], lang: str) -> list[str]:
         if "scope" in f:
             f["scope"] = words[f["scope"]]
         f = {k: v.text(lang) if isinstance(v, Reason) else v for k, v in f.items()}
-        out.append(words[code].format(**f))
+        out.append(closed(words[code].format(**f)))
     return out

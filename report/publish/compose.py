@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from report.judge.verdicts import build_ledger
 from report.ledger import Ledger
 from report.publish import figures as F
 from report.publish.document import Column, RoundFacts, RoundReport, Table
-from report.words import LANGS, Named, has, in_lang, word
+from report.words import LANGS, Named, has, in_lang, round_name, word
 
 CLIENT_LAG_SHARE_LIMIT = 0.1      # the templates say "a tenth" of the ITL median
 # From this share of chunks stamped like the one before them, the page explains the zero gaps
@@ -485,12 +484,11 @@ def round_title(manifest: dict, axis: str, round_id: str, questions: list[str] =
     """The round's title in each language: the round in words, then what it measured (the
     workload where it is a trace, a dataset, sessions or shared prefixes; the sweep axis; the
     sets' questions)."""
-    number = re.fullmatch(r"round-(\d+)", round_id)
     work = ((manifest.get("plan") or {}).get("workload") or {}).get("kind")
     named = [q for q in dict.fromkeys(questions) if has(f"label.title_sets_{q}", "en")]
     out = {}
     for lang in LANGS:
-        name = word("label.round_name", lang, n=number.group(1)) if number else round_id
+        name = round_name(round_id, lang)
         if work in TITLED_WORKLOADS:
             sweep = (listed([word(f"label.title_sets_{q}", lang) for q in named], lang)
                      if axis == "server" and named else word(f"label.title_sweep_{axis}", lang))

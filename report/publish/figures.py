@@ -16,6 +16,7 @@ import pandas as pd
 from report.derive import series as S
 from report.ledger import Absent, Ledger
 from report.publish.document import Figure
+from report.publish.numbers import format_number
 from report.words import LANGS, group, in_lang
 
 WIDTH, HEIGHT = 560, 240
@@ -30,10 +31,16 @@ PALETTE = ["#2f6db5", "#e07b39", "#5aa469", "#b5443c", "#8a6bbf", "#7f7f7f"]
 LOG_LENGTH_SPAN = 8
 
 
-def wide_span(rows: list[dict]) -> bool:
-    """Whether the x values of ROWS (all positive) span more than LOG_LENGTH_SPAN."""
-    xs = [r["x"] for r in rows if r["x"] > 0]
+def wide_span(rows: list[dict], field: str = "x") -> bool:
+    """Whether the FIELD values of ROWS (those above zero) span more than LOG_LENGTH_SPAN."""
+    xs = [r[field] for r in rows if r[field] > 0]
     return bool(xs) and max(xs) > LOG_LENGTH_SPAN * min(xs)
+
+
+def log_share_axis(rows: list[dict]) -> bool:
+    """Whether a share's y axis is log: its values span more than LOG_LENGTH_SPAN (the length
+    axes' rule), and none is zero, which a log axis could not show."""
+    return bool(rows) and all(r["y"] > 0 for r in rows) and wide_span(rows, "y")
 
 
 def _legend(title: str, orient: str = "bottom") -> alt.Legend:
@@ -61,13 +68,17 @@ def _rows(led: Ledger, pids: list[str], axis_key: str, series: dict[str, str],
 
 
 def _line(rows, t: dict, axis: str, y_title: str, title: str = "", log_y: bool = False,
-          log_x: bool = True, zero_rule: bool = False) -> dict:
+          log_x: bool = True, zero_rule: bool = False, full: float | None = None) -> dict:
+    """Lines of ROWS' series against the sweep axis, joining valid points (a failed one a cross);
+    FULL, where given, is the value at which the quantity is full (a pool's 100 %): a dashed
+    line where the axis reaches it, else a note that it lies above the axis."""
     if log_y:
         rows = [r for r in rows if r["y"] > 0]  # a log axis cannot show zero
     df = pd.DataFrame(rows)
     xs = alt.Scale(type="log", base=2) if log_x else alt.Scale(zero=False)
     # A log axis spans the data (left to itself it runs to the next decade).
-    ys = (alt.Scale(type="log", domain=[min(r["y"] for r in rows) / 1.25, max(r["y"] for r in rows) * 1.25],
+    top = max(r["y"] for r in rows) * 1.25 if rows else 0.0
+    ys = (alt.Scale(type="log", domain=[min(r["y"] for r in rows) / 1.25, top],
                     nice=False) if log_y and rows else alt.Scale(zero=True))
     ticks = sorted({r["x"] for r in rows})
     # Series keep the order they were given in, so a quantity has one colour in every chart.
@@ -91,18 +102,20 @@ def _line(rows, t: dict, axis: str, y_title: str, title: str = "", log_y: bool =
     if zero_rule:   # the line a margin must stay above
         layers.append(alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(color="#444", strokeDash=[4, 3])
                       .encode(y="y:Q"))
+    if full is not None and full <= top:    # the axis reaches it: the line, named at its left end
+        at = pd.DataFrame({"y": [full], "x": [min(r["x"] for r in rows)], "label": [t["full"]]})
+        layers.append(alt.Chart(at).mark_rule(color="#444", strokeDash=[4, 3]).encode(y=alt.Y("y:Q", scale=ys)))
+        layers.append(alt.Chart(at).mark_text(align="left", baseline="bottom", dy=-3, fontSize=9, color="#444")
+                      .encode(x=alt.X("x:Q", scale=xs), y=alt.Y("y:Q", scale=ys), text="label:N"))
+    elif full is not None:                  # out of the domain, said in words in the plot's corner
+        layers.append(alt.Chart(pd.DataFrame({"label": [t["full_above"]]})).mark_text(
+            align="left", baseline="top", fontSize=9, color="#444").encode(
+            x=alt.value(4), y=alt.value(4), text="label:N"))
     ch = alt.layer(*layers).properties(width=WIDTH, height=HEIGHT)
     if len(bad):
         ch = ch.properties(title=alt.TitleParams(text=t["invalid_note"], fontSize=10,
                                                  fontWeight="normal", anchor="start"))
     return ch.to_dict()
-
-
-def _valid_only(rows: list[dict]) -> tuple[list[dict], bool]:
-    """Bars of the points that passed their checks (all, if none did), and whether any was left
-    out: as from the fits, and so that an invalid point's queue does not set the axis."""
-    kept = [r for r in rows if r["valid"]]
-    return (kept or rows), len(kept) < len(rows) and bool(kept)
 
 
 def _noted(ch, t: dict, left_out: bool):
@@ -146,31 +159,67 @@ def fig_latency(led: Ledger, pids: list[str], axis: str) -> Figure | None:
                   keys=tuple(keys))
 
 
+# A hollow square (a frame: its inner square wound the other way), the legend's symbol of a
+# bar drawn hollow.
+FRAME = "M-1,-1H1V1H-1Z M-0.6,-0.6V0.6H0.6V-0.6Z"
+HOLLOW = 0.08     # the fill opacity of a hollow bar: its outline in the part's colour carries it
+
+
+def _checks(rows: list[dict], t: dict) -> list[dict]:
+    """ROWS with each point's checks in words (`valid`: the figures' yes or no), for the legend."""
+    return [dict(r, checks=t["yes"] if r["valid"] else t["no"]) for r in rows]
+
+
+def _stacked_bars(df: pd.DataFrame, t: dict, order: list[str], y: alt.Y, unit: str, height: int,
+                  x_title: str | None) -> alt.LayerChart:
+    """Bars of DF's parts stacked per point, filled where the point passed its checks and hollow
+    (outlined in the part's colour) where it failed them, each said in a legend."""
+    colours = alt.Scale(domain=order, range=PALETTE[:len(order)])
+    checks = [t["yes"], t["no"]]
+    x = alt.X("x:O", title=x_title)
+    bars = alt.Chart(df).mark_bar(strokeWidth=1.5).encode(
+        x=x, y=y,
+        color=alt.Color("series:N", title=t["part"], sort=order, scale=colours, legend=_legend(t["part"])),
+        stroke=alt.Stroke("series:N", sort=order, scale=colours, legend=None),
+        fillOpacity=alt.condition(alt.datum.checks == t["no"], alt.value(HOLLOW), alt.value(1.0)),
+        order=alt.Order("order:Q"),
+        tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("series:N", title=t["part"]),
+                 alt.Tooltip("y:Q", title=unit, format=",.1f"), alt.Tooltip("checks:N", title=t["valid"])])
+    # The legend of filled and hollow: a layer of marks of no size, whose shapes are the two squares.
+    key = alt.Chart(df).mark_point(filled=True, size=0, color="#666").encode(
+        x=x, shape=alt.Shape("checks:N", title=t["valid"], sort=checks,
+                             scale=alt.Scale(domain=checks, range=["square", FRAME]),
+                             legend=alt.Legend(title=t["valid"], orient="bottom", symbolSize=120,
+                                               symbolFillColor="#666", symbolStrokeWidth=0)))
+    return alt.layer(bars, key).properties(width=WIDTH, height=height)
+
+
 def fig_ttft_breakdown(led: Ledger, pids: list[str], axis: str) -> Figure | None:
-    """Stacked mean queue, prefill and frontend per point (docs/analyses.md item 1)."""
+    """Mean queue, prefill and frontend per point (docs/analyses.md item 1): stacked in ms, and
+    below as each point's shares of its mean TTFT, so the small loads read beside the large;
+    a point that failed its checks is drawn hollow."""
     parts = {"queue": "queue_ms_mean", "prefill": "prefill_ms_mean", "frontend": "frontend_ms_mean"}
     rows_any, keys = _rows(led, pids, axis, parts)
     if len(rows_any) < 3:
         return None
+    # The top of each stack: the client's mean TTFT the three parts add up to, printed above it.
+    totals = [(pid, _val(led, f"p.{pid}.{axis}"), _val(led, f"p.{pid}.ttft_ms_mean_population"))
+              for pid in dict.fromkeys(r["point"] for r in rows_any)]
+    totals = [(pid, x, y) for pid, x, y in totals if x is not None and y is not None]
+    keys += [f"p.{pid}.ttft_ms_mean_population" for pid, _, _ in totals]
 
     def make(t):
         rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()})
-        rows, left_out = _valid_only(rows)
         order = [t["queue"], t["prefill"], t["frontend"]]
-        for r in rows:
-            r["order"] = order.index(r["series"])
+        rows = [dict(r, order=order.index(r["series"])) for r in _checks(rows, t)]
         df = pd.DataFrame(rows)
-        ch = alt.Chart(df).mark_bar().encode(
-            x=alt.X("x:O", title=t[axis]),
-            y=alt.Y("y:Q", title=t["ms"], stack="zero"),
-            color=alt.Color("series:N", title=t["part"], sort=order,
-                            scale=alt.Scale(domain=order, range=PALETTE[:3]),
-                            legend=alt.Legend(orient="bottom")),
-            order=alt.Order("order:Q"),
-            tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("series:N", title=t["part"]),
-                     alt.Tooltip("y:Q", title=t["ms"], format=",.1f")],
-        ).properties(width=WIDTH, height=HEIGHT)
-        return _noted(ch, t, left_out).to_dict()
+        ms = _stacked_bars(df, t, order, alt.Y("y:Q", title=t["ms"], stack="zero"), t["ms"], HEIGHT, None)
+        tops = alt.Chart(pd.DataFrame([{"x": x, "y": y, "label": format_number(y)} for _, x, y in totals])) \
+            .mark_text(dy=-6, fontSize=9).encode(x=alt.X("x:O"), y=alt.Y("y:Q"), text="label:N")
+        shares = _stacked_bars(df, t, order, alt.Y("y:Q", title=t["ttft_share"], stack="normalize",
+                                                   axis=alt.Axis(format="%")), t["ms"], HEIGHT // 2, t[axis])
+        return alt.vconcat(alt.layer(ms, tops), shares, spacing=6).resolve_legend(
+            color="shared", shape="shared").to_dict()
     return Figure("ttft_breakdown", per_lang(make), {lang: TEXT[lang]["ttft_title"] for lang in LANGS},
                   keys=tuple(keys))
 
@@ -192,7 +241,8 @@ def fig_queue_vs_prefill(led: Ledger, pids: list[str], axis: str) -> Figure | No
 
 
 def fig_iteration(led: Ledger, pids: list[str], axis: str) -> Figure | None:
-    """Decode and prefill tokens per engine step (docs/analyses.md item 4)."""
+    """Decode and prefill tokens per engine step (docs/analyses.md item 4); a point that failed
+    its checks is drawn hollow."""
     parts = {"decode": "server_running_median", "prefill_chunk": "prefill_tokens_per_iteration"}
     rows_any, keys = _rows(led, pids, axis, parts)
     if len(rows_any) < 2:
@@ -200,23 +250,17 @@ def fig_iteration(led: Ledger, pids: list[str], axis: str) -> Figure | None:
 
     def make(t):
         rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()})
-        rows, left_out = _valid_only(rows)
         order = [t["decode"], t["prefill_chunk"]]
-        df = pd.DataFrame(rows)
-        ch = alt.Chart(df).mark_bar().encode(
-            x=alt.X("x:O", title=t[axis]), y=alt.Y("y:Q", title=t["tokens"], stack="zero"),
-            color=alt.Color("series:N", title=t["part"], sort=order,
-                            scale=alt.Scale(domain=order, range=PALETTE[:2]),
-                            legend=alt.Legend(orient="bottom")),
-            tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("y:Q", format=",.1f")],
-        ).properties(width=WIDTH, height=HEIGHT)
-        return _noted(ch, t, left_out).to_dict()
+        df = pd.DataFrame([dict(r, order=order.index(r["series"])) for r in _checks(rows, t)])
+        return _stacked_bars(df, t, order, alt.Y("y:Q", title=t["tokens"], stack="zero"), t["tokens"], HEIGHT,
+                             t[axis]).to_dict()
     return Figure("iteration", per_lang(make), {lang: TEXT[lang]["iter_title"] for lang in LANGS},
                   keys=tuple(keys))
 
 
 def fig_kv(led: Ledger, pids: list[str], axis: str) -> Figure | None:
-    """Measured KV usage against the block-rounded expectation (docs/analyses.md item 7)."""
+    """Measured KV usage against the block-rounded expectation (docs/analyses.md item 7), on an
+    axis sized to the data."""
     parts = {"measured_p50": "kv_usage_p50", "measured_peak": "kv_usage_peak",
              "expected_peak": "kv_expected_peak", "expected_median": "kv_expected_median"}
     rows_any, keys = _rows(led, pids, axis, parts, scale=100)
@@ -225,7 +269,10 @@ def fig_kv(led: Ledger, pids: list[str], axis: str) -> Figure | None:
 
     def make(t):
         rows, _ = _rows(led, pids, axis, {t[k]: q for k, q in parts.items()}, scale=100)
-        return _line(rows, t, axis, t["fraction"], t["kv_title"])
+        # Sized to the data: log where the shares span more than the length axes' factor; the
+        # pool's 100 % is a line only where the axis reaches it.
+        return _line(rows, dict(t, full=t["pool_full"], full_above=t["pool_full_above"]), axis,
+                     t["fraction"], t["kv_title"], log_y=log_share_axis(rows), full=100.0)
     return Figure("kv", per_lang(make), {lang: TEXT[lang]["kv_title"] for lang in LANGS}, keys=tuple(keys))
 
 

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from report.ledger import Ledger, Reason, Value
-from report.words import PLACEHOLDER, has, word
+from report.words import PLACEHOLDER, closed, has, word
 
 # Units a fraction may carry; pct=True multiplies these by 100 and prints "%".
 FRACTION_UNITS = ("", "fraction", "ratio", "share")
@@ -178,7 +178,8 @@ def placeholder_format(spec: str | None) -> Format:
 
 
 def plain_text(text: str, led: Ledger, lang: str) -> str:
-    """TEXT with every [[key]] replaced by its formatted value (for machine-readable output)."""
+    """TEXT with every [[key]] replaced by its formatted value (for the command line and the
+    JSON), its gaps between two Chinese characters closed as on the page."""
     def one(m: re.Match) -> str:
         return format_value(led[m.group(1)], lang, placeholder_format(m.group(2)))
-    return PLACEHOLDER.sub(one, text)
+    return closed(PLACEHOLDER.sub(one, text))

@@ -47,7 +47,7 @@ from report.publish.numbers import (
     raw_text,
     unit_heading,
 )
-from report.words import LANGS, group, has, in_lang, section, word
+from report.words import CJK, LANGS, cjk_gap, group, has, in_lang, section, word
 
 
 def templates_dir() -> Path:
@@ -129,18 +129,16 @@ def _cjk_words_whole(m: re.Match) -> str:
     return m.group(1) + body + m.group(3)
 
 
-# Chinese runs on without spaces: a space between two CJK characters or full-width marks
-# (with only tags between them) is a leftover of joining sentences or filling a slot, never a
-# word break, and a reader sees it ("两个 直方图", "。 拐点").
-_CJK = r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]"
+# A page closes the catalogue's gaps between two Chinese characters (report.words.cjk_gap, the
+# rule the command line's plain text follows too) through what a reader does not see.
 # What a reader does not see between two words: tags, a number's pop-up (templates/macros.j2:
 # it ends with its "see" line; pop-ups do not nest) and, in the PDF, a number's id. A missing
 # value in words ("未测得：…") is a Chinese word followed by either.
 _POPUP = re.compile(r'<span class="pop" role="tooltip">.*?<span class="pop-see">[^<]*</span></span>', re.S)
 _HELD = "\ue010{}\ue011"   # a pop-up set aside while the gaps close (private-use marks)
 _UNSEEN = r'(?:<[^>]+>|\ue010\d+\ue011|<sup class="nid"><a [^>]*>[^<]*</a></sup>)*'
-_CJK_GAP = re.compile(rf"(?<={_CJK})({_UNSEEN})[ \t]+({_UNSEEN})(?={_CJK})")
-_CJK_BREAK = re.compile(rf"(?<={_CJK})[ \t]*\n[ \t]*(?={_CJK})")
+_CJK_GAP = cjk_gap(_UNSEEN)
+_CJK_BREAK = re.compile(rf"(?<={CJK})[ \t]*\n[ \t]*(?={CJK})")
 # Where text is kept as written: scripts, styles and preformatted blocks (inline code is not
 # one of them: a number's pop-up holds code, and the gap after it must close).
 _VERBATIM = re.compile(r"(<(script|style|pre)\b.*?</\2>)", re.S)

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from report.ledger import Ledger
 from report.publish.compose import compose_rounds
-from report.publish.figures import LOG_LENGTH_SPAN, TEXT, wide_span
+from report.publish.figures import FRAME, HOLLOW, LOG_LENGTH_SPAN, TEXT, fig_kv, wide_span
+from report.publish.numbers import format_number
 from report.publish.render import _walk  # every dict inside a spec (layers, facets, encodings)
 from report.words import LANGS
 from tests.conftest import ROOT
@@ -126,3 +128,99 @@ def test_the_occupancy_figure_draws_only_valid_points_of_either_round(reports):
         drawn = sorted(r["x"] for r in rows if r["series"] == TEXT[lang]["prev_round"])
         assert drawn == sorted(prev.ledger.value_of(f"p.{p}.kv_occupancy") * 100 for p in prev_valid)
         assert spec["title"]["text"] == TEXT[lang]["invalid_left_out"]
+
+
+def _encodings(spec) -> list[dict]:
+    return [d["encoding"] for d in _walk(spec) if isinstance(d.get("encoding"), dict)]
+
+
+@pytest.mark.parametrize("fid", ["ttft_breakdown", "iteration"])
+def test_stacked_bars_draw_a_point_that_failed_its_checks_hollow_and_say_so_in_the_legend(reports, fid):
+    rep = reports["round-4"]
+    invalid = [p for p in rep.facts.ok_points if p not in rep.facts.valid_points]
+    assert invalid, "round 4's C=256 and C=512 failed their checks: the case this test is about"
+    for lang in LANGS:
+        t, spec = TEXT[lang], rep.figures[fid].specs[lang]
+        rows = [row for rows in spec["datasets"].values() for row in rows if "checks" in row]
+        drawn = {r["point"]: r["checks"] for r in rows}
+        # every point is drawn, not only the valid ones, each with its checks in words
+        assert set(invalid) <= set(drawn) <= set(rep.facts.ok_points)
+        assert all(drawn[p] == (t["no"] if p in invalid else t["yes"]) for p in drawn)
+        # a failed point's fill is all but transparent while its outline keeps the part's colour
+        bars = [e for e in _encodings(spec) if "fillOpacity" in e]
+        assert bars and all(e["stroke"]["field"] == e["color"]["field"] == "series" for e in bars)
+        for e in bars:
+            cond = e["fillOpacity"]["condition"]
+            assert t["no"] in cond["test"] and cond["value"] == HOLLOW and e["fillOpacity"]["value"] == 1.0
+        # the legend has a filled and a hollow square, titled, beside the parts' legend
+        shapes = [e["shape"] for e in _encodings(spec) if "shape" in e]
+        assert shapes and all(s["scale"] == {"domain": [t["yes"], t["no"]], "range": ["square", FRAME]}
+                              and s["legend"]["title"] == t["valid"] for s in shapes)
+        assert "title" not in spec      # no note above the chart in place of the legend
+
+
+def test_the_ttft_bars_give_each_points_shares_so_the_small_loads_read(reports):
+    rep = reports["round-4"]
+    led = rep.ledger
+    for lang in LANGS:
+        spec = rep.figures["ttft_breakdown"].specs[lang]
+        panels = spec["vconcat"]
+        stacks = [e["y"].get("stack") for e in _encodings(spec) if "fillOpacity" in e]
+        assert stacks == ["zero", "normalize"] and len(panels) == 2
+        # the top of each stack in ms is the point's mean TTFT, printed above it
+        labels = sorted(r["label"] for rows in spec["datasets"].values() for r in rows if "label" in r)
+        assert labels == sorted(format_number(led.value_of(f"p.{p}.ttft_ms_mean_population"))
+                                for p in rep.facts.ok_points
+                                if led.value_of(f"p.{p}.queue_ms_mean") is not None)
+
+
+def _y_scales(spec) -> list[dict]:
+    return [e["y"]["scale"] for e in _encodings(spec) if isinstance(e.get("y"), dict) and "scale" in e["y"]]
+
+
+def _texts(spec) -> list[str]:
+    return [r["label"] for rows in spec.get("datasets", {}).values() for r in rows if "label" in r]
+
+
+@pytest.mark.parametrize("rid", ROUNDS)
+def test_the_kv_axis_is_sized_to_shares_far_below_the_pool(reports, rid):
+    rep = reports[rid]
+    led = rep.ledger
+    shares = [100 * v for p in rep.facts.ok_points for q in ("kv_usage_p50", "kv_usage_peak", "kv_expected_peak",
+                                                            "kv_expected_median")
+              if (v := led.value_of(f"p.{p}.{q}")) is not None]
+    assert 0 < min(shares) and max(shares) < 100 and max(shares) > LOG_LENGTH_SPAN * min(shares)
+    for lang in LANGS:
+        spec = rep.figures["kv"].specs[lang]
+        scale = _y_scales(spec)[0]
+        # not from zero, not up to the pool: from the smallest share to the largest, on a log axis
+        assert scale["type"] == "log" and scale["domain"] == pytest.approx([min(shares) / 1.25, max(shares) * 1.25])
+        assert scale["domain"][1] < 100
+        assert TEXT[lang]["pool_full_above"] in _texts(spec) and TEXT[lang]["pool_full"] not in _texts(spec)
+
+
+def _kv_ledger(shares: dict[int, float]) -> Ledger:
+    """HAND-BUILT: each point's concurrency and its four KV shares (all four the same)."""
+    led = Ledger()
+    for c, share in shares.items():
+        led.record(f"p.c{c}.concurrency", c, doc="hand-built")
+        for q in ("kv_usage_p50", "kv_usage_peak", "kv_expected_peak", "kv_expected_median"):
+            led.record(f"p.c{c}.{q}", share, unit="fraction", doc="hand-built")
+    return led
+
+
+@pytest.mark.parametrize("shares, log, line", [
+    ({1: 0.02, 4: 0.3, 16: 1.2}, True, True),      # a demand past the pool: the pool's line is drawn
+    ({1: 0.0, 4: 0.3, 16: 0.9}, False, True),      # a share of zero: linear, which can show it
+    ({1: 0.3, 4: 0.5, 16: 0.85}, False, True),     # shares within the factor: linear, near the pool
+    ({1: 0.3, 4: 0.5, 16: 0.6}, False, False),     # linear, the pool above the data: said in words
+])
+def test_the_pools_full_line_is_drawn_only_where_the_axis_reaches_it(shares, log, line):
+    fig = fig_kv(_kv_ledger(shares), [f"c{c}" for c in shares], "concurrency")
+    for lang in LANGS:
+        spec = fig.specs[lang]
+        scale = _y_scales(spec)[0]
+        assert (scale.get("type") == "log") is log
+        rules = [r for rows in spec["datasets"].values() for r in rows if r.get("label") == TEXT[lang]["pool_full"]]
+        assert bool(rules) is line and all(r["y"] == 100.0 for r in rules)
+        assert (TEXT[lang]["pool_full_above"] in _texts(spec)) is (not line)

@@ -14,6 +14,7 @@ from report.derive.power import power_peak_over_limit
 from report.ledger import Absent
 from report.publish.compose import compose_round
 from report.publish.render import Page
+from report.words import closed
 from tests.conftest import ROOT
 
 POWER = {"en": "The peak sample passes the limit by", "zh": "峰值样本超出上限"}
@@ -88,7 +89,8 @@ def test_a_round_without_a_single_stream_borrows_the_previous_rounds_prefill_rat
     assert led.value_of("p.L8192-c16.prefill_step_tokens") == 8192
     assert led.value_of("p.L8192-c16.itl_p99_over_tail") == pytest.approx(1.0, abs=0.05)
     said = {f["id"]: f for f in r5.facts.findings}["step_mix"]["texts"]
-    assert "round-4's single-stream point" in said["en"] and "round-4 的单流测量点" in said["zh"]
+    # the round named in words, as its page's title names it (report.words.round_name)
+    assert "Round 4's single-stream point" in said["en"] and "第 4 轮的单流测量点" in closed(said["zh"])
     assert "x.prefill_tflops_s" in said["en"]
     own = {f["id"]: f for f in r4.facts.findings}["step_mix"]["texts"]["en"]
     assert "r.prefill_tflops_s" in own and "x.prefill_tflops_s" not in own

@@ -14,7 +14,9 @@ from report.judge.diagnosis import Attribution
 from report.judge.findings import knee, thesis_findings
 from report.ledger import Ledger
 from report.publish.compose import compose_round
+from report.publish.numbers import format_value, plain_text
 from report.publish.render import Page
+from report.words import word
 from tests.conftest import ROOT
 
 
@@ -167,3 +169,65 @@ def test_round_10s_trace_replay_is_said_to_have_kept_up(lang, words):
     report = compose_round(ROOT / "runs" / "round-10" / "bundle", "round-10")
     text = unescape(re.sub(r"<[^>]+>", "", Page(report, lang).assemble("html")))
     assert words in text and "limits this server" not in text and "限制了本服务" not in text
+
+
+def _compute_ledger(ratio: float | None) -> Ledger:
+    """HAND-BUILT: one compute-bound point's figures and, unless RATIO is None, the step its
+    compute ceiling predicts against the step measured (RATIO = measured over predicted)."""
+    led = Ledger()
+    led.record("r.rule_prediction_tol", 0.25, doc="hand-built")
+    for key, value in (("output_tok_s", 7000.0), ("ttft_ms_p99", 900.0), ("itl_ms_p99", 180.0)):
+        led.record(f"p.c4.{key}", value, doc="hand-built")
+    if ratio is not None:
+        for key, value, unit in (("peak_tflops_at_clock", 765.0, "TFLOP/s"), ("step_gflop", 7234.0, "GFLOP"),
+                                 ("step_ms_at_compute_ceiling", 9.46, "ms"), ("step_ms_mean", 9.46 * ratio, "ms"),
+                                 ("step_over_compute_ceiling", ratio, "×")):
+            led.record(f"p.c4.{key}", value, unit=unit, doc="hand-built")
+    return led
+
+
+@pytest.mark.parametrize("mechanism, ratio, verdict", [
+    ("compute_bound", 1.1, "thesis_compute_step_explained"),          # within the tolerance
+    ("compute_bound_power_capped", 1.74, "thesis_compute_step_longer"),
+    ("compute_bound", 0.5, "thesis_compute_step_shorter"),
+    ("compute_bound", None, None),       # no step measured: the thesis stands without the prediction
+    ("bandwidth_bound", 1.1, None),      # a thesis that does not name compute predicts no compute step
+])
+def test_a_compute_thesis_says_the_step_it_predicts_beside_the_step_measured(mechanism, ratio, verdict):
+    led = _compute_ledger(ratio)
+    limit = "gpu_bandwidth" if mechanism == "bandwidth_bound" else "gpu_compute"
+    att = {"c4": Attribution("c4", limit, mechanism, {})}
+    head = thesis_findings(led, att, ["c4"], {"c4": "C=4"})[0]
+    for lang in ("en", "zh"):
+        text = head.texts[lang]
+        assert ("[[p.c4.step_ms_at_compute_ceiling]]" in text) is (verdict is not None)
+        if verdict is None:
+            continue
+        # predicted and measured side by side, after what the point delivers, then the verdict
+        assert text.index("[[p.c4.output_tok_s]]") < text.index("[[p.c4.step_ms_at_compute_ceiling]]") \
+            < text.index("[[p.c4.step_ms_mean]]") < text.index("[[p.c4.step_over_compute_ceiling]]")
+        assert word(f"finding.{verdict}", lang) in text
+        others = {"thesis_compute_step_explained", "thesis_compute_step_longer", "thesis_compute_step_shorter"}
+        assert not any(word(f"finding.{o}", lang) in text for o in others - {verdict})
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_round_4s_thesis_carries_the_compute_step_the_diagnosis_predicts(round4, lang):
+    led = round4.ledger
+    top = "L1024-c128"
+    head = next(f for f in round4.facts.findings if f["id"] == "thesis")
+    text = plain_text(head["texts"][lang], led, lang)
+    ratio, tol = led.value_of(f"p.{top}.step_over_compute_ceiling"), led.value_of("r.rule_prediction_tol")
+    assert ratio > 1 + tol       # the capped clock's ceiling explains only part of C=128's step
+    assert word("finding.thesis_compute_step_longer", lang) in text
+    for key in ("peak_tflops_at_clock", "step_ms_at_compute_ceiling", "step_ms_mean",
+                "step_ms_at_prefill_rate_clock", "step_over_prefill_rate"):
+        assert format_value(led[f"p.{top}.{key}"], lang) in text
+    # the prefill rate of a prompt alone, clock-scaled, explains it
+    assert abs(led.value_of(f"p.{top}.step_over_prefill_rate") - 1) <= tol
+    assert word("finding.thesis_compute_rate_explained", lang) in text
+    # on page 1 it is the bold thesis itself, not a later paragraph
+    html = Page(round4, lang).assemble("html")
+    bold = [unescape(re.sub(r"<[^>]+>", "", b)) for b in re.findall(r"<strong>(.*?)</strong>", html, re.S)]
+    assert any(format_value(led[f"p.{top}.step_ms_at_compute_ceiling"], lang) in b
+               and format_value(led[f"p.{top}.step_ms_mean"], lang) in b for b in bold)
