@@ -638,9 +638,12 @@ def mbu(read_gb_s: float, peak_bandwidth: float) -> float:
 
 @point_quantity(unit="FLOP/B")
 def decode_intensity(model_config: Mapping[str, Any], server_running_median: float,
-                     modelled_input_len: float, modelled_output_len: float) -> float:
-    """FLOP per byte of one decode step of the median running requests at the mean decode context (roofline.py)."""
-    return RF.model_decode_intensity(model_config, server_running_median, modelled_input_len, modelled_output_len)
+                     modelled_input_len: float, modelled_output_len: float,
+                     engine_items: dict | None = None) -> float:
+    """FLOP per byte of one decode step of the median running requests (one engine's share of them) at the mean decode context (roofline.py)."""
+    # Each engine steps its own batch and rereads the weights for it.
+    return RF.model_decode_intensity(model_config, per_engine(server_running_median, engine_items),
+                                     modelled_input_len, modelled_output_len)
 
 
 @point_quantity(unit="FLOP/B")

@@ -101,3 +101,37 @@ def test_round12_kv_usage_is_a_share_of_one_engines_pool(round12):
         # Each engine holds C / 2 requests in its own pool: the model agrees with the gauge.
         expected = led.value_of(f"p.{pid}.kv_expected_median")
         assert abs(p50 / expected - 1) <= tol
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_round12_page_one_says_several_engines_shared_one_gpu(lang):
+    import re
+    from html import unescape
+
+    from report.publish.compose import compose_round
+    from report.publish.render import Page
+    from report.words import section
+    path = ROOT / "runs" / "round-12" / "bundle"
+    if not path.is_dir():
+        pytest.skip("runs/round-12 is not in this checkout")
+    html = Page(compose_round(path, "round-12"), lang).assemble("html")
+    text = unescape(re.sub(r"<[^>]+>", "", html))
+    # The sentence's lead (its bold words, before the first number) is on the page, in the
+    # conclusion (before the diagnosis heading): the predicate engine_count > 1 and one GPU held.
+    lead = section("prose", lang)["summary_engines"].split("{{")[0].split("**")[1]
+    conclusion = text[:text.index(section("prose", lang)["diagnosis_01"].lstrip("# ").strip())]
+    assert lead in conclusion
+    # The KV section says its usage is a share of one engine's pool.
+    assert section("prose", lang)["kv_engines"].split("{{")[0] in text
+
+
+def test_two_endpoints_are_never_compared_as_a_repeat_of_one():
+    import json
+
+    from report.judge.compare import differing_keys
+    paths = [ROOT / "runs" / r / "bundle" / "manifest.json" for r in ("round-12", "round-6")]
+    if not all(p.is_file() for p in paths):
+        pytest.skip("runs/round-12 or runs/round-6 is not in this checkout")
+    two, one = (json.loads(p.read_text()) for p in paths)
+    assert "endpoints" in differing_keys(two, one)
+    assert "endpoints" not in differing_keys(one, one)
