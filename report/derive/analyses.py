@@ -389,9 +389,9 @@ def counter_rate_intervals_above(scrapes: list, name: str, threshold: float) -> 
     return sum(1 for _, r in counter_rate_series(scrapes, name) if r > threshold)
 
 
-def gauge_peak(scrapes: list, t_start: float, t_end: float, name: str) -> float:
-    """Largest sample of gauge NAME in the window."""
-    return series.peak_value(series.gauge_values(scrapes, t_start, t_end, name))
+def gauge_peak(scrapes: list, t_start: float, t_end: float, name: str, agg: str = "sum") -> float:
+    """Largest sample of gauge NAME in the window, its series combined by AGG."""
+    return series.peak_value(series.gauge_values(scrapes, t_start, t_end, name, agg=agg))
 
 
 # The point's server-side decomposition and the client's own lag, each key one function.
@@ -493,8 +493,9 @@ def step_tokens_per_running(iteration_tokens_mean: float, server_running_median:
 
 @point_quantity(unit="fraction")
 def kv_usage_peak(point_scrapes: list, t_measure: float, t_end: float) -> float:
-    """Largest KV cache usage sample inside the point's window."""
-    return gauge_peak(point_scrapes, t_measure, t_end, "vllm:kv_cache_usage_perc")
+    """Largest KV cache usage sample inside the point's window (of the fullest engine where there are several)."""
+    # Each engine's usage is a share of its own pool: the fullest one's, never their sum.
+    return gauge_peak(point_scrapes, t_measure, t_end, "vllm:kv_cache_usage_perc", agg="max")
 
 
 # ---------------------------------------------------------------- the round's pool and the model's sizes

@@ -274,7 +274,7 @@ def prefix_cache_hit_rate_expected(block_size: int, workload_kind: str, input_le
 # parallelism has one engine. Each engine's values are items (per="engine": keys
 # p.<point>.engine<k>.<name>, k its place in `engine_names` order: endpoint, then rank).
 
-ENGINE_LABELS = (ENDPOINT_LABEL, "engine")     # the labels that tell engines apart, outermost first
+ENGINE_LABELS = series.ENGINE_LABELS     # the labels that tell engines apart, outermost first
 FINISHED = "vllm:request_success_total"
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
@@ -304,9 +304,7 @@ def engines_of(scrapes: Sequence[Mapping], t_start: float, t_end: float, metric:
     return [dict(e) for e in sorted(found, key=_order)]
 
 
-def engine_name(engine: Mapping[str, str]) -> str:
-    """An engine's name: its endpoint and rank labels joined by "/" ("1/0"), or its rank alone."""
-    return "/".join(engine[k] for k in ENGINE_LABELS if k in engine) or "-"
+engine_name = series.engine_name
 
 
 def engine_items(scrapes: Sequence[Mapping], t_start: float, t_end: float) -> dict[str, dict]:
@@ -442,6 +440,24 @@ def engine_requests_finished(scrapes: list, bracket_start: float, bracket_end: f
                              engine_labels: dict[str, str]) -> float:
     """This engine's finished requests (its request-success counter) over the point's bracketing scrapes."""
     return _requests_finished(scrapes, bracket_start, bracket_end, engine_labels)
+
+
+@point_quantity(unit="tok", per="engine")
+def engine_pool_tokens(steady_scrapes: list, steady_start: float, steady_end: float,
+                       engine_labels: dict[str, str]) -> int:
+    """This engine's KV pool in tokens: num_gpu_blocks × block_size of its own cache_config_info in the steady window."""
+    labels = series.cache_config_info(steady_scrapes, steady_start, steady_end, engine_labels=engine_labels)
+    pool = series.kv_pool_tokens_from_cache_config(labels).blocks_times_block_size
+    if pool is None:
+        raise Absent("reason.cache_config_no_blocks")
+    return pool
+
+
+@point_quantity(unit="fraction", per="engine")
+def engine_kv_usage_peak(steady_scrapes: list, steady_start: float, steady_end: float,
+                         engine_labels: dict[str, str]) -> float:
+    """This engine's peak of the KV cache usage gauge over the point's steady window (a share of its own pool)."""
+    return series.peak_value(series.gauge_values(steady_scrapes, steady_start, steady_end, KV_USAGE, engine_labels))
 
 
 def _engines_of_steady(steady_scrapes, steady_start, steady_end) -> list[dict[str, str]]:

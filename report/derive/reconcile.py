@@ -457,6 +457,17 @@ def expected_kv_usage_median_fraction_sent(concurrency: int, server_running_medi
 # forms. `pool_tokens_usable` is the point's server set's pool where the sets differ, else the
 # round's. The FLOP counter's increase is taken between the quiet scrapes around the point.
 
+# Several engines the client sent to in turn (`engine_items`, two or more) each hold their share
+# of the point's requests in their own pool, and each engine's usage gauge is a share of its own
+# pool (kv_usage_p50 averages the engines, kv_usage_peak is the fullest one's): the models below
+# take C / engines requests against one engine's pool. With one engine nothing is divided.
+
+def per_engine(value: float, engine_items: Mapping | None) -> float:
+    """VALUE (requests, or tokens they hold) shared evenly over the engines (the value itself with one engine)."""
+    n = len(engine_items or ())
+    return value / n if n > 1 else value
+
+
 @point_quantity(unit="tok")
 def request_peak_tokens(block_size: int, modelled_input_len: float, modelled_output_len: float,
                         own_lengths: RequestTable | None = None) -> float:
@@ -488,29 +499,34 @@ def itl_over_decode_floor(itl_ms_p50: float, decode_floor_ms: float) -> float:
 
 
 @point_quantity(unit="fraction")
-def kv_expected_peak(concurrency: float, request_peak_tokens: float, pool_tokens_usable: float) -> float:
-    """Expected peak KV usage: C × block-rounded peak tokens ÷ the usable pool."""
-    return T.expected_kv_peak_fraction(concurrency, request_peak_tokens, pool_tokens_usable)
+def kv_expected_peak(concurrency: float, request_peak_tokens: float, pool_tokens_usable: float,
+                     engine_items: dict | None = None) -> float:
+    """Expected peak KV usage: C (per engine) × block-rounded peak tokens ÷ the usable pool."""
+    return T.expected_kv_peak_fraction(per_engine(concurrency, engine_items), request_peak_tokens, pool_tokens_usable)
 
 
 @point_quantity(unit="fraction")
-def kv_expected_mean(concurrency: float, request_mean_tokens: float, pool_tokens_usable: float) -> float:
-    """Expected steady-state KV usage at the set concurrency: C × block-rounded mean tokens ÷ the usable pool."""
-    return T.expected_kv_mean_fraction(concurrency, request_mean_tokens, pool_tokens_usable)
+def kv_expected_mean(concurrency: float, request_mean_tokens: float, pool_tokens_usable: float,
+                     engine_items: dict | None = None) -> float:
+    """Expected steady-state KV usage at the set concurrency: C (per engine) × block-rounded mean tokens ÷ the usable pool."""
+    return T.expected_kv_mean_fraction(per_engine(concurrency, engine_items), request_mean_tokens, pool_tokens_usable)
 
 
 @point_quantity(unit="fraction")
 def kv_expected_mean_effective(effective_concurrency: float, request_mean_tokens: float,
-                               pool_tokens_usable: float) -> float:
-    """Expected steady-state KV usage at the effective concurrency (the median running count where the pool caps it)."""
-    return T.expected_kv_mean_fraction(effective_concurrency, request_mean_tokens, pool_tokens_usable)
+                               pool_tokens_usable: float, engine_items: dict | None = None) -> float:
+    """Expected steady-state KV usage at the effective concurrency (the median running count where the pool caps it), per engine."""
+    return T.expected_kv_mean_fraction(per_engine(effective_concurrency, engine_items), request_mean_tokens,
+                                       pool_tokens_usable)
 
 
 @point_quantity(unit="fraction")
 def kv_expected_median(concurrency: float, server_running_median: float, block_size: int,
                        pool_tokens_usable: float, modelled_input_len: float, modelled_output_len: float,
-                       own_lengths: RequestTable | None = None) -> float:
-    """Expected median KV usage of C requests at uniform decode progress, at min(C, median running) (reconcile.py)."""
+                       own_lengths: RequestTable | None = None, engine_items: dict | None = None) -> float:
+    """Expected median KV usage of C requests at uniform decode progress, at min(C, median running), per engine (reconcile.py)."""
+    concurrency = per_engine(concurrency, engine_items)
+    server_running_median = per_engine(server_running_median, engine_items)
     if own_lengths is not None:
         return expected_kv_usage_median_fraction_sent(concurrency, server_running_median, own_lengths,
                                                         block_size, pool_tokens_usable)
@@ -538,8 +554,10 @@ def kv_error_pp_nominal(kv_usage_p50: float, kv_expected_mean: float) -> float:
 
 @point_quantity(unit="tok")
 def block_waste_tokens(block_size: int, concurrency: float, modelled_input_len: float,
-                       modelled_output_len: float, own_lengths: RequestTable | None = None) -> float:
-    """KV tokens lost to block rounding at a request's end, times C (the requests' mean where each has its own lengths)."""
+                       modelled_output_len: float, own_lengths: RequestTable | None = None,
+                       engine_items: dict | None = None) -> float:
+    """KV tokens lost to block rounding at a request's end, times C per engine (the requests' mean where each has its own lengths)."""
+    concurrency = per_engine(concurrency, engine_items)
     if own_lengths is not None:
         return block_alignment_waste_tokens_sent(own_lengths, block_size, concurrency)
     return T.block_alignment_waste_tokens(modelled_input_len, modelled_output_len, block_size, concurrency)
@@ -552,9 +570,9 @@ def kv_tokens_peak(kv_usage_peak: float, pool_tokens_usable: float) -> float:
 
 
 @point_quantity(unit="tok")
-def kv_tokens_theory(concurrency: float, request_peak_tokens: float) -> float:
-    """KV tokens C requests hold when each has reached its peak: C × block-rounded peak tokens."""
-    return A.product(concurrency, request_peak_tokens)
+def kv_tokens_theory(concurrency: float, request_peak_tokens: float, engine_items: dict | None = None) -> float:
+    """KV tokens C requests (per engine) hold when each has reached its peak: C × block-rounded peak tokens."""
+    return A.product(per_engine(concurrency, engine_items), request_peak_tokens)
 
 
 @point_quantity(unit="GiB")
@@ -571,9 +589,9 @@ def kv_peak_vs_blocks(kv_tokens_peak: float, kv_tokens_theory: float) -> float:
 
 @point_quantity(unit="fraction")
 def kv_occupancy(concurrency: float, modelled_input_len: float, modelled_output_len: float,
-                 pool_tokens_usable: float) -> float:
-    """Theoretical KV occupancy C·(L+out) ÷ the usable pool (blocks not rounded)."""
-    return A.kv_occupancy(concurrency, modelled_input_len, modelled_output_len, pool_tokens_usable)
+                 pool_tokens_usable: float, engine_items: dict | None = None) -> float:
+    """Theoretical KV occupancy C·(L+out) ÷ the usable pool (blocks not rounded), C per engine."""
+    return A.kv_occupancy(per_engine(concurrency, engine_items), modelled_input_len, modelled_output_len, pool_tokens_usable)
 
 
 @point_quantity(unit="FLOP")
@@ -620,9 +638,12 @@ def mbu(read_gb_s: float, peak_bandwidth: float) -> float:
 
 @point_quantity(unit="FLOP/B")
 def decode_intensity(model_config: Mapping[str, Any], server_running_median: float,
-                     modelled_input_len: float, modelled_output_len: float) -> float:
-    """FLOP per byte of one decode step of the median running requests at the mean decode context (roofline.py)."""
-    return RF.model_decode_intensity(model_config, server_running_median, modelled_input_len, modelled_output_len)
+                     modelled_input_len: float, modelled_output_len: float,
+                     engine_items: dict | None = None) -> float:
+    """FLOP per byte of one decode step of the median running requests (one engine's share of them) at the mean decode context (roofline.py)."""
+    # Each engine steps its own batch and rereads the weights for it.
+    return RF.model_decode_intensity(model_config, per_engine(server_running_median, engine_items),
+                                     modelled_input_len, modelled_output_len)
 
 
 @point_quantity(unit="FLOP/B")

@@ -215,7 +215,8 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("engine_items", OC.engine_items(rd.bundle.metrics, sa, sb), ss)
     raw.add("steady_waiting", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_waiting"), ss)
     raw.add("steady_running", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_running"), ss)
-    raw.add("steady_kv_usage", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:kv_cache_usage_perc"), ss)
+    # Each engine's usage is a share of its own pool: several engines' are averaged, never added.
+    raw.add("steady_kv_usage", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:kv_cache_usage_perc", agg="mean"), ss)
     raw.add("steady_waiting_capacity", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_waiting_by_reason",
                                                        {"reason": "capacity"}), ss)
     raw.add("point_scrapes", rd.bundle.metrics,
@@ -460,9 +461,9 @@ def _population_window(sc: list, p: PointData, a: float,
         return a, b, "source.what_warmup_included", False
 
 
-def _gauge_or_empty(sc: list, a: float, b: float, name: str, where=None) -> list[float]:
+def _gauge_or_empty(sc: list, a: float, b: float, name: str, where=None, agg: str = "sum") -> list[float]:
     try:
-        return S.gauge_values(sc, a, b, name, where)
+        return S.gauge_values(sc, a, b, name, where, agg)
     except Absent:
         return []
 
@@ -502,6 +503,25 @@ def agreed_cache_config(rd: RoundData):
                                   pools=", ".join(f"{t:,}" for t in sorted(pools)))
 
 
+def agreed_engine_cache_config(rd: RoundData):
+    """(pool, block size, reason): what every engine's own cache_config_info agrees on (each
+    engine's pool, not their sum); a value they do not agree on is None, and the reason names
+    each engine's."""
+    engines = S.cache_config_engines(rd.bundle.metrics)
+    try:
+        labels = {name: S.cache_config_info(rd.bundle.metrics, engine_labels=e) for name, e in engines.items()}
+        pools = {name: S.kv_pool_tokens_from_cache_config(x) for name, x in labels.items()}
+    except Absent as e:
+        return None, None, e.reason
+    blocks = {S._int_label(x, "block_size") for x in labels.values()}
+    block = blocks.pop() if len(blocks) == 1 else None
+    if len({p.blocks_times_block_size for p in pools.values()}) == 1:
+        return next(iter(pools.values())), block, None
+    return None, block, Reason.of("reason.pool_differs_by_engine", pools=", ".join(
+        f"{name}: {p.blocks_times_block_size:,}" for name, p in pools.items()
+        if p.blocks_times_block_size is not None))
+
+
 def set_pool_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
     """In a round of several server sets, the pool of the set a point ran on (the sets' pools may differ)."""
     k = f"p.{p.pid}."
@@ -533,9 +553,14 @@ def pool_ledger(led: Ledger, rd: RoundData) -> None:
             # Each server set's own cache_config_info: what they agree on is the round's.
             pool, block, why = agreed_cache_config(rd)
             cache_config_missing = why or e.reason
+        elif e.reason.code == "reason.cache_config_engines":
+            # Several engines, each with its own pool: the one they all have is each engine's.
+            pool, block, why = agreed_engine_cache_config(rd)
+            cache_config_missing = why or e.reason
     msrc = _src_metrics(rd, float("-inf"), float("inf"), _what("source.what_cache_config"))
     led.record("r.pool_tokens_metrics", pool.blocks_times_block_size if pool else None, unit="tok",
-               sources=msrc, doc="KV pool size in tokens: num_gpu_blocks × block_size from cache_config_info",
+               sources=msrc, doc="KV pool size in tokens: num_gpu_blocks × block_size from cache_config_info "
+               "(each engine's, where several engines all state the same one)",
                missing=cache_config_missing or Reason.of("reason.cache_config_no_blocks"))
     led.record("r.block_size", block, unit="tok", sources=msrc, doc="KV cache block size in tokens (cache_config_info)",
                missing=Reason.of("reason.cache_config_no_block_size") if cache_config_read

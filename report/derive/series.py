@@ -28,7 +28,7 @@ from functools import lru_cache
 from itertools import pairwise
 from typing import Mapping, Sequence
 
-from bundle.metric_keys import split_key
+from bundle.metric_keys import ENDPOINT_LABEL, split_key
 from report.ledger import Absent, Reason
 from report.registry import point_quantity, round_quantity
 
@@ -398,25 +398,35 @@ def scrape_latency_p50(scrapes: Sequence[Scrape], t_start: float | None = None,
 CACHE_CONFIG_INFO = "vllm:cache_config_info"
 
 
+ENGINE_LABELS = (ENDPOINT_LABEL, "engine")     # the labels that tell engines apart, outermost first
+
+
+def engine_name(engine: Mapping[str, str]) -> str:
+    """An engine's name: its endpoint and rank labels joined by "/" ("1/0"), or its rank alone."""
+    return "/".join(engine[k] for k in ENGINE_LABELS if k in engine) or "-"
+
+
 def cache_config_info(scrapes: Sequence[Scrape], t_start: float | None = None,
-                      t_end: float | None = None, engine: str | None = None) -> dict[str, str]:
+                      t_end: float | None = None, engine: str | None = None,
+                      engine_labels: Mapping[str, str] | None = None) -> dict[str, str]:
     """The labels of vllm:cache_config_info in the window (one engine's; all must agree)."""
-    where = {"engine": engine} if engine is not None else None
+    where = (dict(engine_labels) if engine_labels is not None
+             else {"engine": engine} if engine is not None else None)
     seen: dict[tuple[tuple[str, str], ...], None] = {}
     select = _selector(CACHE_CONFIG_INFO, where)
     for s in scrapes_in_window(scrapes, t_start, t_end):
         for key in select(s["samples"]):
             seen[tuple(sorted(_labels(key).items()))] = None
     if not seen:
-        if engine is not None:
+        if where is not None:
             raise Absent("reason.no_cache_config_engine", metric=CACHE_CONFIG_INFO,
-                         window=_window_text(t_start, t_end), engine=engine)
+                         window=_window_text(t_start, t_end), engine=engine_name(where))
         raise Absent("reason.no_cache_config", metric=CACHE_CONFIG_INFO,
                      window=_window_text(t_start, t_end))
     sets = [dict(items) for items in seen]
     if len(sets) > 1:
-        engines = sorted({d.get("engine", "?") for d in sets})
-        if engine is None and len(engines) > 1:
+        engines = sorted({engine_name(d) if any(k in d for k in ENGINE_LABELS) else "?" for d in sets})
+        if where is None and len(engines) > 1:
             raise Absent("reason.cache_config_engines",
                          metric=CACHE_CONFIG_INFO, engines=', '.join(engines))
         changed = sorted(k for k in set().union(*sets) if len({d.get(k) for d in sets}) > 1)
@@ -424,6 +434,17 @@ def cache_config_info(scrapes: Sequence[Scrape], t_start: float | None = None,
                      metric=CACHE_CONFIG_INFO, window=_window_text(t_start, t_end),
                      labels=', '.join(changed))
     return sets[0]
+
+
+def cache_config_engines(scrapes: Sequence[Scrape]) -> dict[str, dict[str, str]]:
+    """Each engine's identity labels (ENGINE_LABELS) over the run's cache_config_info samples, by engine name."""
+    found: dict[str, dict[str, str]] = {}
+    select = _selector(CACHE_CONFIG_INFO, None)
+    for s in scrapes_in_window(scrapes, None, None):
+        for key in select(s["samples"]):
+            labels = {k: v for k, v in _labels(key).items() if k in ENGINE_LABELS}
+            found.setdefault(engine_name(labels), labels)
+    return found
 
 
 def _int_label(labels: Mapping[str, str], name: str) -> int | None:
@@ -478,7 +499,7 @@ def waiting_share(steady_waiting: list[float]) -> float:
 
 @point_quantity(unit="fraction")
 def kv_usage_p50(steady_kv_usage: list[float]) -> float:
-    """Median of the KV cache usage gauge over the point's steady window."""
+    """Median of the KV cache usage gauge over the point's steady window (the engines' mean at each scrape where there are several)."""
     return median_value(steady_kv_usage)
 
 

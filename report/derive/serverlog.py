@@ -285,7 +285,7 @@ def _flag(log: ServerLogFacts, key: str, flag: str) -> int:
 
 @round_quantity(unit="tok")
 def pool_tokens_log(log: ServerLogFacts) -> int:
-    """KV pool size in tokens, as the server log states it."""
+    """KV pool size in tokens, as the server log states it (server 0's log where several servers ran)."""
     return _stated(log.kv_cache_size_tokens, Absent("reason.log_no_kv_cache_size"))
 
 

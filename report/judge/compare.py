@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from report.derive import analyses as A
+from report.derive.occupancy import plan_endpoints
 from report.derive.round_ledger import RoundData, ok_points, prefill_tail_points
 from report.ledger import Absent, Ledger, Reason, Source, Value
 
@@ -39,6 +40,8 @@ def comparability_keys(manifest: dict) -> dict[str, Any]:
         "cpu": host.get("cpu_model"),
         "engine_version": eng.get("vllm_version"),
         "engine_mode": eng.get("mode"),
+        # Two servers behind one client are another deployment than one server, never a repeat of it.
+        "endpoints": len(plan_endpoints(manifest)),
         "server_flags": " ".join(_engine_flags(manifest)),
         "workload_kind": wl.get("kind"),
         "api": wl.get("api"),

@@ -172,7 +172,9 @@ GPU_COLUMNS = [
 ENGINE_COLUMNS = [
     ("engine_running_mean", "label.col_engine_running", "", 1),
     ("engine_waiting_mean", "label.col_engine_waiting", "", 1),
-    ("engine_kv_usage_p50", "label.col_kv_measured_p50", "%", 1),
+    ("engine_pool_tokens", "label.col_engine_pool", "", 0),
+    ("engine_kv_usage_p50", "label.col_engine_kv_p50", "%", 1),
+    ("engine_kv_usage_peak", "label.col_engine_kv_peak", "%", 1),
     ("engine_output_tok_s", "label.col_engine_output_tok_s", "", 0),
     ("engine_requests_finished", "label.col_engine_requests_finished", "", 0),
 ]

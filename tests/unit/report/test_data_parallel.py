@@ -1,8 +1,8 @@
 """Data parallel: engines kept apart by vLLM's `engine` label and their load balance (report/derive/occupancy.py).
 
-No data-parallel round could be recorded (no multi-GPU machine): the two-engine scrapes below are
-HAND-BUILT in the format our collector writes (metrics.jsonl: label-keyed samples per scrape),
-not measured; round 6 is a real one-engine round."""
+The two-engine scrapes of the first tests are HAND-BUILT in the format our collector writes
+(metrics.jsonl: label-keyed samples per scrape), not measured; round 6 is a real one-engine
+round, and round 12 a real one of two servers (two endpoints) on one H200."""
 
 from __future__ import annotations
 
@@ -55,3 +55,83 @@ def test_round6_is_one_engine_in_its_ledger():
     led = build_ledger(read_round(read_bundle(path)))
     assert led.value_of("p.L1024-c64.engines_seen") == 1
     assert led["p.L1024-c64.engine_load_balance"].missing.code == "reason.one_engine"
+
+
+@pytest.fixture(scope="module")
+def round12():
+    from bundle.store import read_bundle
+    from report.derive.round_ledger import read_round
+    from report.judge.verdicts import build_ledger
+    path = ROOT / "runs" / "round-12" / "bundle"
+    if not path.is_dir():
+        pytest.skip("runs/round-12 is not in this checkout")
+    return build_ledger(read_round(read_bundle(path)))
+
+
+def _points(led) -> list[str]:
+    return sorted({k.split(".")[1] for k in led.values if k.startswith("p.") and k.endswith(".engine_count")})
+
+
+def test_round12_pool_is_each_engines_own_and_no_restart(round12):
+    # Two servers state their own cache_config_info (labels differing by `endpoint` alone):
+    # that is two engines, not a server restarted with other settings.
+    led = round12
+    restarted = [k for k, v in led.values.items()
+                 if v.missing is not None and v.missing.chain()[1].code == "reason.cache_config_changed"]
+    assert not restarted
+    assert led.value_of("r.block_size") is not None
+    pool = led.value_of("r.pool_tokens_metrics")
+    for pid in _points(led):
+        assert led.value_of(f"p.{pid}.engine_count") == 2
+        pools = [led.value_of(f"p.{pid}.engine{k}.engine_pool_tokens") for k in (0, 1)]
+        assert pools == [pool, pool]      # each engine's own pool, never their sum
+    assert led.value_of("r.pool_agreement") is not None
+
+
+def test_round12_kv_usage_is_a_share_of_one_engines_pool(round12):
+    led = round12
+    usage = {k: v.value for k, v in led.values.items()
+             if k.endswith(("kv_usage_p50", "kv_usage_peak", "kv_usage_mean")) and v.value is not None}
+    assert usage and all(0 <= u <= 1 for u in usage.values())
+    tol = led.value_of("r.rule_prediction_tol")
+    for pid in _points(led):
+        each = [led.value_of(f"p.{pid}.engine{k}.engine_kv_usage_p50") for k in (0, 1)]
+        p50 = led.value_of(f"p.{pid}.kv_usage_p50")
+        assert min(each) - 1e-9 <= p50 <= max(each) + 1e-9     # the engines' mean, not their sum
+        # Each engine holds C / 2 requests in its own pool: the model agrees with the gauge.
+        expected = led.value_of(f"p.{pid}.kv_expected_median")
+        assert abs(p50 / expected - 1) <= tol
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_round12_page_one_says_several_engines_shared_one_gpu(lang):
+    import re
+    from html import unescape
+
+    from report.publish.compose import compose_round
+    from report.publish.render import Page
+    from report.words import section
+    path = ROOT / "runs" / "round-12" / "bundle"
+    if not path.is_dir():
+        pytest.skip("runs/round-12 is not in this checkout")
+    html = Page(compose_round(path, "round-12"), lang).assemble("html")
+    text = unescape(re.sub(r"<[^>]+>", "", html))
+    # The sentence's lead (its bold words, before the first number) is on the page, in the
+    # conclusion (before the diagnosis heading): the predicate engine_count > 1 and one GPU held.
+    lead = section("prose", lang)["summary_engines"].split("{{")[0].split("**")[1]
+    conclusion = text[:text.index(section("prose", lang)["diagnosis_01"].lstrip("# ").strip())]
+    assert lead in conclusion
+    # The KV section says its usage is a share of one engine's pool.
+    assert section("prose", lang)["kv_engines"].split("{{")[0] in text
+
+
+def test_two_endpoints_are_never_compared_as_a_repeat_of_one():
+    import json
+
+    from report.judge.compare import differing_keys
+    paths = [ROOT / "runs" / r / "bundle" / "manifest.json" for r in ("round-12", "round-6")]
+    if not all(p.is_file() for p in paths):
+        pytest.skip("runs/round-12 or runs/round-6 is not in this checkout")
+    two, one = (json.loads(p.read_text()) for p in paths)
+    assert "endpoints" in differing_keys(two, one)
+    assert "endpoints" not in differing_keys(one, one)
