@@ -309,7 +309,13 @@ engine_name = series.engine_name
 
 def engine_items(scrapes: Sequence[Mapping], t_start: float, t_end: float) -> dict[str, dict]:
     """The engines running requests in the window as items ("engine1" -> {"engine_labels": its labels}), in order."""
-    return {f"engine{k}": {"engine_labels": e} for k, e in enumerate(engines_of(scrapes, t_start, t_end, RUNNING))}
+    try:
+        engines = engines_of(scrapes, t_start, t_end, RUNNING)
+    except Absent:
+        # An empty window (a point interrupted before its steady part) has no engine rows; the
+        # point's own quantities say why it measured nothing.
+        return {}
+    return {f"engine{k}": {"engine_labels": e} for k, e in enumerate(engines)}
 
 
 def _engines(scrapes: Sequence[Mapping], t_start: float, t_end: float, metric: str = FINISHED) -> list[dict[str, str]]:
