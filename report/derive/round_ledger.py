@@ -187,6 +187,9 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("gpu_samples", rd.gpu_samples or gpu_why,
             (Source.of(f"{rd.name}/{rd.gpu_file}", "source.gpu_samples_of_point", n=n_gpu, point=p.pid),))
     raw.add("gpu_items", PW.gpu_items(rd.gpu_samples), (f"{rd.name}/{rd.gpu_file}",))
+    raw.add("gpm_absent_texts", {g.get("index", i): g.get("gpm_absent_reason")
+                                 for i, g in enumerate(rd.bundle.manifest.get("gpus") or ())},
+            (f"{rd.name}/manifest.json: gpus[].gpm_absent_reason",))
     raw.add("slo", *slo_raw(rd))
     engine = rd.bundle.manifest.get("engine") or {}
     raw.add("engine_command", engine.get("command") or Reason.of("reason.no_engine_command"),
