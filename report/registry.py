@@ -46,6 +46,11 @@ class Declared:
     def name(self) -> str:
         return self.func.__name__
 
+    @property
+    def over_points(self) -> bool:
+        """Whether it reads the valid points' values (an `each_` parameter)."""
+        return any(p.startswith(EACH) for p in self.params)
+
 
 REGISTRY: dict[str, Declared] = {}
 
@@ -164,9 +169,13 @@ def resolve_point(led: Ledger, module: str, pid: str, raw: RawSources) -> None:
             _resolve_at(led, declared("point", module, per), f"{prefix}{item}.", sub, prefix)
 
 
-def resolve_round(led: Ledger, module: str, pids: list[str], raw: RawSources) -> None:
-    """Every round quantity MODULE registered, over the points PIDS (the valid ones, in load order)."""
+def resolve_round(led: Ledger, module: str, pids: list[str], raw: RawSources,
+                  over_points: bool | None = None) -> None:
+    """Every round quantity MODULE registered, over the points PIDS (the valid ones, in load order);
+    with OVER_POINTS, only those that read the valid points' values (True) or only the others (False)."""
     for d in declared("round", module):
+        if over_points is not None and d.over_points != over_points:
+            continue
         inputs, sources = {}, ()
         for param in d.params:
             if param.startswith(EACH) and param not in raw.values:

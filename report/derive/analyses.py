@@ -125,8 +125,8 @@ def loglog_slope(x1: float, y1: float, x2: float, y2: float) -> float:
 QUEUE_FLOOR_MS = 1.0
 
 
-def crossover_concurrency(c_last: float, prefill_last: float, queue_last: float,
-                          slope_queue: float, slope_prefill: float, queue_prev: float) -> float:
+def power_law_crossover(c_last: float, prefill_last: float, queue_last: float,
+                        slope_queue: float, slope_prefill: float, queue_prev: float) -> float:
     """Concurrency where the queue and prefill power laws meet: C·exp(ln(P/Q)/(s_q − s_p)).
 
     Only where the queue was measurable at both points the slopes come from (QUEUE_PREV and
@@ -139,6 +139,74 @@ def crossover_concurrency(c_last: float, prefill_last: float, queue_last: float,
     if queue_last <= 0 or prefill_last <= 0:
         raise Absent("reason.queue_or_prefill_zero")
     return c_last * math.exp(math.log(prefill_last / queue_last) / (slope_queue - slope_prefill))
+
+
+# Over the valid points of a concurrency sweep (in load order, None where a point's value is
+# absent): the growth from the lowest to the highest, and the power laws of the top two.
+
+def _last_two(values: Sequence[float | None], name: str) -> tuple[float, float]:
+    """The values of the two highest valid points; Absent when there are fewer or either is absent."""
+    if len(values) < 2:
+        raise Absent("reason.fit_two_points")
+    if values[-2] is None or values[-1] is None:
+        raise Absent("reason.input_none", input=name)
+    return values[-2], values[-1]
+
+
+def _growth(values: Sequence[float | None], name: str) -> float:
+    """The highest valid point's value over the lowest's."""
+    if len(values) < 2:
+        raise Absent("reason.fit_two_points")
+    if values[0] is None or values[-1] is None:
+        raise Absent("reason.input_none", input=name)
+    return ratio(values[-1], values[0])
+
+
+@round_quantity(unit="")
+def queue_loglog_slope(each_concurrency: Sequence[float | None],
+                       each_queue_ms_mean: Sequence[float | None]) -> float:
+    """Local power-law exponent of the mean queue time on concurrency between the two highest valid points."""
+    (x1, x2), (y1, y2) = _last_two(each_concurrency, "concurrency"), _last_two(each_queue_ms_mean, "queue_ms_mean")
+    return loglog_slope(x1, y1, x2, y2)
+
+
+@round_quantity(unit="")
+def prefill_loglog_slope(each_concurrency: Sequence[float | None],
+                         each_prefill_ms_mean: Sequence[float | None]) -> float:
+    """Local power-law exponent of the mean prefill time on concurrency between the two highest valid points."""
+    (x1, x2), (y1, y2) = (_last_two(each_concurrency, "concurrency"),
+                          _last_two(each_prefill_ms_mean, "prefill_ms_mean"))
+    return loglog_slope(x1, y1, x2, y2)
+
+
+@round_quantity(unit="")
+def crossover_concurrency(each_concurrency: Sequence[float | None], each_queue_ms_mean: Sequence[float | None],
+                          each_prefill_ms_mean: Sequence[float | None], queue_loglog_slope: float,
+                          prefill_loglog_slope: float) -> float:
+    """Concurrency where the queue and prefill power laws of the two highest valid points meet."""
+    c_last = _last_two(each_concurrency, "concurrency")[1]
+    queue_prev, queue_last = _last_two(each_queue_ms_mean, "queue_ms_mean")
+    prefill_last = _last_two(each_prefill_ms_mean, "prefill_ms_mean")[1]
+    return power_law_crossover(c_last, prefill_last, queue_last, queue_loglog_slope, prefill_loglog_slope,
+                               queue_prev)
+
+
+@round_quantity(unit="×")
+def prefill_growth(each_prefill_ms_mean: Sequence[float | None]) -> float:
+    """Mean prefill time at the highest valid point over the lowest's."""
+    return _growth(each_prefill_ms_mean, "prefill_ms_mean")
+
+
+@round_quantity(unit="×")
+def output_tok_s_growth(each_output_tok_s: Sequence[float | None]) -> float:
+    """Output throughput at the highest valid point over the lowest's."""
+    return _growth(each_output_tok_s, "output_tok_s")
+
+
+@round_quantity(unit="×")
+def ttft_p99_growth(each_ttft_ms_p99: Sequence[float | None]) -> float:
+    """TTFT p99 at the highest valid point over the lowest's."""
+    return _growth(each_ttft_ms_p99, "ttft_ms_p99")
 
 
 def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, float]:

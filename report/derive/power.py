@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 from itertools import pairwise
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from bundle.gpu_fields import reason_bits
 from bundle.metric_keys import split_key
@@ -19,6 +19,8 @@ from report.ledger import Absent, Reason, reason_from_text
 from report.registry import point_quantity
 
 Samples = Iterable[dict[str, Any]]
+# The collector's text of why a GPU has no GPM counters, by GPU index (manifest `gpus[i].gpm_absent_reason`).
+GpmTexts = Mapping[int, str | None] | None
 
 SW_POWER_CAP = dict((name, bit) for bit, name in reason_bits())["sw_power_cap"]
 
@@ -215,22 +217,26 @@ def gpm_absent_reason(text: str | None) -> Reason | None:
     return reason_from_text(text, GPM_ABSENT_CODES) or Reason.of("reason.gpm_absent_recorded", text=text)
 
 
-def window_rows(samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> list[dict]:
-    """One GPU's rows with GPM counters whose interval lies inside [t_start, t_end], in time order."""
+def window_rows(samples: Samples, t_start: float, t_end: float, gpu: int = 0,
+                gpm_absent_texts: GpmTexts = None) -> list[dict]:
+    """One GPU's rows with GPM counters whose interval lies inside [t_start, t_end], in time order;
+    without any, Absent with the collector's reason for that GPU where it recorded one."""
     if samples is None:
         raise Absent("reason.no_gpu_telemetry")
     rows = [s for s in samples if s.get("gpu", 0) == gpu and s.get("gpm_interval_s") is not None]
     if not rows:
-        raise Absent("reason.no_gpm_counters", gpu=gpu)
+        why = gpm_absent_reason((gpm_absent_texts or {}).get(gpu))
+        raise Absent.because(why) if why else Absent("reason.no_gpm_counters", gpu=gpu)
     inside = [s for s in rows if t_start <= s["t"] - s["gpm_interval_s"] and s["t"] <= t_end]
     if not inside:
         raise Absent("reason.no_gpm_interval", gpu=gpu, t_start=t_start, t_end=t_end)
     return sorted(inside, key=lambda s: s["t"])
 
 
-def time_weighted_mean(samples: Samples, t_start: float, t_end: float, name: str, gpu: int = 0) -> float:
+def time_weighted_mean(samples: Samples, t_start: float, t_end: float, name: str, gpu: int = 0,
+                       gpm_absent_texts: GpmTexts = None) -> float:
     """Mean of the GPM counter NAME over the window, each row weighted by its interval."""
-    pairs = [(s[name], s["gpm_interval_s"]) for s in window_rows(samples, t_start, t_end, gpu)
+    pairs = [(s[name], s["gpm_interval_s"]) for s in window_rows(samples, t_start, t_end, gpu, gpm_absent_texts)
              if s.get(name) is not None and s["gpm_interval_s"] > 0]
     if not pairs:
         raise Absent("reason.gpm_no_field", name=name, gpu=gpu, t_start=t_start, t_end=t_end)
@@ -238,33 +244,38 @@ def time_weighted_mean(samples: Samples, t_start: float, t_end: float, name: str
 
 
 @point_quantity(unit="fraction")
-def dram_bandwidth_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
+def dram_bandwidth_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0,
+                         gpm_absent_texts: GpmTexts = None) -> float:
     """Mean share of the peak DRAM bandwidth the GPU used in the window, by its GPM counter (0 to 1)."""
-    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_dram_bw_util_pct", gpu) / 100.0
+    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_dram_bw_util_pct", gpu, gpm_absent_texts) / 100.0
 
 
 @point_quantity(unit="fraction")
-def tensor_active_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
+def tensor_active_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0,
+                        gpm_absent_texts: GpmTexts = None) -> float:
     """Mean share of time the SMs ran any tensor-core operation in the window, by GPM (0 to 1)."""
-    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_any_tensor_util_pct", gpu) / 100.0
+    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_any_tensor_util_pct", gpu, gpm_absent_texts) / 100.0
 
 
 @point_quantity(unit="fraction")
-def hmma_active_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
+def hmma_active_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0,
+                      gpm_absent_texts: GpmTexts = None) -> float:
     """Mean share of time the SMs ran half-precision (HMMA) tensor operations in the window, by GPM (0 to 1)."""
-    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_hmma_tensor_util_pct", gpu) / 100.0
+    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_hmma_tensor_util_pct", gpu, gpm_absent_texts) / 100.0
 
 
 @point_quantity(unit="fraction")
-def sm_active_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
+def sm_active_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0,
+                    gpm_absent_texts: GpmTexts = None) -> float:
     """Mean share of SMs that were busy in the window, by GPM (0 to 1)."""
-    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_sm_util_pct", gpu) / 100.0
+    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_sm_util_pct", gpu, gpm_absent_texts) / 100.0
 
 
 @point_quantity(unit="fraction")
-def sm_occupancy_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
+def sm_occupancy_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0,
+                       gpm_absent_texts: GpmTexts = None) -> float:
     """Mean share of the SMs' warp slots that held an active warp in the window, by GPM (0 to 1)."""
-    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_sm_occupancy_pct", gpu) / 100.0
+    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_sm_occupancy_pct", gpu, gpm_absent_texts) / 100.0
 
 
 @point_quantity(unit="B/s")
@@ -276,27 +287,31 @@ def dram_bytes_per_s(dram_bandwidth_share: float, peak_bandwidth: float) -> floa
 
 
 @point_quantity(unit="B/s")
-def nvlink_rx_bytes_per_s(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
+def nvlink_rx_bytes_per_s(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0,
+                          gpm_absent_texts: GpmTexts = None) -> float:
     """Mean NVLink traffic into the GPU over all links in the window, by GPM (bytes/s)."""
-    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_nvlink_rx_mib_s", gpu) * MIB
+    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_nvlink_rx_mib_s", gpu, gpm_absent_texts) * MIB
 
 
 @point_quantity(unit="B/s")
-def nvlink_tx_bytes_per_s(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
+def nvlink_tx_bytes_per_s(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0,
+                          gpm_absent_texts: GpmTexts = None) -> float:
     """Mean NVLink traffic out of the GPU over all links in the window, by GPM (bytes/s)."""
-    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_nvlink_tx_mib_s", gpu) * MIB
+    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_nvlink_tx_mib_s", gpu, gpm_absent_texts) * MIB
 
 
 @point_quantity(unit="B/s")
-def pcie_rx_bytes_per_s(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
+def pcie_rx_bytes_per_s(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0,
+                        gpm_absent_texts: GpmTexts = None) -> float:
     """Mean PCIe traffic into the GPU in the window, by GPM (bytes/s)."""
-    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_pcie_rx_mib_s", gpu) * MIB
+    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_pcie_rx_mib_s", gpu, gpm_absent_texts) * MIB
 
 
 @point_quantity(unit="B/s")
-def pcie_tx_bytes_per_s(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
+def pcie_tx_bytes_per_s(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0,
+                        gpm_absent_texts: GpmTexts = None) -> float:
     """Mean PCIe traffic out of the GPU in the window, by GPM (bytes/s)."""
-    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_pcie_tx_mib_s", gpu) * MIB
+    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_pcie_tx_mib_s", gpu, gpm_absent_texts) * MIB
 
 
 @point_quantity(unit="fraction")
@@ -515,25 +530,27 @@ def total_power_median_w(gpu_samples: Samples, t_start: float, t_end: float) -> 
     return sum(median_power_w(gpu_samples, t_start, t_end, g) for g in _gpu_indices(gpu_samples, t_start, t_end))
 
 
-def _spread(samples: Samples, t_start: float, t_end: float, share) -> float:
+def _spread(samples: Samples, t_start: float, t_end: float, share, gpm_absent_texts: GpmTexts) -> float:
     """Highest minus lowest of SHARE over the GPUs sampled in the window; Absent with one GPU."""
     gpus = _gpu_indices(samples, t_start, t_end)
     if len(gpus) < 2:
         raise Absent("reason.one_gpu_no_spread")
-    vals = [share(samples, t_start, t_end, g) for g in gpus]
+    vals = [share(samples, t_start, t_end, g, gpm_absent_texts) for g in gpus]
     return max(vals) - min(vals)
 
 
 @point_quantity(unit="fraction")
-def dram_bandwidth_share_spread(gpu_samples: Samples, t_start: float, t_end: float) -> float:
+def dram_bandwidth_share_spread(gpu_samples: Samples, t_start: float, t_end: float,
+                                gpm_absent_texts: GpmTexts = None) -> float:
     """The busiest GPU's DRAM bandwidth share minus the least busy one's in the window, by GPM (0 to 1): ranks of one engine should match."""
-    return _spread(gpu_samples, t_start, t_end, dram_bandwidth_share)
+    return _spread(gpu_samples, t_start, t_end, dram_bandwidth_share, gpm_absent_texts)
 
 
 @point_quantity(unit="fraction")
-def tensor_active_share_spread(gpu_samples: Samples, t_start: float, t_end: float) -> float:
+def tensor_active_share_spread(gpu_samples: Samples, t_start: float, t_end: float,
+                               gpm_absent_texts: GpmTexts = None) -> float:
     """The most active GPU's tensor-pipe share of time minus the least active one's in the window, by GPM (0 to 1)."""
-    return _spread(gpu_samples, t_start, t_end, tensor_active_share)
+    return _spread(gpu_samples, t_start, t_end, tensor_active_share, gpm_absent_texts)
 
 
 # One row per GPU: each sampled GPU's values over the point's window (per="gpu": key
@@ -576,21 +593,24 @@ def gpu_row_temperature_max_c(gpu_samples: Samples, t_start: float, t_end: float
 
 
 @point_quantity(unit="fraction", per="gpu")
-def gpu_row_dram_bandwidth_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int) -> float:
+def gpu_row_dram_bandwidth_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int,
+                                 gpm_absent_texts: GpmTexts = None) -> float:
     """This GPU's mean share of its peak DRAM bandwidth in the window, by GPM (0 to 1)."""
-    return dram_bandwidth_share(gpu_samples, t_start, t_end, gpu)
+    return dram_bandwidth_share(gpu_samples, t_start, t_end, gpu, gpm_absent_texts)
 
 
 @point_quantity(unit="fraction", per="gpu")
-def gpu_row_tensor_active_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int) -> float:
+def gpu_row_tensor_active_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int,
+                                gpm_absent_texts: GpmTexts = None) -> float:
     """This GPU's mean share of time its SMs ran any tensor-core operation in the window, by GPM (0 to 1)."""
-    return tensor_active_share(gpu_samples, t_start, t_end, gpu)
+    return tensor_active_share(gpu_samples, t_start, t_end, gpu, gpm_absent_texts)
 
 
 @point_quantity(unit="fraction", per="gpu")
-def gpu_row_sm_active_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int) -> float:
+def gpu_row_sm_active_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int,
+                            gpm_absent_texts: GpmTexts = None) -> float:
     """This GPU's mean share of busy SMs in the window, by GPM (0 to 1)."""
-    return sm_active_share(gpu_samples, t_start, t_end, gpu)
+    return sm_active_share(gpu_samples, t_start, t_end, gpu, gpm_absent_texts)
 
 
 # What a compute-bound verdict predicts: the engine's mean step at the compute ceiling of the

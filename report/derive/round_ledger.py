@@ -187,6 +187,9 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("gpu_samples", rd.gpu_samples or gpu_why,
             (Source.of(f"{rd.name}/{rd.gpu_file}", "source.gpu_samples_of_point", n=n_gpu, point=p.pid),))
     raw.add("gpu_items", PW.gpu_items(rd.gpu_samples), (f"{rd.name}/{rd.gpu_file}",))
+    raw.add("gpm_absent_texts", {g.get("index", i): g.get("gpm_absent_reason")
+                                 for i, g in enumerate(rd.bundle.manifest.get("gpus") or ())},
+            (f"{rd.name}/manifest.json: gpus[].gpm_absent_reason",))
     raw.add("slo", *slo_raw(rd))
     engine = rd.bundle.manifest.get("engine") or {}
     raw.add("engine_command", engine.get("command") or Reason.of("reason.no_engine_command"),
@@ -629,8 +632,8 @@ def measured_ledger(rd: RoundData) -> Ledger:
     pool_ledger(led, rd)
     peak_ledger(led, rd)
     raw = round_raw(rd, [])
-    for module in (SL.__name__, A.__name__):
-        resolve_round(led, module, [], raw)
+    resolve_round(led, SL.__name__, [], raw)
+    resolve_round(led, A.__name__, [], raw, over_points=False)
     sampler_ledger(led, rd)
     source_ledger(led, rd)
     # The validity thresholds (policy), so the page prints them traced.
@@ -808,7 +811,6 @@ def cross_point_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) 
                sources=(f"{rd.name}/points.jsonl",))
     if not pts:
         return
-    first = pts[0]
     prefill_tail_ledger(led, rd, pts)
     if rd.axis == "concurrency":
         ref = next((p for p in pts if p.settings.get("concurrency") == 1), None)
@@ -856,22 +858,7 @@ def cross_point_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) 
             led.derive(k + "ttft_p99_over_behind_step", A.ratio, unit="×", numerator=led[k + "ttft_ms_p99"],
                        denominator=behind)
         if len(pts) >= 2:
-            a, b = pts[-2], pts[-1]
-            ca, cb = a.settings["concurrency"], b.settings["concurrency"]
-            sq = led.derive("r.queue_loglog_slope", A.loglog_slope, x1=ca, y1=led[f"p.{a.pid}.queue_ms_mean"],
-                            x2=cb, y2=led[f"p.{b.pid}.queue_ms_mean"])
-            sp = led.derive("r.prefill_loglog_slope", A.loglog_slope, x1=ca, y1=led[f"p.{a.pid}.prefill_ms_mean"],
-                            x2=cb, y2=led[f"p.{b.pid}.prefill_ms_mean"])
-            led.derive("r.crossover_concurrency", A.crossover_concurrency, c_last=cb,
-                       prefill_last=led[f"p.{b.pid}.prefill_ms_mean"],
-                       queue_last=led[f"p.{b.pid}.queue_ms_mean"], slope_queue=sq, slope_prefill=sp,
-                       queue_prev=led[f"p.{a.pid}.queue_ms_mean"])
-            led.derive("r.prefill_growth", A.ratio, unit="×", numerator=led[f"p.{b.pid}.prefill_ms_mean"],
-                       denominator=led[f"p.{first.pid}.prefill_ms_mean"])
-            led.derive("r.output_tok_s_growth", A.ratio, unit="×", numerator=led[f"p.{b.pid}.output_tok_s"],
-                       denominator=led[f"p.{first.pid}.output_tok_s"])
-            led.derive("r.ttft_p99_growth", A.ratio, unit="×", numerator=led[f"p.{b.pid}.ttft_ms_p99"],
-                       denominator=led[f"p.{first.pid}.ttft_ms_p99"])
+            resolve_round(led, A.__name__, [p.pid for p in pts], round_raw(rd, pts), over_points=True)
 
 
 def prefill_tail_ledger(led: Ledger, rd: RoundData, pts: list[PointData]) -> None:

@@ -55,6 +55,17 @@ def test_round6_manifest_reason_is_none_and_unknown_text_kept(round6):
     assert G.gpm_absent_reason("something new").code == "reason.gpm_absent_recorded"
 
 
+def test_a_gpu_without_counters_is_absent_with_the_collectors_reason():
+    rows = [{"t": 1.0, "gpu": 0, "power_w": 100.0}, {"t": 1.0, "gpu": 1, "power_w": 90.0}]
+    text = "GPM counters are not permitted for this process (Insufficient Permissions)"
+    with pytest.raises(Absent) as e:
+        G.dram_bandwidth_share(rows, 0.0, 2.0, 0, {0: text, 1: None})
+    assert e.value.reason.code == "reason.gpm_not_permitted" and str(e.value) == text
+    with pytest.raises(Absent) as e:    # the collector recorded no reason for GPU 1
+        G.gpu_row_tensor_active_share(rows, 0.0, 2.0, 1, {0: text, 1: None})
+    assert e.value.reason.code == "reason.no_gpm_counters"
+
+
 def test_mean_weights_rows_by_interval():
     rows = [row(1.0, 1.0, gpm_sm_util_pct=0.0), row(4.0, 3.0, gpm_sm_util_pct=100.0)]
     assert G.sm_active_share(rows, 0.0, 4.0) == pytest.approx(0.75)

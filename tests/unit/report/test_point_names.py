@@ -4,6 +4,7 @@ point, C=128, and not C=512, which failed its checks."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -102,13 +103,28 @@ def test_round_4_quantifies_the_decode_floor_the_headroom_and_the_step_budget(ro
 
 
 def test_no_crossover_is_extrapolated_through_a_queue_of_noise():
-    from report.derive.analyses import crossover_concurrency
+    from report.derive.analyses import power_law_crossover
     from report.ledger import Absent
     # round 4: a 0.019 ms queue at C=64 gave slope 11.4 and "C ≈ 148"; not said any more
     with pytest.raises(Absent) as e:
-        crossover_concurrency(128, 60.0, 2.0, 11.4, 0.5, queue_prev=0.019)
+        power_law_crossover(128, 60.0, 2.0, 11.4, 0.5, queue_prev=0.019)
     assert "under 1.0 ms" in str(e.value)
-    assert crossover_concurrency(64, 40.0, 10.0, 2.0, 1.0, queue_prev=2.5) == pytest.approx(256.0)
+    assert power_law_crossover(64, 40.0, 10.0, 2.0, 1.0, queue_prev=2.5) == pytest.approx(256.0)
+
+
+def test_the_power_laws_are_drawn_through_the_two_highest_valid_points():
+    from report.derive import analyses as A
+    from report.ledger import Absent
+    loads, queue, prefill = [1, 32, 64], [None, 2.5, 10.0], [20.0, 30.0, 40.0]
+    sq, sp = A.queue_loglog_slope(loads, queue), A.prefill_loglog_slope(loads, prefill)
+    assert sq == pytest.approx(2.0) and sp == pytest.approx(math.log(4 / 3) / math.log(2))
+    assert A.crossover_concurrency(loads, queue, prefill, 2.0, 1.0) == pytest.approx(256.0)
+    assert A.prefill_growth(prefill) == pytest.approx(2.0)
+    with pytest.raises(Absent) as e:    # growth reads the lowest point, whose queue is absent
+        A.ttft_p99_growth(queue)
+    assert e.value.reason.code == "reason.input_none"
+    with pytest.raises(Absent):
+        A.output_tok_s_growth([5.0])
 
 
 def test_the_itl_slope_is_fitted_over_the_points_that_ran_all_c_requests():
