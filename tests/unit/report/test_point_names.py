@@ -147,3 +147,15 @@ def test_the_compute_ceiling_under_the_power_cap_is_the_clocks(round4):
         led.value_of("p.L1024-c128.tflops_s") / ceiling)
     found = [f for f in round4.facts.findings if "peak_tflops_at_clock" in f["texts"]["en"]]
     assert found and "L1024-c128" in found[0]["texts"]["en"]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_crossover_names_the_two_points_its_slopes_run_between(lang):
+    # Round 12 extrapolates its queue and prefill laws between C=64 and C=256 (its two highest
+    # valid points); the sentence names both instead of "the last two points".
+    report = compose_round(ROOT / "runs" / "round-12" / "bundle", "round-12")
+    assert report.facts.valid_points[-2:] == ["L1024-c64", "L1024-c256"]
+    text = re.sub(r"<[^>]+>", "", Page(report, lang).assemble("html"))
+    lead = "log–log slopes from C=64 to C=256" if lang == "en" else "按 C=64 到 C=256 的对数斜率"
+    assert lead in text
+    assert "last two points" not in text and "最后两档" not in text
