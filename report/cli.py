@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bundle.slo import SloError
 from bundle.store import BundleError, find_bundles
+from report.words import LANGS
 
 FORMATS = ("html", "pdf")
 
@@ -200,7 +201,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         print(json_text(json.dumps(ledger_json(led), indent=1, ensure_ascii=False)))
         return 0
     for key, v in led.values.items():
-        print(terminal_line(key) + "\t" + terminal_line(format_value(v, 'en')))
+        print(terminal_line(key) + "\t" + terminal_line(format_value(v, args.lang)))
     return 0
 
 
@@ -214,12 +215,15 @@ def cmd_findings(args: argparse.Namespace) -> int:
     if args.json:
         print(json_text(json.dumps(out, indent=1, ensure_ascii=False)))
         return 0
+    from report.words import word
     for p in out["points"]:
-        why = ", ".join(p["invalid_reasons"])
-        print(terminal_line(f"{p['point']}: {'valid' if p['valid'] else 'invalid (' + why + ')'}; "
-                            f"bottleneck {p['bottleneck']}"))
+        said = (word("label.cli_point_valid", args.lang, point=p["point"], bottleneck=p["bottleneck"])
+                if p["valid"] else
+                word("label.cli_point_invalid", args.lang, point=p["point"], bottleneck=p["bottleneck"],
+                     reasons=", ".join(p["invalid_reasons"])))
+        print(terminal_line(said))
     for f in out["findings"]:
-        print(terminal_line(f"- {f['text_en']}"))
+        print(terminal_line(f"- {f['text_' + args.lang]}"))
     return 0
 
 
@@ -338,14 +342,20 @@ def add_bundle_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument("--slo", help=SLO_HELP)
 
 
+def add_text_arguments(c: argparse.ArgumentParser) -> None:
+    """The flags of `serving-ledger ledger | findings`: a bundle's, and the language of the plain text."""
+    add_bundle_arguments(c)
+    c.add_argument("--lang", choices=LANGS, default="en", help="language of the plain text (default en)")
+
+
 # The report's commands: name -> (what it does, its flags, what runs it).
 COMMANDS = {
     "build": ("recompute every round's ledger and render site/", add_build_arguments, cmd_build),
     "summary": ("per-point client statistics of one bundle", add_bundle_arguments, cmd_summary),
     "ledger": ("every ledger value of one bundle, with its unit or why it is absent",
-               add_bundle_arguments, cmd_ledger),
+               add_text_arguments, cmd_ledger),
     "findings": ("each point's validity and bottleneck with evidence, and the findings",
-                 add_bundle_arguments, cmd_findings),
+                 add_text_arguments, cmd_findings),
     "next": ("the next experiments the evidence calls for, each with the plan that runs it",
              add_next_arguments, cmd_next),
 }

@@ -63,3 +63,21 @@ def test_the_planners_chinese_notes_have_no_gap(model, capsys):
     assert main(argv + ["--json"]) == 0
     notes = [v for v in json.loads(capsys.readouterr().out).values() if isinstance(v, str)]
     assert notes and not [n for n in notes if GAP.search(n)]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_findings_and_the_ledger_print_plain_text_in_the_language_asked(lang, capsys):
+    bundle = ROOT / "runs" / "round-11" / "bundle"
+    assert main(["findings", "--json", str(bundle)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert main(["findings", "--lang", lang, str(bundle)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    p = out["points"][0]
+    code = "label.cli_point_valid" if p["valid"] else "label.cli_point_invalid"
+    assert lines[0] == word(code, lang, point=p["point"], bottleneck=p["bottleneck"],
+                            reasons=", ".join(p["invalid_reasons"]))
+    assert f"- {out['findings'][0]['text_' + lang]}" in lines
+    assert not [t for t in lines if lang == "zh" and GAP.search(t)]
+    assert main(["ledger", "--lang", lang, str(bundle)]) == 0
+    said = dict(t.split("\t", 1) for t in capsys.readouterr().out.splitlines() if "\t" in t)
+    assert said["r.block_size"].endswith("个 token" if lang == "zh" else "tok")
