@@ -371,6 +371,8 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
     shown = valid or pids
     facts["headline_point"] = shown[-1] if shown else None
     facts["first_point"] = shown[0] if shown else None
+    # The crossover's power laws run between the two highest valid points; its sentences name both.
+    facts["crossover_from"] = valid[-2] if len(valid) > 1 else None
     facts["point_labels"] = point_labels(rd.points)
     facts["invalid_points"] = {pid: validity[pid].reasons for pid in pids if not validity[pid].valid}
     facts["bottlenecks"] = {pid: attribution[pid].bottleneck for pid in pids}

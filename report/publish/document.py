@@ -88,6 +88,7 @@ class RoundFacts:
     invalid_points: dict[str, list[str]] = field(default_factory=dict)
     headline_point: str | None = None          # the point the "at C=…" sentences speak of
     first_point: str | None = None
+    crossover_from: str | None = None          # the second-highest valid point (the crossover's slopes)
     point_labels: dict[str, str] = field(default_factory=dict)
     bottlenecks: dict[str, str] = field(default_factory=dict)
     demand_over_pool: list[str] = field(default_factory=list)
