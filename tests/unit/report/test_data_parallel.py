@@ -135,3 +135,13 @@ def test_two_endpoints_are_never_compared_as_a_repeat_of_one():
     two, one = (json.loads(p.read_text()) for p in paths)
     assert "endpoints" in differing_keys(two, one)
     assert "endpoints" not in differing_keys(one, one)
+
+
+def test_each_engine_admits_prompts_against_its_own_running_decodes_and_drains_its_own_waiting():
+    from report.derive.occupancy import prompts_per_step, queue_ms_wave
+    # HAND-BUILT: two engines with 115 decodes each (230 summed), 8,192-token budgets, 1,024-token prompts
+    assert prompts_per_step(8192, 230.0, 1024, engine_count=2) == (8192 - 115) / 1024
+    assert prompts_per_step(8192, 230.0, 1024) == (8192 - 230) / 1024     # one engine ran them all
+    # 64 waiting summed over two engines: each drains 32, half the steps on average
+    assert queue_ms_wave(64.0, 8.0, 180.0, engine_count=2) == 32 / 8 * 180.0 / 2
+    assert queue_ms_wave(64.0, 8.0, 180.0, engine_count=None) == 64 / 8 * 180.0 / 2
