@@ -214,8 +214,7 @@ def admission_use(req_s: float, admission_capacity_req_s: float) -> float:
 @point_quantity(unit="")
 def prompts_per_step(max_num_batched_tokens: int, server_running_median: float, input_len: int,
                      engine_count: int = 1) -> float:
-    """Prompts one engine step can admit: the step budget less one token per decode running on
-    that engine (the running requests are summed over the engines), over the prompt length."""
+    """Prompts one engine step can admit: the step budget less one token per decode that engine runs (the summed running over the engines), over the prompt length."""
     room = max_num_batched_tokens - server_running_median / max(engine_count or 1, 1)
     if room <= 0 or not input_len:
         raise Absent("reason.denominator_zero")
@@ -225,9 +224,7 @@ def prompts_per_step(max_num_batched_tokens: int, server_running_median: float, 
 @point_quantity(unit="ms")
 def queue_ms_wave(waiting_peak: float, prompts_per_step: float, itl_tail_ms_predicted: float,
                   engine_count: int = 1) -> float:
-    """The mean wait of a wave of waiting prompts admitted a step-budget's worth at a time: half the
-    steps it takes to drain, each as long as a step full of prefill; each engine drains its own
-    share of the waiting requests (summed over the engines)."""
+    """The mean wait of a wave of waiting prompts admitted a step-budget's worth at a time: half the steps it takes each engine to drain its share, each as long as a step full of prefill."""
     return waiting_peak / max(engine_count or 1, 1) / prompts_per_step * itl_tail_ms_predicted / 2
 
 

@@ -75,6 +75,8 @@ class RoundData:
     slo_source: str = ""
     # The round's id in a series of rounds ("round-4"; empty for a lone bundle).
     round_id: str = ""
+    # The logs of servers 1, 2, … by file name, where several servers were launched (server 0's is `log`).
+    other_logs: tuple[tuple[str, ServerLogFacts], ...] = ()
     # Each point's validity and bottleneck and the set comparisons (report.judge.verdicts.Verdicts,
     # a frozen object): None until build_ledger has judged the round, set once there.
     verdicts: Any = None
@@ -137,8 +139,9 @@ def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str
     log = server_log_facts(log_text) if log_text else None
     config = (bundle.manifest.get("model") or {}).get("config")
     slo, slo_source = slo if slo is not None else round_slo(bundle)
+    others = tuple((name, server_log_facts(text)) for name, text in bundle.other_server_logs())
     return RoundData(bundle=bundle, points=pts, log=log, config=config, axis=sweep_axis(pts),
-                     slo=slo, slo_source=slo_source, round_id=round_id)
+                     slo=slo, slo_source=slo_source, round_id=round_id, other_logs=others)
 
 
 def slo_file_of(bundle_dir: Path) -> Path:
@@ -260,6 +263,10 @@ def round_raw(rd: RoundData, pts: list[PointData]) -> RawSources:
     raw.add("slo", *slo_raw(rd))
     raw.add("scrapes", rd.bundle.metrics, _src_metrics(rd, float("-inf"), float("inf")))
     raw.add("log", rd.log if rd.log is not None else Reason.of("reason.no_server_log"), (f"{rd.name}/server.log",))
+    if rd.other_logs:
+        raw.add("other_logs", dict(rd.other_logs), tuple(f"{rd.name}/{name}" for name, _ in rd.other_logs))
+    else:
+        raw.add("other_logs", Reason.of("reason.one_server_log"))
     raw.add("model_config", rd.config if rd.config is not None else Reason.of("reason.no_model_config"),
             (f"{rd.name}/manifest.json: model.config",))
     if rd.axis not in ("concurrency", "single"):

@@ -145,3 +145,26 @@ def test_each_engine_admits_prompts_against_its_own_running_decodes_and_drains_i
     # 64 waiting summed over two engines: each drains 32, half the steps on average
     assert queue_ms_wave(64.0, 8.0, 180.0, engine_count=2) == 32 / 8 * 180.0 / 2
     assert queue_ms_wave(64.0, 8.0, 180.0, engine_count=None) == 64 / 8 * 180.0 / 2
+
+
+def test_every_servers_log_is_read_and_a_log_that_states_another_pool_is_said(tmp_path):
+    import shutil
+
+    from bundle.store import read_bundle
+    from report.derive.round_ledger import read_round
+    from report.judge.verdicts import build_ledger
+    real = ROOT / "runs" / "round-12" / "bundle"
+    rd = read_round(read_bundle(real))
+    assert [name for name, _ in rd.other_logs] == ["server.1.log"]
+    led = build_ledger(rd)
+    assert led.value_of("r.server_logs_read") == 2 and led.value_of("r.server_logs_agree") is True
+    # HAND-BUILT: round 12's bundle with server 1's log stating another KV pool size
+    copy = tmp_path / "bundle"
+    shutil.copytree(real, copy)
+    log = (copy / "server.1.log").read_text()
+    pool = rd.other_logs[0][1].kv_cache_size_tokens
+    assert f"{pool:,}" in log
+    (copy / "server.1.log").write_text(log.replace(f"{pool:,}", f"{pool // 2:,}"))
+    led = build_ledger(read_round(read_bundle(copy)))
+    assert led.value_of("r.server_logs_agree") is False
+    assert led.value_of("r.pool_tokens_log") == pool        # server 0's, as the page says
