@@ -168,3 +168,22 @@ def test_every_servers_log_is_read_and_a_log_that_states_another_pool_is_said(tm
     led = build_ledger(read_round(read_bundle(copy)))
     assert led.value_of("r.server_logs_agree") is False
     assert led.value_of("r.pool_tokens_log") == pool        # server 0's, as the page says
+
+
+def test_two_engines_sharing_one_gpu_each_step_at_half_their_summed_rate_and_share_its_peak():
+    from bundle.store import read_bundle
+    from report.derive.power import step_ms_at_compute_ceiling, step_ms_mean
+    from report.derive.round_ledger import read_round
+    from report.judge.verdicts import build_ledger
+    # HAND-BUILT: 50 steps a second summed over two engines; a 1,000 GFLOP step at 500 TFLOP/s
+    assert step_ms_mean(50.0, engines_stepping=2) == 40.0 and step_ms_mean(50.0) == 20.0
+    assert step_ms_at_compute_ceiling(1000.0, 500.0, engines_stepping=2, gpus_sampled=1) == 4.0
+    assert step_ms_at_compute_ceiling(1000.0, 500.0, engines_stepping=2, gpus_sampled=2) == 2.0
+    assert step_ms_at_compute_ceiling(1000.0, 500.0) == 2.0
+    # round 12: both servers' step histograms are in the scrapes; each engine's step is about its ITL
+    led = build_ledger(read_round(read_bundle(ROOT / "runs" / "round-12" / "bundle")))
+    k = "p.L1024-c256."
+    assert led.value_of(k + "engines_stepping") == 2
+    assert led.value_of(k + "step_ms_mean") == pytest.approx(2e3 / led.value_of(k + "engine_steps_per_s"))
+    # (34.6 ms against 38.7 ms; read as one stream of steps it would be 19.3 ms, under the ITL)
+    assert 0.8 < led.value_of(k + "engine_itl_ms_mean") / led.value_of(k + "step_ms_mean") < 1.0
