@@ -28,12 +28,16 @@ SECTIONS = ("reason", "label", "quantity", "source", "finding", "prose")
 # "。 拐点"). One rule for every text printed: the pages' (publish.render.close_cjk_gaps) and
 # the command line's (`closed`).
 CJK = r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]"
+# Full-width punctuation carries its own spacing: no space beside it, whatever stands on the
+# other side ("N2。 C=64" reads "N2。C=64", "（随机权重， --load-format dummy ）" closes up).
+PUNCT = r"[\u3001\u3002\u300c-\u300f\uff01\uff08\uff09\uff0c\uff1a\uff1b\uff1f]"
 
 
 def cjk_gap(unseen: str = "") -> re.Pattern:
-    """Spaces between two Chinese characters, with UNSEEN (a pattern of what a reader does not
-    see, e.g. markup) on either side of them kept as groups 1 and 2."""
-    return re.compile(rf"(?<={CJK})({unseen})[ \t]+({unseen})(?={CJK})")
+    """Spaces between two Chinese characters or beside a full-width mark, with UNSEEN (a pattern
+    of what a reader does not see, e.g. markup) on either side of them kept as groups 1 and 2."""
+    gap = rf"(?:{unseen})[ \t]+(?:{unseen})"
+    return re.compile(rf"(?:(?<={PUNCT})|(?<={CJK})(?={gap}{CJK})|(?={gap}{PUNCT}))({unseen})[ \t]+({unseen})")
 
 
 _CJK_GAP = cjk_gap()

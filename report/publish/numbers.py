@@ -171,6 +171,12 @@ def raw_text(value: Value) -> str:
     return f"{float(x):.6g}"
 
 
+def why_text(value: Value, lang: str) -> str:
+    """Why VALUE is absent, as a sentence about the absence says it: the root cause alone (the
+    inputs it left absent on the way are the appendix's to list)."""
+    return missing_reason(value).chain()[1].text(lang)
+
+
 def placeholder_format(spec: str | None) -> Format:
     """How a [[key|SPEC]] placeholder prints: pct, signed pct (spct), a count (int) or as is
     (`why`, the reason an absent value is absent, is printed by the caller)."""
@@ -184,6 +190,6 @@ def plain_text(text: str, led: Ledger, lang: str) -> str:
     def one(m: re.Match) -> str:
         value = led[m.group(1)]
         if m.group(2) == "why" and absent(value):
-            return missing_reason(value).text(lang)
+            return why_text(value, lang)
         return format_value(value, lang, placeholder_format(m.group(2)))
     return closed(PLACEHOLDER.sub(one, text))

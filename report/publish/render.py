@@ -46,6 +46,7 @@ from report.publish.numbers import (
     missing_reason,
     raw_text,
     unit_heading,
+    why_text,
 )
 from report.words import CJK, LANGS, cjk_gap, group, has, in_lang, section, word
 
@@ -874,7 +875,7 @@ class _Assembly:
             use = self.page.uses[int(i)]
             value = self.report.ledger[use.key]
             if use.where == "why":
-                main, unit = missing_reason(value).text(self.lang), ""
+                main, unit = why_text(value, self.lang), ""
             else:
                 main, unit = format_parts(value, self.lang, use.fmt, short_missing=use.where != "prose")
             return str(self.macros.num(
