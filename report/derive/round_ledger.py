@@ -362,7 +362,7 @@ def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources
 
 def _population_window(sc: list, p: PointData, a: float,
                        b: float) -> tuple[float, float, str, bool]:
-    """The histogram window of one population (see point_ledger) and whether it leaves the
+    """The histogram window of one population (see point_raw) and whether it leaves the
     warm-up out; the point's bracketing window when no scrape follows the warm-up's end."""
     try:
         t_warm = DL.last_warmup_end(p.requests)
