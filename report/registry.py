@@ -24,7 +24,18 @@ cites the module's file.
 A parameter with a default is optional: an absent input passes None instead of making the
 value absent, and one that names no input at all keeps its default. `resolve_point` and `resolve_round` compute the quantities one module registered in
 dependency order (declaration order among independent ones), so adding a quantity is adding
-one function. Invariant: a name is registered once (a second registration raises).
+one function. Invariant: a name is registered once in each scope (a second registration
+raises); a point quantity may share its name with a round one (`p.<point>.pool_tokens_usable`, the
+point's server set's, beside `r.pool_tokens_usable`).
+
+A quantity that applies to some points only (an open loop's, a closed loop's, a server set's)
+returns DOES_NOT_APPLY elsewhere, or reads a raw input that holds it there: the resolver then
+records no key, and skips the quantities of the same call that read it (those that read
+`r.<name>` instead where the round has one: the point's `pool_tokens_usable`, else the round's). Declared with
+`first_present=True`, a quantity is its first input the ledger holds present (the others are
+neither passed nor cited). Declared with `after_valid_points=True`, it reads what only the
+valid points give: its module's other quantities are resolved while the round is measured
+(`resolve_point(..., after_valid_points=False)`), it once validity is known (`True`).
 """
 
 from __future__ import annotations
@@ -39,6 +50,16 @@ EACH = "each_"
 FIRST, PREV = "first_valid_", "prev_"
 
 
+class _DoesNotApply:
+    """The value of a quantity at a point it does not apply to (see the module docstring)."""
+
+    def __repr__(self) -> str:
+        return "DOES_NOT_APPLY"
+
+
+DOES_NOT_APPLY = _DoesNotApply()
+
+
 @dataclass(frozen=True)
 class Declared:
     """One registered quantity: its function, scope, unit and the names of its inputs."""
@@ -49,6 +70,8 @@ class Declared:
     params: tuple[str, ...]
     optional: frozenset[str]
     per: str = ""                  # point quantities of each item ("gpu", "engine"), or ""
+    first_present: bool = False    # its value is its first input present (module docstring)
+    after_valid_points: bool = False   # resolved once validity is known (module docstring)
 
     @property
     def name(self) -> str:
@@ -65,27 +88,30 @@ class Declared:
         return any(p.startswith((FIRST, PREV)) for p in self.params)
 
 
+# By "<scope>.<name>" ("point.requests", "round.requests").
 REGISTRY: dict[str, Declared] = {}
 
 
-def _register(scope: str, unit: str, per: str = "") -> Callable[[Callable], Callable]:
+def _register(scope: str, unit: str, per: str = "", **more: bool) -> Callable[[Callable], Callable]:
     def deco(func: Callable) -> Callable:
-        if func.__name__ in REGISTRY:
-            raise ValueError(f"quantity {func.__name__!r} declared twice")
+        if f"{scope}.{func.__name__}" in REGISTRY:
+            raise ValueError(f"{scope} quantity {func.__name__!r} declared twice")
         sig = inspect.signature(func).parameters
-        REGISTRY[func.__name__] = Declared(
+        REGISTRY[f"{scope}.{func.__name__}"] = Declared(
             func=func, scope=scope, unit=unit, params=tuple(sig),
             optional=frozenset(n for n, p in sig.items() if p.default is not inspect.Parameter.empty),
-            per=per)
+            per=per, **more)
         return func
     return deco
 
 
-def point_quantity(unit: str = "", per: str = "") -> Callable[[Callable], Callable]:
+def point_quantity(unit: str = "", per: str = "", first_present: bool = False,
+                   after_valid_points: bool = False) -> Callable[[Callable], Callable]:
     """Register a quantity of each point: key `p.<point>.<function name>`; with PER ("gpu"),
     one of each of the point's items: key `p.<point>.<item>.<function name>`, for each item the
-    raw input `<per>_items` names (item -> the raw inputs that item binds, e.g. {"gpu1": {"gpu": 1}})."""
-    return _register("point", unit, per)
+    raw input `<per>_items` names (item -> the raw inputs that item binds, e.g. {"gpu1": {"gpu": 1}}).
+    FIRST_PRESENT and AFTER_VALID_POINTS: see the module docstring."""
+    return _register("point", unit, per, first_present=first_present, after_valid_points=after_valid_points)
 
 
 def round_quantity(unit: str = "") -> Callable[[Callable], Callable]:
@@ -108,7 +134,7 @@ class RawSources:
 def declared(scope: str, module: str, per: str = "") -> list[Declared]:
     """The quantities of SCOPE (of each PER item, or of the point itself) that MODULE registered,
     in dependency order (declaration order otherwise)."""
-    mine = {n: d for n, d in REGISTRY.items()
+    mine = {d.name: d for d in REGISTRY.values()
             if d.scope == scope and d.func.__module__ == module and d.per == per}
     order: list[Declared] = []
     state: dict[str, int] = {}
@@ -153,24 +179,60 @@ def _bound(d: Declared, param: str, raw: RawSources, led: Ledger, prefix: str, o
             or bool(outer) and outer + param in led or "r." + param in led)
 
 
+def _first_present(d: Declared, raw: RawSources, led: Ledger, prefix: str, outer: str) -> list[str]:
+    """The one parameter a first_present quantity binds: its first input present, else its last."""
+    for param in d.params:
+        keys = (prefix + param, *((outer + param,) if outer else ()), "r." + param)
+        v = raw.values[param] if param in raw.values else next((led[k] for k in keys if k in led), None)
+        if v is not None and not isinstance(v, Reason) and (not isinstance(v, Value) or v.present):
+            return [param]
+    return list(d.params[-1:])
+
+
 def _resolve_at(led: Ledger, quantities: list[Declared], prefix: str, raw: RawSources,
                 outer: str = "") -> None:
+    skipped: set[str] = set()     # quantities that do not apply here (DOES_NOT_APPLY)
     for d in quantities:
         inputs, sources = {}, ()
-        for param in d.params:
-            if not _bound(d, param, raw, led, prefix, outer):
+        params = _first_present(d, raw, led, prefix, outer) if d.first_present else d.params
+        # The one input a first_present quantity binds is not optional: its absence is the value's.
+        optional = d.optional - set(params) if d.first_present else d.optional
+        for param in params:
+            if param in optional and not _bound(d, param, raw, led, prefix, outer):
                 continue
             inputs[param], src = _input(led, raw, d, param, prefix, outer)
             sources += src
-        led.derive(prefix + d.name, d.func, unit=d.unit, sources=sources, optional=d.optional, **inputs)
+        # An input that does not apply here is the round's of that name where there is one.
+        if any(p in skipped and "r." + p not in led or v is DOES_NOT_APPLY for p, v in inputs.items()):
+            skipped.add(d.name)
+            continue
+        v = led.derive(prefix + d.name, d.func, unit=d.unit, sources=sources, optional=optional, **inputs)
+        if v.value is DOES_NOT_APPLY:
+            del led.values[v.key]     # the point has no such quantity: no key, not an absent one
+            skipped.add(d.name)
 
 
-def resolve_point(led: Ledger, module: str, pid: str, raw: RawSources) -> None:
+def _phase(quantities: list[Declared], after_valid_points: bool | None) -> list[Declared]:
+    """QUANTITIES of one resolve phase (all of them for None); one resolved first may not read one resolved after."""
+    if after_valid_points is None:
+        return quantities
+    mine = [d for d in quantities if d.after_valid_points == after_valid_points]
+    later = {d.name for d in quantities if d.after_valid_points}
+    for d in mine:
+        if not d.after_valid_points and later & set(d.params):
+            raise ValueError(f"{d.name} reads {sorted(later & set(d.params))}, resolved after the valid points")
+    return mine
+
+
+def resolve_point(led: Ledger, module: str, pid: str, raw: RawSources,
+                  after_valid_points: bool | None = None) -> None:
     """Every point quantity MODULE registered, of point PID, into LED; then those of each item
-    (per="gpu": of each GPU the raw input `gpu_items` names), under `p.<point>.<item>.`."""
+    (per="gpu": of each GPU the raw input `gpu_items` names), under `p.<point>.<item>.`; with
+    AFTER_VALID_POINTS, only those declared so (True) or only the others (False)."""
     prefix = f"p.{pid}."
     across = across_points(module)
-    _resolve_at(led, [d for d in declared("point", module) if d.name not in across], prefix, raw)
+    _resolve_at(led, [d for d in _phase(declared("point", module), after_valid_points) if d.name not in across],
+                prefix, raw)
     pers = dict.fromkeys(d.per for d in REGISTRY.values()
                          if d.scope == "point" and d.func.__module__ == module and d.per)
     for per in pers:
@@ -180,7 +242,8 @@ def resolve_point(led: Ledger, module: str, pid: str, raw: RawSources) -> None:
         cites = raw.sources.get(f"{per}_items", ())
         for item, binds in items.items():
             sub = RawSources({**raw.values, **binds}, {**raw.sources, **{k: cites for k in binds}})
-            _resolve_at(led, declared("point", module, per), f"{prefix}{item}.", sub, prefix)
+            _resolve_at(led, _phase(declared("point", module, per), after_valid_points),
+                        f"{prefix}{item}.", sub, prefix)
 
 
 def resolve_round(led: Ledger, module: str, pids: list[str], raw: RawSources,

@@ -384,6 +384,12 @@ def loop_lag_p99_ms(client_samples: list, t_start: float, t_end: float) -> float
     return loop_lag_ms_quantile(client_samples, t_start, t_end, 99)
 
 
+@point_quantity(unit="ms")
+def client_lag_ms_p50(client_samples: list, measure_window: tuple[float, float]) -> float:
+    """Median of the client's own event-loop delay inside the point's window, ms."""
+    return loop_lag_ms_quantile(client_samples, *measure_window, 50)
+
+
 def loop_lag_ms_quantile(client_samples: list, t_start: float, t_end: float, q: float) -> float:
     """The q-th percentile of the client's event-loop delay inside the window, ms."""
     from report.derive.stats import percentile

@@ -103,14 +103,29 @@ def _sample_of(client_samples: list, times: np.ndarray) -> tuple[np.ndarray, lis
     return np.searchsorted(ts, times, side="right") - 1, rows
 
 
-def mistimed_events(requests: RequestTable, client_samples: list, tolerance_ms: float) -> int:
-    """Co-read events whose stamp may be later than their arrival by more than TOLERANCE_MS.
+# The ITL the client's error is held against: the engine's own where it was sampled (the
+# client's may be the distorted one), else the client's per-chunk p50.
+@point_quantity(unit="ms", first_present=True)
+def itl_reference_ms(engine_itl_ms_mean: float | None = None, chunk_itl_ms_p50: float | None = None) -> float:
+    """The ITL the client's timing error is held against: the engine's mean where it was sampled, else the client's per-chunk p50."""
+    return engine_itl_ms_mean if engine_itl_ms_mean is not None else chunk_itl_ms_p50
+
+
+@point_quantity(unit="ms")
+def client_error_tolerance_ms(rule_client_error_max: float, itl_reference_ms: float) -> float:
+    """How late an event's stamp may be before it counts as mistimed: the policy's share of the reference ITL."""
+    return rule_client_error_max * itl_reference_ms
+
+
+@point_quantity(unit="")
+def mistimed_events(measured: RequestTable, client_samples: list, client_error_tolerance_ms: float) -> int:
+    """Co-read events whose stamp may be later than their arrival by more than the tolerance.
 
     A co-read event (same stamp as the chunk before it) is counted when its client sample was
     not wholly packet-stamped and its longest socket wait (or, for a client without read
     counters, its event-loop delay) exceeded the tolerance.
     """
-    gaps, later = _pairs(requests)
+    gaps, later = _pairs(measured)
     times = later[gaps == 0]
     if not len(times):
         return 0
@@ -122,11 +137,18 @@ def mistimed_events(requests: RequestTable, client_samples: list, tolerance_ms: 
         if "reads" in s:
             packet = s.get("reads_packet_stamped", 0)
             whole = s["reads"] > 0 and packet >= s["reads"]
-            late[i] = not whole and s["read_wait_max_s"] * 1e3 > tolerance_ms
+            late[i] = not whole and s["read_wait_max_s"] * 1e3 > client_error_tolerance_ms
         else:
-            late[i] = s["loop_lag_s"] * 1e3 > tolerance_ms
+            late[i] = s["loop_lag_s"] * 1e3 > client_error_tolerance_ms
     inside = idx >= 0
     return int(np.count_nonzero(late[idx[inside]])) + int(np.count_nonzero(~inside))
+
+
+@point_quantity(unit="fraction")
+def mistimed_share(mistimed_events: int, events_received: int) -> float:
+    """The share of the events received whose stamp may be later than their arrival by more than the tolerance."""
+    from report.derive.analyses import share
+    return share(mistimed_events, events_received)
 
 
 def quantile_error_ms(gaps_ms: np.ndarray, q: float, wrong_share: float) -> float:
@@ -161,3 +183,74 @@ def outside_bucket(value: float, low: float, high: float) -> float:
     if bound <= 0:
         raise Absent("reason.no_observations_mean", name=ENGINE_ITL)
     return abs(value - bound) / bound
+
+
+# Each of ITL p50 and p99: how far the client's mistimed events can move it, and where it lies
+# against the engine's own percentile, to the resolution of its histogram's buckets.
+def _itl_error_ms(measured: RequestTable, q: float, mistimed_share: float) -> float:
+    from report.derive.stats import itl_gaps_ms
+    return quantile_error_ms(itl_gaps_ms(measured), q, mistimed_share)
+
+
+@point_quantity(unit="ms")
+def itl_error_ms_p50(measured: RequestTable, mistimed_share: float) -> float:
+    """How far the client's ITL p50 can be from the truth with its mistimed events, ms."""
+    return _itl_error_ms(measured, 50, mistimed_share)
+
+
+@point_quantity(unit="fraction")
+def itl_error_share_p50(itl_error_ms_p50: float, itl_reference_ms: float) -> float:
+    """The ITL p50's possible error as a share of the reference ITL."""
+    from report.derive.analyses import ratio
+    return ratio(itl_error_ms_p50, itl_reference_ms)
+
+
+@point_quantity(unit="ms")
+def engine_itl_ms_p50_low(scrapes: list, bracket_start: float, bracket_end: float) -> float:
+    """The lower bound of the engine ITL histogram bucket that holds its median over the point's window, ms."""
+    return engine_itl_bucket_ms(scrapes, bracket_start, bracket_end, 50, "low")
+
+
+@point_quantity(unit="ms")
+def engine_itl_ms_p50_high(scrapes: list, bracket_start: float, bracket_end: float) -> float:
+    """The upper bound of the engine ITL histogram bucket that holds its median over the point's window, ms."""
+    return engine_itl_bucket_ms(scrapes, bracket_start, bracket_end, 50, "high")
+
+
+@point_quantity(unit="fraction")
+def client_outside_engine_itl_p50(itl_ms_p50: float, engine_itl_ms_p50_low: float,
+                                  engine_itl_ms_p50_high: float) -> float:
+    """How far the client's ITL p50 lies outside the engine's median bucket, as a share of its nearer bound (0 inside)."""
+    return outside_bucket(itl_ms_p50, engine_itl_ms_p50_low, engine_itl_ms_p50_high)
+
+
+@point_quantity(unit="ms")
+def itl_error_ms_p99(measured: RequestTable, mistimed_share: float) -> float:
+    """How far the client's ITL p99 can be from the truth with its mistimed events, ms."""
+    return _itl_error_ms(measured, 99, mistimed_share)
+
+
+@point_quantity(unit="fraction")
+def itl_error_share_p99(itl_error_ms_p99: float, itl_ms_p99: float) -> float:
+    """The ITL p99's possible error as a share of the client's ITL p99."""
+    from report.derive.analyses import ratio
+    return ratio(itl_error_ms_p99, itl_ms_p99)
+
+
+@point_quantity(unit="ms")
+def engine_itl_ms_p99_low(scrapes: list, bracket_start: float, bracket_end: float) -> float:
+    """The lower bound of the engine ITL histogram bucket that holds its p99 over the point's window, ms."""
+    return engine_itl_bucket_ms(scrapes, bracket_start, bracket_end, 99, "low")
+
+
+@point_quantity(unit="ms")
+def engine_itl_ms_p99_high(scrapes: list, bracket_start: float, bracket_end: float) -> float:
+    """The upper bound of the engine ITL histogram bucket that holds its p99 over the point's window, ms."""
+    return engine_itl_bucket_ms(scrapes, bracket_start, bracket_end, 99, "high")
+
+
+@point_quantity(unit="fraction")
+def client_outside_engine_itl_p99(itl_ms_p99: float, engine_itl_ms_p99_low: float,
+                                  engine_itl_ms_p99_high: float) -> float:
+    """How far the client's ITL p99 lies outside the engine's p99 bucket, as a share of its nearer bound (0 inside)."""
+    return outside_bucket(itl_ms_p99, engine_itl_ms_p99_low, engine_itl_ms_p99_high)

@@ -146,6 +146,20 @@ def server_finished_count(scrapes: list, t_start: float, t_end: float) -> float:
     return series.histogram_increase(scrapes, t_start, t_end, QUEUE).count
 
 
+@point_quantity(unit="")
+def population_excludes_warmup(scrapes: list, population_after_warmup: bool) -> bool:
+    """Whether a scrape fell between the last warm-up request's end and the point's end, so the server's finish-time histograms could leave the warm-up out."""
+    if not any(s.get("ok") for s in scrapes):
+        raise Absent("reason.no_scrape_no_histogram_window")
+    return population_after_warmup
+
+
+@point_quantity(unit="req")
+def warmup_ended_in_point_window(warmup_requests: RequestTable, bracket_window: tuple[float, float]) -> int:
+    """Warm-up requests that ended inside the scrapes bracketing the point's window (their finishes the server counts there)."""
+    return len(requests_ended_between(warmup_requests, *bracket_window))
+
+
 @point_quantity(unit="req")
 def population_requests_client(population: RequestTable) -> int:
     """Requests of the population as the client counts them: answered, ended inside the histogram window."""

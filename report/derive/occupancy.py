@@ -25,6 +25,7 @@ from report.architecture import theory as T
 from report.derive import analyses as A
 from report.derive import series
 from report.derive.analyses import ratio
+from report.derive.validity import LATE_SEND_MS
 from report.ledger import Absent
 from report.registry import point_quantity, round_quantity
 
@@ -34,16 +35,30 @@ POPULATION_SLACK = 0.1
 SUCCESS = "vllm:request_success_total"
 
 
-def client_inflight_mean(requests: RequestTable, t_start: float, t_end: float) -> float:
+# Requests in flight, three ways (the gauges' share is held_concurrency_fraction): the client's
+# count over the steady window, and the engine's, which is the client's times the share of each
+# request's life spent inside the engine (the same finished requests on both sides: so neither a
+# warm-up tail nor a window shorter than a lifetime pushes it past C). What applies to one kind
+# of loop only reads a raw input that is DOES_NOT_APPLY at the other kind's points
+# (`open_loop_requests`, `closed_loop_concurrency`, `capped_concurrency`).
+@point_quantity(unit="")
+def open_loop(settings: dict, replayed_trace: bool) -> bool:
+    """Whether the point sent on a schedule (an arrival rate or a trace's own times), not in a closed loop."""
+    # A replayed trace is an open loop too: each request sent at its own time, no cap.
+    return bool(settings.get("request_rate")) or replayed_trace
+
+
+@point_quantity(unit="req")
+def client_inflight_mean(all_requests: RequestTable, steady_start: float, steady_end: float) -> float:
     """Time-weighted mean of the requests the client had in flight (sent, not yet ended) over the window."""
-    if t_end <= t_start:
+    if steady_end <= steady_start:
         raise Absent("reason.window_empty")
-    reqs = as_request_table(requests)
+    reqs = as_request_table(all_requests)
     send, end = reqs.col("t_send"), reqs.col("t_end")
     ok = ~np.isnan(send)
-    send, end = send[ok], np.where(np.isnan(end[ok]), t_end, end[ok])
-    overlap = np.clip(np.minimum(end, t_end) - np.maximum(send, t_start), 0.0, None)
-    return float(overlap.sum()) / (t_end - t_start)
+    send, end = send[ok], np.where(np.isnan(end[ok]), steady_end, end[ok])
+    overlap = np.clip(np.minimum(end, steady_end) - np.maximum(send, steady_start), 0.0, None)
+    return float(overlap.sum()) / (steady_end - steady_start)
 
 
 def engine_inflight_mean(scrapes: list, t_start: float, t_end: float) -> float:
@@ -57,14 +72,22 @@ def engine_inflight_mean(scrapes: list, t_start: float, t_end: float) -> float:
                         else t_end - t_start)
 
 
-def engine_e2e_ms_mean(scrapes: list, t_start: float, t_end: float) -> float:
+@point_quantity(unit="req")
+def engine_inflight_little(scrapes: list, bracket_start: float, bracket_end: float) -> float:
+    """Mean requests inside the server over the point's bracketing scrapes, by Little's law."""
+    return engine_inflight_mean(scrapes, bracket_start, bracket_end)
+
+
+@point_quantity(unit="ms")
+def engine_e2e_ms_mean(population_scrapes: list, population_start: float, population_end: float) -> float:
     """Mean time a request spent in the server from its arrival in the API server's engine client to its finish: Δsum/Δcount of e2e_request_latency_seconds, ms."""
-    return 1e3 * series.histogram_window_mean(scrapes, t_start, t_end, E2E)
+    return 1e3 * series.histogram_window_mean(population_scrapes, population_start, population_end, E2E)
 
 
-def client_lifetime_ms_mean(requests: RequestTable) -> float:
+@point_quantity(unit="ms")
+def client_lifetime_ms_mean(population: RequestTable) -> float:
     """Mean time from a request's send to its last byte at the client, ms."""
-    reqs = as_request_table(requests)
+    reqs = as_request_table(population)
     life = reqs.col("t_end") - reqs.col("t_send")
     life = life[~np.isnan(life)]
     if not len(life):
@@ -72,14 +95,22 @@ def client_lifetime_ms_mean(requests: RequestTable) -> float:
     return float(np.mean(life)) * 1e3
 
 
-def engine_life_share(engine_e2e_ms: float, client_lifetime_ms: float, server_requests: float,
-                      client_requests: float) -> float:
+@point_quantity(unit="fraction")
+def engine_life_share(engine_e2e_ms_mean: float, client_lifetime_ms_mean: float,
+                      population_requests_server: float, population_requests_client: float) -> float:
     """Share of a request's life at the client that it spent inside the engine (the same requests on both sides)."""
-    if client_lifetime_ms <= 0:
+    if client_lifetime_ms_mean <= 0:
         raise Absent("reason.lifetime_zero")
-    if abs(server_requests - client_requests) > POPULATION_SLACK * max(client_requests, 1):
-        raise Absent("reason.populations_differ", server=int(server_requests), client=int(client_requests))
-    return engine_e2e_ms / client_lifetime_ms
+    server, client = population_requests_server, population_requests_client
+    if abs(server - client) > POPULATION_SLACK * max(client, 1):
+        raise Absent("reason.populations_differ", server=int(server), client=int(client))
+    return engine_e2e_ms_mean / client_lifetime_ms_mean
+
+
+@point_quantity(unit="fraction")
+def outside_engine_share(engine_life_share: float) -> float:
+    """Share of a request's life at the client that it spent outside the engine (API server, network, client)."""
+    return 1.0 - engine_life_share
 
 
 def share_of_concurrency(mean_in_flight: float, concurrency: int) -> float:
@@ -89,28 +120,51 @@ def share_of_concurrency(mean_in_flight: float, concurrency: int) -> float:
     return mean_in_flight / concurrency
 
 
-def inflight_at(requests: RequestTable, t: float) -> int:
-    """Requests the client had in flight at time T."""
-    reqs = as_request_table(requests)
-    send, end = reqs.col("t_send"), reqs.col("t_end")
-    return int(np.count_nonzero((send <= t) & ~(end <= t)))
-
-
-def inflight_growth(requests: RequestTable, t_start: float, t_end: float) -> float:
-    """Requests in flight at the window's end minus at its start, per second of window."""
-    if t_end <= t_start:
-        raise Absent("reason.window_empty")
-    return (inflight_at(requests, t_end) - inflight_at(requests, t_start)) / (t_end - t_start)
-
-
-def late_send_share(requests: RequestTable, late_ms: float) -> float:
+@point_quantity(unit="fraction")
+def late_send_share(open_loop_requests: RequestTable, late_ms: float = LATE_SEND_MS) -> float:
     """Share of an open loop's requests sent more than LATE_MS after their scheduled time (they waited for a slot under the cap)."""
-    reqs = as_request_table(requests)
+    reqs = as_request_table(open_loop_requests)
     sched, send = reqs.col("t_sched"), reqs.col("t_send")
     has = ~np.isnan(sched) & ~np.isnan(send)
     if not np.any(has):
         raise Absent("reason.no_schedule")
     return float(np.count_nonzero((send[has] - sched[has]) * 1e3 > late_ms)) / int(np.count_nonzero(has))
+
+
+@point_quantity(unit="fraction")
+def cap_held_fraction(client_inflight_mean: float, capped_concurrency: int) -> float:
+    """The client's mean requests in flight as a share of an open loop's concurrency cap."""
+    return share_of_concurrency(client_inflight_mean, capped_concurrency)
+
+
+@point_quantity(unit="fraction")
+def client_held_fraction(client_inflight_mean: float, closed_loop_concurrency: int) -> float:
+    """The client's mean requests in flight as a share of a closed loop's concurrency."""
+    return share_of_concurrency(client_inflight_mean, closed_loop_concurrency)
+
+
+@point_quantity(unit="fraction")
+def engine_held_fraction(client_held_fraction: float, engine_life_share: float) -> float:
+    """The requests inside the engine as a share of a closed loop's concurrency: the client's share times the share of each life spent inside."""
+    return client_held_fraction * engine_life_share
+
+
+@point_quantity(unit="fraction")
+def engine_little_held_fraction(engine_inflight_little: float, closed_loop_concurrency: int) -> float:
+    """The engine's mean requests by Little's law as a share of a closed loop's concurrency."""
+    # The signal independent of the client (it can pass 1 where lifetimes are long against the
+    # window; only compared, not printed).
+    return share_of_concurrency(engine_inflight_little, closed_loop_concurrency)
+
+
+# Whether the queue kept growing (open loop) or the pace drifted (steady state): over the span
+# the measured requests were sent in (`send_span_start`/`send_span_end`: send_span), not the
+# drain after the last send; the server's side over the scrapes bracketing that span.
+def inflight_at(requests: RequestTable, t: float) -> int:
+    """Requests the client had in flight at time T."""
+    reqs = as_request_table(requests)
+    send, end = reqs.col("t_send"), reqs.col("t_end")
+    return int(np.count_nonzero((send <= t) & ~(end <= t)))
 
 
 def send_span(requests: RequestTable, t_start: float, t_end: float) -> tuple[float, float]:
@@ -122,26 +176,52 @@ def send_span(requests: RequestTable, t_start: float, t_end: float) -> tuple[flo
     return float(send.min()), float(send.max())
 
 
-def send_rate(requests: RequestTable, t_start: float, t_end: float) -> float:
+@point_quantity(unit="req/s")
+def send_rate(all_requests: RequestTable, send_span_start: float, send_span_end: float) -> float:
     """Requests the client sent per second inside the window."""
-    if t_end <= t_start:
+    if send_span_end <= send_span_start:
         raise Absent("reason.window_empty")
-    send = as_request_table(requests).col("t_send")
-    return float(np.count_nonzero((send >= t_start) & (send < t_end))) / (t_end - t_start)
+    send = as_request_table(all_requests).col("t_send")
+    return float(np.count_nonzero((send >= send_span_start) & (send < send_span_end))) / (send_span_end - send_span_start)
 
 
-def engine_finish_rate(scrapes: list, t_start: float, t_end: float) -> float:
+@point_quantity(unit="s")
+def send_span_s(send_span_start: float, send_span_end: float) -> float:
+    """Seconds from the point's first measured send to its last."""
+    return send_span_end - send_span_start
+
+
+@point_quantity(unit="req/s")
+def engine_finish_rate(span_scrapes: list, span_bracket_start: float, span_bracket_end: float) -> float:
     """Requests the server finished per second: Δcount of e2e_request_latency_seconds over the window."""
+    t_start, t_end = span_bracket_start, span_bracket_end
     if t_end <= t_start:
         raise Absent("reason.window_empty")
-    delta = series.histogram_increase(scrapes, t_start, t_end, E2E)
+    delta = series.histogram_increase(span_scrapes, t_start, t_end, E2E)
     span = delta.t_last - delta.t_first if delta.t_last > delta.t_first else t_end - t_start
     return delta.count / span
 
 
-def ttft_trend(requests: RequestTable, t_start: float, t_end: float) -> float:
+@point_quantity(unit="fraction")
+def finish_over_send(engine_finish_rate: float, send_rate: float) -> float:
+    """Requests the server finished per second over those the client sent (1: it kept up)."""
+    return ratio(engine_finish_rate, send_rate)
+
+
+@point_quantity(unit="req/s")
+def inflight_growth(all_requests: RequestTable, send_span_start: float, send_span_end: float) -> float:
+    """Requests in flight at the window's end minus at its start, per second of window."""
+    t_start, t_end = send_span_start, send_span_end
+    if t_end <= t_start:
+        raise Absent("reason.window_empty")
+    return (inflight_at(all_requests, t_end) - inflight_at(all_requests, t_start)) / (t_end - t_start)
+
+
+@point_quantity(unit="×")
+def ttft_trend(measured: RequestTable, send_span_start: float, send_span_end: float) -> float:
     """Median TTFT of the requests sent in the window's last third over that of its first third."""
-    reqs = as_request_table(requests)
+    t_start, t_end = send_span_start, send_span_end
+    reqs = as_request_table(measured)
     send, first = reqs.col("t_send"), reqs.col("t_first")
     ok = ~np.isnan(send) & ~np.isnan(first)
     send, ttft = send[ok], first[ok] - send[ok]
@@ -156,9 +236,11 @@ def ttft_trend(requests: RequestTable, t_start: float, t_end: float) -> float:
     return float(np.median(late)) / base
 
 
-def throughput_trend(requests: RequestTable, t_start: float, t_end: float) -> float:
+@point_quantity(unit="×")
+def throughput_trend(all_requests: RequestTable, send_span_start: float, send_span_end: float) -> float:
     """Chunks received in the window's second half over those of its first half (1: steady)."""
-    t, _, _ = as_request_table(requests).chunks()
+    t_start, t_end = send_span_start, send_span_end
+    t, _, _ = as_request_table(all_requests).chunks()
     mid = (t_start + t_end) / 2
     first = np.count_nonzero((t >= t_start) & (t < mid))
     second = np.count_nonzero((t >= mid) & (t < t_end))
@@ -167,8 +249,10 @@ def throughput_trend(requests: RequestTable, t_start: float, t_end: float) -> fl
     return second / first
 
 
-def engine_throughput_trend(scrapes: list, t_start: float, t_end: float) -> float:
+@point_quantity(unit="×")
+def engine_throughput_trend(span_scrapes: list, span_bracket_start: float, span_bracket_end: float) -> float:
     """Generation tokens the server counted in the window's second half over its first half."""
+    scrapes, t_start, t_end = span_scrapes, span_bracket_start, span_bracket_end
     mid = (t_start + t_end) / 2
     # Each half needs a few scrapes: a counter differenced over one or two scrape intervals
     # moves by whole steps of the interval and reads as a drift.
@@ -227,14 +311,14 @@ def prompts_per_step(max_num_batched_tokens: int, server_running_median: float, 
     return room / input_len
 
 
-@point_quantity(unit="ms")
+@point_quantity(unit="ms", after_valid_points=True)
 def queue_ms_wave(waiting_peak: float, prompts_per_step: float, itl_tail_ms_predicted: float,
                   engine_count: int = 1) -> float:
     """The mean wait of a wave of waiting prompts admitted a step-budget's worth at a time: half the steps it takes each engine to drain its share, each as long as a step full of prefill."""
     return waiting_peak / max(engine_count or 1, 1) / prompts_per_step * itl_tail_ms_predicted / 2
 
 
-@point_quantity(unit="×")
+@point_quantity(unit="×", after_valid_points=True)
 def queue_over_wave(queue_ms_mean: float, queue_ms_wave: float) -> float:
     """The server's measured mean queue time over the one a draining wave predicts."""
     return ratio(queue_ms_mean, queue_ms_wave)

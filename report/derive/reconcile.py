@@ -72,6 +72,7 @@ from report.architecture import roofline as RF
 from report.architecture import theory as T
 from report.derive import analyses as A
 from report.derive import series as S
+from report.derive.stats import lengths_sent
 from report.ledger import Absent
 from report.registry import point_quantity, round_quantity
 
@@ -369,26 +370,6 @@ def kv_intercept_together(each_concurrency: Sequence[float | None],
 # the same models over each request's prompt and output tokens as its usage reports them.
 # Invariant: over requests that all share one (in, out) each value equals the nominal one.
 
-def lengths_sent(requests: RequestTable) -> tuple[np.ndarray, np.ndarray]:
-    """(prompt tokens, output tokens) of each answered request, as its usage reports them."""
-    reqs = as_request_table(requests)
-    prompt, out = reqs.col("usage_prompt"), reqs.col("usage_completion")
-    has = reqs.col("ok").astype(bool) & ~np.isnan(prompt) & ~np.isnan(out) & (out > 0)
-    if not has.any():
-        raise Absent("reason.no_lengths_sent")
-    return prompt[has].astype(np.int64), out[has].astype(np.int64)
-
-
-def prompt_tokens_sent_mean(requests: RequestTable) -> float:
-    """Mean prompt tokens of the answered requests, as their usage reports them."""
-    return float(lengths_sent(requests)[0].mean())
-
-
-def output_tokens_sent_mean(requests: RequestTable) -> float:
-    """Mean output tokens of the answered requests, as their usage reports them."""
-    return float(lengths_sent(requests)[1].mean())
-
-
 def request_peak_tokens_sent_mean(requests: RequestTable, block_size: int) -> float:
     """Mean over the answered requests of the block-rounded KV tokens each holds when it finishes."""
     prompt, out = lengths_sent(requests)
@@ -446,6 +427,21 @@ def expected_kv_usage_median_fraction_sent(concurrency: int, server_running_medi
     if lo == hi:
         return at(lo)
     return at(lo) + (at(hi) - at(lo)) * (c - lo)
+
+
+# In a round of several server sets, the pool of the set a point ran on (the sets' pools may
+# differ): `set_scrapes` is DOES_NOT_APPLY in a round of one set, where the round's pool is each point's.
+@point_quantity(unit="tok")
+def pool_tokens_set(set_scrapes: list, set_start: float, set_end: float) -> int | None:
+    """KV pool size in tokens of the server set the point ran on (its cache_config_info)."""
+    labels = S.cache_config_info(set_scrapes, set_start, set_end)
+    return S.kv_pool_tokens_from_cache_config(labels).blocks_times_block_size
+
+
+@point_quantity(unit="tok")
+def pool_tokens_usable(pool_tokens_set: int, block_size: int) -> int:
+    """Pool tokens of the point's server set that vLLM's usage gauge is a fraction of: one block (the null block) fewer."""
+    return A.usable_pool_tokens(pool_tokens_set, block_size)
 
 
 # ============================================================================ each point against the model

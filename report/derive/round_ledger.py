@@ -26,9 +26,9 @@ from report.derive import series as S
 from report.derive import serverlog as SL
 from report.derive import stats as ST
 from report.derive import validity as V
-from report.derive.serverlog import ServerLogFacts, log_peak, server_log_facts
+from report.derive.serverlog import ServerLogFacts, server_log_facts
 from report.ledger import Absent, Ledger, Reason, Source, Value, reason_from_text
-from report.registry import RawSources, resolve_across, resolve_point, resolve_round
+from report.registry import DOES_NOT_APPLY, RawSources, resolve_across, resolve_point, resolve_round
 
 # The steady part of a point's window used for gauge statistics (KV usage, running, waiting):
 # its middle fraction, leaving out the ramp-up after the first measured request and the
@@ -131,7 +131,7 @@ def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str
         if w.status == ST.INTERRUPTED:
             w = ST.interrupted_window(w, reqs)
         pts.append(PointData(window=w, requests=reqs, measured=ST.measured(reqs),
-                             failed=ST.failed(reqs),
+                             failed=ST.failed_requests(reqs),
                              steady=S.steady_window(w.t_measure, w.t_end, STEADY_FRACTION)
                              if w.t_end > w.t_measure else (w.t_measure, w.t_end)))
     log_text = bundle.server_log()
@@ -248,7 +248,53 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     first = DL.requests_first_token_between(p.measured, pa, pb)
     raw.add("first_in_population", first,
             _src_requests(rd, p, "source.requests_first_token_in", k=len(first), a=pa, b=pb))
+    raw.add("population_after_warmup", excludes_warmup)
+    raw.add("warmup_requests", p.requests.take(p.requests.col("warmup").astype(bool)), src)
+    # Windows given as bounds that cite nothing: the values over them cite their samples only.
+    raw.add("bracket_window", (a, b))
+    raw.add("measure_window", (p.window.t_measure, p.window.t_end))
+    loop_raw(rd, p, raw)
+    # The span the measured requests were sent in, and the scrapes that bracket it.
+    span = OC.send_span(p.measured, p.window.t_measure, p.window.t_end)
+    raw.add("send_span_start", span[0], src)
+    raw.add("send_span_end", span[1], src)
+    sp_a, sp_b = A.bracketing_window(rd.bundle.metrics, *span)
+    raw.add("span_scrapes", rd.bundle.metrics, _src_metrics(rd, sp_a, sp_b, _what("source.what_bracketing", point=p.pid)))
+    raw.add("span_bracket_start", sp_a)
+    raw.add("span_bracket_end", sp_b)
+    # The server log's stats lines: the gauges of a round recorded without /metrics.
+    raw.add("stats_lines", list(rd.log.stats_lines) if rd.log else [],
+            (Source.of(f"{rd.name}/server.log", "source.stats_lines_of_point", point=p.pid),))
+    raw.add("log_year", int(str(rd.bundle.manifest.get("created_utc") or "1970")[:4]))
+    raw.add("t0_wall_unix", rd.bundle.manifest["clock"]["t0_wall_unix"])
+    set_raw(rd, p, raw)
+    raw.add("lengths_vary", rd.lengths_vary)
     return raw
+
+
+def loop_raw(rd: RoundData, p: PointData, raw: RawSources) -> None:
+    """The point's settings and how it sent, into RAW: the inputs of an open loop's quantities
+    (`open_loop_requests`, `capped_concurrency`) and a closed loop's (`closed_loop_concurrency`),
+    each DOES_NOT_APPLY at the other kind's points."""
+    raw.add("settings", p.settings, _src_window(rd, p))
+    trace = (rd.bundle.manifest.get("workload_source") or {}).get("kind") == "trace"
+    raw.add("replayed_trace", trace)
+    is_open, C = OC.open_loop(p.settings, trace), p.settings.get("concurrency")
+    raw.add("open_loop_requests", p.measured if is_open else DOES_NOT_APPLY, _src_requests(rd, p))
+    raw.add("capped_concurrency", C if is_open and C and not trace else DOES_NOT_APPLY)
+    raw.add("closed_loop_concurrency", DOES_NOT_APPLY if is_open else C)
+
+
+def set_raw(rd: RoundData, p: PointData, raw: RawSources) -> None:
+    """The scrapes of the server set the point ran on (`set_scrapes`, `set_start`, `set_end`),
+    into RAW; DOES_NOT_APPLY in a round of one set."""
+    sets = server_sets(rd)
+    s = p.settings.get("server_set") or 0
+    a, b = sets[s]
+    raw.add("set_scrapes", rd.bundle.metrics if len(sets) > 1 else DOES_NOT_APPLY,
+            _src_metrics(rd, a, b, _what("source.what_cache_config_set", set=s)))
+    raw.add("set_start", a)
+    raw.add("set_end", b)
 
 
 def load_of(p: PointData) -> float | None:
@@ -306,161 +352,23 @@ def _src_window(rd: RoundData, p: PointData) -> tuple[Source, ...]:
 
 
 def point_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> None:
-    """Client statistics and server-side decompositions for one point (RAW: its point_raw)."""
-    k = f"p.{p.pid}."
-    src, win = _src_requests(rd, p), _src_window(rd, p)
-    s = p.settings
-    led.record(k + "concurrency", s.get("concurrency"), doc="Concurrency (requests in flight) set for the point", sources=win)
-    led.record(k + "input_len", s.get("input_len"), unit="tok", doc="Prompt length set for the point", sources=win)
-    led.record(k + "output_len", s.get("output_len"), unit="tok", doc="Output length set for the point", sources=win)
-    if s.get("request_rate"):
-        led.record(k + "request_rate", s["request_rate"], unit="req/s", doc="Open-loop arrival rate set for the point", sources=win)
-    led.derive(k + "requests", A.count, unit="req", sources=src, values=p.measured)
-    led.derive(k + "failed", A.count, unit="req", sources=src, values=p.failed)
-    resolve_point(led, ST.__name__, p.pid, raw)
-    # Server side over the same window (histogram differencing, resets handled).
-    sc = rd.bundle.metrics
-    # Counters and histograms: differenced between the scrapes that bracket the window.
-    a, b = A.bracketing_window(sc, p.window.t_measure, p.window.t_end)
-    ms = _src_metrics(rd, a, b, _what("source.what_bracketing", point=p.pid))
-    # Whether the population's histogram window (point_raw) leaves the warm-up out.
-    excludes_warmup = _population_window(sc, p, a, b)[3]
-    led.record(k + "population_excludes_warmup",
-               excludes_warmup if any(s.get("ok") for s in sc) else None, sources=ms,
-               missing=Reason.of("reason.no_scrape_no_histogram_window"),
-               doc="Whether a scrape fell between the last warm-up request's end and the point's end, "
-                   "so the server's finish-time histograms could leave the warm-up out")
-    # A client count over the bracketing window: it cites the requests only (0 is observed).
-    led.derive(k + "warmup_ended_in_point_window", A.count, unit="req", sources=_src_requests(rd, p),
-               values=DL.requests_ended_between(p.requests.take(p.requests.col("warmup").astype(bool)), a, b))
-    resolve_point(led, DL.__name__, p.pid, raw)
-    resolve_point(led, V.__name__, p.pid, raw)
-    resolve_point(led, S.__name__, p.pid, raw)
-    resolve_point(led, A.__name__, p.pid, raw)
+    """The point's settings and counts, client statistics and server-side decompositions (RAW: its point_raw)."""
+    for module in (ST, DL, V, S, A):
+        resolve_point(led, module.__name__, p.pid, raw)
 
 
 def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> None:
     """The second signals of each verdict: requests in flight seen by the client and by Little's
-    law, the client's measured timing error, host CPU, the log's stats lines, queue trends."""
-    k = f"p.{p.pid}."
-    sc, C = rd.bundle.metrics, p.settings.get("concurrency")
-    # A replayed trace is an open loop too: each request sent at its own time, no cap.
-    trace = (rd.bundle.manifest.get("workload_source") or {}).get("kind") == "trace"
-    open_loop = bool(p.settings.get("request_rate")) or trace
-    a, b = A.bracketing_window(sc, p.window.t_measure, p.window.t_end)
-    ms = _src_metrics(rd, a, b, _what("source.what_bracketing", point=p.pid))
-    sa, sb = p.steady
-    src, win = _src_requests(rd, p), (p.window.t_measure, p.window.t_end)
-    csrc = (f"{rd.name}/{rd.bundle.file_for('client')}",)
-    led.record(k + "open_loop", open_loop, unit="", sources=_src_window(rd, p),
-               doc="Whether the point sent on a schedule (an arrival rate or a trace's own times), not in a closed loop")
-    # Requests in flight, three ways (the gauges' share is held_concurrency_fraction): the
-    # client's count, and the engine's, which is the client's times the share of each
-    # request's life spent inside the engine (the same finished requests on both sides: so
-    # neither a warm-up tail nor a window shorter than a lifetime pushes it past C).
-    ci = led.derive(k + "client_inflight_mean", OC.client_inflight_mean, unit="req", sources=src,
-                    requests=p.requests, t_start=sa, t_end=sb)
-    little = led.derive(k + "engine_inflight_little", OC.engine_inflight_mean, unit="req",
-                        sources=ms, scrapes=sc, t_start=a, t_end=b)
-    pa, pb, pop_what, excludes_warmup = _population_window(sc, p, a, b)
-    pop = DL.requests_ended_between(
-        p.measured if excludes_warmup else p.requests.take(p.requests.col("ok").astype(bool)), pa, pb)
-    e2e = led.derive(k + "engine_e2e_ms_mean", OC.engine_e2e_ms_mean, unit="ms",
-                     sources=_src_metrics(rd, pa, pb, _what(pop_what, point=p.pid)),
-                     scrapes=sc, t_start=pa, t_end=pb)
-    life = led.derive(k + "client_lifetime_ms_mean", OC.client_lifetime_ms_mean, unit="ms",
-                      sources=_src_requests(rd, p, "source.requests_ended_in", k=len(pop), a=pa, b=pb),
-                      requests=pop)
-    inside = led.derive(k + "engine_life_share", OC.engine_life_share, unit="fraction",
-                        engine_e2e_ms=e2e, client_lifetime_ms=life,
-                        server_requests=led[k + "population_requests_server"],
-                        client_requests=led[k + "population_requests_client"])
-    led.derive(k + "outside_engine_share", A.difference, unit="fraction", a=1.0, b=inside)
-    if open_loop:
-        led.derive(k + "late_send_share", OC.late_send_share, unit="fraction", sources=src,
-                   requests=p.measured, late_ms=V.LATE_SEND_MS)
-        # Latencies from the schedule beside those from the send (coordinated omission).
-        for q in (50, 99):
-            led.derive(k + f"ttft_sched_ms_p{q}", ST.percentile, unit="ms", sources=src,
-                       values=ST.ttfts_from_schedule_ms(p.measured), q=q)
-        led.derive(k + "e2e_sched_ms_p99", ST.percentile, unit="ms", sources=src,
-                   values=ST.e2es_from_schedule_ms(p.measured), q=99)
-        if C and not trace:
-            led.derive(k + "cap_held_fraction", OC.share_of_concurrency, unit="fraction",
-                       mean_in_flight=ci, concurrency=C)
-    else:
-        cheld = led.derive(k + "client_held_fraction", OC.share_of_concurrency, unit="fraction",
-                           mean_in_flight=ci, concurrency=C)
-        led.derive(k + "engine_held_fraction", A.product, unit="fraction", a=cheld, b=inside)
-        # Little's law over the engine's own counter alone: the signal independent of the client
-        # (it can pass 1 where lifetimes are long against the window; only compared, not printed).
-        led.derive(k + "engine_little_held_fraction", OC.share_of_concurrency, unit="fraction",
-                   mean_in_flight=little, concurrency=C)
-    # Whether the queue kept growing (open loop) or the pace drifted (steady state): over the
-    # span the measured requests were sent in, not the drain after the last send.
-    span = OC.send_span(p.measured, *win)
-    led.derive(k + "send_rate", OC.send_rate, unit="req/s", sources=src, requests=p.requests,
-               t_start=span[0], t_end=span[1])
-    led.derive(k + "send_span_s", A.difference, unit="s", sources=src, a=span[1], b=span[0])
-    sp_a, sp_b = A.bracketing_window(sc, *span)
-    sms = _src_metrics(rd, sp_a, sp_b, _what("source.what_bracketing", point=p.pid))
-    led.derive(k + "engine_finish_rate", OC.engine_finish_rate, unit="req/s", sources=sms,
-               scrapes=sc, t_start=sp_a, t_end=sp_b)
-    led.derive(k + "finish_over_send", A.ratio, unit="fraction", numerator=led[k + "engine_finish_rate"],
-               denominator=led[k + "send_rate"])
-    led.derive(k + "inflight_growth", OC.inflight_growth, unit="req/s", sources=src,
-               requests=p.requests, t_start=span[0], t_end=span[1])
-    led.derive(k + "ttft_trend", OC.ttft_trend, unit="×", sources=src, requests=p.measured,
-               t_start=span[0], t_end=span[1])
-    led.derive(k + "throughput_trend", OC.throughput_trend, unit="×", sources=src,
-               requests=p.requests, t_start=span[0], t_end=span[1])
-    led.derive(k + "engine_throughput_trend", OC.engine_throughput_trend, unit="×", sources=sms,
-               scrapes=sc, t_start=sp_a, t_end=sp_b)
-    # The client's timing error, measured: events that shared a stamp, and where they could be late.
-    resolve_point(led, CE.__name__, p.pid, raw)
-    # The ITL the client's error is held against: the engine's own where it was sampled (the
-    # client's may be the distorted one), else the client's per-chunk p50.
-    engine_itl = led[k + "engine_itl_ms_mean"]
-    ref = led.derive(k + "itl_reference_ms", A.identity_of, unit="ms",
-                     value=engine_itl if engine_itl.present else led[k + "chunk_itl_ms_p50"])
-    tol = led.derive(k + "client_error_tolerance_ms", A.product, unit="ms",
-                     a=led["r.rule_client_error_max"], b=ref)
-    wrong = led.derive(k + "mistimed_events", CE.mistimed_events, unit="", sources=src + csrc,
-                       requests=p.measured, client_samples=rd.bundle.client, tolerance_ms=tol)
-    share = led.derive(k + "mistimed_share", A.share, unit="fraction", part=wrong,
-                       whole=led[k + "events_received"])
-    gaps = ST.itl_gaps_ms(p.measured)
-    for q in (50, 99):
-        led.derive(k + f"itl_error_ms_p{q}", CE.quantile_error_ms, unit="ms", sources=src,
-                   gaps_ms=gaps, q=q, wrong_share=share)
-        led.derive(k + f"itl_error_share_p{q}", A.ratio, unit="fraction",
-                   numerator=led[k + f"itl_error_ms_p{q}"],
-                   denominator=ref if q == 50 else led[k + f"itl_ms_p{q}"])
-        # The engine's own percentile, to the resolution of its histogram's buckets.
-        lo = led.derive(k + f"engine_itl_ms_p{q}_low", CE.engine_itl_bucket_ms, unit="ms", sources=ms,
-                        scrapes=sc, t_start=a, t_end=b, q=q, edge="low")
-        hi = led.derive(k + f"engine_itl_ms_p{q}_high", CE.engine_itl_bucket_ms, unit="ms", sources=ms,
-                        scrapes=sc, t_start=a, t_end=b, q=q, edge="high")
-        led.derive(k + f"client_outside_engine_itl_p{q}", CE.outside_bucket, unit="fraction",
-                   value=led[k + f"itl_ms_p{q}"], low=lo, high=hi)
-    led.derive(k + "client_lag_ms_p50", A.loop_lag_ms_quantile, unit="ms", sources=csrc,
-               client_samples=rd.bundle.client, t_start=win[0], t_end=win[1], q=50)
-    # Host CPU: the engine's processes, the client, the whole host.
-    resolve_point(led, HL.__name__, p.pid, raw)
-    # The server log's stats lines: the gauges of a round recorded without /metrics.
-    stats = list(rd.log.stats_lines) if rd.log else []
-    year = int(str(rd.bundle.manifest.get("created_utc") or "1970")[:4])
-    t0 = rd.bundle.manifest["clock"]["t0_wall_unix"]
-    lsrc = (Source.of(f"{rd.name}/server.log", "source.stats_lines_of_point", point=p.pid),)
-    for name, stat in (("log_running_peak", "running"), ("log_waiting_peak", "waiting"),
-                       ("log_kv_usage_peak_pct", "kv_cache_usage_pct")):
-        led.derive(k + name, log_peak, unit="%" if stat.endswith("pct") else "req", sources=lsrc,
-                   stats=stats, year=year, t0_wall_unix=t0, t_start=win[0], t_end=win[1], field=stat)
+    law, queue trends, the client's measured timing error, host CPU, the log's stats lines."""
+    # Occupancy's admission queue reads the prefill step of the valid points: it waits for them.
+    resolve_point(led, OC.__name__, p.pid, raw, after_valid_points=False)
+    for module in (CE, HL, SL):
+        resolve_point(led, module.__name__, p.pid, raw)
 
 
 def _population_window(sc: list, p: PointData, a: float,
                        b: float) -> tuple[float, float, str, bool]:
-    """The histogram window of one population (see point_ledger) and whether it leaves the
+    """The histogram window of one population (see point_raw) and whether it leaves the
     warm-up out; the point's bracketing window when no scrape follows the warm-up's end."""
     try:
         t_warm = DL.last_warmup_end(p.requests)
@@ -529,22 +437,6 @@ def agreed_engine_cache_config(rd: RoundData):
     return None, block, Reason.of("reason.pool_differs_by_engine", pools=", ".join(
         f"{name}: {p.blocks_times_block_size:,}" for name, p in pools.items()
         if p.blocks_times_block_size is not None))
-
-
-def set_pool_ledger(led: Ledger, rd: RoundData, p: PointData) -> None:
-    """In a round of several server sets, the pool of the set a point ran on (the sets' pools may differ)."""
-    k = f"p.{p.pid}."
-    s = p.settings.get("server_set") or 0
-    a, b = server_sets(rd)[s]
-    msrc = _src_metrics(rd, a, b, _what("source.what_cache_config_set", set=s))
-    try:
-        pool, why = S.kv_pool_tokens_from_cache_config(set_cache_config(rd, s)).blocks_times_block_size, None
-    except Absent as e:
-        pool, why = None, e.reason
-    led.record(k + "pool_tokens_set", pool, unit="tok", sources=msrc, missing=why,
-               doc="KV pool size in tokens of the server set the point ran on (its cache_config_info)")
-    led.derive(k + "pool_tokens_usable", A.usable_pool_tokens, unit="tok",
-               pool_tokens=led[k + "pool_tokens_set"], block_size=led["r.block_size"])
 
 
 def pool_ledger(led: Ledger, rd: RoundData) -> None:
@@ -653,8 +545,6 @@ def measured_ledger(rd: RoundData) -> Ledger:
         point_ledger(led, rd, p, raw)
         cross_check_ledger(led, rd, p, raw)
         modelled_raw(led, rd, p, raw)
-        if len(server_sets(rd)) > 1:
-            set_pool_ledger(led, rd, p)
         for module in (R.__name__, PW.__name__):
             resolve_point(led, module, p.pid, raw)
     return led
@@ -702,10 +592,6 @@ def modelled_lengths(led: Ledger, rd: RoundData, p: PointData) -> tuple[Any, Any
     if not rd.lengths_vary:
         return p.settings.get("input_len"), p.settings.get("output_len")
     k = f"p.{p.pid}."
-    for name, fn in (("prompt_tokens_sent_mean", R.prompt_tokens_sent_mean),
-                     ("output_tokens_sent_mean", R.output_tokens_sent_mean)):
-        if k + name not in led:       # once per point, whichever section asks first
-            led.derive(k + name, fn, unit="tok", sources=_src_requests(rd, p), requests=p.measured)
     return led[k + "prompt_tokens_sent_mean"], led[k + "output_tokens_sent_mean"]
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from report.ledger import Absent
-from report.registry import round_quantity
+from report.registry import point_quantity, round_quantity
 
 __all__ = ["MFULine", "ServerLogFacts", "StatsLine", "log_peak", "server_log_facts", "stats_line_time"]
 
@@ -266,6 +266,30 @@ def log_peak(stats: list[StatsLine], year: int, t0_wall_unix: float, t_start: fl
              t_end: float, field: str) -> float:
     """The largest value of one field (running, waiting, kv_cache_usage_pct) over the window's stats lines."""
     return float(max(_lines_in(stats, year, t0_wall_unix, t_start, t_end, field)))
+
+
+# The peaks of a point's stats lines: the gauges of a round recorded without /metrics. The log
+# stamps wall-clock times without a year: `log_year` (the bundle's) and `t0_wall_unix` (its
+# clock's origin) place them on the bundle's clock.
+@point_quantity(unit="req")
+def log_running_peak(stats_lines: list[StatsLine], log_year: int, t0_wall_unix: float,
+                     measure_window: tuple[float, float]) -> float:
+    """The most requests running that the log's stats lines state inside the point's window."""
+    return log_peak(stats_lines, log_year, t0_wall_unix, *measure_window, "running")
+
+
+@point_quantity(unit="req")
+def log_waiting_peak(stats_lines: list[StatsLine], log_year: int, t0_wall_unix: float,
+                     measure_window: tuple[float, float]) -> float:
+    """The most requests waiting that the log's stats lines state inside the point's window."""
+    return log_peak(stats_lines, log_year, t0_wall_unix, *measure_window, "waiting")
+
+
+@point_quantity(unit="%")
+def log_kv_usage_peak_pct(stats_lines: list[StatsLine], log_year: int, t0_wall_unix: float,
+                          measure_window: tuple[float, float]) -> float:
+    """The highest KV cache usage that the log's stats lines state inside the point's window, %."""
+    return log_peak(stats_lines, log_year, t0_wall_unix, *measure_window, "kv_cache_usage_pct")
 
 
 # ---------------------------------------------------------------- what the log states, as round quantities

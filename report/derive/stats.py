@@ -21,7 +21,7 @@ import numpy as np
 
 from bundle.request_table import RequestTable, as_request_table
 from report.ledger import Absent
-from report.registry import point_quantity
+from report.registry import DOES_NOT_APPLY, point_quantity
 
 # A point's status when it has a `start` and no `end` event (the round was stopped inside it).
 INTERRUPTED = "interrupted"
@@ -99,7 +99,7 @@ def measured(requests: RequestTable) -> RequestTable:
     return requests.take(~requests.col("warmup") & requests.col("ok"))
 
 
-def failed(requests: RequestTable) -> RequestTable:
+def failed_requests(requests: RequestTable) -> RequestTable:
     """Non-warm-up requests that ended with an error."""
     requests = as_request_table(requests)
     return requests.take(~requests.col("warmup") & ~requests.col("ok"))
@@ -233,7 +233,44 @@ def itl_gaps_ms(requests: RequestTable) -> np.ndarray:
     return np.repeat(d[later], k[later])
 
 
-# The point's client statistics, in the order the ledger lists them: each key one function.
+# The point's settings and counts, then its client statistics, in the order the ledger lists
+# them: each key one function.
+@point_quantity(unit="")
+def concurrency(settings: dict) -> int | None:
+    """Concurrency (requests in flight) set for the point."""
+    return settings.get("concurrency")
+
+
+@point_quantity(unit="tok")
+def input_len(settings: dict) -> int | None:
+    """Prompt length set for the point."""
+    return settings.get("input_len")
+
+
+@point_quantity(unit="tok")
+def output_len(settings: dict) -> int | None:
+    """Output length set for the point."""
+    return settings.get("output_len")
+
+
+@point_quantity(unit="req/s")
+def request_rate(settings: dict) -> float:
+    """Open-loop arrival rate set for the point (a closed-loop point has none)."""
+    return settings.get("request_rate") or DOES_NOT_APPLY
+
+
+@point_quantity(unit="req")
+def requests(measured: RequestTable) -> int:
+    """Measured requests of the point: past the warm-up, answered."""
+    return len(measured)
+
+
+@point_quantity(unit="req")
+def failed(failed: RequestTable) -> int:
+    """Requests of the point past the warm-up that failed."""
+    return len(failed)
+
+
 @point_quantity(unit="s")
 def window_s(t_end: float, t_measure: float) -> float:
     """Seconds from the point's first measured send to its end."""
@@ -385,6 +422,50 @@ def multi_token_chunks(measured: RequestTable) -> int:
 def slot_wait_ms_p99(measured: RequestTable) -> float:
     """p99 of the time a measured request waited for a client-side concurrency slot."""
     return percentile(slot_waits_ms(measured), 99)
+
+
+# An open loop's latencies from each request's scheduled time beside those from its send
+# (coordinated omission); `open_loop_requests` is DOES_NOT_APPLY at a closed-loop point.
+@point_quantity(unit="ms")
+def ttft_sched_ms_p50(open_loop_requests: RequestTable) -> float:
+    """Median time from a measured request's scheduled send to its first token."""
+    return percentile(ttfts_from_schedule_ms(open_loop_requests), 50)
+
+
+@point_quantity(unit="ms")
+def ttft_sched_ms_p99(open_loop_requests: RequestTable) -> float:
+    """p99 of the time from a measured request's scheduled send to its first token."""
+    return percentile(ttfts_from_schedule_ms(open_loop_requests), 99)
+
+
+@point_quantity(unit="ms")
+def e2e_sched_ms_p99(open_loop_requests: RequestTable) -> float:
+    """p99 of the time from a measured request's scheduled send to its last token."""
+    return percentile(e2es_from_schedule_ms(open_loop_requests), 99)
+
+
+# The lengths each request brings (its usage), where the workload varies them: what the KV,
+# theory and MFU sections model in place of the plan's (round_ledger.modelled_lengths).
+def lengths_sent(requests: RequestTable) -> tuple[np.ndarray, np.ndarray]:
+    """(prompt tokens, output tokens) of each answered request, as its usage reports them."""
+    reqs = as_request_table(requests)
+    prompt, out = reqs.col("usage_prompt"), reqs.col("usage_completion")
+    has = reqs.col("ok").astype(bool) & ~np.isnan(prompt) & ~np.isnan(out) & (out > 0)
+    if not has.any():
+        raise Absent("reason.no_lengths_sent")
+    return prompt[has].astype(np.int64), out[has].astype(np.int64)
+
+
+@point_quantity(unit="tok")
+def prompt_tokens_sent_mean(measured: RequestTable, lengths_vary: bool) -> float:
+    """Mean prompt tokens of the answered requests, as their usage reports them."""
+    return float(lengths_sent(measured)[0].mean()) if lengths_vary else DOES_NOT_APPLY
+
+
+@point_quantity(unit="tok")
+def output_tokens_sent_mean(measured: RequestTable, lengths_vary: bool) -> float:
+    """Mean output tokens of the answered requests, as their usage reports them."""
+    return float(lengths_sent(measured)[1].mean()) if lengths_vary else DOES_NOT_APPLY
 
 
 @point_quantity(unit="ms")

@@ -58,7 +58,7 @@ def build_ledger(rd: RoundData) -> Ledger:
     # against the SLO, then the capacity answer over the valid points.
     for p in rd.points:
         raw = point_raw(rd, p)
-        resolve_point(led, occupancy.__name__, p.pid, raw)
+        resolve_point(led, occupancy.__name__, p.pid, raw, after_valid_points=True)
         resolve_point(led, goodput.__name__, p.pid, raw)
     pts = sorted(valid_points(rd, validity), key=lambda p: load_of(p) or 0)
     resolve_round(led, goodput.__name__, [p.pid for p in pts], round_raw(rd, pts))

@@ -53,7 +53,7 @@ def test_events_read_alone_are_exact_however_long_they_waited():
     # packet ring. No event shared a stamp, so none is mistimed: the error is 0, not 80 ms.
     t = RequestTable.from_records([request(0.0, [0.01 * i for i in range(1, 101)])])
     samples = [lag(k * 0.5, reads=50, wait=0.080) for k in range(3)]
-    assert CE.mistimed_events(t, samples, tolerance_ms=1.0) == 0
+    assert CE.mistimed_events(t, samples, client_error_tolerance_ms=1.0) == 0
     gaps = CE.chunk_gaps_ms(t)
     assert CE.quantile_error_ms(gaps, 50, 0.0) == 0.0
 
@@ -62,13 +62,13 @@ def test_co_read_events_count_where_bytes_waited_and_not_where_a_packet_ring_tim
     chunks = [0.1, 0.1, 0.1, 0.2, 0.6, 0.6, 0.6, 0.7]      # two reads of three events
     t = RequestTable.from_records([request(0.0, chunks)])
     waited = [lag(0.0, reads=2, wait=0.050), lag(0.5, reads=2, wait=0.050)]
-    assert CE.mistimed_events(t, waited, tolerance_ms=1.0) == 4
-    assert CE.mistimed_events(t, waited, tolerance_ms=60.0) == 0
+    assert CE.mistimed_events(t, waited, client_error_tolerance_ms=1.0) == 4
+    assert CE.mistimed_events(t, waited, client_error_tolerance_ms=60.0) == 0
     ring = [lag(0.0, reads=2, wait=0.050, packet=2), lag(0.5, reads=2, wait=0.050, packet=2)]
-    assert CE.mistimed_events(t, ring, tolerance_ms=1.0) == 0
+    assert CE.mistimed_events(t, ring, client_error_tolerance_ms=1.0) == 0
     # A client without read counters (an older bundle): its loop delay decides.
     old = [lag(0.0, loop=0.030), lag(0.5, loop=0.0001)]
-    assert CE.mistimed_events(t, old, tolerance_ms=1.0) == 2
+    assert CE.mistimed_events(t, old, client_error_tolerance_ms=1.0) == 2
     assert CE.coread_share_by_counters(t, waited, 0.0, 1.0) == pytest.approx(4 / 8)
 
 

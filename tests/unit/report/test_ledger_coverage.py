@@ -1,9 +1,11 @@
 """Every quantity reaches a ledger of the committed bundles; a quantity module holds quantities and their steps only.
 
-The ledgers: each committed bundle (runs/round-1, 2, 3, 5, 6 and the bundles in tests/fixtures,
+The ledgers: each committed bundle (runs/round-1, 2, 3, 5, 6, 10 and the bundles in tests/fixtures,
 whose h200-round-4 is runs/round-4 trimmed to three points: the whole round takes ~40 s to
 build and reaches no other function), each round compared with its predecessor as the site
-does, and the capacity planner's ledger of every model config in tests/fixtures/models.
+does, the hand-built bundle of test_ledger_contract.py sent as an open loop capped at its
+concurrency (no committed round set an arrival rate), and the capacity planner's ledger of
+every model config in tests/fixtures/models.
 A registered quantity (report/registry.py) none of them holds fails. A public function of a
 quantity module that none of them names as a `Value.func` must be a step of one that does
 (its code names it, directly or through the functions it names), of the raw inputs the
@@ -31,7 +33,7 @@ from report.ledger import quantity_name
 from report.planner.explain import plan
 from report.registry import REGISTRY
 from tests.conftest import FIXTURES, ROOT
-from tests.unit.report.test_ledger_contract import QUANTITY_MODULES
+from tests.unit.report.test_ledger_contract import QUANTITY_MODULES, write_fixture_bundle
 
 COVERAGE_SLO = "ttft:1000,tpot:50,itl:60,e2e:60000,p:99"
 
@@ -40,6 +42,7 @@ ROUND_CHAINS = ([ROOT / "runs" / f"round-{n}" / "bundle" for n in (1, 2, 3)],
                 [FIXTURES / "h200-round-4", FIXTURES / "h200-lockstep"],
                 [ROOT / "runs" / "round-5" / "bundle"],
                 [ROOT / "runs" / "round-6" / "bundle"],
+                [ROOT / "runs" / "round-10" / "bundle"],     # a replayed trace on two server sets
                 [FIXTURES / "cpu-demo"])
 
 # The public functions of quantity modules that no ledger reaches and no ledger function uses,
@@ -57,9 +60,15 @@ def public_functions(module: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def reached_funcs() -> set[str]:
+def reached_funcs(tmp_path_factory) -> set[str]:
     """Every Value.func of the ledgers described in the module docstring."""
     funcs: set[str] = set()
+    path = tmp_path_factory.mktemp("coverage") / "open-loop"
+    write_fixture_bundle(path)
+    rd = read_round(read_bundle(path))
+    for p in rd.points:
+        p.settings["request_rate"] = 4.0     # an arrival rate, under the concurrency cap
+    funcs |= {v.func for v in build_ledger(rd).values.values()}
     for chain in ROUND_CHAINS:
         prev = None
         for path in chain:

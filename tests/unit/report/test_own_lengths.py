@@ -15,6 +15,7 @@ import pytest
 from bundle.request_table import RequestTable
 from report.architecture import theory as T
 from report.derive import reconcile as R
+from report.derive import stats as ST
 from report.judge.verdicts import read_bundle_ledger
 from report.ledger import Absent
 from report.publish.compose import compose_round
@@ -63,13 +64,13 @@ def test_the_expected_median_draws_each_slot_from_every_request_step():
         np.mean([T.request_peak_tokens(i, o, BLOCK) for i, o in lengths]))
     assert R.request_mean_tokens_sent_mean(reqs, BLOCK) == pytest.approx(
         sum(o * T.request_mean_tokens(i, o, BLOCK) for i, o in lengths) / sum(o for _, o in lengths))
-    assert R.prompt_tokens_sent_mean(reqs) == pytest.approx(136.5)
-    assert R.output_tokens_sent_mean(reqs) == pytest.approx(18.25)
+    assert ST.prompt_tokens_sent_mean(reqs, lengths_vary=True) == pytest.approx(136.5)
+    assert ST.output_tokens_sent_mean(reqs, lengths_vary=True) == pytest.approx(18.25)
 
 
 def test_no_answered_request_with_usage_is_absent_with_its_reason():
     with pytest.raises(Absent) as e:
-        R.prompt_tokens_sent_mean(table([(10, 4)], ok=False))
+        ST.prompt_tokens_sent_mean(table([(10, 4)], ok=False), lengths_vary=True)
     assert e.value.reason.code == "reason.no_lengths_sent"
 
 

@@ -130,7 +130,7 @@ def test_statistics_equal_the_record_definitions(recs):
         ref_meas = [r for r in ref_point if not r["warmup"] and r["status"] == "ok"]
         meas = ST.measured(point)
         assert list(meas) == ref_meas
-        assert list(ST.failed(point)) == [r for r in ref_point if not r["warmup"] and r["status"] != "ok"]
+        assert list(ST.failed_requests(point)) == [r for r in ref_point if not r["warmup"] and r["status"] != "ok"]
         assert ST.ttfts_ms(meas).tolist() == ref_ttfts(ref_meas)
         assert ST.e2es_ms(meas).tolist() == ref_e2es(ref_meas)
         assert ST.itl_gaps_ms(meas).tolist() == ref_itl(ref_meas)
