@@ -13,7 +13,7 @@ from typing import Any
 
 from report.judge.diagnosis import BOTTLENECKS, Attribution, Validity, val
 from report.ledger import Ledger
-from report.words import LANGS, PLACEHOLDER, round_name, word
+from report.words import LANGS, PLACEHOLDER, in_lang, round_name, word
 
 # A step "carries the batch several times over" at this many tokens per running request.
 STEP_MIX_MIN = 2.0
@@ -125,28 +125,47 @@ def disagreement_finding(led: Ledger, validity: dict[str, Validity],
                    list(dict.fromkeys(keys)))
 
 
-def client_suspect_finding(led: Ledger, pids: list[str], labels: dict[str, str] | None = None,
-                           attributions: dict[str, Attribution] | None = None) -> Finding | None:
-    """The points whose client loop lagged past the lag rule at its tail: the client named as a
-    suspect for their tails, with its lag beside the ITL p99 it measured."""
+def client_suspects(led: Ledger, pids: list[str], attributions: dict[str, Attribution] | None = None) -> list[str]:
+    """The points of PIDS whose client loop lagged past the lag rule at its tail (the rule the
+    diagnosis reads at the median, read tail against tail), where the verdict is not the client."""
     floor, share = val(led, "r.rule_lag_min_ms"), val(led, "r.rule_lag_share_of_itl")
     if floor is None or share is None:
-        return None
-    items = []
+        return []
+    out = []
     for pid in pids:
         if attributions and pid in attributions and attributions[pid].bottleneck == "client":
             continue    # its verdict names the client already
         lag, itl = val(led, f"p.{pid}.client_lag_ms_p99"), val(led, f"p.{pid}.itl_ms_p99")
-        # The rule the diagnosis reads at the median, read here tail against tail.
-        if lag is None or itl is None or lag <= max(floor, share * itl):
-            continue
-        one = _make(led, "x", "validity", _texts("client_suspect_item", p=pid, at=_at(labels, pid)), [])
-        if one is not None:
-            items.append(one.texts)
+        if lag is not None and itl is not None and lag > max(floor, share * itl):
+            out.append(pid)
+    return out
+
+
+def client_suspect_finding(led: Ledger, pids: list[str], labels: dict[str, str] | None = None,
+                           attributions: dict[str, Attribution] | None = None) -> Finding | None:
+    """The points whose client loop lagged past the lag rule at its tail: the client named as a
+    suspect for their tails, with its lag beside the ITL p99 it measured."""
+    items = [one.texts for pid in client_suspects(led, pids, attributions)
+             if (one := _make(led, "x", "validity",
+                              _texts("client_suspect_item", p=pid, at=_at(labels, pid)), [])) is not None]
     if not items:
         return None
     return _make(led, "client_suspect", "validity",
                  _texts("client_suspect", items=_joined(items, "invalid_reason_sep")), [])
+
+
+def caveat_findings(led: Ledger, validity: dict[str, Validity], valid_pids: list[str],
+                    labels: dict[str, str] | None = None,
+                    attributions: dict[str, Attribution] | None = None) -> list[Finding | None]:
+    """What page 1 must say beside its answer: the measured points left out of it (failed their
+    checks) and the points whose tails the client may have made."""
+    def names(pids: list[str]) -> dict[str, str]:
+        return {lang: word("label.list_sep", lang).join(str(in_lang(_at(labels, p), lang)) for p in pids)
+                for lang in LANGS}
+    left = [v.point for v in validity.values() if not v.valid]
+    suspects = client_suspects(led, valid_pids, attributions)
+    return [Finding("caveat_left_out", "caveat", _texts("caveat_left_out", points=names(left)), []) if left else None,
+            Finding("caveat_client", "caveat", _texts("caveat_client", points=names(suspects)), []) if suspects else None]
 
 
 # Mechanisms also said by phase (`finding.mechanism_<code>_by_phase`): where the model's config
@@ -296,7 +315,8 @@ def first_step_finding(led: Ledger, pids: list[str], labels: dict[str, str] | No
         "first_step", a=a, b=b, a_at=_at(labels, a), b_at=_at(labels, b),
         itl=_texts(("first_step_itl_explained" if grew else "first_step_itl_already") if held(itl)
                    else "first_step_itl_not", a=a, b=b, a_at=_at(labels, a)),
-        ttft=_texts("first_step_ttft_explained" if ttft <= 1 + tol else "first_step_ttft_not", a=a, b=b)),
+        ttft=_texts("first_step_ttft_explained" if ttft <= 1 else "first_step_ttft_near" if ttft <= 1 + tol
+                    else "first_step_ttft_not", a=a, b=b)),
         ["r.rule_prediction_tol"])
 
 
@@ -540,6 +560,7 @@ def round_findings(led: Ledger, validity: dict[str, Validity], attributions: dic
     out.append(disagreement_finding(led, validity, labels,
                                     {p: attributions[p] for p in valid_pids if p in attributions}))
     out.append(client_suspect_finding(led, valid_pids, labels, attributions))
+    out += caveat_findings(led, validity, valid_pids, labels, attributions)
     if facts.get("sweep_axis") == "input_len":
         out.append(block_rounding_finding(led, facts.get("ok_points") or [], labels))
     out += set_findings(led, facts.get("set_comparisons") or [], labels)

@@ -46,6 +46,8 @@ def _point_setting(rd, pid: str, key: str):
 
 # The step budgets of the exchange curve (TTFT against ITL), as multiples of the round's own.
 BATCHED_TOKENS_SWEEP = (0.5, 1, 2, 4)
+# A compute-bound point whose ITL tail is one step of prefill: the budget down to a quarter.
+SMALLER_BUDGET_SWEEP = (1, 0.5, 0.25)
 
 
 # Headroom above the KV memory (or blocks) the theory says C requests need at their peak.
@@ -73,9 +75,9 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
     valid = facts.get("valid_points") or []
     attribution, validity = rd.verdicts.attribution, rd.verdicts.validity
     by_kind: dict[str, list[str]] = {}
-    # Valid points first: a step sized from a point that failed its checks only where no valid one calls for it.
-    ok = facts.get("ok_points") or []
-    for pid in [p for p in ok if p in valid] + [p for p in ok if p not in valid]:
+    # Only a valid point's limit calls for a change of the server: a point that failed its checks
+    # measured its own artefact (waves, drift), and its step is to be measured again (below).
+    for pid in [p for p in facts.get("ok_points") or [] if p in valid]:
         by_kind.setdefault(attribution[pid].bottleneck, []).append(pid)
     for pid, v in validity.items():
         k = f"p.{pid}."
@@ -102,6 +104,15 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
         out.append(with_plan(st, "batched_tokens", {"sweep": {**at["scheduler_budget"]["sweep"], "server_flags": [
             ["--max-num-batched-tokens", str(int(budget * m))] for m in BATCHED_TOKENS_SWEEP]}})
             if budget else st)
+    tol = val(led, "r.rule_prediction_tol")
+    if "gpu_compute" in by_kind and budget and tol is not None:
+        pid = by_kind["gpu_compute"][-1]
+        tail = val(led, f"p.{pid}.itl_p99_over_tail")
+        if tail is not None and abs(tail - 1) <= tol:
+            out.append(with_plan(step("smaller_budget", "smaller_budget", labels, pid=pid), "smaller_budget", {
+                "sweep": {**at["gpu_compute"]["sweep"], "concurrency": [_point_setting(rd, pid, "concurrency")],
+                          "server_flags": [["--max-num-batched-tokens", str(int(budget * m))]
+                                           for m in SMALLER_BUDGET_SWEEP]}}))
     if "kv_pool" in by_kind:
         pid = by_kind["kv_pool"][0]
         # Sized by the KV model where it could be computed, else said without a size.

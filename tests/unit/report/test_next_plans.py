@@ -41,16 +41,29 @@ def test_changes_replace_keys_and_add_engine_flags():
 def test_round_4s_budget_step_writes_a_plan_the_collector_loads(tmp_path):
     target = tmp_path / "round-7" / "plan.toml"
     target.parent.mkdir()
-    run_bench("next", str(ROOT / "runs" / "round-4"), "--write", str(target), "--step", "batched_tokens")
+    run_bench("next", str(ROOT / "runs" / "round-4"), "--write", str(target), "--step", "smaller_budget")
     text = target.read_text()
     assert text.startswith("# Next step of Round 4")
-    assert "Expected outcome: As the budget grows, TTFT p99 falls" in text
+    assert "Expected outcome: ITL p99 falls about in step with the budget" in text
     plan = load_plan(target)
     assert plan.id == "round-7"
-    # Half to four times the round's own budget (8,192 tokens, from its server log), at C=256.
-    assert plan.sweep.server_flags == [["--max-num-batched-tokens", str(n)] for n in (4096, 8192, 16384, 32768)]
-    assert plan.sweep.concurrency == [256] and plan.workload.output_len == 256
+    # C=128, the highest valid point, bound by compute with its ITL p99 one prefill step (180 ms
+    # against 181 ms): the round's own budget (8,192 tokens, from its server log) down to a quarter.
+    assert plan.sweep.server_flags == [["--max-num-batched-tokens", str(n)] for n in (8192, 4096, 2048)]
+    assert plan.sweep.concurrency == [128] and plan.workload.output_len == 256
     assert plan.engine.command.startswith("/opt/torch/.venv/bin/python -m vllm")
+
+
+def test_no_step_changes_the_server_for_a_point_that_failed_its_checks():
+    from report.publish.compose import compose_rounds
+    rep = compose_rounds([(ROOT / "runs" / "round-4" / "bundle", "round-4")])[0]
+    invalid = set(rep.facts.ok_points) - set(rep.facts.valid_points)
+    assert invalid == {"L1024-c256", "L1024-c512"}
+    for one in rep.facts.next_steps:
+        flags = (one.get("plan") or {}).get("sweep", {}).get("server_flags")
+        at = (one.get("plan") or {}).get("sweep", {}).get("concurrency") or []
+        # the waves of C=256 and C=512 are measured again, never answered with a server flag
+        assert not (flags and {f"L1024-c{c}" for c in at} & invalid), one["id"]
 
 
 def test_the_pool_step_raises_a_forced_block_override_to_what_the_requests_need(tmp_path):
