@@ -8,7 +8,7 @@ A registered quantity (report/registry.py) none of them holds fails. A public fu
 quantity module that none of them names as a `Value.func` must be a step of one that does
 (its code names it, directly or through the functions it names), of the raw inputs the
 quantities declare (read_round, point_raw, round_raw) or of the builders that still wire
-quantities by hand (build_ledger, cross_round_ledger, plan); any other fails. NOT_IN_A_LEDGER,
+quantities by hand (build_ledger, plan); any other fails. NOT_IN_A_LEDGER,
 which would exempt one with its reason, exempts nothing.
 What only the tests check (the engine tests' oracles, theory's closed forms) lives in
 tests/oracles.py, which is not a quantity module.
@@ -111,7 +111,7 @@ def function_of(name: str):
 
 # The raw inputs registered quantities name (with the round's properties they read), and the
 # builders that still wire quantities by hand: a function these use is a step of a quantity.
-ROOTS = (read_round, point_raw, round_raw, build_ledger, cross_round_ledger, plan,
+ROOTS = (read_round, point_raw, round_raw, build_ledger, plan,
          *(p.fget for p in vars(RoundData).values() if isinstance(p, property)))
 
 
