@@ -47,7 +47,7 @@ class Declared:
     unit: str
     params: tuple[str, ...]
     optional: frozenset[str]
-    per: str = ""                  # point quantities of each item ("gpu", "engine"), or ""
+    per: str = ""                  # point quantities of each item ("gpu", "engine"), a scope's group, or ""
     home: str = ""                 # the module that declared a bound function (`bind`), else ""
 
     @property
@@ -248,6 +248,8 @@ def bind(func: Callable, name: str, **inputs: Any) -> Callable:
     (`old="prev_output_tok_s"`) or takes the constant it gives (`sparse=True`); the others keep
     their names. The ledger records FUNC itself: its function and docstring."""
     own = inspect.signature(func).parameters
+    if set(inputs) - set(own):
+        raise TypeError(f"{func.__qualname__} has no parameter {sorted(set(inputs) - set(own))} to bind")
     fixed = {p: v for p, v in inputs.items() if not isinstance(v, str)}
     names = {p: inputs.get(p, p) for p in own if p not in fixed}     # FUNC's parameter -> its input
     back = {n: p for p, n in names.items()}
@@ -275,7 +277,7 @@ def cross_quantity(name: str, func: Callable, unit: str = "", per: str = "", **i
 
 def plan_quantity(name: str, func: Callable, unit: str = "", per: str = "", **inputs: Any) -> Callable:
     """Declare a quantity of the capacity planner: FUNC with its parameters bound to INPUTS
-    (`bind`), of the group PER (one way to size the pool) or of every plan ("")."""
+    (`bind`), of the group PER that `plan` resolves in its turn ("": after the others)."""
     return _declare("plan", name, func, unit, per, inputs)
 
 
