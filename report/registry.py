@@ -9,7 +9,8 @@ name; its ledger key is `p.<point>.<name>` or `r.<name>`. Each parameter names o
   round's `r.<param>`; for a round quantity `r.<param>` (one the ledger did not derive is an
   absent input, with that reason);
 - `each_<name>` (round quantities): the valid points' `p.<point>.<name>` values in load
-  order, None where a point's value is absent;
+  order, None where a point's value is absent (a `PointValues`: `require_points` raises
+  Absent naming that point and its reason).
 - `first_valid_<name>` and `prev_<name>` (point quantities across points): what `<name>`
   binds at the first valid point and at the last valid point before this one (a raw input of
   that point, else its `p.<point>.<name>`). Where there is no valid point before this one, a
@@ -22,8 +23,8 @@ A round quantity without parameters is a constant its module states (a policy th
 cites the module's file.
 
 A parameter with a default is optional: an absent input passes None instead of making the
-value absent, and one that names no input at all keeps its default. `resolve_point` and `resolve_round` compute the quantities one module registered in
-dependency order (declaration order among independent ones), so adding a quantity is adding
+value absent, and one that names no input at all keeps its default. `resolve_point` and
+`resolve_round` compute the quantities one module registered in dependency order (declaration order among independent ones), so adding a quantity is adding
 one function. Invariant: a name is registered once in each scope (a second registration
 raises); a point quantity may share its name with a round one (`p.<point>.pool_tokens_usable`, the
 point's server set's, beside `r.pool_tokens_usable`).
@@ -36,15 +37,21 @@ records no key, and skips the quantities of the same call that read it (those th
 neither passed nor cited). Declared with `after_valid_points=True`, it reads what only the
 valid points give: its module's other quantities are resolved while the round is measured
 (`resolve_point(..., after_valid_points=False)`), it once validity is known (`True`).
+
+Scopes of their own, with the same dependency order: `cross_quantity` (a round against its
+predecessor, keys `x.<name>`) and `plan_quantity` (the capacity planner, keys `<name>`) declare
+a generic function as a quantity, its parameters renamed after the inputs they read (`bind`),
+in groups that `resolve_scope` resolves once the caller has selected their inputs.
 """
 
 from __future__ import annotations
 
 import inspect
+import sys
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
-from report.ledger import Ledger, Reason, Source, Value
+from report.ledger import Absent, Ledger, Reason, Source, Value
 
 EACH = "each_"
 FIRST, PREV = "first_valid_", "prev_"
@@ -72,10 +79,16 @@ class Declared:
     per: str = ""                  # point quantities of each item ("gpu", "engine"), or ""
     first_present: bool = False    # its value is its first input present (module docstring)
     after_valid_points: bool = False   # resolved once validity is known (module docstring)
+    home: str = ""                 # the module that declared a bound function (`bind`), else ""
 
     @property
     def name(self) -> str:
         return self.func.__name__
+
+    @property
+    def module(self) -> str:
+        """The module that declared it: its function's own, or where `bind` named it."""
+        return self.home or self.func.__module__
 
     @property
     def over_points(self) -> bool:
@@ -92,16 +105,22 @@ class Declared:
 REGISTRY: dict[str, Declared] = {}
 
 
+def _enter(key: str, func: Callable, scope: str, unit: str, per: str, home: str = "",
+           **more: bool) -> Callable:
+    """Register FUNC under KEY, its parameters its inputs (those with a default optional)."""
+    if key in REGISTRY:
+        raise ValueError(f"quantity {key!r} declared twice")
+    sig = inspect.signature(func).parameters
+    REGISTRY[key] = Declared(
+        func=func, scope=scope, unit=unit, params=tuple(sig),
+        optional=frozenset(n for n, p in sig.items() if p.default is not inspect.Parameter.empty),
+        per=per, home=home, **more)
+    return func
+
+
 def _register(scope: str, unit: str, per: str = "", **more: bool) -> Callable[[Callable], Callable]:
     def deco(func: Callable) -> Callable:
-        if f"{scope}.{func.__name__}" in REGISTRY:
-            raise ValueError(f"{scope} quantity {func.__name__!r} declared twice")
-        sig = inspect.signature(func).parameters
-        REGISTRY[f"{scope}.{func.__name__}"] = Declared(
-            func=func, scope=scope, unit=unit, params=tuple(sig),
-            optional=frozenset(n for n, p in sig.items() if p.default is not inspect.Parameter.empty),
-            per=per, **more)
-        return func
+        return _enter(f"{scope}.{func.__name__}", func, scope, unit, per, **more)
     return deco
 
 
@@ -135,7 +154,7 @@ def declared(scope: str, module: str, per: str = "") -> list[Declared]:
     """The quantities of SCOPE (of each PER item, or of the point itself) that MODULE registered,
     in dependency order (declaration order otherwise)."""
     mine = {d.name: d for d in REGISTRY.values()
-            if d.scope == scope and d.func.__module__ == module and d.per == per}
+            if d.scope == scope and d.module == module and d.per == per}
     order: list[Declared] = []
     state: dict[str, int] = {}
 
@@ -234,7 +253,7 @@ def resolve_point(led: Ledger, module: str, pid: str, raw: RawSources,
     _resolve_at(led, [d for d in _phase(declared("point", module), after_valid_points) if d.name not in across],
                 prefix, raw)
     pers = dict.fromkeys(d.per for d in REGISTRY.values()
-                         if d.scope == "point" and d.func.__module__ == module and d.per)
+                         if d.scope == "point" and d.module == module and d.per)
     for per in pers:
         items = raw.values.get(f"{per}_items")
         if not isinstance(items, dict):
@@ -257,7 +276,7 @@ def resolve_round(led: Ledger, module: str, pids: list[str], raw: RawSources,
         for param in d.params:
             if param.startswith(EACH) and param not in raw.values:
                 vals = [led.get(f"p.{pid}.{param.removeprefix(EACH)}") for pid in pids]
-                inputs[param] = [v.value if v is not None and v.present else None for v in vals]
+                inputs[param] = PointValues(param.removeprefix(EACH), pids, vals)
                 sources += tuple(s for v in vals if v is not None for s in v.sources)
             elif _bound(d, param, raw, led, "r."):
                 inputs[param], src = _input(led, raw, d, param, "r.")
@@ -309,3 +328,80 @@ def resolve_across(led: Ledger, module: str, pids: list[str], among: list[str],
                                         f"p.{other}.")))
                 bound.add(param)
             _resolve_at(led, [replace(d, optional=d.optional - bound)], f"p.{pid}.", raw)
+
+
+# Over the valid points: an `each_` input that says why a point's value is absent.
+
+
+class PointValues(list):
+    """The valid points' values of one quantity in load order, None where a point's is absent;
+    `absence(i)` is the Reason naming that point and its own reason."""
+
+    def __init__(self, name: str, pids: list[str], found: list[Value | None]) -> None:
+        super().__init__(v.value if v is not None and v.present else None for v in found)
+        self.name, self.pids, self.found = name, pids, found
+
+    def absence(self, i: int) -> Reason:
+        """Why the I-th point's value is None: the point, and its value's reason (or that it was not derived)."""
+        v = self.found[i]
+        cause = (Reason.of("reason.not_derived", key=f"p.{self.pids[i]}.{self.name}") if v is None
+                 else v.missing or Reason.of("reason.no_reason"))
+        return Reason.of("reason.point_input_absent", input=self.name, point=self.pids[i], cause=cause)
+
+
+def require_points(values: list, indices: Iterable[int], name: str) -> None:
+    """Absent when any of an `each_` input's VALUES at INDICES is None, naming its point and
+    reason where the resolver passed them (PointValues), else that NAME is absent."""
+    for i in indices:
+        if values[i] is None:
+            raise Absent.because(values.absence(i) if isinstance(values, PointValues)
+                                 else Reason.of("reason.input_none", input=name))
+
+
+# Scopes of their own: a generic function declared as a quantity, its parameters renamed to the
+# inputs they read. Invariant: a name is registered once per scope and group (REGISTRY key
+# `<scope>.<group>.<name>`): one way of computing a key per group.
+
+
+def bind(func: Callable, name: str, **inputs: Any) -> Callable:
+    """FUNC as the quantity NAME: each parameter INPUTS names reads the input its string names
+    (`old="prev_output_tok_s"`) or takes the constant it gives (`sparse=True`); the others keep
+    their names. The ledger records FUNC itself: its function and docstring."""
+    own = inspect.signature(func).parameters
+    if set(inputs) - set(own):
+        raise TypeError(f"{func.__qualname__} has no parameter {sorted(set(inputs) - set(own))} to bind")
+    fixed = {p: v for p, v in inputs.items() if not isinstance(v, str)}
+    names = {p: inputs.get(p, p) for p in own if p not in fixed}     # FUNC's parameter -> its input
+    back = {n: p for p, n in names.items()}
+
+    def bound(**given: Any) -> Any:
+        return func(**fixed, **{back[n]: v for n, v in given.items()})
+
+    bound.__module__, bound.__qualname__, bound.__doc__ = func.__module__, func.__qualname__, func.__doc__
+    bound.__name__ = name
+    bound.__signature__ = inspect.Signature([own[p].replace(name=n) for p, n in names.items()])
+    return bound
+
+
+def _declare(scope: str, name: str, func: Callable, unit: str, per: str, inputs: dict[str, Any]) -> Callable:
+    # The module whose top level declares it (the caller of cross_quantity / plan_quantity).
+    home = sys._getframe(2).f_globals["__name__"]
+    return _enter(".".join(filter(None, (scope, per, name))), bind(func, name, **inputs), scope, unit, per, home)
+
+
+def cross_quantity(name: str, func: Callable, unit: str = "", per: str = "", **inputs: Any) -> Callable:
+    """Declare a quantity of a round against its predecessor: FUNC with its parameters bound to
+    INPUTS (`bind`), of the group PER that `resolve_scope` resolves when the round selects it."""
+    return _declare("cross", name, func, unit, per, inputs)
+
+
+def plan_quantity(name: str, func: Callable, unit: str = "", per: str = "", **inputs: Any) -> Callable:
+    """Declare a quantity of the capacity planner: FUNC with its parameters bound to INPUTS
+    (`bind`), of the group PER that `plan` resolves in its turn ("": after the others)."""
+    return _declare("plan", name, func, unit, per, inputs)
+
+
+def resolve_scope(led: Ledger, scope: str, module: str, prefix: str, raw: RawSources, per: str = "") -> None:
+    """Every SCOPE quantity MODULE declared of group PER, into LED under PREFIX (`x.`, `x.<point>.`,
+    or "" for a plan), in dependency order; a parameter reads RAW, else `<prefix><param>`."""
+    _resolve_at(led, declared(scope, module, per), prefix, raw)

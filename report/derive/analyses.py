@@ -17,7 +17,7 @@ from report.architecture import roofline as RF
 from report.architecture import theory as T
 from report.derive import series
 from report.ledger import Absent
-from report.registry import point_quantity, round_quantity
+from report.registry import point_quantity, require_points, round_quantity
 
 # -------------------------------------------------------------- server-side means (ms)
 
@@ -149,8 +149,7 @@ def _last_two(values: Sequence[float | None], name: str) -> tuple[float, float]:
     """The values of the two highest valid points; Absent when there are fewer or either is absent."""
     if len(values) < 2:
         raise Absent("reason.fit_two_points")
-    if values[-2] is None or values[-1] is None:
-        raise Absent("reason.input_none", input=name)
+    require_points(values, (-2, -1), name)
     return values[-2], values[-1]
 
 
@@ -158,8 +157,7 @@ def _growth(values: Sequence[float | None], name: str) -> float:
     """The highest valid point's value over the lowest's."""
     if len(values) < 2:
         raise Absent("reason.fit_two_points")
-    if values[0] is None or values[-1] is None:
-        raise Absent("reason.input_none", input=name)
+    require_points(values, (0, -1), name)
     return ratio(values[-1], values[0])
 
 

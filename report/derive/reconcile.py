@@ -74,7 +74,7 @@ from report.derive import analyses as A
 from report.derive import series as S
 from report.derive.stats import lengths_sent
 from report.ledger import Absent
-from report.registry import point_quantity, round_quantity
+from report.registry import point_quantity, require_points, round_quantity
 
 FLOPS = "vllm:estimated_flops_per_gpu_total"
 READ_BYTES = "vllm:estimated_read_bytes_per_gpu_total"
@@ -347,7 +347,8 @@ def expected_kv_usage_median_fraction_effective(concurrency: int, server_running
 
 def _one_setting(values: Sequence[float | None], name: str) -> float:
     """The one value a setting has at every valid point (Absent when it varies or is missing)."""
-    if not values or any(v is None for v in values) or len(set(values)) > 1:
+    require_points(values, range(len(values)), name)
+    if not values or len(set(values)) > 1:
         raise Absent("reason.setting_varies", setting=name)
     return float(values[0])
 

@@ -14,6 +14,7 @@ from report.derive import analyses as A
 from report.derive.occupancy import plan_endpoints
 from report.derive.round_ledger import RoundData, ok_points, prefill_tail_points
 from report.ledger import Absent, Ledger, Reason, Source, Value
+from report.registry import RawSources, cross_quantity, resolve_scope
 from report.words import LANGS, Named, round_name
 
 # Workload settings that must match for two points to count as "the same point".
@@ -63,11 +64,40 @@ def same_point(sa: dict, sb: dict) -> bool:
 
 
 def import_value(led: Ledger, key: str, v: Value, round_name: str) -> Value:
-    """Bring a value of another round into this ledger, keeping its provenance."""
+    """Bring a value of another round into this ledger, keeping its provenance: the raw input
+    of a cross-round quantity, its sources named after the round they came from."""
     return led.derive(key, A.identity_of, unit=v.unit,
                       sources=tuple(dataclasses.replace(s, file=f"{round_name}: {s.file}") if isinstance(s, Source)
                                     else f"{round_name}: {s}" for s in v.sources) or (f"{round_name}: {v.key}",),
                       value=v)
+
+
+# The cross-round quantities (report/registry.py `cross_quantity`), by group: each group is
+# resolved once the round selects its inputs (a shared point, a reference point); a parameter
+# reads those inputs, else the ledger's `x.<param>`.
+REPRO = {"output_tok_s": "tput", "ttft_ms_p99": "ttft_p99"}     # a point's quantity -> `x.repro_<name>_*`
+for _qty, _name in REPRO.items():
+    # Each shared point (key `x.<point>.<qty>_diff`) against the previous round's.
+    cross_quantity(f"{_qty}_diff", A.relative_difference, unit="fraction", per="pair",
+                   new=_qty, old=f"prev_{_qty}")
+    # The spread of those differences, over the shared points where both are present.
+    cross_quantity(f"repro_{_name}_min", A.minimum, unit="fraction", per=f"repro_{_name}", values=f"{_qty}_diffs")
+    cross_quantity(f"repro_{_name}_max", A.maximum, unit="fraction", per=f"repro_{_name}", values=f"{_qty}_diffs")
+cross_quantity("prefill_tflops_s", A.tera, unit="TFLOP/s", per="prefill_rate", value="prefill_flop_rate")
+cross_quantity("prefill_c1_ms", A.identity_of, unit="ms", per="prefill_c1", value="prev_prefill_ms_mean")
+cross_quantity("prefill_under_concurrency_ratio", A.ratio, unit="×", per="prefill_c1",
+               numerator="prefill_ms_mean", denominator="prefill_c1_ms")
+cross_quantity("prefill_extra_ms", A.difference, unit="ms", per="prefill_c1", a="prefill_ms_mean",
+               b="prev_prefill_ms_mean")
+cross_quantity("prev_tput_at_occupancy", A.interpolate, unit="tok/s", per="occupancy", x="kv_occupancy",
+               xs="prev_kv_occupancies", ys="prev_output_tok_s_by_occupancy")
+cross_quantity("occupancy_tput_ratio", A.ratio, unit="×", per="occupancy",
+               numerator="prev_tput_at_occupancy", denominator="output_tok_s")
+
+
+def _resolve(led: Ledger, group: str, raw: RawSources, prefix: str = "x.") -> None:
+    """The cross-round quantities of GROUP into LED, from the inputs RAW names."""
+    resolve_scope(led, "cross", __name__, prefix, raw, group)
 
 
 def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: RoundData) -> dict[str, Any]:
@@ -100,21 +130,22 @@ def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: Round
     facts["verdicts_new"] = list(dict.fromkeys(
         now_a[p].bottleneck for p in now_a if p in now_v and now_v[p].valid
         and now_a[p].bottleneck not in seen and now_a[p].bottleneck not in ("unknown", "under_driven")))
-    tput, ttft = [], []
+    diffs: dict[str, list[Value]] = {qty: [] for qty in REPRO}
     for p, q in common:
-        for qty, bucket in (("output_tok_s", tput), ("ttft_ms_p99", ttft)):
-            old = import_value(led, f"x.prev.{q.pid}.{qty}", prev_led[f"p.{q.pid}.{qty}"], prev.name)
-            d = led.derive(f"x.{p.pid}.{qty}_diff", A.relative_difference, unit="fraction",
-                           new=led[f"p.{p.pid}.{qty}"], old=old)
-            if d.present:
-                bucket.append(d)
-    for name, vals in (("tput", tput), ("ttft_p99", ttft)):
+        raw = RawSources()
+        for qty in REPRO:
+            raw.add(qty, led[f"p.{p.pid}.{qty}"])
+            raw.add(f"prev_{qty}", import_value(led, f"x.prev.{q.pid}.{qty}", prev_led[f"p.{q.pid}.{qty}"],
+                                                prev.name))
+        _resolve(led, "pair", raw, f"x.{p.pid}.")
+        for qty, present in diffs.items():
+            present += [led[f"x.{p.pid}.{qty}_diff"]] if led[f"x.{p.pid}.{qty}_diff"].present else []
+    for qty, vals in diffs.items():
         if vals:
-            led.derive(f"x.repro_{name}_min", A.minimum, unit="fraction", values=[v.value for v in vals],
-                       sources=tuple(v.key for v in vals))
-            led.derive(f"x.repro_{name}_max", A.maximum, unit="fraction", values=[v.value for v in vals],
-                       sources=tuple(v.key for v in vals))
-    facts["repro_points"] = len(tput)
+            raw = RawSources()
+            raw.add(f"{qty}_diffs", [v.value for v in vals], tuple(v.key for v in vals))
+            _resolve(led, f"repro_{REPRO[qty]}", raw)
+    facts["repro_points"] = len(diffs["output_tok_s"])
     # The prefill step behind the ITL tail, for a round without a C=1 point of its own: the
     # previous round's prefill rate measured alone stands for it (same model, GPU, engine and
     # flags: the comparability check above), with the clock it ran at.
@@ -123,7 +154,7 @@ def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: Round
     if ((own is None or not own.present) and rate_prev is not None and rate_prev.present
             and rd.config is not None):
         rate = import_value(led, "x.prefill_flop_rate", rate_prev, prev.name)
-        led.derive("x.prefill_tflops_s", A.tera, unit="TFLOP/s", value=rate)
+        _resolve(led, "prefill_rate", RawSources())
         ref = dict(rate_prev.inputs).get("prefill_ms", "").split(".")[1]
         clock_key = f"x.prev.{ref}.sm_clock_load_mhz"
         if prev_led.get(f"p.{ref}.sm_clock_load_mhz") is not None:
@@ -141,12 +172,11 @@ def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: Round
                 or not prev_led[f"p.{ref.pid}.prefill_ms_mean"].present
                 or not led[f"p.{p.pid}.prefill_ms_mean"].present):
             continue
-        base = import_value(led, f"x.prev.{ref.pid}.prefill_ms_mean",
-                            prev_led[f"p.{ref.pid}.prefill_ms_mean"], prev.name)
-        led.derive("x.prefill_c1_ms", A.identity_of, unit="ms", value=base)
-        led.derive("x.prefill_under_concurrency_ratio", A.ratio, unit="×",
-                   numerator=led[f"p.{p.pid}.prefill_ms_mean"], denominator=base)
-        led.derive("x.prefill_extra_ms", A.difference, unit="ms", a=led[f"p.{p.pid}.prefill_ms_mean"], b=base)
+        raw = RawSources()
+        raw.add("prefill_ms_mean", led[f"p.{p.pid}.prefill_ms_mean"])
+        raw.add("prev_prefill_ms_mean", import_value(led, f"x.prev.{ref.pid}.prefill_ms_mean",
+                                                     prev_led[f"p.{ref.pid}.prefill_ms_mean"], prev.name))
+        _resolve(led, "prefill_c1", raw)
         facts["prefill_ref_point"] = p.pid
         break
     # Same KV occupancy (item 20): this round's output throughput against the previous
@@ -159,12 +189,13 @@ def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: Round
         if o.present and t.present and len(prev_occ) >= 2 and prev_occ[0][0] <= o.value <= prev_occ[-1][0]:
             best = p  # the highest occupancy inside the previous round's range
     if best is not None:
-        o = led[f"p.{best.pid}.kv_occupancy"]
-        interp = led.derive("x.prev_tput_at_occupancy", A.interpolate, unit="tok/s",
-                            sources=(f"{prev.name}: p.*.kv_occupancy, p.*.output_tok_s",),
-                            x=o, xs=[a for a, _ in prev_occ], ys=[b for _, b in prev_occ])
-        led.derive("x.occupancy_tput_ratio", A.ratio, unit="×", numerator=interp,
-                   denominator=led[f"p.{best.pid}.output_tok_s"])
+        cites = (f"{prev.name}: p.*.kv_occupancy, p.*.output_tok_s",)
+        raw = RawSources()
+        raw.add("kv_occupancy", led[f"p.{best.pid}.kv_occupancy"])
+        raw.add("prev_kv_occupancies", [a for a, _ in prev_occ], cites)
+        raw.add("prev_output_tok_s_by_occupancy", [b for _, b in prev_occ], cites)
+        raw.add("output_tok_s", led[f"p.{best.pid}.output_tok_s"])
+        _resolve(led, "occupancy", raw)
         facts["occupancy_point"] = best.pid
     return facts
 

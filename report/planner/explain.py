@@ -34,10 +34,11 @@ from report.architecture import params as P
 from report.architecture import theory as th
 from report.architecture.gpus import known_gpu_names, lookup_gpu, normalize_dtype
 from report.architecture.modelconfig import CROSS, FULL, SLIDING, parse_config_json
-from report.ledger import Absent, Ledger, Reason, Value
+from report.ledger import Absent, Ledger, Reason
 from report.planner import notes as N
 from report.planner.labels import LABELS
 from report.planner.notes import Note
+from report.registry import RawSources, plan_quantity, resolve_scope
 from report.words import LANGS
 
 PROG = "serving-ledger explain"
@@ -164,10 +165,9 @@ class Plan:
     warnings: list[Note]
 
 
-def _given(ledger: Ledger, key: str, value: Any, flag: str, doc: str, unit: str = "") -> Value:
-    """Record a command-line input; when it was not given the reason names the flag."""
-    return ledger.record(key, value, unit=unit, doc=doc,
-                         missing=Reason.of("reason.not_given_flag", flag=flag))
+def _not_given(flag: str) -> Reason:
+    """Why a command-line input is absent: the flag that was not given."""
+    return Reason.of("reason.not_given_flag", flag=flag)
 
 
 def _mean_context(input_len: int, output_len: int) -> float:
@@ -213,59 +213,148 @@ def _refuse_tp(shape: th.ModelShape, tp: int) -> None:
         raise Absent("reason.tp_refused", tp=tp, why=why, sizes=sizes)
 
 
-def _capacity(lg: Ledger, prefix: str, layout: K.KVLayout, pool_blocks: Value, pool_tokens: Value,
-              C: Value, L: Value, out_len: Value) -> None:
-    """Derive max concurrency and the longest prompt at C from the per-request KV curve."""
-    d = lg.derive
-    d(prefix + "max_concurrency", K.max_concurrency_in_pool, pool_blocks=pool_blocks, layout=layout,
-      input_len=L, output_len=out_len)
-    d(prefix + "max_input_len_at_concurrency", K.max_input_len_in_tokens, unit="tokens",
-      pool_tokens=pool_tokens, layout=layout, concurrency=C, output_len=out_len)
-    if not prefix:
-        d("max_input_len_at_concurrency_whole_blocks", K.max_input_len_in_blocks, unit="tokens",
-          pool_blocks=pool_blocks, layout=layout, concurrency=C, output_len=out_len)
+# The plan's quantities (report/registry.py `plan_quantity`), key `<name>`, by group in the order
+# `plan` resolves them: KV per token, then (the layout known) each block, the pool from whichever
+# size was given, and the rest. A parameter reads a raw input of `plan_raw`, else the ledger's key.
+# KV per layer and per token.
+plan_quantity("kv_dtype_bytes", th.kv_cache_dtype_bytes, unit="B", per="kv")
+plan_quantity("kv_layer_bytes_per_token", th.model_layer_kv_bytes_per_token, unit="B", per="kv")
+plan_quantity("kv_bytes_per_token", th.model_kv_bytes_per_token, unit="B", per="kv")
+plan_quantity("mha_kv_bytes_per_token", th.model_mha_kv_bytes_per_token, unit="B", per="kv")
+# The layout vLLM gives it.
+plan_quantity("kv_bytes_per_token_beyond_window", K.kv_bytes_per_token_beyond_windows, unit="B", per="layout")
+plan_quantity("kv_block_bytes", K.kv_block_bytes, unit="B", per="layout")
+plan_quantity("mha_kv_block_bytes", K.kv_block_bytes, unit="B", per="layout", layout="mha_layout")
+# The pool from the KV memory (--kv-memory-gib), and the same memory cut into MHA-sized blocks.
+plan_quantity("kv_memory_bytes", _gib_to_bytes, unit="B", per="memory")
+plan_quantity("kv_pool_blocks", K.kv_pool_blocks, unit="blocks", per="memory", block_bytes="kv_block_bytes")
+plan_quantity("mha_kv_pool_blocks", K.kv_pool_blocks, unit="blocks", per="memory", block_bytes="mha_kv_block_bytes")
+plan_quantity("mha_kv_pool_tokens", K.kv_pool_tokens, unit="tokens", per="memory", pool_blocks="mha_kv_pool_blocks",
+              layout="mha_layout")
+# The pool in tokens from its blocks (from the memory, or --kv-pool-blocks).
+plan_quantity("kv_pool_tokens", K.kv_pool_tokens, unit="tokens", per="from_blocks", pool_blocks="kv_pool_blocks")
+# The pool in blocks from its tokens (--kv-pool-tokens).
+plan_quantity("kv_pool_blocks", K.kv_pool_blocks_from_tokens, unit="blocks", per="tokens", pool_tokens="kv_pool_tokens")
+# Only the pool's size is known: its memory, and the MHA pool scaled by the bytes ratio (the seeds' 86,864 / 7).
+plan_quantity("kv_memory_bytes", _blocks_times_bytes, unit="B", per="scaled", pool_blocks="kv_pool_blocks",
+              block_bytes="kv_block_bytes")
+plan_quantity("mha_kv_pool_tokens", th.pool_tokens_at_kv_bytes, unit="tokens", per="scaled",
+              pool_tokens="kv_pool_tokens", other_kv_bytes_per_token="mha_kv_bytes_per_token")
+plan_quantity("mha_kv_pool_blocks", th.pool_tokens_at_kv_bytes, unit="blocks", per="scaled",
+              pool_tokens="kv_pool_blocks", other_kv_bytes_per_token="mha_kv_bytes_per_token")
+# vLLM's default prefill chunk, where --max-num-batched-tokens was not given.
+plan_quantity("max_num_batched_tokens", fit.default_max_num_batched_tokens, unit="tokens", per="default_chunk")
+# The datasheet's peaks and the ridge.
+plan_quantity("peak_flops", _peak, unit="FLOP/s", sparse=False)
+plan_quantity("peak_flops_sparse", _peak, unit="FLOP/s", sparse=True)
+plan_quantity("ridge_flops_per_byte", th.ridge_flops_per_byte, unit="FLOP/B")
+# Capacity from the per-request KV curve.
+plan_quantity("request_context_tokens", _final_context, unit="tokens")
+plan_quantity("decode_context_len", _mean_context, unit="tokens")
+plan_quantity("request_peak_tokens", th.request_peak_tokens, unit="tokens")
+plan_quantity("request_mean_tokens", th.request_mean_tokens, unit="tokens")
+plan_quantity("request_peak_blocks", K.request_kv_blocks, unit="blocks", context_tokens="request_context_tokens")
+plan_quantity("request_mean_blocks", K.request_kv_blocks, unit="blocks", context_tokens="decode_context_len")
+plan_quantity("request_peak_kv_bytes", K.request_kv_bytes, unit="B", context_tokens="request_context_tokens")
+plan_quantity("expected_kv_peak_fraction", th.expected_kv_peak_fraction, unit="fraction",
+              peak_tokens="request_peak_blocks", pool_tokens="kv_pool_blocks")
+plan_quantity("expected_kv_mean_fraction", th.expected_kv_mean_fraction, unit="fraction",
+              mean_tokens="request_mean_blocks", pool_tokens="kv_pool_blocks")
+# One request's waste (the function's default concurrency of 1), then C requests'.
+plan_quantity("block_alignment_waste_tokens", th.block_alignment_waste_tokens, unit="tokens", concurrency=1)
+plan_quantity("block_alignment_waste_tokens_total", _times, unit="tokens", count="block_alignment_waste_tokens")
+plan_quantity("max_concurrency", K.max_concurrency_in_pool, pool_blocks="kv_pool_blocks")
+plan_quantity("max_input_len_at_concurrency", K.max_input_len_in_tokens, unit="tokens", pool_tokens="kv_pool_tokens")
+plan_quantity("max_input_len_at_concurrency_whole_blocks", K.max_input_len_in_blocks, unit="tokens",
+              pool_blocks="kv_pool_blocks")
+plan_quantity("mha_max_concurrency", K.max_concurrency_in_pool, pool_blocks="mha_kv_pool_blocks", layout="mha_layout")
+plan_quantity("mha_max_input_len_at_concurrency", K.max_input_len_in_tokens, unit="tokens",
+              pool_tokens="mha_kv_pool_tokens", layout="mha_layout")
+plan_quantity("kv_bytes_per_token_at_decode_context", K.kv_bytes_per_token_at_context, unit="B",
+              context_tokens="decode_context_len")
+plan_quantity("itl_kv_slope_ms_per_token", th.itl_kv_slope_ms_per_token, unit="ms/token",
+              kv_bytes_per_token="kv_bytes_per_token_at_decode_context")
+# Parameters, weights, FLOPs and the roofline.
+plan_quantity("param_counts", P.param_counts)
+plan_quantity("params_total", P.total_params, counts="param_counts")
+plan_quantity("params_active", P.active_params, counts="param_counts")
+plan_quantity("params_non_embedding", P.non_embedding_params, counts="param_counts")
+plan_quantity("params_active_non_embedding", P.active_params_non_embedding, counts="param_counts")
+plan_quantity("params_unembedding", P.unembedding_params, counts="param_counts")
+plan_quantity("weight_bytes", P.weight_bytes_in_memory, unit="B", counts="param_counts")
+plan_quantity("weight_bytes_per_gpu", fit.weight_bytes_per_gpu, unit="B")
+plan_quantity("weight_bytes_read_per_step", P.weight_bytes_read_per_step, unit="B", counts="param_counts",
+              tokens="concurrency")
+plan_quantity("flops_per_token", P.matmul_flops_per_token, unit="FLOP",
+              active_non_embedding="params_active_non_embedding", unembedding="params_unembedding")
+plan_quantity("attention_flops_per_context_token", th.attention_flops_per_context_token, unit="FLOP",
+              layers="kv_layers")
+plan_quantity("attended_layer_tokens", K.attended_layer_tokens, unit="tokens", context_tokens="decode_context_len")
+plan_quantity("flops_per_token_at_decode_context", P.flops_per_token_at_context, unit="FLOP",
+              matmul_flops="flops_per_token")
+plan_quantity("kv_bytes_read_per_request", K.kv_bytes_read_per_request, unit="B", context_tokens="decode_context_len")
+plan_quantity("decode_arithmetic_intensity", th.decode_step_arithmetic_intensity, unit="FLOP/B",
+              flops_per_token="flops_per_token_at_decode_context", weight_bytes="weight_bytes_read_per_step")
+plan_quantity("prefill_weight_bytes_read", P.weight_bytes_read_per_step, unit="B", counts="param_counts",
+              tokens="input_len")
+plan_quantity("prefill_arithmetic_intensity", th.prefill_arithmetic_intensity, unit="FLOP/B",
+              params_non_embedding="params_active_non_embedding", weight_bytes="prefill_weight_bytes_read")
+# Fit on the GPU, and what vLLM's own log would print.
+plan_quantity("memory_budget_bytes", fit.memory_budget_bytes, unit="B")
+plan_quantity("kv_memory_ceiling_bytes", fit.kv_memory_ceiling_bytes, unit="B")
+plan_quantity("max_in_flight_tokens", _twice, unit="tokens")
+plan_quantity("vllm_max_concurrency_logged", K.vllm_max_concurrency_logged, pool_blocks="kv_pool_blocks")
+plan_quantity("vllm_kv_cache_tokens_logged", K.vllm_kv_cache_tokens_logged, unit="tokens", pool_blocks="kv_pool_blocks")
+
+GPU_TABLE = ("report/data/gpus.toml",)       # where a GPU's row comes from
+
+# Observed inputs: (key, value, unit, doc, sources, the reason when it is absent).
+Observed = tuple[str, Any, str, str, tuple[str, ...], Reason | None]
 
 
-def _pool(lg: Ledger, layout: K.KVLayout, kv: Value, mha: Value, mha_layout: K.KVLayout | None,
-          kv_memory_gib: float | None, kv_pool_tokens: int | None, kv_pool_blocks: int | None) -> tuple:
-    """Derive the pool (memory, blocks, tokens per group) and the MHA pool from whichever size was given."""
-    d = lg.derive
-    block = d("kv_block_bytes", K.kv_block_bytes, unit="B", layout=layout)
-    mha_block = d("mha_kv_block_bytes", K.kv_block_bytes, unit="B", layout=mha_layout)
+def _pool_given(kv_memory_gib: float | None, kv_pool_tokens: int | None,
+                kv_pool_blocks: int | None) -> tuple[tuple[str, ...], list[Observed]]:
+    """The pool's groups in the order they resolve, and what it records, for whichever size was given."""
     if kv_memory_gib is not None:
-        mem = d("kv_memory_bytes", _gib_to_bytes, unit="B", kv_memory_gib=lg["kv_memory_gib"])
-        blocks = d("kv_pool_blocks", K.kv_pool_blocks, unit="blocks", kv_memory_bytes=mem, block_bytes=block)
-        tokens = d("kv_pool_tokens", K.kv_pool_tokens, unit="tokens", pool_blocks=blocks, layout=layout)
-        # The same memory cut into MHA-sized blocks.
-        mha_blocks = d("mha_kv_pool_blocks", K.kv_pool_blocks, unit="blocks", kv_memory_bytes=mem,
-                       block_bytes=mha_block)
-        mha_tokens = d("mha_kv_pool_tokens", K.kv_pool_tokens, unit="tokens", pool_blocks=mha_blocks,
-                       layout=mha_layout)
-        return blocks, tokens, mha_blocks, mha_tokens
+        return ("memory", "from_blocks"), []
     if kv_pool_tokens is not None:
-        tokens = lg.record("kv_pool_tokens", kv_pool_tokens, unit="tokens",
-                           doc="KV pool per GPU in tokens per group, as logged (--kv-pool-tokens)")
-        blocks = d("kv_pool_blocks", K.kv_pool_blocks_from_tokens, unit="blocks", pool_tokens=tokens,
-                   layout=layout)
-    elif kv_pool_blocks is not None:
-        blocks = lg.record("kv_pool_blocks", kv_pool_blocks, unit="blocks",
-                           doc="KV pool per GPU in blocks, as num_gpu_blocks (--kv-pool-blocks)")
-        tokens = d("kv_pool_tokens", K.kv_pool_tokens, unit="tokens", pool_blocks=blocks, layout=layout)
-    else:
-        why = Reason.of("reason.give_kv_size")
-        lg.record("kv_memory_bytes", None, unit="B", doc="KV memory per GPU", missing=why)
-        blocks = lg.record("kv_pool_blocks", None, unit="blocks", doc="KV pool per GPU", missing=why)
-        tokens = lg.record("kv_pool_tokens", None, unit="tokens", doc="KV pool per GPU", missing=why)
-        mha_blocks = lg.record("mha_kv_pool_blocks", None, doc="KV pool if MHA", missing=why)
-        mha_tokens = lg.record("mha_kv_pool_tokens", None, unit="tokens", doc="KV pool if MHA", missing=why)
-        return blocks, tokens, mha_blocks, mha_tokens
-    d("kv_memory_bytes", _blocks_times_bytes, unit="B", pool_blocks=blocks, block_bytes=block)
-    # Only the pool's size is known: scale it by the bytes ratio (the seeds' 86,864 / 7).
-    mha_tokens = d("mha_kv_pool_tokens", th.pool_tokens_at_kv_bytes, unit="tokens", pool_tokens=tokens,
-                   kv_bytes_per_token=kv, other_kv_bytes_per_token=mha)
-    mha_blocks = d("mha_kv_pool_blocks", th.pool_tokens_at_kv_bytes, unit="blocks", pool_tokens=blocks,
-                   kv_bytes_per_token=kv, other_kv_bytes_per_token=mha)
-    return blocks, tokens, mha_blocks, mha_tokens
+        return ("tokens", "scaled"), [("kv_pool_tokens", kv_pool_tokens, "tokens",
+                                       "KV pool per GPU in tokens per group, as logged (--kv-pool-tokens)", (), None)]
+    if kv_pool_blocks is not None:
+        return ("from_blocks", "scaled"), [("kv_pool_blocks", kv_pool_blocks, "blocks",
+                                            "KV pool per GPU in blocks, as num_gpu_blocks (--kv-pool-blocks)", (), None)]
+    why = Reason.of("reason.give_kv_size")
+    return (), [("kv_memory_bytes", None, "B", "KV memory per GPU", (), why),
+                ("kv_pool_blocks", None, "blocks", "KV pool per GPU", (), why),
+                ("kv_pool_tokens", None, "tokens", "KV pool per GPU", (), why),
+                ("mha_kv_pool_blocks", None, "", "KV pool if MHA", (), why),
+                ("mha_kv_pool_tokens", None, "tokens", "KV pool if MHA", (), why)]
+
+
+def plan_raw(config: dict[str, Any], gpu_name: str, *, tp: int, dtype: str, kv_dtype: str, block_size: int,
+             gpu_memory_utilization: float) -> RawSources:
+    """The plan's raw inputs by name: the model's shape (citing its config.json), the GPU's row
+    (citing the table), the settings; Absent for a config or TP vLLM cannot serve, LookupError
+    for an unknown GPU. The KV layouts join once KV per token is known."""
+    shape = th.model_shape(config, dtype)
+    spec = lookup_gpu(gpu_name)
+    if spec is None:
+        raise LookupError(gpu_name)
+    _refuse_tp(shape, tp)
+    raw = RawSources()
+    for name in ("config", "shape"):
+        raw.add(name, shape, ("config.json",))
+    raw.add("spec", spec, GPU_TABLE)
+    raw.add("gpu_name", spec.name)
+    raw.add("dtype", normalize_dtype(shape.dtype))
+    raw.add("model_dtype_bytes", shape.dtype_bytes)
+    raw.add("attention_width", shape.attention_width)
+    raw.add("kv_layers", shape.kv_layers)
+    raw.add("kv_cache_dtype", kv_dtype)
+    raw.add("tp", tp)
+    raw.add("block_size", block_size)
+    raw.add("gpu_memory_utilization", gpu_memory_utilization)
+    return raw
 
 
 def plan(config: dict[str, Any], gpu_name: str, *, tp: int = 1, dtype: str = "auto", kv_dtype: str = "auto",
@@ -275,119 +364,38 @@ def plan(config: dict[str, Any], gpu_name: str, *, tp: int = 1, dtype: str = "au
          gpu_memory_utilization: float = 0.9, max_model_len: int | None = None,
          max_num_batched_tokens: int | None = None) -> Plan:
     """The capacity plan; Absent for a config or TP vLLM cannot serve, LookupError for an unknown GPU."""
-    shape = th.model_shape(config, dtype)
-    spec = lookup_gpu(gpu_name)
-    if spec is None:
-        raise LookupError(gpu_name)
-    _refuse_tp(shape, tp)
+    raw = plan_raw(config, gpu_name, tp=tp, dtype=dtype, kv_dtype=kv_dtype, block_size=block_size,
+                   gpu_memory_utilization=gpu_memory_utilization)
+    shape, spec = raw.values["shape"], raw.values["spec"]
     lg = Ledger()
-    src = ("config.json",)
-    C = _given(lg, "concurrency", concurrency, "--concurrency", "Concurrent requests")
-    L = _given(lg, "input_len", input_len, "--input-len", "Prompt tokens per request", "tokens")
-    out_len = _given(lg, "output_len", output_len, "--output-len", "Output tokens per request", "tokens")
-    _given(lg, "kv_memory_gib", kv_memory_gib, "--kv-memory-gib", "KV memory per GPU", "GiB")
-    d = lg.derive
-
-    # KV per layer and the layout vLLM gives it.
-    d("kv_dtype_bytes", th.kv_cache_dtype_bytes, unit="B", kv_cache_dtype=kv_dtype,
-      model_dtype_bytes=shape.dtype_bytes)
-    layer = d("kv_layer_bytes_per_token", th.model_layer_kv_bytes_per_token, unit="B", sources=src,
-              config=shape, kv_cache_dtype=kv_dtype, tp=tp)
-    kv = d("kv_bytes_per_token", th.model_kv_bytes_per_token, unit="B", sources=src,
-           config=shape, kv_cache_dtype=kv_dtype, tp=tp)
-    mha = d("mha_kv_bytes_per_token", th.model_mha_kv_bytes_per_token, unit="B", sources=src,
-            config=shape, kv_cache_dtype=kv_dtype, tp=tp)
+    table, no_row = GPU_TABLE, Reason.of("reason.gpu_row_lacks")
+    pool_groups, pool_observed = _pool_given(kv_memory_gib, kv_pool_tokens, kv_pool_blocks)
+    observed: list[Observed] = [
+        ("concurrency", concurrency, "", "Concurrent requests", (), _not_given("--concurrency")),
+        ("input_len", input_len, "tokens", "Prompt tokens per request", (), _not_given("--input-len")),
+        ("output_len", output_len, "tokens", "Output tokens per request", (), _not_given("--output-len")),
+        ("kv_memory_gib", kv_memory_gib, "GiB", "KV memory per GPU", (), _not_given("--kv-memory-gib")),
+        *pool_observed,
+        ("peak_bandwidth", spec.memory_bandwidth, "B/s", f"Peak memory bandwidth of the {spec.name}", table, no_row),
+        ("power_limit_w", spec.power_limit_w, "W", f"Power limit of the {spec.name}", table, no_row),
+        ("gpu_memory_bytes", spec.memory_bytes, "B", f"Memory of the {spec.name}", table, no_row),
+        ("max_model_len", max_model_len or shape.max_position_embeddings, "tokens",
+         "max_model_len (--max-model-len, else the config's max_position_embeddings)", (),
+         Reason.of("reason.give_max_model_len")),
+        *([("max_num_batched_tokens", max_num_batched_tokens, "tokens", "Prefill chunk (--max-num-batched-tokens)",
+            (), None)] if max_num_batched_tokens is not None else []),
+    ]
+    for key, value, unit, doc, sources, missing in observed:
+        lg.record(key, value, unit=unit, doc=doc, sources=sources, missing=missing)
+    resolve_scope(lg, "plan", __name__, "", raw, "kv")
+    layer, mha = lg["kv_layer_bytes_per_token"], lg["mha_kv_bytes_per_token"]
     layout = K.kv_layout(shape.kinds, shape.sliding_window, layer.value, block_size)
-    mha_layout = (K.kv_layout(shape.kinds, shape.sliding_window, mha.value // shape.kv_layers, block_size)
-                  if mha.present else None)
-    d("kv_bytes_per_token_beyond_window", K.kv_bytes_per_token_beyond_windows, unit="B", layout=layout)
-    pool_blocks, pool, mha_blocks, mha_pool = _pool(lg, layout, kv, mha, mha_layout, kv_memory_gib,
-                                                    kv_pool_tokens, kv_pool_blocks)
-
-    dtype_name = normalize_dtype(shape.dtype)
-    table = ("report/data/gpus.toml",)
-    no_row = Reason.of("reason.gpu_row_lacks")
-    peak = d("peak_flops", _peak, unit="FLOP/s", sources=table, spec=spec, dtype=dtype_name, sparse=False)
-    d("peak_flops_sparse", _peak, unit="FLOP/s", sources=table, spec=spec, dtype=dtype_name, sparse=True)
-    bw = lg.record("peak_bandwidth", spec.memory_bandwidth, unit="B/s", sources=table,
-                   doc=f"Peak memory bandwidth of the {spec.name}", missing=no_row)
-    lg.record("power_limit_w", spec.power_limit_w, unit="W", sources=table,
-              doc=f"Power limit of the {spec.name}", missing=no_row)
-    gpu_mem = lg.record("gpu_memory_bytes", spec.memory_bytes, unit="B", sources=table,
-                        doc=f"Memory of the {spec.name}", missing=no_row)
-    d("ridge_flops_per_byte", th.ridge_flops_per_byte, unit="FLOP/B", peak_flops=peak, peak_bandwidth=bw)
-
-    # Capacity from the per-request KV curve.
-    final = d("request_context_tokens", _final_context, unit="tokens", input_len=L, output_len=out_len)
-    ctx = d("decode_context_len", _mean_context, unit="tokens", input_len=L, output_len=out_len)
-    d("request_peak_tokens", th.request_peak_tokens, unit="tokens", input_len=L, output_len=out_len,
-      block_size=block_size)
-    d("request_mean_tokens", th.request_mean_tokens, unit="tokens", input_len=L, output_len=out_len,
-      block_size=block_size)
-    peak_b = d("request_peak_blocks", K.request_kv_blocks, unit="blocks", layout=layout, context_tokens=final)
-    mean_b = d("request_mean_blocks", K.request_kv_blocks, unit="blocks", layout=layout, context_tokens=ctx)
-    d("request_peak_kv_bytes", K.request_kv_bytes, unit="B", layout=layout, context_tokens=final)
-    d("expected_kv_peak_fraction", th.expected_kv_peak_fraction, unit="fraction",
-      concurrency=C, peak_tokens=peak_b, pool_tokens=pool_blocks)
-    d("expected_kv_mean_fraction", th.expected_kv_mean_fraction, unit="fraction",
-      concurrency=C, mean_tokens=mean_b, pool_tokens=pool_blocks)
-    waste = d("block_alignment_waste_tokens", th.block_alignment_waste_tokens, unit="tokens",
-              input_len=L, output_len=out_len, block_size=block_size)
-    d("block_alignment_waste_tokens_total", _times, unit="tokens", count=waste, concurrency=C)
-    _capacity(lg, "", layout, pool_blocks, pool, C, L, out_len)
-    _capacity(lg, "mha_", mha_layout, mha_blocks, mha_pool, C, L, out_len)
-    marginal = d("kv_bytes_per_token_at_decode_context", K.kv_bytes_per_token_at_context, unit="B",
-                 layout=layout, context_tokens=ctx)
-    d("itl_kv_slope_ms_per_token", th.itl_kv_slope_ms_per_token, unit="ms/token",
-      concurrency=C, kv_bytes_per_token=marginal, peak_bandwidth=bw)
-
-    # Parameters, weights, FLOPs and the roofline.
-    counts = d("param_counts", P.param_counts, sources=src, shape=shape)
-    d("params_total", P.total_params, counts=counts)
-    d("params_active", P.active_params, counts=counts)
-    d("params_non_embedding", P.non_embedding_params, counts=counts)
-    n_active = d("params_active_non_embedding", P.active_params_non_embedding, counts=counts)
-    unembed = d("params_unembedding", P.unembedding_params, counts=counts)
-    wb = d("weight_bytes", P.weight_bytes_in_memory, unit="B", counts=counts, shape=shape)
-    w_gpu = d("weight_bytes_per_gpu", fit.weight_bytes_per_gpu, unit="B", weight_bytes=wb, tp=tp)
-    w_read = d("weight_bytes_read_per_step", P.weight_bytes_read_per_step, unit="B", counts=counts,
-               shape=shape, tokens=C)
-    matmul = d("flops_per_token", P.matmul_flops_per_token, unit="FLOP", active_non_embedding=n_active,
-               unembedding=unembed)
-    d("attention_flops_per_context_token", th.attention_flops_per_context_token, unit="FLOP",
-      attention_width=shape.attention_width, layers=shape.kv_layers)
-    attended = d("attended_layer_tokens", K.attended_layer_tokens, unit="tokens", layout=layout,
-                 context_tokens=ctx)
-    flops = d("flops_per_token_at_decode_context", P.flops_per_token_at_context, unit="FLOP",
-              matmul_flops=matmul, attention_width=shape.attention_width, attended_layer_tokens=attended)
-    kv_read = d("kv_bytes_read_per_request", K.kv_bytes_read_per_request, unit="B", layout=layout,
-                context_tokens=ctx)
-    d("decode_arithmetic_intensity", th.decode_step_arithmetic_intensity, unit="FLOP/B", concurrency=C,
-      flops_per_token=flops, weight_bytes=w_read, kv_bytes_read_per_request=kv_read, tp=tp)
-    pre_read = d("prefill_weight_bytes_read", P.weight_bytes_read_per_step, unit="B", counts=counts,
-                 shape=shape, tokens=L)
-    d("prefill_arithmetic_intensity", th.prefill_arithmetic_intensity, unit="FLOP/B",
-      input_len=L, params_non_embedding=n_active, weight_bytes=pre_read)
-
-    # Fit on the GPU, and what vLLM's own log would print.
-    budget = d("memory_budget_bytes", fit.memory_budget_bytes, unit="B", gpu_memory_bytes=gpu_mem,
-               gpu_memory_utilization=gpu_memory_utilization)
-    d("kv_memory_ceiling_bytes", fit.kv_memory_ceiling_bytes, unit="B", memory_budget_bytes=budget,
-      weight_bytes_per_gpu=w_gpu)
-    mml = lg.record("max_model_len", max_model_len or shape.max_position_embeddings, unit="tokens",
-                    doc="max_model_len (--max-model-len, else the config's max_position_embeddings)",
-                    missing=Reason.of("reason.give_max_model_len"))
-    if max_num_batched_tokens is not None:
-        mnbt = lg.record("max_num_batched_tokens", max_num_batched_tokens, unit="tokens",
-                         doc="Prefill chunk (--max-num-batched-tokens)")
-    else:
-        mnbt = d("max_num_batched_tokens", fit.default_max_num_batched_tokens, unit="tokens",
-                 gpu_memory_bytes=gpu_mem, gpu_name=spec.name)
-    flight = d("max_in_flight_tokens", _twice, unit="tokens", max_num_batched_tokens=mnbt)
-    d("vllm_max_concurrency_logged", K.vllm_max_concurrency_logged, pool_blocks=pool_blocks, layout=layout,
-      max_model_len=mml, max_in_flight_tokens=flight)
-    d("vllm_kv_cache_tokens_logged", K.vllm_kv_cache_tokens_logged, unit="tokens", pool_blocks=pool_blocks,
-      layout=layout, max_model_len=mml, max_in_flight_tokens=flight)
+    raw.add("layout", layout)
+    raw.add("mha_layout", K.kv_layout(shape.kinds, shape.sliding_window, mha.value // shape.kv_layers, block_size)
+            if mha.present else None)
+    chunk = ("default_chunk",) if max_num_batched_tokens is None else ()
+    for group in ("layout", *pool_groups, *chunk, ""):
+        resolve_scope(lg, "plan", __name__, "", raw, group)
 
     settings = {"tp": tp, "dtype": dtype, "kv_dtype": kv_dtype, "concurrency": concurrency,
                 "input_len": input_len, "output_len": output_len, "kv_pool_tokens": kv_pool_tokens,

@@ -4,14 +4,13 @@ The ledgers: each committed bundle (runs/round-1, 2, 3, 5, 6, 10 and the bundles
 whose h200-round-4 is runs/round-4 trimmed to three points: the whole round takes ~40 s to
 build and reaches no other function), each round compared with its predecessor as the site
 does, the hand-built bundle of test_ledger_contract.py sent as an open loop capped at its
-concurrency (no committed round set an arrival rate), and the capacity planner's ledger of
-every model config in tests/fixtures/models.
-A registered quantity (report/registry.py) none of them holds fails. A public function of a
-quantity module that none of them names as a `Value.func` must be a step of one that does
-(its code names it, directly or through the functions it names), of the raw inputs the
-quantities declare (read_round, point_raw, round_raw) or of the builders that still wire
-quantities by hand (build_ledger, cross_round_ledger, plan); any other fails. NOT_IN_A_LEDGER,
-which would exempt one with its reason, exempts nothing.
+concurrency (no committed round set an arrival rate), and the capacity planner's ledgers of every model config in tests/fixtures/models (each
+way to size the pool). A registered quantity (report/registry.py) none of them holds fails. A
+public function of a quantity module that none of them names as a `Value.func` must be a step
+of one that does (its code names it, directly or through the functions it names), of the raw
+inputs the quantities declare (read_round, point_raw, round_raw, plan_raw), of the planner's
+notes or of the builders that still wire quantities by hand (build_ledger); any other fails.
+NOT_IN_A_LEDGER, which would exempt one with its reason, exempts nothing.
 What only the tests check (the engine tests' oracles, theory's closed forms) lives in
 tests/oracles.py, which is not a quantity module.
 """
@@ -30,7 +29,8 @@ from report.derive.round_ledger import RoundData, point_raw, read_round, round_r
 from report.judge.compare import cross_round_ledger
 from report.judge.verdicts import build_ledger
 from report.ledger import quantity_name
-from report.planner.explain import plan
+from report.planner import notes as N
+from report.planner.explain import plan, plan_raw
 from report.registry import REGISTRY
 from tests.conftest import FIXTURES, ROOT
 from tests.unit.report.test_ledger_contract import QUANTITY_MODULES, write_fixture_bundle
@@ -44,6 +44,9 @@ ROUND_CHAINS = ([ROOT / "runs" / f"round-{n}" / "bundle" for n in (1, 2, 3)],
                 [ROOT / "runs" / "round-6" / "bundle"],
                 [ROOT / "runs" / "round-10" / "bundle"],     # a replayed trace on two server sets
                 [FIXTURES / "cpu-demo"])
+
+# The planner's ways to size the KV pool: none given, its memory, its tokens, its blocks.
+PLAN_POOLS = ({}, {"kv_memory_gib": 20.0}, {"kv_pool_tokens": 100_000}, {"kv_pool_blocks": 5_000})
 
 # The public functions of quantity modules that no ledger reaches and no ledger function uses,
 # each with the reason it stays; the test fails on any other, and on a listed one that a
@@ -83,9 +86,10 @@ def reached_funcs(tmp_path_factory) -> set[str]:
     rd = read_round(read_bundle(FIXTURES / "h200-round-4"), (slo_from_text(COVERAGE_SLO), "--slo"))
     funcs |= {v.func for v in build_ledger(rd).values.values()}
     for config in sorted((FIXTURES / "models").glob("*.config.json")):
-        p = plan(json.loads(config.read_text()), "H200", concurrency=16, input_len=1024,
-                 output_len=256)
-        funcs |= {v.func for v in p.ledger.values.values()}
+        for pool in PLAN_POOLS:
+            p = plan(json.loads(config.read_text()), "H200", concurrency=16, input_len=1024,
+                     output_len=256, **pool)
+            funcs |= {v.func for v in p.ledger.values.values()}
     return funcs
 
 
@@ -118,9 +122,11 @@ def function_of(name: str):
     return getattr(importlib.import_module(module), attr)
 
 
-# The raw inputs registered quantities name (with the round's properties they read), and the
-# builders that still wire quantities by hand: a function these use is a step of a quantity.
-ROOTS = (read_round, point_raw, round_raw, build_ledger, cross_round_ledger, plan,
+# The raw inputs registered quantities name (with the round's properties they read), what the
+# planner says of a plan, and the builders that still wire quantities by hand: a function these
+# use is a step of a quantity.
+ROOTS = (read_round, point_raw, round_raw, plan_raw, N.modelled_notes, N.unmodelled_notes, N.warning_notes,
+         build_ledger,
          *(p.fget for p in vars(RoundData).values() if isinstance(p, property)))
 
 
@@ -138,7 +144,9 @@ def used(reached_funcs) -> set[str]:
     return {f"{f.__module__.rsplit('.', 1)[1]}.{f.__name__}" for f in seen}
 
 
-MODULES = tuple(sorted(set(QUANTITY_MODULES) | {d.func.__module__ for d in REGISTRY.values()}))
+# A private step a builder declares as a quantity (the planner's `_twice`) leaves its module a builder's.
+MODULES = tuple(sorted(set(QUANTITY_MODULES) | {d.func.__module__ for d in REGISTRY.values()
+                                                 if not d.func.__qualname__.startswith("_")}))
 
 
 @pytest.mark.parametrize("module", MODULES)
