@@ -12,7 +12,10 @@ name; its ledger key is `p.<point>.<name>` or `r.<name>`. Each parameter names o
   order, None where a point's value is absent.
 
 A round quantity without parameters is a constant its module states (a policy threshold); it
-cites the module's file.
+cites the module's file. `@round_quantity(key=...)` names its key where the function's own name
+is a point quantity's (`r.preemptions` beside `p.<point>.preemptions`), and
+`@round_quantity(over_points=True)` resolves it with the quantities over the valid points
+(once validity is known) though it reads no `each_` input (how many points are valid).
 
 A parameter with a default is optional: an absent input passes None instead of making the
 value absent, and one that names no input at all keeps its default. `resolve_point` and `resolve_round` compute the quantities one module registered in
@@ -41,21 +44,24 @@ class Declared:
     params: tuple[str, ...]
     optional: frozenset[str]
     per: str = ""                  # point quantities of each item ("gpu", "engine"), or ""
+    key: str = ""                  # its key's name where it is not the function's, or ""
+    valid_only: bool = False       # resolved over the valid points without an `each_` input
 
     @property
     def name(self) -> str:
-        return self.func.__name__
+        return self.key or self.func.__name__
 
     @property
     def over_points(self) -> bool:
-        """Whether it reads the valid points' values (an `each_` parameter)."""
-        return any(p.startswith(EACH) for p in self.params)
+        """Whether it is resolved over the valid points (an `each_` parameter, or declared so)."""
+        return self.valid_only or any(p.startswith(EACH) for p in self.params)
 
 
 REGISTRY: dict[str, Declared] = {}
 
 
-def _register(scope: str, unit: str, per: str = "") -> Callable[[Callable], Callable]:
+def _register(scope: str, unit: str, per: str = "", key: str = "",
+              valid_only: bool = False) -> Callable[[Callable], Callable]:
     def deco(func: Callable) -> Callable:
         if func.__name__ in REGISTRY:
             raise ValueError(f"quantity {func.__name__!r} declared twice")
@@ -63,7 +69,7 @@ def _register(scope: str, unit: str, per: str = "") -> Callable[[Callable], Call
         REGISTRY[func.__name__] = Declared(
             func=func, scope=scope, unit=unit, params=tuple(sig),
             optional=frozenset(n for n, p in sig.items() if p.default is not inspect.Parameter.empty),
-            per=per)
+            per=per, key=key, valid_only=valid_only)
         return func
     return deco
 
@@ -75,9 +81,10 @@ def point_quantity(unit: str = "", per: str = "") -> Callable[[Callable], Callab
     return _register("point", unit, per)
 
 
-def round_quantity(unit: str = "") -> Callable[[Callable], Callable]:
-    """Register a quantity of the round over its valid points: key `r.<function name>`."""
-    return _register("round", unit)
+def round_quantity(unit: str = "", key: str = "", over_points: bool = False) -> Callable[[Callable], Callable]:
+    """Register a quantity of the round over its valid points: key `r.<function name>` (`r.<KEY>`);
+    OVER_POINTS: resolved with those that read the valid points' values."""
+    return _register("round", unit, key=key, valid_only=over_points)
 
 
 @dataclass
@@ -95,7 +102,7 @@ class RawSources:
 def declared(scope: str, module: str, per: str = "") -> list[Declared]:
     """The quantities of SCOPE (of each PER item, or of the point itself) that MODULE registered,
     in dependency order (declaration order otherwise)."""
-    mine = {n: d for n, d in REGISTRY.items()
+    mine = {d.name: d for d in REGISTRY.values()
             if d.scope == scope and d.func.__module__ == module and d.per == per}
     order: list[Declared] = []
     state: dict[str, int] = {}
