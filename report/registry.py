@@ -63,8 +63,9 @@ REGISTRY: dict[str, Declared] = {}
 def _register(scope: str, unit: str, per: str = "", key: str = "",
               valid_only: bool = False) -> Callable[[Callable], Callable]:
     def deco(func: Callable) -> Callable:
-        if func.__name__ in REGISTRY:
-            raise ValueError(f"quantity {func.__name__!r} declared twice")
+        name = key or func.__name__
+        if func.__name__ in REGISTRY or any(d.scope == scope and d.name == name for d in REGISTRY.values()):
+            raise ValueError(f"quantity {name!r} declared twice")
         sig = inspect.signature(func).parameters
         REGISTRY[func.__name__] = Declared(
             func=func, scope=scope, unit=unit, params=tuple(sig),
