@@ -302,10 +302,10 @@ class Bundle:
     def name(self) -> str:
         return self.path.name if self.path.name != "bundle" else self.path.parent.name
 
-    def server_log(self) -> str | None:
-        """The engine's log, checked like every other file of the bundle (a regular file inside
-        it, at most MAX_LOG_BYTES), or None when the bundle has none."""
-        p = bundle_file(self.path, "server.log")
+    def server_log(self, name: str = "server.log") -> str | None:
+        """The engine's log (NAME: server k's is `server.k.log`), checked like every other file of
+        the bundle (a regular file inside it, at most MAX_LOG_BYTES), or None when it has none."""
+        p = bundle_file(self.path, name)
         if p is None:
             return None
         with open(p, "rb") as f:
@@ -314,6 +314,15 @@ class Bundle:
             raise BundleError(f"{p}: over {MAX_LOG_BYTES >> 20} MiB; not an engine log this tool "
                               "reads (trim it, or move it out of the bundle)")
         return data.decode("utf-8", errors="replace")
+
+    def other_server_logs(self) -> list[tuple[str, str]]:
+        """(file name, text) of the logs of servers 1, 2, … (`server.k.log`, launched beside
+        server 0 whose log is server.log), in order, up to the first k the bundle lacks."""
+        out, k = [], 1
+        while (text := self.server_log(f"server.{k}.log")) is not None:
+            out.append((f"server.{k}.log", text))
+            k += 1
+        return out
 
     def file_for(self, stream: str) -> str:
         """The file name a stream was read from, for provenance (for requests with shards: every

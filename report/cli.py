@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bundle.slo import SloError
 from bundle.store import BundleError, find_bundles
-from report.words import LANGS
+from report.words import LANGS, round_name
 
 FORMATS = ("html", "pdf")
 
@@ -285,7 +285,7 @@ def cmd_next(args: argparse.Namespace) -> int:
         print(f"error: --write {target}: no directory {target.parent}", file=sys.stderr)
         return 2
     new_id = target.parent.name if target.name == "plan.toml" else target.stem
-    plan = applied(recorded, chosen["plan"], new_id, word("label.plan_title", "en", round=rid, step=chosen["id"]))
+    plan = applied(recorded, chosen["plan"], new_id, word("label.plan_title", "en", round=round_name(rid, "en"), step=chosen["id"]))
     text = plan_toml(plan, step_comment(chosen, rid, rep.ledger, "en"))
     check = getattr(args, "check_plan", None)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".plan-", suffix=".toml")

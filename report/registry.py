@@ -9,7 +9,14 @@ name; its ledger key is `p.<point>.<name>` or `r.<name>`. Each parameter names o
   round's `r.<param>`; for a round quantity `r.<param>` (one the ledger did not derive is an
   absent input, with that reason);
 - `each_<name>` (round quantities): the valid points' `p.<point>.<name>` values in load
-  order, None where a point's value is absent.
+  order, None where a point's value is absent;
+- `first_valid_<name>` and `prev_<name>` (point quantities across points): what `<name>`
+  binds at the first valid point and at the last valid point before this one (a raw input of
+  that point, else its `p.<point>.<name>`). Where there is no valid point before this one, a
+  `prev_` parameter with a default keeps it and one without is absent with that reason; where
+  there is, an absent value there makes this one absent, default or not. `resolve_point`
+  leaves these quantities (and those of its module that read them) out; `resolve_across`
+  resolves them, point after point.
 
 A round quantity without parameters is a constant its module states (a policy threshold); it
 cites the module's file. `@round_quantity(key=...)` names its key where the function's own name
@@ -26,12 +33,13 @@ one function. Invariant: a name is registered once (a second registration raises
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from report.ledger import Ledger, Reason, Source, Value
 
 EACH = "each_"
+FIRST, PREV = "first_valid_", "prev_"
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,11 @@ class Declared:
     def over_points(self) -> bool:
         """Whether it is resolved over the valid points (an `each_` parameter, or declared so)."""
         return self.valid_only or any(p.startswith(EACH) for p in self.params)
+
+    @property
+    def across(self) -> bool:
+        """Whether it reads other points' values itself (a `first_valid_` or `prev_` parameter)."""
+        return any(p.startswith((FIRST, PREV)) for p in self.params)
 
 
 REGISTRY: dict[str, Declared] = {}
@@ -164,7 +177,8 @@ def resolve_point(led: Ledger, module: str, pid: str, raw: RawSources) -> None:
     """Every point quantity MODULE registered, of point PID, into LED; then those of each item
     (per="gpu": of each GPU the raw input `gpu_items` names), under `p.<point>.<item>.`."""
     prefix = f"p.{pid}."
-    _resolve_at(led, declared("point", module), prefix, raw)
+    across = across_points(module)
+    _resolve_at(led, [d for d in declared("point", module) if d.name not in across], prefix, raw)
     pers = dict.fromkeys(d.per for d in REGISTRY.values()
                          if d.scope == "point" and d.func.__module__ == module and d.per)
     for per in pers:
@@ -198,3 +212,45 @@ def resolve_round(led: Ledger, module: str, pids: list[str], raw: RawSources,
             sources = (d.func.__module__.replace(".", "/") + ".py",)
         led.derive("r." + d.name, d.func, unit=d.unit, sources=tuple(dict.fromkeys(sources)),
                    optional=d.optional, **inputs)
+
+
+def across_points(module: str) -> set[str]:
+    """The point quantities MODULE registered that read other points: directly (`first_valid_`,
+    `prev_`) or through another of its quantities that does."""
+    out: set[str] = set()
+    for d in declared("point", module):     # dependency order: a quantity's inputs come first
+        if d.across or out & set(d.params):
+            out.add(d.name)
+    return out
+
+
+def _other_point(param: str, pid: str, pids: list[str], among: list[str]) -> str | None:
+    """The point a `first_valid_`/`prev_` PARAM reads at PID: the first point of AMONG, or the last one
+    of AMONG before PID in PIDS' order (None where there is none)."""
+    if param.startswith(FIRST):
+        return among[0] if among else None
+    before = [q for q in pids[:pids.index(pid)] if q in among]
+    return before[-1] if before else None
+
+
+def resolve_across(led: Ledger, module: str, pids: list[str], among: list[str],
+                   raws: dict[str, RawSources]) -> None:
+    """Every point quantity MODULE registered that reads other points (across_points), at each
+    point of PIDS in order, those parameters naming the points of AMONG (the valid points, in load
+    order); RAWS: each point's raw inputs."""
+    across = across_points(module)
+    quantities = [d for d in declared("point", module) if d.name in across]
+    for pid in pids:
+        for d in quantities:
+            raw, bound = RawSources(dict(raws[pid].values), dict(raws[pid].sources)), set()
+            for param in d.params:
+                if not param.startswith((FIRST, PREV)):
+                    continue
+                other = _other_point(param, pid, pids, among)
+                if other is None and param in d.optional:
+                    continue        # no such point: the parameter keeps its default
+                raw.add(param, *((Reason.of("reason.no_valid_point_before"), ()) if other is None else
+                                 _input(led, raws[other], d, param.removeprefix(FIRST).removeprefix(PREV),
+                                        f"p.{other}.")))
+                bound.add(param)
+            _resolve_at(led, [replace(d, optional=d.optional - bound)], f"p.{pid}.", raw)

@@ -20,7 +20,7 @@ from typing import Any
 LANGS = ("zh", "en")
 # A traced number inside a sentence: `[[ledger.key]]`, or `[[ledger.key|SPEC]]` with SPEC pct,
 # spct (signed %), pct0 (whole %) or int (a count, no unit). Pages print it traced, text as text.
-PLACEHOLDER = re.compile(r"\[\[([^\]|]+)(?:\|(pct|pct0|spct|int))?\]\]")
+PLACEHOLDER = re.compile(r"\[\[([^\]|]+)(?:\|(pct|pct0|spct|int|why))?\]\]")
 SECTIONS = ("reason", "label", "quantity", "source", "finding", "prose")
 # Chinese runs on without spaces: a space between two CJK characters or full-width marks is a
 # leftover of joining sentences or filling a slot (the catalogue spaces a slot from Chinese, as

@@ -13,6 +13,7 @@ import numpy as np
 
 from bundle.request_table import RequestTable, as_request_table
 from report.architecture import params as PA
+from report.architecture import roofline as RF
 from report.architecture import theory as T
 from report.derive import series
 from report.ledger import Absent
@@ -207,6 +208,64 @@ def output_tok_s_growth(each_output_tok_s: Sequence[float | None]) -> float:
 def ttft_p99_growth(each_ttft_ms_p99: Sequence[float | None]) -> float:
     """TTFT p99 at the highest valid point over the lowest's."""
     return _growth(each_ttft_ms_p99, "ttft_ms_p99")
+
+
+# Each valid point of a concurrency sweep against the one before it (prev_<name>) and against
+# the single stream, the first valid point (first_valid_<name>): what each step up bought and cost.
+
+@point_quantity(unit="×")
+def tput_growth_from_prev(output_tok_s: float, prev_output_tok_s: float) -> float:
+    """Output throughput over the previous valid point's."""
+    return ratio(output_tok_s, prev_output_tok_s)
+
+
+@point_quantity(unit="×")
+def ttft_p99_growth_from_prev(ttft_ms_p99: float, prev_ttft_ms_p99: float) -> float:
+    """TTFT p99 over the previous valid point's."""
+    return ratio(ttft_ms_p99, prev_ttft_ms_p99)
+
+
+@point_quantity(unit="ms")
+def ttft_p99_envelope_ms(ttft_ms_p99: float, prev_ttft_p99_envelope_ms: float | None = None) -> float:
+    """TTFT p99's monotone envelope from the lowest valid point up: the larger of this point's and the envelope so far, ms."""
+    # A dip below an earlier point is noise, not a step that bought latency back: the next
+    # rise is measured from the highest TTFT p99 already seen.
+    return running_max(ttft_ms_p99, prev_ttft_p99_envelope_ms)
+
+
+@point_quantity(unit="×")
+def ttft_p99_envelope_growth_from_prev(ttft_p99_envelope_ms: float, prev_ttft_p99_envelope_ms: float) -> float:
+    """TTFT p99's envelope over the previous valid point's."""
+    return ratio(ttft_p99_envelope_ms, prev_ttft_p99_envelope_ms)
+
+
+@point_quantity(unit="ms")
+def itl_p99_with_prefill_predicted(concurrency: int, first_valid_concurrency: int, first_valid_closed_loop: bool,
+                                   first_valid_itl_ms_p50: float, first_valid_prefill_ms_mean: float) -> float:
+    """At C=2, a decode step that also carries the other stream's whole prefill, from the single stream's ITL p50 and prefill, ms."""
+    # The step from one stream to two: one request's prefill landing in the other's decode step
+    # predicts the ITL tail, each from what the single stream measured alone.
+    if not (first_valid_concurrency == 1 and first_valid_closed_loop and concurrency == 2):
+        raise Absent("reason.not_step_to_two_streams")
+    return RF.step_with_prefill_ms(first_valid_itl_ms_p50, first_valid_prefill_ms_mean)
+
+
+@point_quantity(unit="×")
+def itl_p99_over_prefill_step(itl_ms_p99: float, itl_p99_with_prefill_predicted: float) -> float:
+    """ITL p99 at C=2 over the decode step predicted to carry the other stream's prefill."""
+    return ratio(itl_ms_p99, itl_p99_with_prefill_predicted)
+
+
+@point_quantity(unit="ms")
+def ttft_p99_behind_step_predicted(first_valid_ttft_ms_p99: float, itl_p99_with_prefill_predicted: float) -> float:
+    """At C=2, a first token that waits behind that step: the single stream's TTFT p99 plus the whole step, ms."""
+    return RF.ttft_behind_step_ms(first_valid_ttft_ms_p99, itl_p99_with_prefill_predicted)
+
+
+@point_quantity(unit="×")
+def ttft_p99_over_behind_step(ttft_ms_p99: float, ttft_p99_behind_step_predicted: float) -> float:
+    """TTFT p99 at C=2 over the first token predicted to wait behind the prefill step."""
+    return ratio(ttft_ms_p99, ttft_p99_behind_step_predicted)
 
 
 def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, float]:

@@ -52,6 +52,16 @@ def engine_steps_per_s(scrapes: list, bracket_start: float, bracket_end: float) 
     return delta.count / (bracket_end - bracket_start)
 
 
+@point_quantity(unit="engine")
+def engines_stepping(scrapes: list, bracket_start: float, bracket_end: float) -> int:
+    """Engines (endpoint and data-parallel rank) whose step histogram, iteration_tokens_total, the point's scrapes carry."""
+    from report.derive.occupancy import engines_of
+    found = engines_of(scrapes, bracket_start, bracket_end, ITERATION_TOKENS + "_count")
+    if not found:
+        raise Absent("reason.no_step_histogram", metric=ITERATION_TOKENS)
+    return len(found)
+
+
 @point_quantity(unit="ms")
 def client_itl_ms_mean(measured: RequestTable) -> float:
     """Mean gap per output token as the client received it (a chunk of k tokens gives k equal gaps), ms."""

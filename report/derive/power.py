@@ -663,11 +663,11 @@ def gpu_row_sm_active_share(gpu_samples: Samples, t_start: float, t_end: float, 
 # clock the GPU ran at (the dense peak scaled by the sampled SM clock), beside the step measured.
 
 @point_quantity(unit="ms")
-def step_ms_mean(engine_steps_per_s: float) -> float:
-    """The engine's mean step time in the window: one second over its steps per second, ms."""
+def step_ms_mean(engine_steps_per_s: float, engines_stepping: int = 1) -> float:
+    """One engine's mean step time in the window, ms: the engines step side by side, so each takes the engines' count over their summed steps per second."""
     if engine_steps_per_s <= 0:
         raise Absent("reason.step_count_unknown", steps=engine_steps_per_s)
-    return 1e3 / engine_steps_per_s
+    return 1e3 * (engines_stepping or 1) / engine_steps_per_s
 
 
 @point_quantity(unit="GFLOP")
@@ -679,11 +679,14 @@ def step_gflop(tflops_s: float, engine_steps_per_s: float) -> float:
 
 
 @point_quantity(unit="ms")
-def step_ms_at_compute_ceiling(step_gflop: float, peak_tflops_at_clock: float) -> float:
-    """The mean step's time were it bound by compute: its FLOP at the dense peak scaled by the sampled SM clock, ms."""
+def step_ms_at_compute_ceiling(step_gflop: float, peak_tflops_at_clock: float, engines_stepping: int = 1,
+                               gpus_sampled: int | None = None) -> float:
+    """The mean step's time were it bound by compute: its FLOP at the dense peak scaled by the sampled SM clock, shared by the engines on each GPU, ms."""
     if peak_tflops_at_clock <= 0:
         raise Absent("reason.peak_zero")
-    return step_gflop / peak_tflops_at_clock
+    # Engines that share a GPU (more engines than GPUs sampled) share its peak between their steps.
+    sharing = max((engines_stepping or 1) / gpus_sampled, 1.0) if gpus_sampled else 1.0
+    return step_gflop * sharing / peak_tflops_at_clock
 
 
 @point_quantity(unit="×")

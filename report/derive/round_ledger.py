@@ -15,7 +15,6 @@ from bundle.request_table import RequestTable
 from bundle.slo import Slo, SloError, slo_from_dict, slo_of_file
 from bundle.store import Bundle
 from report.architecture import roofline as RF
-from report.architecture import theory as T
 from report.derive import analyses as A
 from report.derive import clienterror as CE
 from report.derive import delivery as DL
@@ -29,7 +28,7 @@ from report.derive import stats as ST
 from report.derive import validity as V
 from report.derive.serverlog import ServerLogFacts, log_peak, server_log_facts
 from report.ledger import Absent, Ledger, Reason, Source, Value
-from report.registry import RawSources, resolve_point, resolve_round
+from report.registry import RawSources, resolve_across, resolve_point, resolve_round
 
 # The steady part of a point's window used for gauge statistics (KV usage, running, waiting):
 # its middle fraction, leaving out the ramp-up after the first measured request and the
@@ -73,6 +72,8 @@ class RoundData:
     slo_source: str = ""
     # The round's id in a series of rounds ("round-4"; empty for a lone bundle).
     round_id: str = ""
+    # The logs of servers 1, 2, … by file name, where several servers were launched (server 0's is `log`).
+    other_logs: tuple[tuple[str, ServerLogFacts], ...] = ()
     # Each point's validity and bottleneck and the set comparisons (report.judge.verdicts.Verdicts,
     # a frozen object): None until build_ledger has judged the round, set once there.
     verdicts: Any = None
@@ -135,8 +136,9 @@ def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str
     log = server_log_facts(log_text) if log_text else None
     config = (bundle.manifest.get("model") or {}).get("config")
     slo, slo_source = slo if slo is not None else round_slo(bundle)
+    others = tuple((name, server_log_facts(text)) for name, text in bundle.other_server_logs())
     return RoundData(bundle=bundle, points=pts, log=log, config=config, axis=sweep_axis(pts),
-                     slo=slo, slo_source=slo_source, round_id=round_id)
+                     slo=slo, slo_source=slo_source, round_id=round_id, other_logs=others)
 
 
 def slo_file_of(bundle_dir: Path) -> Path:
@@ -277,6 +279,10 @@ def round_raw(rd: RoundData, pts: list[PointData]) -> RawSources:
     raw.add("measured_points", [p.pid for p in ok_points(rd)], points_file)
     raw.add("valid_point_ids", [p.pid for p in pts], points_file)
     raw.add("log", rd.log if rd.log is not None else Reason.of("reason.no_server_log"), (f"{rd.name}/server.log",))
+    if rd.other_logs:
+        raw.add("other_logs", dict(rd.other_logs), tuple(f"{rd.name}/{name}" for name, _ in rd.other_logs))
+    else:
+        raw.add("other_logs", Reason.of("reason.one_server_log"))
     raw.add("model_config", rd.config if rd.config is not None else Reason.of("reason.no_model_config"),
             (f"{rd.name}/manifest.json: model.config",))
     if rd.axis not in ("concurrency", "single"):
@@ -604,62 +610,8 @@ def modelled_raw(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> N
 def length_axis_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) -> None:
     """Length-sweep fits over the valid points: KV linearity, ITL slope, throughput divergence (items 12, 18, 19)."""
     pts = valid_points(rd, validity)
-    if len(pts) < 2:
-        return
-    C = pts[-1].settings.get("concurrency")
-    xs = [p.settings["input_len"] for p in pts]
-    kv = [led[f"p.{p.pid}.kv_tokens_peak"] for p in pts]
-    src = tuple(f"p.{p.pid}.kv_tokens_peak" for p in pts)
-    if all(v.present for v in kv):
-        ys = [v.value for v in kv]
-        fsrc = (Source.of(rd.name, "source.ledger_keys", keys=", ".join(src)),)
-        slope = led.derive("r.kv_lin_slope", A.fit_slope, unit="tok/tok", sources=fsrc, xs=xs, ys=ys)
-        led.derive("r.kv_lin_intercept", A.fit_intercept, unit="tok", sources=fsrc, xs=xs, ys=ys)
-        led.derive("r.kv_lin_r2", A.fit_r_squared, unit="", sources=fsrc, xs=xs, ys=ys)
-        led.derive("r.kv_lin_slope_vs_theory", A.relative_difference, unit="fraction", new=slope, old=C)
-    else:
-        reason = next(v.missing for v in kv if not v.present)
-        for key, doc in (("r.kv_lin_slope", "Least-squares slope of peak KV tokens on input length"),
-                         ("r.kv_lin_intercept", "Least-squares intercept of peak KV tokens on input length"),
-                         ("r.kv_lin_r2", "R² of peak KV tokens on input length"),
-                         ("r.kv_lin_slope_vs_theory", "Fitted KV slope relative to the concurrency")):
-            led.record(key, None, doc=doc, missing=reason)
-    # The ITL slope's theory has C requests reading their KV each step: only the points that ran
-    # all C at once (the pool did not cap them) are fitted.
-    held = [p for p in pts if (led.value_of(f"p.{p.pid}.effective_concurrency") or 0) >= C]
-    led.record("r.itl_fit_points", len(held), unit="", sources=tuple(f"p.{p.pid}.effective_concurrency" for p in pts),
-               doc="Points of the length sweep that ran all C requests at once (the ITL slope's fit)")
-    itl = [led[f"p.{p.pid}.itl_ms_p50"] for p in held]
-    if len(held) >= 2 and all(v.present for v in itl):
-        xs = [p.settings["input_len"] for p in held]
-        ys = [v.value for v in itl]
-        fsrc = (f"{rd.name}: ledger keys " + ", ".join(f"p.{p.pid}.itl_ms_p50" for p in held),)
-        led.derive("r.itl_slope", A.fit_slope, unit="ms/tok", sources=fsrc, xs=xs, ys=ys)
-        led.derive("r.itl_intercept", A.fit_intercept, unit="ms", sources=fsrc, xs=xs, ys=ys)
-        led.derive("r.itl_r2", A.fit_r_squared, unit="", sources=fsrc, xs=xs, ys=ys)
-    elif len(held) < 2:
-        why = Reason.of("reason.itl_fit_too_few_held", held=len(held), points=len(pts))
-        for key, unit, doc in (("r.itl_slope", "ms/tok", "Least-squares slope of ITL p50 on input length"),
-                               ("r.itl_intercept", "ms", "Least-squares intercept of ITL p50 on input length"),
-                               ("r.itl_r2", "", "R² of ITL p50 on input length")):
-            led.record(key, None, unit=unit, doc=doc, missing=why)
-    led.derive("r.itl_slope_theory", T.itl_kv_slope_ms_per_token, unit="ms/tok", concurrency=C,
-               kv_bytes_per_token=led["r.kv_bytes_per_token"], peak_bandwidth=led["r.peak_bandwidth"])
-    if "r.itl_slope" in led:
-        led.derive("r.itl_slope_vs_theory", A.ratio, unit="fraction", numerator=led["r.itl_slope"],
-                   denominator=led["r.itl_slope_theory"])
-    first, last = pts[0], pts[-1]
-    led.derive("r.output_tok_s_change", A.relative_difference, unit="fraction",
-               new=led[f"p.{last.pid}.output_tok_s"], old=led[f"p.{first.pid}.output_tok_s"])
-    led.derive("r.total_tok_s_change", A.relative_difference, unit="fraction",
-               new=led[f"p.{last.pid}.total_tok_s"], old=led[f"p.{first.pid}.total_tok_s"])
-    led.derive("r.pool_tokens_mha", T.pool_tokens_at_kv_bytes, unit="tok",
-               pool_tokens=led["r.pool_tokens"], kv_bytes_per_token=led["r.kv_bytes_per_token"],
-               other_kv_bytes_per_token=led["r.kv_bytes_per_token_mha"])
-    led.derive("r.max_input_len_mha", T.max_input_len_at_concurrency, unit="tok",
-               pool_tokens=led["r.pool_tokens_mha"], concurrency=C, output_len=last.settings["output_len"])
-    led.derive("r.max_input_len", T.max_input_len_at_concurrency, unit="tok",
-               pool_tokens=led["r.pool_tokens"], concurrency=C, output_len=last.settings["output_len"])
+    if len(pts) >= 2:
+        resolve_round(led, OC.__name__, [p.pid for p in pts], round_raw(rd, pts))
 
 
 def ok_points(rd: RoundData) -> list[PointData]:
@@ -672,6 +624,15 @@ def valid_points(rd: RoundData, validity: Mapping[str, Any]) -> list[PointData]:
     return [p for p in ok_points(rd) if p.pid not in validity or validity[p.pid].valid]
 
 
+def settings_raw(p: PointData) -> RawSources:
+    """The settings of point P the quantities across points read: its concurrency and whether it
+    ran in a closed loop (no arrival rate)."""
+    raw = RawSources()
+    raw.add("concurrency", p.settings.get("concurrency"))
+    raw.add("closed_loop", not p.settings.get("request_rate"))
+    return raw
+
+
 def cross_point_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) -> None:
     """Quantities across the valid points of one round: scaling, growth, crossover (items 2, 3)."""
     pts = valid_points(rd, validity)
@@ -680,50 +641,13 @@ def cross_point_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) 
         return
     prefill_tail_ledger(led, rd, pts)
     if rd.axis == "concurrency":
-        ref = next((p for p in pts if p.settings.get("concurrency") == 1), None)
-        for p in ok_points(rd):
-            k = f"p.{p.pid}."
-            if ref is None:
-                led.record(k + "scaling_eff", None, unit="fraction", doc="Scaling efficiency tput(C)/(C·tput(1))",
-                           missing=Reason.of("reason.no_c1_point"))
-                continue
-            led.derive(k + "scaling_eff", ST.scaling_efficiency, unit="fraction",
-                       throughput=led[k + "output_tok_s"], concurrency=p.settings.get("concurrency"),
-                       throughput_at_1=led[f"p.{ref.pid}.output_tok_s"])
-        # What each step up in concurrency bought and cost, valid point to valid point: the knee
-        # is where TTFT p99 starts growing faster than throughput.
-        for a, b in zip(pts, pts[1:]):
-            k = f"p.{b.pid}."
-            led.derive(k + "tput_growth_from_prev", A.ratio, unit="×", numerator=led[k + "output_tok_s"],
-                       denominator=led[f"p.{a.pid}.output_tok_s"])
-            led.derive(k + "ttft_p99_growth_from_prev", A.ratio, unit="×", numerator=led[k + "ttft_ms_p99"],
-                       denominator=led[f"p.{a.pid}.ttft_ms_p99"])
-        # The knee reads TTFT p99 through its monotone envelope (the running maximum from the
-        # lowest valid point up): a dip below an earlier point is noise, not a step that bought
-        # latency back, and the next rise is measured from the highest TTFT p99 already seen.
-        env = None
-        for p in pts:
-            env = led.derive(f"p.{p.pid}.ttft_p99_envelope_ms", A.running_max, unit="ms",
-                             value=led[f"p.{p.pid}.ttft_ms_p99"], envelope=env,
-                             optional=frozenset({"envelope"}) if env is None else frozenset())
-        for a, b in zip(pts, pts[1:]):
-            led.derive(f"p.{b.pid}.ttft_p99_envelope_growth_from_prev", A.ratio, unit="×",
-                       numerator=led[f"p.{b.pid}.ttft_p99_envelope_ms"],
-                       denominator=led[f"p.{a.pid}.ttft_p99_envelope_ms"])
-        # The step from one stream to two: one request's prefill landing in the other's
-        # decode step predicts the ITL tail, and a first token that waits behind that step the
-        # TTFT tail, each from what the single stream measured alone.
-        if len(pts) >= 2 and ref is pts[0] and not ref.settings.get("request_rate") \
-                and pts[1].settings.get("concurrency") == 2:
-            a, k = f"p.{pts[0].pid}.", f"p.{pts[1].pid}."
-            step = led.derive(k + "itl_p99_with_prefill_predicted", RF.step_with_prefill_ms, unit="ms",
-                              decode_step_ms=led[a + "itl_ms_p50"], prefill_ms=led[a + "prefill_ms_mean"])
-            led.derive(k + "itl_p99_over_prefill_step", A.ratio, unit="×", numerator=led[k + "itl_ms_p99"],
-                       denominator=step)
-            behind = led.derive(k + "ttft_p99_behind_step_predicted", RF.ttft_behind_step_ms, unit="ms",
-                                ttft_ms=led[a + "ttft_ms_p99"], step_ms=step)
-            led.derive(k + "ttft_p99_over_behind_step", A.ratio, unit="×", numerator=led[k + "ttft_ms_p99"],
-                       denominator=behind)
+        # Every point's scaling against the single stream; then what each step up in concurrency
+        # bought and cost, valid point to valid point: the knee is where TTFT p99 (read through
+        # its running maximum) starts growing faster than throughput.
+        ok, valid = [p.pid for p in ok_points(rd)], [p.pid for p in pts]
+        raws = {p.pid: settings_raw(p) for p in ok_points(rd)}
+        resolve_across(led, ST.__name__, ok, valid, raws)
+        resolve_across(led, A.__name__, valid, valid, raws)
         if len(pts) >= 2:
             resolve_round(led, A.__name__, [p.pid for p in pts], round_raw(rd, pts), over_points=True)
 

@@ -324,3 +324,26 @@ def max_model_len(log: ServerLogFacts) -> int:
 def kv_cache_memory_suggested_bytes(log: ServerLogFacts) -> int:
     """The KV cache memory the server log suggests (--kv-cache-memory)."""
     return _stated(log.kv_cache_memory_fit_bytes, Absent("reason.log_no_kv_cache_memory_hint"))
+
+
+# ---------------------------------------------------------------- several servers' logs
+# The round's log quantities read server 0's log; with several servers launched, the others'
+# logs (`other_logs`, by file name) say whether it speaks for every engine.
+
+def _settings_stated(log: ServerLogFacts) -> tuple:
+    """What a log states that the round's log quantities rely on: version, pool, step limits."""
+    args = log.non_default_args or {}
+    return (log.version, log.kv_cache_size_tokens, log.max_num_batched_tokens,
+            args.get("max_num_seqs"), args.get("max_model_len"))
+
+
+@round_quantity(unit="")
+def server_logs_read(other_logs: dict[str, ServerLogFacts]) -> int:
+    """Server logs the bundle holds: server 0's and those of each server launched beside it."""
+    return 1 + len(other_logs)
+
+
+@round_quantity(unit="")
+def server_logs_agree(log: ServerLogFacts, other_logs: dict[str, ServerLogFacts]) -> bool:
+    """Whether every server's log states the same vLLM version, KV pool, step budget, sequence cap and model length as server 0's, which the round's log quantities read."""
+    return all(_settings_stated(o) == _settings_stated(log) for o in other_logs.values())

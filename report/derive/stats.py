@@ -401,6 +401,14 @@ def scaling_efficiency(throughput: float, concurrency: int, throughput_at_1: flo
     return throughput / (concurrency * throughput_at_1)
 
 
+@point_quantity(unit="fraction")
+def scaling_eff(output_tok_s: float, concurrency: int, first_valid_output_tok_s: float, first_valid_concurrency: int) -> float:
+    """Scaling efficiency tput(C)/(C·tput(1)), against the first valid point (C=1)."""
+    if first_valid_concurrency != 1:
+        raise Absent("reason.no_c1_point")
+    return scaling_efficiency(output_tok_s, concurrency, first_valid_output_tok_s)
+
+
 @point_quantity(unit="")
 def multi_token_chunks(measured: RequestTable) -> int:
     """Chunks that carried more than one token (split evenly in the per-token ITL)."""
@@ -553,3 +561,4 @@ def _busy_s(requests: RequestTable, t_measure: float, t_end: float) -> float:
     start, end = requests.col("t_send"), requests.col("t_end") + think
     has = ~np.isnan(start) & ~np.isnan(end)
     return float(np.clip(np.minimum(end[has], t_end) - np.maximum(start[has], t_measure), 0.0, None).sum())
+

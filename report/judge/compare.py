@@ -14,6 +14,7 @@ from report.derive import analyses as A
 from report.derive.occupancy import plan_endpoints
 from report.derive.round_ledger import RoundData, ok_points, prefill_tail_points
 from report.ledger import Absent, Ledger, Reason, Source, Value
+from report.words import LANGS, Named, round_name
 
 # Workload settings that must match for two points to count as "the same point".
 POINT_KEYS = ("concurrency", "input_len", "output_len", "request_rate", "arrival")
@@ -74,7 +75,8 @@ def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: Round
     facts the narrative needs of it (which round, what differs, which points are shared)."""
     facts: dict[str, Any] = {}
     diff = differing_keys(rd.bundle.manifest, prev.bundle.manifest)
-    facts["prev_round"] = prev.round_id or prev.name
+    # The previous round as each language names it ("Round 11", 第 11 轮), never its id alone.
+    facts["prev_round"] = Named({lang: round_name(prev.round_id or prev.name, lang) for lang in LANGS})
     facts["prev_differs"] = diff
     pts, prev_pts = ok_points(rd), ok_points(prev)
     # Reproducibility: every point present in both rounds with identical settings (item 9).

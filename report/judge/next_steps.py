@@ -104,7 +104,9 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
             if budget else st)
     if "kv_pool" in by_kind:
         pid = by_kind["kv_pool"][0]
-        st = step("grow_pool", "grow_pool", labels, pid=pid)
+        # Sized by the KV model where it could be computed, else said without a size.
+        sized = val(led, f"p.{pid}.kv_memory_needed_gib") is not None
+        st = step("grow_pool", "grow_pool" if sized else "grow_pool_unsized", labels, pid=pid)
         flags = pool_flags(led, rd, pid)
         out.append(with_plan(st, "grow_pool", {"sweep": {**at["kv_pool"]["sweep"], "server_flags": [[], flags]}})
                    if flags else st)

@@ -171,7 +171,7 @@ def _checks(rows: list[dict], t: dict) -> list[dict]:
 
 
 def _stacked_bars(df: pd.DataFrame, t: dict, order: list[str], y: alt.Y, unit: str, height: int,
-                  x_title: str | None) -> alt.LayerChart:
+                  x_title: str | None, width: int = WIDTH) -> alt.LayerChart:
     """Bars of DF's parts stacked per point, filled where the point passed its checks and hollow
     (outlined in the part's colour) where it failed them, each said in a legend."""
     colours = alt.Scale(domain=order, range=PALETTE[:len(order)])
@@ -191,7 +191,19 @@ def _stacked_bars(df: pd.DataFrame, t: dict, order: list[str], y: alt.Y, unit: s
                              scale=alt.Scale(domain=checks, range=["square", FRAME]),
                              legend=alt.Legend(title=t["valid"], orient="bottom", symbolSize=120,
                                                symbolFillColor="#666", symbolStrokeWidth=0)))
-    return alt.layer(bars, key).properties(width=WIDTH, height=height)
+    return alt.layer(bars, key).properties(width=width, height=height)
+
+
+# A stack under this share of the tallest is drawn in a panel of its own, on its own scale (in a
+# panel of HEIGHT pixels it would be a few pixels tall).
+SMALL_STACK = 0.05
+
+
+def small_stacks(totals: dict[str, float]) -> set[str]:
+    """The points whose stack is under SMALL_STACK of the tallest; empty unless both groups are."""
+    top = max(totals.values(), default=0.0)
+    small = {pid for pid, y in totals.items() if y < SMALL_STACK * top}
+    return small if 0 < len(small) < len(totals) else set()
 
 
 def fig_ttft_breakdown(led: Ledger, pids: list[str], axis: str) -> Figure | None:
@@ -213,12 +225,28 @@ def fig_ttft_breakdown(led: Ledger, pids: list[str], axis: str) -> Figure | None
         order = [t["queue"], t["prefill"], t["frontend"]]
         rows = [dict(r, order=order.index(r["series"])) for r in _checks(rows, t)]
         df = pd.DataFrame(rows)
-        ms = _stacked_bars(df, t, order, alt.Y("y:Q", title=t["ms"], stack="zero"), t["ms"], HEIGHT, None)
-        tops = alt.Chart(pd.DataFrame([{"x": x, "y": y, "label": format_number(y)} for _, x, y in totals])) \
-            .mark_text(dy=-6, fontSize=9).encode(x=alt.X("x:O"), y=alt.Y("y:Q"), text="label:N")
+
+        def in_ms(pts: set[str], width: int) -> alt.LayerChart:
+            bars = _stacked_bars(df[df["point"].isin(pts)], t, order, alt.Y("y:Q", title=t["ms"], stack="zero"),
+                                 t["ms"], HEIGHT, None, width)
+            tops = alt.Chart(pd.DataFrame([{"x": x, "y": y, "label": format_number(y)}
+                                           for pid, x, y in totals if pid in pts])) \
+                .mark_text(dy=-6, fontSize=9).encode(x=alt.X("x:O"), y=alt.Y("y:Q"), text="label:N")
+            return alt.layer(bars, tops)
+        # The small loads on a scale of their own beside the large, where one scale would flatten them.
+        everyone = set(df["point"])
+        small = small_stacks({pid: y for pid, _, y in totals if pid in everyone})
+        if small:
+            large = everyone - small
+            share = len(small) / len(everyone)
+            top = alt.hconcat(in_ms(small, max(int(WIDTH * share), 60)),
+                              in_ms(large, max(int(WIDTH * (1 - share)), 60)), spacing=12) \
+                .resolve_scale(y="independent", x="independent")
+        else:
+            top = in_ms(everyone, WIDTH)
         shares = _stacked_bars(df, t, order, alt.Y("y:Q", title=t["ttft_share"], stack="normalize",
                                                    axis=alt.Axis(format="%")), t["ms"], HEIGHT // 2, t[axis])
-        return alt.vconcat(alt.layer(ms, tops), shares, spacing=6).resolve_legend(
+        return alt.vconcat(top, shares, spacing=6).resolve_legend(
             color="shared", shape="shared").to_dict()
     return Figure("ttft_breakdown", per_lang(make), {lang: TEXT[lang]["ttft_title"] for lang in LANGS},
                   keys=tuple(keys))

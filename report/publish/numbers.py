@@ -172,7 +172,8 @@ def raw_text(value: Value) -> str:
 
 
 def placeholder_format(spec: str | None) -> Format:
-    """How a [[key|SPEC]] placeholder prints: pct, signed pct (spct), a count (int) or as is."""
+    """How a [[key|SPEC]] placeholder prints: pct, signed pct (spct), a count (int) or as is
+    (`why`, the reason an absent value is absent, is printed by the caller)."""
     return Format(pct=spec in ("pct", "pct0", "spct"), sign=spec == "spct",
                   digits=0 if spec in ("int", "pct0") else None, unit=spec != "int")
 
@@ -181,5 +182,8 @@ def plain_text(text: str, led: Ledger, lang: str) -> str:
     """TEXT with every [[key]] replaced by its formatted value (for the command line and the
     JSON), its gaps between two Chinese characters closed as on the page."""
     def one(m: re.Match) -> str:
-        return format_value(led[m.group(1)], lang, placeholder_format(m.group(2)))
+        value = led[m.group(1)]
+        if m.group(2) == "why" and absent(value):
+            return missing_reason(value).text(lang)
+        return format_value(value, lang, placeholder_format(m.group(2)))
     return closed(PLACEHOLDER.sub(one, text))

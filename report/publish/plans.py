@@ -16,7 +16,7 @@ from typing import Any
 
 from report.ledger import Ledger
 from report.publish.numbers import plain_text
-from report.words import word
+from report.words import round_name, word
 
 # The plan's tables in the order a plan file lists them (bench/plan.py's sections, then [slo]).
 SECTIONS = ("engine", "workload", "sweep", "sampler", "client", "slo")
@@ -75,7 +75,7 @@ def plan_toml(plan: dict, comment: list[str]) -> str:
 
 def step_comment(step: dict, source_round: str, led: Ledger, lang: str = "en") -> list[str]:
     """What a step's plan tests and what outcome would confirm it, in LANG, as comment lines."""
-    words = [word("label.plan_comment_step", lang, round=source_round, step=step["id"]),
+    words = [word("label.plan_comment_step", lang, round=round_name(source_round, lang), step=step["id"]),
              word("label.plan_comment_tests", lang, text=plain_text(step[lang], led, lang)),
              word("label.plan_comment_expect", lang, text=plain_text(step["expect"][lang], led, lang))]
     return [line for w in words for line in textwrap.wrap(w, 96) or [""]]

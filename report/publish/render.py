@@ -359,7 +359,7 @@ class Page:
         )
         env.filters["code"] = self._code
         env.globals.update(
-            n=self.n, c=self.c, span=self.span, v=self.v, say=self.say, w=self.w, fig=self.fig, table=self.table, ref=self.ref,
+            n=self.n, c=self.c, why=self.why, span=self.span, v=self.v, say=self.say, w=self.w, fig=self.fig, table=self.table, ref=self.ref,
             card=self.card, cards=self.cards,
             facts=self.report.facts, notices=self.report.notices, lang=self.lang,
         )
@@ -405,6 +405,13 @@ class Page:
         appendix."""
         return self._use(key, Format(digits, pct, unit, sign), "cell")
 
+    def why(self, key: str) -> Markup:
+        """Why an absent value is absent, in words, traced to it (no "not measured" mark): for a
+        sentence whose subject is the absence; a present value is a template error."""
+        if not absent(self.value(key)):
+            raise RenderError(f"why({key!r}): the value is present; print it with n()")
+        return self._use(key, Format(), "why")
+
     def span(self, lo: str, hi: str, digits: int | None = None, pct: bool = False,
              sign: bool = False) -> Markup:
         """A range of two traced numbers, one number when both print the same."""
@@ -424,7 +431,10 @@ class Page:
             if m.start() > at:
                 out.extend(self._prose(text[at:m.start()]))
             fmt = placeholder_format(m.group(2))
-            out.append(self.n(m.group(1), pct=fmt.pct, digits=fmt.digits, unit=fmt.unit, sign=fmt.sign))
+            if m.group(2) == "why":
+                out.append(self.why(m.group(1)))
+            else:
+                out.append(self.n(m.group(1), pct=fmt.pct, digits=fmt.digits, unit=fmt.unit, sign=fmt.sign))
             at = m.end()
         if at < len(text):
             out.extend(self._prose(text[at:]))
@@ -863,10 +873,13 @@ class _Assembly:
         if kind == "n":
             use = self.page.uses[int(i)]
             value = self.report.ledger[use.key]
-            main, unit = format_parts(value, self.lang, use.fmt, short_missing=use.where != "prose")
+            if use.where == "why":
+                main, unit = missing_reason(value).text(self.lang), ""
+            else:
+                main, unit = format_parts(value, self.lang, use.fmt, short_missing=use.where != "prose")
             return str(self.macros.num(
                 key=use.key, nid=self.ids[use.key], main=main, unit=unit, where=use.where,
-                missing=absent(value), flags=value.flags,
+                missing=absent(value) and use.where != "why", flags=value.flags,
                 popup=self.popup(use.key) if self.mode == "html" else "",
             ))
         raise RenderError(f"placeholder of kind {kind!r} left after its pass")

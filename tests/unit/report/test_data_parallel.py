@@ -135,3 +135,55 @@ def test_two_endpoints_are_never_compared_as_a_repeat_of_one():
     two, one = (json.loads(p.read_text()) for p in paths)
     assert "endpoints" in differing_keys(two, one)
     assert "endpoints" not in differing_keys(one, one)
+
+
+def test_each_engine_admits_prompts_against_its_own_running_decodes_and_drains_its_own_waiting():
+    from report.derive.occupancy import prompts_per_step, queue_ms_wave
+    # HAND-BUILT: two engines with 115 decodes each (230 summed), 8,192-token budgets, 1,024-token prompts
+    assert prompts_per_step(8192, 230.0, 1024, engine_count=2) == (8192 - 115) / 1024
+    assert prompts_per_step(8192, 230.0, 1024) == (8192 - 230) / 1024     # one engine ran them all
+    # 64 waiting summed over two engines: each drains 32, half the steps on average
+    assert queue_ms_wave(64.0, 8.0, 180.0, engine_count=2) == 32 / 8 * 180.0 / 2
+    assert queue_ms_wave(64.0, 8.0, 180.0, engine_count=None) == 64 / 8 * 180.0 / 2
+
+
+def test_every_servers_log_is_read_and_a_log_that_states_another_pool_is_said(tmp_path):
+    import shutil
+
+    from bundle.store import read_bundle
+    from report.derive.round_ledger import read_round
+    from report.judge.verdicts import build_ledger
+    real = ROOT / "runs" / "round-12" / "bundle"
+    rd = read_round(read_bundle(real))
+    assert [name for name, _ in rd.other_logs] == ["server.1.log"]
+    led = build_ledger(rd)
+    assert led.value_of("r.server_logs_read") == 2 and led.value_of("r.server_logs_agree") is True
+    # HAND-BUILT: round 12's bundle with server 1's log stating another KV pool size
+    copy = tmp_path / "bundle"
+    shutil.copytree(real, copy)
+    log = (copy / "server.1.log").read_text()
+    pool = rd.other_logs[0][1].kv_cache_size_tokens
+    assert f"{pool:,}" in log
+    (copy / "server.1.log").write_text(log.replace(f"{pool:,}", f"{pool // 2:,}"))
+    led = build_ledger(read_round(read_bundle(copy)))
+    assert led.value_of("r.server_logs_agree") is False
+    assert led.value_of("r.pool_tokens_log") == pool        # server 0's, as the page says
+
+
+def test_two_engines_sharing_one_gpu_each_step_at_half_their_summed_rate_and_share_its_peak():
+    from bundle.store import read_bundle
+    from report.derive.power import step_ms_at_compute_ceiling, step_ms_mean
+    from report.derive.round_ledger import read_round
+    from report.judge.verdicts import build_ledger
+    # HAND-BUILT: 50 steps a second summed over two engines; a 1,000 GFLOP step at 500 TFLOP/s
+    assert step_ms_mean(50.0, engines_stepping=2) == 40.0 and step_ms_mean(50.0) == 20.0
+    assert step_ms_at_compute_ceiling(1000.0, 500.0, engines_stepping=2, gpus_sampled=1) == 4.0
+    assert step_ms_at_compute_ceiling(1000.0, 500.0, engines_stepping=2, gpus_sampled=2) == 2.0
+    assert step_ms_at_compute_ceiling(1000.0, 500.0) == 2.0
+    # round 12: both servers' step histograms are in the scrapes; each engine's step is about its ITL
+    led = build_ledger(read_round(read_bundle(ROOT / "runs" / "round-12" / "bundle")))
+    k = "p.L1024-c256."
+    assert led.value_of(k + "engines_stepping") == 2
+    assert led.value_of(k + "step_ms_mean") == pytest.approx(2e3 / led.value_of(k + "engine_steps_per_s"))
+    # (34.6 ms against 38.7 ms; read as one stream of steps it would be 19.3 ms, under the ITL)
+    assert 0.8 < led.value_of(k + "engine_itl_ms_mean") / led.value_of(k + "step_ms_mean") < 1.0

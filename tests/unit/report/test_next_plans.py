@@ -6,7 +6,7 @@ from __future__ import annotations
 import tomllib
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.plan import load_plan
@@ -20,6 +20,8 @@ tables = st.dictionaries(st.text("abcdefghij_", min_size=1, max_size=8),
                                    st.lists(st.lists(st.text(max_size=8), max_size=3), max_size=3)), max_size=6)
 
 
+# Generating nested tables is slow on a loaded host: a slow draw is not a failure of the round trip.
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables, tables)
 def test_a_plan_file_parses_back_to_the_plan_it_was_written_from(engine, sweep):
     plan = {"id": "round-9", "title": "t", "seed": 3, "engine": engine, "sweep": sweep}
@@ -41,7 +43,7 @@ def test_round_4s_budget_step_writes_a_plan_the_collector_loads(tmp_path):
     target.parent.mkdir()
     run_bench("next", str(ROOT / "runs" / "round-4"), "--write", str(target), "--step", "batched_tokens")
     text = target.read_text()
-    assert text.startswith("# Next step of round-4")
+    assert text.startswith("# Next step of Round 4")
     assert "Expected outcome: As the budget grows, TTFT p99 falls" in text
     plan = load_plan(target)
     assert plan.id == "round-7"

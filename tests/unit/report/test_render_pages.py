@@ -157,3 +157,19 @@ def test_a_table_that_fits_a_page_is_kept_whole_and_a_long_one_repeats_its_heade
     css = (tdir / "print.css").read_text(encoding="utf-8")
     assert re.search(r"\.table-block\.table-short\s*\{\s*break-inside:\s*avoid", css)
     assert re.search(r"thead\s*\{\s*display:\s*table-header-group", css)
+
+
+def test_why_says_an_absent_values_reason_in_words_without_the_not_measured_mark(tmp_path):
+    # the hand-built fixture's MFU counters stood still, so its intensity is absent
+    text = render_section(tmp_path, 'MFU: {{ why("mfu.intensity") }}.')
+    reason = Reason.of("reason.mfu_counters_still").text("zh")
+    assert re.search(r'<span class="num num-why"[^>]*data-key="mfu.intensity"[^>]*><span class="num-v">'
+                     + re.escape(reason), text)
+    assert "missing" not in re.search(r'<span class="(num num-why[^"]*)"', text).group(1)
+    with pytest.raises(RenderError, match="present"):
+        render_section(tmp_path / "b", '{{ why("load.requests") }}')
+
+
+def test_a_findings_why_placeholder_prints_the_reason_in_its_sentence(tmp_path):
+    text = render_section(tmp_path, '{{ say("MFU: [[mfu.intensity|why]].") }}')
+    assert Reason.of("reason.mfu_counters_still").text("zh") in text and "num-why" in text

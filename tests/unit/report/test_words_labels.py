@@ -178,7 +178,7 @@ def _derived_functions(paths: list[Path]) -> set[str]:
 
 def test_every_function_the_code_derives_with_has_a_chinese_meaning():
     funcs = _derived_functions([REPORT / "derive" / "round_ledger.py", REPORT / "judge" / "compare.py"])
-    # Fewer as hand-wired quantities become declared ones (the ledgers' test covers those).
+    # The calls still wired by hand, fewer as quantities are declared (the registered ones: the test above).
     assert len(funcs) > 10
     missing = sorted(quantity_name(f) for f in funcs if quantity_name(f) not in section("quantity", "zh"))
     assert not missing, f"add a Chinese meaning to report/data/words/quantity.zh.toml: {missing}"
