@@ -20,7 +20,10 @@ name; its ledger key is `p.<point>.<name>` or `r.<name>`. Each parameter names o
   resolves them, point after point.
 
 A round quantity without parameters is a constant its module states (a policy threshold); it
-cites the module's file.
+cites the module's file. `@round_quantity(key=...)` names its key where the function's own name
+is a point quantity's (`r.preemptions` beside `p.<point>.preemptions`), and
+`@round_quantity(over_points=True)` resolves it with the quantities over the valid points
+(once validity is known) though it reads no `each_` input (how many points are valid).
 
 A parameter with a default is optional: an absent input passes None instead of making the
 value absent, and one that names no input at all keeps its default. `resolve_point` and
@@ -80,10 +83,12 @@ class Declared:
     first_present: bool = False    # its value is its first input present (module docstring)
     after_valid_points: bool = False   # resolved once validity is known (module docstring)
     home: str = ""                 # the module that declared a bound function (`bind`), else ""
+    key: str = ""                  # its key's name where it is not the function's, or ""
+    valid_only: bool = False       # resolved over the valid points without an `each_` input
 
     @property
     def name(self) -> str:
-        return self.func.__name__
+        return self.key or self.func.__name__
 
     @property
     def module(self) -> str:
@@ -92,8 +97,8 @@ class Declared:
 
     @property
     def over_points(self) -> bool:
-        """Whether it reads the valid points' values (an `each_` parameter)."""
-        return any(p.startswith(EACH) for p in self.params)
+        """Whether it is resolved over the valid points (an `each_` parameter, or declared so)."""
+        return self.valid_only or any(p.startswith(EACH) for p in self.params)
 
     @property
     def across(self) -> bool:
@@ -105,22 +110,22 @@ class Declared:
 REGISTRY: dict[str, Declared] = {}
 
 
-def _enter(key: str, func: Callable, scope: str, unit: str, per: str, home: str = "",
-           **more: bool) -> Callable:
-    """Register FUNC under KEY, its parameters its inputs (those with a default optional)."""
-    if key in REGISTRY:
-        raise ValueError(f"quantity {key!r} declared twice")
+def _enter(entry: str, func: Callable, scope: str, unit: str, per: str, home: str = "",
+           **more: Any) -> Callable:
+    """Register FUNC under ENTRY (`<scope>.<name>`), its parameters its inputs (those with a default optional)."""
+    if entry in REGISTRY:
+        raise ValueError(f"quantity {entry!r} declared twice")
     sig = inspect.signature(func).parameters
-    REGISTRY[key] = Declared(
+    REGISTRY[entry] = Declared(
         func=func, scope=scope, unit=unit, params=tuple(sig),
         optional=frozenset(n for n, p in sig.items() if p.default is not inspect.Parameter.empty),
         per=per, home=home, **more)
     return func
 
 
-def _register(scope: str, unit: str, per: str = "", **more: bool) -> Callable[[Callable], Callable]:
+def _register(scope: str, unit: str, per: str = "", key: str = "", **more: Any) -> Callable[[Callable], Callable]:
     def deco(func: Callable) -> Callable:
-        return _enter(f"{scope}.{func.__name__}", func, scope, unit, per, **more)
+        return _enter(f"{scope}.{key or func.__name__}", func, scope, unit, per, key=key, **more)
     return deco
 
 
@@ -133,9 +138,10 @@ def point_quantity(unit: str = "", per: str = "", first_present: bool = False,
     return _register("point", unit, per, first_present=first_present, after_valid_points=after_valid_points)
 
 
-def round_quantity(unit: str = "") -> Callable[[Callable], Callable]:
-    """Register a quantity of the round over its valid points: key `r.<function name>`."""
-    return _register("round", unit)
+def round_quantity(unit: str = "", key: str = "", over_points: bool = False) -> Callable[[Callable], Callable]:
+    """Register a quantity of the round over its valid points: key `r.<function name>` (`r.<KEY>`);
+    OVER_POINTS: resolved with those that read the valid points' values."""
+    return _register("round", unit, key=key, valid_only=over_points)
 
 
 @dataclass

@@ -372,11 +372,6 @@ def running_max(value: float, envelope: float | None = None) -> float:
     return value if envelope is None else max(value, envelope)
 
 
-def count(values: list) -> int:
-    """How many values."""
-    return len(values)
-
-
 def loop_lag_p99_ms(client_samples: list, t_start: float, t_end: float) -> float:
     """p99 of the client's own event-loop delay inside the window, ms (the client's lag)."""
     return loop_lag_ms_quantile(client_samples, t_start, t_end, 99)
@@ -631,8 +626,8 @@ def kv_usage_peak(point_scrapes: list, t_measure: float, t_end: float) -> float:
 
 # ---------------------------------------------------------------- the round's pool and the model's sizes
 # Round quantities over the pool cache_config_info states (`pool_tokens_metrics`, `block_size`,
-# recorded by round_ledger.pool_ledger), what the server log states (serverlog.py), the round's
-# raw `model_config` and the GPU's datasheet peaks (`peak_flops`, `peak_bandwidth`).
+# series.py), what the server log states (serverlog.py), the round's raw `model_config` and the
+# GPU's datasheet peaks (`peak_flops`, `peak_bandwidth`: power.py).
 
 Config = Mapping[str, Any]
 
@@ -750,3 +745,23 @@ def peak_tflops(peak_flops: float) -> float:
 def peak_tb_s(peak_bandwidth: float) -> float:
     """The GPU's peak memory bandwidth in TB/s."""
     return tera(peak_bandwidth)
+
+
+# Single scrape intervals of vLLM's FLOP counter over the round, against the peak no GPU can pass.
+
+@round_quantity(unit="FLOP/s")
+def flop_rate_interval_max(scrapes: list) -> float:
+    """The largest per-second rate of vLLM's FLOP counter between two consecutive successful scrapes."""
+    return counter_rate_max(scrapes, series.MFU_FLOPS)
+
+
+@round_quantity(unit="TFLOP/s")
+def tflops_interval_max(flop_rate_interval_max: float) -> float:
+    """The largest per-second rate of vLLM's FLOP counter over one scrape interval, in TFLOP/s."""
+    return tera(flop_rate_interval_max)
+
+
+@round_quantity(unit="")
+def flop_intervals_over_peak(scrapes: list, peak_flops: float) -> int:
+    """How many scrape intervals carried vLLM's FLOP counter faster than the GPU's dense peak."""
+    return counter_rate_intervals_above(scrapes, series.MFU_FLOPS, peak_flops)

@@ -7,7 +7,7 @@ process group's user + system time, so it counts every process the launcher star
 from __future__ import annotations
 
 from report.ledger import Absent
-from report.registry import point_quantity
+from report.registry import point_quantity, round_quantity
 
 
 def _ends(host_samples: list, t_start: float, t_end: float, field: str) -> tuple[dict, dict]:
@@ -52,3 +52,11 @@ def host_cpu_busy_share(host_samples: list, t_measure: float, t_end: float) -> f
     if total <= 0:
         raise Absent("reason.window_empty")
     return (b["cpu_busy_s"] - a["cpu_busy_s"]) / total
+
+
+@round_quantity(unit="")
+def cpu_count(host: dict) -> int:
+    """Logical CPU cores of the client host"""
+    if host.get("cpu_count") is None:
+        raise Absent("reason.not_recorded")
+    return host["cpu_count"]

@@ -14,15 +14,61 @@ from typing import Any, Iterable, Mapping
 
 from bundle.gpu_fields import reason_bits
 from bundle.metric_keys import split_key
+from report.architecture.gpus import GpuSpec, lookup_gpu
 from report.derive.analyses import peak_at_clock, ratio
 from report.ledger import Absent, Reason, reason_from_text
-from report.registry import point_quantity
+from report.registry import point_quantity, round_quantity
 
 Samples = Iterable[dict[str, Any]]
 # The collector's text of why a GPU has no GPM counters, by GPU index (manifest `gpus[i].gpm_absent_reason`).
 GpmTexts = Mapping[int, str | None] | None
 
 SW_POWER_CAP = dict((name, bit) for bit, name in reason_bits())["sw_power_cap"]
+# The dtype whose dense tensor peak r.peak_flops is (report/data/gpus.toml).
+PEAK_DTYPE = "bf16"
+# What bench/gpu.py records in the manifest when it sampled no GPU, as catalogue codes.
+GPU_ABSENT_CODES = ("reason.nvml_no_bindings", "reason.nvml_no_library", "reason.nvml_driver_not_loaded",
+                    "reason.nvml_init_failed", "reason.nvml_load_failed", "reason.nvml_no_gpu",
+                    "reason.nvml_list_failed")
+
+
+def gpu_absent_reason(text: str | None) -> Reason | None:
+    """The manifest's gpu_absent_reason (English text the collector wrote) as a reason, None if none."""
+    if not text:
+        return None
+    return (reason_from_text(text, GPU_ABSENT_CODES)
+            or Reason.of("reason.gpu_absent_recorded", text=text))
+
+
+# The round's GPU as the manifest describes it (`gpus`, the first GPU's) and its datasheet row.
+def _spec(spec_gpus: list[dict]) -> GpuSpec:
+    """The spec table's row of the round's GPU; Absent when there is no GPU or the table lacks it."""
+    if not spec_gpus:
+        raise Absent("reason.no_gpu")
+    spec = lookup_gpu(spec_gpus[0].get("name", ""))
+    if spec is None:
+        raise Absent("reason.gpu_not_in_table", name=spec_gpus[0].get("name"))
+    return spec
+
+
+@round_quantity(unit="FLOP/s")
+def peak_flops(spec_gpus: list[dict]) -> float:
+    """Dense bf16 tensor peak of the GPU, from the spec table"""
+    return _spec(spec_gpus).peak_flops(PEAK_DTYPE)
+
+
+@round_quantity(unit="B/s")
+def peak_bandwidth(spec_gpus: list[dict]) -> float:
+    """Peak memory bandwidth of the GPU, from the spec table"""
+    return _spec(spec_gpus).memory_bandwidth
+
+
+@round_quantity(unit="MHz")
+def max_sm_clock_mhz(gpus: list[dict], gpu_absent_text: str | None = None) -> int:
+    """The GPU's maximum SM clock, as NVML reports it"""
+    if gpus and gpus[0].get("max_sm_clock_mhz") is not None:
+        return gpus[0]["max_sm_clock_mhz"]
+    raise Absent.because(gpu_absent_reason(gpu_absent_text) or Reason.of("reason.no_gpu_telemetry"))
 
 
 def window_samples(samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> list[dict]:

@@ -27,15 +27,13 @@ from report.derive import serverlog as SL
 from report.derive import stats as ST
 from report.derive import validity as V
 from report.derive.serverlog import ServerLogFacts, server_log_facts
-from report.ledger import Absent, Ledger, Reason, Source, Value, reason_from_text
+from report.ledger import Absent, Ledger, Reason, Source, Value
 from report.registry import DOES_NOT_APPLY, RawSources, resolve_across, resolve_point, resolve_round
 
 # The steady part of a point's window used for gauge statistics (KV usage, running, waiting):
 # its middle fraction, leaving out the ramp-up after the first measured request and the
 # ramp-down while the last requests drain.
 STEADY_FRACTION = 0.6
-# The dtype whose dense tensor peak r.peak_flops is (report/data/gpus.toml).
-PEAK_DTYPE = "bf16"
 
 
 # Workloads whose every request brings lengths of its own (beside drawn distributions).
@@ -184,7 +182,7 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("t_measure", p.window.t_measure, win)
     raw.add("t_start", p.window.t_measure, win)
     raw.add("t_end", p.window.t_end, win)
-    gpu_why = gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry")
+    gpu_why = PW.gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry")
     n_gpu = sum(1 for s in rd.gpu_samples if p.window.t_measure <= s["t"] <= p.window.t_end)
     raw.add("gpu_samples", rd.gpu_samples or gpu_why,
             (Source.of(f"{rd.name}/{rd.gpu_file}", "source.gpu_samples_of_point", n=n_gpu, point=p.pid),))
@@ -307,6 +305,25 @@ def round_raw(rd: RoundData, pts: list[PointData]) -> RawSources:
     raw = RawSources()
     raw.add("slo", *slo_raw(rd))
     raw.add("scrapes", rd.bundle.metrics, _src_metrics(rd, float("-inf"), float("inf")))
+    # Whether the plan had the sampler on says why there is no scrape; the values cite the scrapes.
+    raw.add("metrics_sampler_on", _plan_metrics(rd))
+    raw.add("cache_config_scrapes", rd.bundle.metrics,
+            _src_metrics(rd, float("-inf"), float("inf"), _what("source.what_cache_config")))
+    # Each server set's span, whose cache_config_info is the set's (its scrapes are cited above).
+    raw.add("server_set_spans", server_sets(rd))
+    table = rd.bundle.request_table
+    rsrc = (Source.of(f"{rd.name}/{rd.bundle.file_for('requests')}", "source.requests_all", n=len(table)),)
+    raw.add("measured_requests", table.take([]).concat(*(p.measured for p in rd.points)), rsrc)
+    raw.add("failed_requests", table.take([]).concat(*(p.failed for p in rd.points)), rsrc)
+    ws = rd.bundle.manifest.get("workload_source")
+    raw.add("workload_source", ws if isinstance(ws, dict) else None, (f"{rd.name}/manifest.json: workload_source",))
+    raw.add("gpus", rd.gpus, (f"{rd.name}/manifest.json: gpus",))
+    raw.add("spec_gpus", rd.gpus, (f"{rd.name}/manifest.json: gpus; report/data/gpus.toml",))
+    raw.add("gpu_absent_text", rd.bundle.manifest.get("gpu_absent_reason"))
+    raw.add("host", rd.bundle.manifest.get("host") or {}, (f"{rd.name}/manifest.json: host",))
+    points_file = (f"{rd.name}/points.jsonl",)
+    raw.add("measured_points", [p.pid for p in ok_points(rd)], points_file)
+    raw.add("valid_point_ids", [p.pid for p in pts], points_file)
     raw.add("log", rd.log if rd.log is not None else Reason.of("reason.no_server_log"), (f"{rd.name}/server.log",))
     if rd.other_logs:
         raw.add("other_logs", dict(rd.other_logs), tuple(f"{rd.name}/{name}" for name, _ in rd.other_logs))
@@ -401,117 +418,17 @@ def set_cache_config(rd: RoundData, server_set: int) -> dict[str, str]:
     return S.cache_config_info(rd.bundle.metrics, a, b)
 
 
-def agreed_cache_config(rd: RoundData):
-    """(pool, block size, reason): what every server set's cache_config_info agrees on; a
-    value they do not agree on is None, and the reason names it."""
-    try:
-        labels = [set_cache_config(rd, s) for s in server_sets(rd)]
-    except Absent as e:
-        return None, None, e.reason
-    blocks = {S._int_label(x, "block_size") for x in labels}
-    block = blocks.pop() if len(blocks) == 1 else None
-    try:
-        pools = {S.kv_pool_tokens_from_cache_config(x).blocks_times_block_size: x for x in labels}
-    except Absent as e:
-        return None, block, e.reason
-    if len(pools) == 1:
-        return S.kv_pool_tokens_from_cache_config(labels[0]), block, None
-    return None, block, Reason.of("reason.pool_differs_by_set",
-                                  pools=", ".join(f"{t:,}" for t in sorted(pools)))
-
-
-def agreed_engine_cache_config(rd: RoundData):
-    """(pool, block size, reason): what every engine's own cache_config_info agrees on (each
-    engine's pool, not their sum); a value they do not agree on is None, and the reason names
-    each engine's."""
-    engines = S.cache_config_engines(rd.bundle.metrics)
-    try:
-        labels = {name: S.cache_config_info(rd.bundle.metrics, engine_labels=e) for name, e in engines.items()}
-        pools = {name: S.kv_pool_tokens_from_cache_config(x) for name, x in labels.items()}
-    except Absent as e:
-        return None, None, e.reason
-    blocks = {S._int_label(x, "block_size") for x in labels.values()}
-    block = blocks.pop() if len(blocks) == 1 else None
-    if len({p.blocks_times_block_size for p in pools.values()}) == 1:
-        return next(iter(pools.values())), block, None
-    return None, block, Reason.of("reason.pool_differs_by_engine", pools=", ".join(
-        f"{name}: {p.blocks_times_block_size:,}" for name, p in pools.items()
-        if p.blocks_times_block_size is not None))
-
-
-def pool_ledger(led: Ledger, rd: RoundData) -> None:
-    """The KV pool and block size cache_config_info states: the round's, else what every
-    server set's agrees on (the pool from the log and from memory: pool.py)."""
-    try:
-        labels = S.cache_config_info(rd.bundle.metrics)
-        pool = S.kv_pool_tokens_from_cache_config(labels)
-        block = S._int_label(labels, "block_size")
-        cache_config_missing, cache_config_read = None, True
-    except Absent as e:
-        pool, block, cache_config_read = None, None, False
-        cache_config_missing = e.reason
-        if len(server_sets(rd)) > 1:
-            # Each server set's own cache_config_info: what they agree on is the round's.
-            pool, block, why = agreed_cache_config(rd)
-            cache_config_missing = why or e.reason
-        elif e.reason.code == "reason.cache_config_engines":
-            # Several engines, each with its own pool: the one they all have is each engine's.
-            pool, block, why = agreed_engine_cache_config(rd)
-            cache_config_missing = why or e.reason
-    msrc = _src_metrics(rd, float("-inf"), float("inf"), _what("source.what_cache_config"))
-    led.record("r.pool_tokens_metrics", pool.blocks_times_block_size if pool else None, unit="tok",
-               sources=msrc, doc="KV pool size in tokens: num_gpu_blocks × block_size from cache_config_info "
-               "(each engine's, where several engines all state the same one)",
-               missing=cache_config_missing or Reason.of("reason.cache_config_no_blocks"))
-    led.record("r.block_size", block, unit="tok", sources=msrc, doc="KV cache block size in tokens (cache_config_info)",
-               missing=Reason.of("reason.cache_config_no_block_size") if cache_config_read
-               else cache_config_missing or Reason.of("reason.cache_config_no_block_size"))
-
-
-def sampler_ledger(led: Ledger, rd: RoundData) -> None:
-    """Sampler quality over the whole round (docs/analyses.md item 10)."""
-    sc = rd.bundle.metrics
-    src = _src_metrics(rd, float("-inf"), float("inf"))
-    led.derive("r.scrapes", S.scrape_count, unit="", sources=src, scrapes=sc)
-    led.derive("r.scrape_gaps", S.failed_scrape_count, unit="", sources=src, scrapes=sc)
-    resolve_round(led, S.__name__, [], round_raw(rd, []))
-    table = rd.bundle.request_table
-    all_measured = table.take([]).concat(*(p.measured for p in rd.points))
-    all_failed = table.take([]).concat(*(p.failed for p in rd.points))
-    rsrc = (Source.of(f"{rd.name}/{rd.bundle.file_for('requests')}", "source.requests_all", n=len(table)),)
-    led.derive("r.requests", A.count, unit="req", sources=rsrc, values=all_measured.concat(all_failed))
-    led.derive("r.failed", A.count, unit="req", sources=rsrc, values=all_failed)
-    if sc:
-        t0, t1 = sc[0]["t"], sc[-1]["t"]
-        led.derive("r.duration_s", A.difference, unit="s", sources=src, a=t1, b=t0)
-        led.derive("r.preemptions", S.counter_increase, unit="", sources=src, scrapes=sc, t_start=t0,
-                   t_end=t1, name="vllm:num_preemptions_total")
-    else:
-        why = (Reason.of("reason.no_metrics_sampler") if not _plan_metrics(rd)
-               else Reason.of("reason.no_scrape"))
-        led.record("r.duration_s", None, unit="s", doc="Time between the first and last scrape",
-                   sources=src, missing=why)
-        led.record("r.preemptions", None, doc="Preemptions the server counted over the round",
-                   sources=src, missing=why)
 
 
 def source_ledger(led: Ledger, rd: RoundData) -> None:
-    """What a replayed trace or dataset sent, as the collector's loader counted it (none else)."""
+    """The factor a replayed trace's send times were scaled by (its read and kept counts: stats.py)."""
     ws = rd.bundle.manifest.get("workload_source")
     src = (f"{rd.name}/manifest.json: workload_source",)
     if not isinstance(ws, dict):
-        none = Reason.of("reason.no_replayed_source")
-        for key, doc in (("r.source_read", "Requests the loader read from the file"),
-                         ("r.source_kept", "Requests the loader kept after its limits and filters"),
-                         ("r.source_time_scale", "The factor a trace's send times were scaled by")):
-            led.record(key, None, sources=src, doc=doc, missing=none)
+        # Recorded without a unit where nothing was replayed (a declared quantity has one unit).
+        led.record("r.source_time_scale", None, sources=src, doc="The factor a trace's send times were scaled by",
+                   missing=Reason.of("reason.no_replayed_source"))
         return
-    led.record("r.source_read", ws.get("read"), unit="", sources=src,
-               doc="Requests (trace lines or whole conversations) the loader read from the file",
-               missing=Reason.of("reason.not_recorded"))
-    led.record("r.source_kept", ws.get("kept"), unit="", sources=src,
-               doc="Requests the loader kept after its limits and filters",
-               missing=Reason.of("reason.not_recorded"))
     led.record("r.source_time_scale", ws.get("time_scale") if ws.get("kind") == "trace" else None,
                unit="×", sources=src, doc="The factor a trace's send times were scaled by",
                missing=Reason.of("reason.not_recorded") if ws.get("kind") == "trace"
@@ -527,19 +444,17 @@ def measured_ledger(rd: RoundData) -> Ledger:
     """Every number of one round that does not need the points' validity: the round's settings,
     pool and peaks, and each point's own quantities."""
     led = Ledger()
-    pool_ledger(led, rd)
-    peak_ledger(led, rd)
     raw = round_raw(rd, [])
-    resolve_round(led, SL.__name__, [], raw)
+    # The sampler, cache_config_info's pool, the GPU's peaks and what the log states, before
+    # the round quantities over them; then the round's requests and the client host.
+    for module in (S.__name__, PW.__name__, SL.__name__):
+        resolve_round(led, module, [], raw)
     resolve_round(led, A.__name__, [], raw, over_points=False)
-    sampler_ledger(led, rd)
+    for module in (ST.__name__, HL.__name__):
+        resolve_round(led, module, [], raw)
     source_ledger(led, rd)
-    # The validity thresholds (policy), so the page prints them traced.
-    resolve_round(led, V.__name__, [], RawSources())
-    gpus = rd.gpus
-    led.record("r.max_sm_clock_mhz", gpus[0].get("max_sm_clock_mhz") if gpus else None, unit="MHz",
-               doc="The GPU's maximum SM clock, as NVML reports it", sources=(f"{rd.name}/manifest.json: gpus",),
-               missing=gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry"))
+    # The validity thresholds (policy), so the page prints them traced, and the points measured.
+    resolve_round(led, V.__name__, [], raw, over_points=False)
     for p in rd.points:
         raw = point_raw(rd, p)
         point_ledger(led, rd, p, raw)
@@ -556,33 +471,6 @@ def valid_points_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any])
     cross_point_ledger(led, rd, validity)
     if rd.axis == "input_len":
         length_axis_ledger(led, rd, validity)
-
-
-def peak_ledger(led: Ledger, rd: RoundData) -> None:
-    """The hardware peaks MFU/MBU are measured against, or why there are none."""
-    from report.architecture.gpus import lookup_gpu
-    gpus = rd.gpus
-    src = (f"{rd.name}/manifest.json: gpus; report/data/gpus.toml",)
-    doc_f = "Dense bf16 tensor peak of the GPU, from the spec table"
-    doc_b = "Peak memory bandwidth of the GPU, from the spec table"
-    spec = lookup_gpu(gpus[0].get("name", "")) if gpus else None
-    if spec is None:
-        reason = (Reason.of("reason.no_gpu") if not gpus else
-                  Reason.of("reason.gpu_not_in_table", name=gpus[0].get("name")))
-        led.record("r.peak_flops", None, unit="FLOP/s", doc=doc_f, sources=src, missing=reason)
-        led.record("r.peak_bandwidth", None, unit="B/s", doc=doc_b, sources=src, missing=reason)
-    else:
-        led.record("r.peak_flops", spec.peak_flops(PEAK_DTYPE), unit="FLOP/s", doc=doc_f, sources=src)
-        led.record("r.peak_bandwidth", spec.memory_bandwidth, unit="B/s", doc=doc_b, sources=src)
-    if "r.peak_flops" in led and any(s.get("ok") for s in rd.bundle.metrics):
-        # Single scrape intervals of the FLOP counter, against the peak no GPU can pass.
-        name = "vllm:estimated_flops_per_gpu_total"
-        ms = _src_metrics(rd, float("-inf"), float("inf"))
-        top = led.derive("r.flop_rate_interval_max", A.counter_rate_max, unit="FLOP/s", sources=ms,
-                         scrapes=rd.bundle.metrics, name=name)
-        led.derive("r.tflops_interval_max", A.tera, unit="TFLOP/s", value=top)
-        led.derive("r.flop_intervals_over_peak", A.counter_rate_intervals_above, unit="", sources=ms,
-                   scrapes=rd.bundle.metrics, name=name, threshold=led["r.peak_flops"])
 
 
 def modelled_lengths(led: Ledger, rd: RoundData, p: PointData) -> tuple[Any, Any]:
@@ -605,20 +493,6 @@ def modelled_raw(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> N
     raw.add("modelled_output_len", out, win)
     raw.add("own_lengths", p.measured if rd.lengths_vary else Reason.of("reason.lengths_from_plan"),
             _src_requests(rd, p) if rd.lengths_vary else ())
-
-
-# What bench/gpu.py records in the manifest when it sampled no GPU, as catalogue codes.
-GPU_ABSENT_CODES = ("reason.nvml_no_bindings", "reason.nvml_no_library", "reason.nvml_driver_not_loaded",
-                    "reason.nvml_init_failed", "reason.nvml_load_failed", "reason.nvml_no_gpu",
-                    "reason.nvml_list_failed")
-
-
-def gpu_absent_reason(text: str | None) -> Reason | None:
-    """The manifest's gpu_absent_reason (English text the collector wrote) as a reason, None if none."""
-    if not text:
-        return None
-    return (reason_from_text(text, GPU_ABSENT_CODES)
-            or Reason.of("reason.gpu_absent_recorded", text=text))
 
 
 def length_axis_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) -> None:
@@ -650,12 +524,7 @@ def settings_raw(p: PointData) -> RawSources:
 def cross_point_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) -> None:
     """Quantities across the valid points of one round: scaling, growth, crossover (items 2, 3)."""
     pts = valid_points(rd, validity)
-    host = rd.bundle.manifest.get("host") or {}
-    led.record("r.cpu_count", host.get("cpu_count"), doc="Logical CPU cores of the client host",
-               sources=(f"{rd.name}/manifest.json: host",), missing=Reason.of("reason.not_recorded"))
-    led.record("r.points", len(ok_points(rd)), doc="Points measured to the end", sources=(f"{rd.name}/points.jsonl",))
-    led.record("r.valid_points", len(pts), doc="Points measured to the end that passed every validity check",
-               sources=(f"{rd.name}/points.jsonl",))
+    resolve_round(led, V.__name__, [p.pid for p in pts], round_raw(rd, pts), over_points=True)
     if not pts:
         return
     prefill_tail_ledger(led, rd, pts)

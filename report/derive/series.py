@@ -357,12 +357,15 @@ def _attempts(scrapes: Sequence[Scrape], t_start: float | None, t_end: float | N
     return sorted((s for s in scrapes if _in_window(s, t_start, t_end)), key=lambda s: s["t"])
 
 
+# Over the whole round (no window) they are the round's r.scrapes and r.scrape_gaps.
+@round_quantity(key="scrapes")
 def scrape_count(scrapes: Sequence[Scrape], t_start: float | None = None,
                  t_end: float | None = None) -> int:
     """Number of scrape attempts (successful and failed) in the window."""
     return len(_attempts(scrapes, t_start, t_end))
 
 
+@round_quantity(key="scrape_gaps")
 def failed_scrape_count(scrapes: Sequence[Scrape], t_start: float | None = None,
                         t_end: float | None = None) -> int:
     """Number of failed scrapes (gaps) in the window."""
@@ -476,6 +479,119 @@ def kv_pool_tokens_from_cache_config(labels: Mapping[str, str]) -> KVPoolTokens:
     if product is None and logged is None:
         raise Absent("reason.cache_config_no_pool")
     return KVPoolTokens(blocks_times_block_size=product, kv_cache_size_tokens=logged)
+
+
+@dataclass(frozen=True)
+class RoundCacheConfig:
+    """The pool and block size cache_config_info states for the round (None where it states none)."""
+
+    pool: KVPoolTokens | None
+    block_size: int | None
+    why: Reason | None      # why the pool is missing (the block size too, unless `read`)
+    read: bool              # whether the round's own cache_config_info was read
+
+
+def _block_agreed(labels: Sequence[Mapping[str, str]]) -> int | None:
+    """The block size every one of LABELS states, None where they differ."""
+    blocks = {_int_label(x, "block_size") for x in labels}
+    return blocks.pop() if len(blocks) == 1 else None
+
+
+def _pool_agreed(pools: Sequence[KVPoolTokens], differs: Reason) -> tuple[KVPoolTokens | None, Reason | None]:
+    """The pool every one of POOLS is, or None and DIFFERS where they are not one."""
+    if len({p.blocks_times_block_size for p in pools}) == 1:
+        return pools[0], None
+    return None, differs
+
+
+def _sets_agreed(scrapes: Sequence[Scrape], server_set_spans: Mapping[int, tuple[float, float]]):
+    """(pool, block size, reason): what every server set's own cache_config_info agrees on."""
+    try:
+        labels = [cache_config_info(scrapes, a, b) for a, b in server_set_spans.values()]
+    except Absent as e:
+        return None, None, e.reason
+    block = _block_agreed(labels)
+    try:
+        pools = [kv_pool_tokens_from_cache_config(x) for x in labels]
+    except Absent as e:
+        return None, block, e.reason
+    totals = sorted({p.blocks_times_block_size for p in pools})
+    pool, why = _pool_agreed(pools, Reason.of("reason.pool_differs_by_set",
+                                              pools=", ".join(f"{t:,}" for t in totals)))
+    return pool, block, why
+
+
+def _engines_agreed(scrapes: Sequence[Scrape]):
+    """(pool, block size, reason): what every engine's own cache_config_info agrees on (each
+    engine's pool, not their sum); an engine that states no pool leaves neither."""
+    engines = cache_config_engines(scrapes)
+    try:
+        labels = [cache_config_info(scrapes, engine_labels=e) for e in engines.values()]
+        pools = [kv_pool_tokens_from_cache_config(x) for x in labels]
+    except Absent as e:
+        return None, None, e.reason
+    each = ", ".join(f"{name}: {p.blocks_times_block_size:,}" for name, p in zip(engines, pools)
+                     if p.blocks_times_block_size is not None)
+    pool, why = _pool_agreed(pools, Reason.of("reason.pool_differs_by_engine", pools=each))
+    return pool, _block_agreed(labels), why
+
+
+def round_cache_config(scrapes: Sequence[Scrape],
+                       server_set_spans: Mapping[int, tuple[float, float]]) -> RoundCacheConfig:
+    """The round's cache_config_info: its own, else what every server set's (SERVER_SET_SPANS:
+    each set's span) or every engine's agrees on."""
+    try:
+        labels = cache_config_info(scrapes)
+        return RoundCacheConfig(kv_pool_tokens_from_cache_config(labels), _int_label(labels, "block_size"),
+                                None, True)
+    except Absent as e:
+        if len(server_set_spans) > 1:
+            pool, block, why = _sets_agreed(scrapes, server_set_spans)
+        elif e.reason.code == "reason.cache_config_engines":
+            pool, block, why = _engines_agreed(scrapes)
+        else:
+            pool, block, why = None, None, None
+        return RoundCacheConfig(pool, block, why or e.reason, False)
+
+
+@round_quantity(unit="tok")
+def pool_tokens_metrics(cache_config_scrapes: Sequence[Scrape],
+                        server_set_spans: Mapping[int, tuple[float, float]]) -> int:
+    """KV pool size in tokens: num_gpu_blocks × block_size from cache_config_info (each engine's, where several engines all state the same one)"""
+    c = round_cache_config(cache_config_scrapes, server_set_spans)
+    if c.pool is None or c.pool.blocks_times_block_size is None:
+        raise Absent.because(c.why or Reason.of("reason.cache_config_no_blocks"))
+    return c.pool.blocks_times_block_size
+
+
+@round_quantity(unit="tok")
+def block_size(cache_config_scrapes: Sequence[Scrape],
+               server_set_spans: Mapping[int, tuple[float, float]]) -> int:
+    """KV cache block size in tokens (cache_config_info)"""
+    c = round_cache_config(cache_config_scrapes, server_set_spans)
+    if c.block_size is None:
+        raise Absent.because(c.why if not c.read and c.why else Reason.of("reason.cache_config_no_block_size"))
+    return c.block_size
+
+
+def _scraped_span(scrapes: Sequence[Scrape], metrics_sampler_on: bool) -> tuple[float, float]:
+    """The first and last scrape's times; Absent when there is none (the sampler off, or no scrape)."""
+    if not scrapes:
+        raise Absent("reason.no_metrics_sampler" if not metrics_sampler_on else "reason.no_scrape")
+    return scrapes[0]["t"], scrapes[-1]["t"]
+
+
+@round_quantity(unit="s")
+def duration_s(scrapes: Sequence[Scrape], metrics_sampler_on: bool) -> float:
+    """Time between the first and last scrape"""
+    t0, t1 = _scraped_span(scrapes, metrics_sampler_on)
+    return t1 - t0
+
+
+@round_quantity(key="preemptions")
+def round_preemptions(scrapes: Sequence[Scrape], metrics_sampler_on: bool) -> float:
+    """Preemptions the server counted over the round"""
+    return counter_increase(scrapes, *_scraped_span(scrapes, metrics_sampler_on), "vllm:num_preemptions_total")
 
 
 # The point's steady-window gauges and bracketing-window counters, each key one function.

@@ -21,7 +21,7 @@ import numpy as np
 
 from bundle.request_table import RequestTable, as_request_table
 from report.ledger import Absent
-from report.registry import DOES_NOT_APPLY, point_quantity
+from report.registry import DOES_NOT_APPLY, point_quantity, round_quantity
 
 # A point's status when it has a `start` and no `end` event (the round was stopped inside it).
 INTERRUPTED = "interrupted"
@@ -103,6 +103,41 @@ def failed_requests(requests: RequestTable) -> RequestTable:
     """Non-warm-up requests that ended with an error."""
     requests = as_request_table(requests)
     return requests.take(~requests.col("warmup") & ~requests.col("ok"))
+
+
+# The round's requests: each point's measured and failed ones (`measured_requests`,
+# `failed_requests`), and what the loader of a replayed trace or dataset counted.
+@round_quantity(unit="req", key="requests")
+def round_requests(measured_requests: RequestTable, failed_requests: RequestTable) -> int:
+    """Requests of the round's points that were not warm-up, answered or failed."""
+    return len(measured_requests) + len(failed_requests)
+
+
+@round_quantity(unit="req", key="failed")
+def round_failed(failed_requests: RequestTable) -> int:
+    """Requests of the round's points that were not warm-up and ended with an error."""
+    return len(failed_requests)
+
+
+def _loader_count(workload_source: dict | None, name: str) -> int:
+    """The count NAME the loader recorded in the manifest's workload_source (Absent without one)."""
+    if workload_source is None:
+        raise Absent("reason.no_replayed_source")
+    if workload_source.get(name) is None:
+        raise Absent("reason.not_recorded")
+    return workload_source[name]
+
+
+@round_quantity(unit="")
+def source_read(workload_source: dict | None = None) -> int:
+    """Requests (trace lines or whole conversations) the loader read from the file"""
+    return _loader_count(workload_source, "read")
+
+
+@round_quantity(unit="")
+def source_kept(workload_source: dict | None = None) -> int:
+    """Requests the loader kept after its limits and filters"""
+    return _loader_count(workload_source, "kept")
 
 
 def _floats(values) -> np.ndarray:

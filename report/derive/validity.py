@@ -265,3 +265,17 @@ def rule_trend_steady_low() -> float:
 def rule_trend_steady_high() -> float:
     """Highest second-half over first-half pace of a steady window (policy)."""
     return TREND_STEADY[1]
+
+
+# How many of the round's points were measured to the end (`measured_points`) and how many
+# of those passed every check (`valid_point_ids`, known once each point is judged).
+@round_quantity(unit="")
+def points(measured_points: list[str]) -> int:
+    """Points measured to the end"""
+    return len(measured_points)
+
+
+@round_quantity(unit="", over_points=True)
+def valid_points(valid_point_ids: list[str]) -> int:
+    """Points measured to the end that passed every validity check"""
+    return len(valid_point_ids)

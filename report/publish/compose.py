@@ -8,13 +8,8 @@ from pathlib import Path
 
 from bundle.store import BundleError, read_bundle
 from report.derive import validity as V
-from report.derive.round_ledger import (
-    OWN_LENGTH_KINDS,
-    PEAK_DTYPE,
-    RoundData,
-    gpu_absent_reason,
-    read_round,
-)
+from report.derive.power import PEAK_DTYPE, gpu_absent_reason
+from report.derive.round_ledger import OWN_LENGTH_KINDS, RoundData, read_round
 from report.derive.stats import INTERRUPTED
 from report.judge.compare import cross_round_ledger
 from report.judge.findings import round_findings
