@@ -63,6 +63,15 @@ def peak_bandwidth(spec_gpus: list[dict]) -> float:
     return _spec(spec_gpus).memory_bandwidth
 
 
+@round_quantity(unit="W")
+def rated_power_w(spec_gpus: list[dict]) -> float:
+    """The board's rated maximum power (TDP), from the spec table: the highest limit it can be set to."""
+    rated = _spec(spec_gpus).power_limit_w
+    if rated is None:
+        raise Absent("reason.spec_no_power")
+    return rated
+
+
 @round_quantity(unit="MHz")
 def max_sm_clock_mhz(gpus: list[dict], gpu_absent_text: str | None = None) -> int:
     """The GPU's maximum SM clock, as NVML reports it"""

@@ -440,8 +440,11 @@ def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pid
     elif len(valid_pids) > 1:
         out.append(_make(led, "thesis_knee", "thesis", _texts("thesis_no_knee", n=top, at=at[top],
                                                                prev=at[valid_pids[-2]]), []))
-    out.append(_make(led, "thesis_advice", "thesis", _texts(
-        "thesis_advice_kept_up" if kept_up else f"thesis_advice_{said}", p=top, at=at[top]), []))
+    advice = "thesis_advice_kept_up" if kept_up else f"thesis_advice_{said}"
+    limit_w, rated = val(led, f"p.{top}.power_limit_w"), val(led, "r.rated_power_w")
+    if said == "gpu_compute_power_capped" and limit_w is not None and rated is not None and limit_w >= rated:
+        advice += "_at_rated"       # no higher limit to set: the board is at its rated maximum
+    out.append(_make(led, "thesis_advice", "thesis", _texts(advice, p=top, at=at[top]), []))
     return out
 
 

@@ -231,3 +231,12 @@ def test_round_4s_thesis_carries_the_compute_step_the_diagnosis_predicts(round4,
     bold = [unescape(re.sub(r"<[^>]+>", "", b)) for b in re.findall(r"<strong>(.*?)</strong>", html, re.S)]
     assert any(format_value(led[f"p.{top}.step_ms_at_compute_ceiling"], lang) in b
                and format_value(led[f"p.{top}.step_ms_mean"], lang) in b for b in bold)
+
+
+def test_round_4s_advice_does_not_ask_for_a_power_limit_the_board_cannot_take(round4):
+    led = round4.ledger
+    # the H200 ran at its 700 W limit, which is the board's rated maximum in the spec table
+    assert led.value_of("p.L1024-c128.power_limit_w") == led.value_of("r.rated_power_w") == 700
+    advice = next(f for f in round4.facts.findings if f["id"] == "thesis_advice")["texts"]["en"]
+    assert "already the board's rated maximum" in advice and "A higher power limit" not in advice
+    assert "tensor parallel" in advice
