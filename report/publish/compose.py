@@ -237,6 +237,7 @@ def facts_of(rd: RoundData) -> dict:
         "cpu": host.get("cpu_model"),
         "gpu": ", ".join(g.get("name", "?") for g in gpus) if gpus else None,
         "gpu_absent_reason": m.get("gpu_absent_reason"),
+        "kv_pool_device": rd.log.kv_pool_device if rd.log else None,
         "axis": rd.axis,
         "created": m.get("created_utc"),
         "tool_version": (m.get("tool") or {}).get("version"),

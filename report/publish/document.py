@@ -61,6 +61,7 @@ class RoundFacts:
     cpu: str | None = None
     gpu: str | None = None
     gpu_absent_reason: str | None = None
+    kv_pool_device: str | None = None          # where the server log puts the KV cache ("CPU", "GPU")
     gpu_absent_reason_zh: str | None = None
     axis: str = "single"                       # the narrative's axis ("single" under two valid points)
     sweep_axis: str = "single"                 # the setting that varies across the points
