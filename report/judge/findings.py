@@ -397,6 +397,24 @@ def knee(led: Ledger, valid_pids: list[str]) -> tuple[str, str] | None:
     return found
 
 
+def limits_by_point_finding(attributions: dict[str, Attribution], valid_pids: list[str],
+                            at: dict[str, str]) -> Finding | None:
+    """Where the limit moves along the sweep: each run of valid points with one verdict, in load
+    order (none where every valid point has the same one: the thesis says it)."""
+    runs: list[list[str]] = []
+    for pid in valid_pids:
+        if runs and attributions[runs[-1][-1]].bottleneck == attributions[pid].bottleneck:
+            runs[-1].append(pid)
+        else:
+            runs.append([pid])
+    if len(runs) < 2:
+        return None
+    parts = [_texts("limits_run_one" if len(r) == 1 else "limits_run", at=at[r[0]], to=at[r[-1]],
+                    limit={lang: word(f"label.bottleneck_{attributions[r[0]].bottleneck}", lang) for lang in LANGS})
+             for r in runs]
+    return Finding("thesis_limits", "thesis", _texts("limits_by_point", runs=_joined(parts, "limits_sep")), [])
+
+
 def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pids: list[str],
                     labels: dict[str, str], prev_round: str | None = None,
                     prev_clock: str | None = None) -> list[Finding | None]:
@@ -432,7 +450,7 @@ def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pid
                  list(attributions[top].evidence))
     if head is not None and attributions[top].mechanism in COMPUTE_BOUND:
         head = _followed(head, _compute_step_said(led, top, labels, prev_round, prev_clock, "thesis_"))
-    out = [head]
+    out = [head, limits_by_point_finding(attributions, valid_pids, at)]
     bend = knee(led, valid_pids)
     if bend is not None:
         out.append(_make(led, "thesis_knee", "thesis",

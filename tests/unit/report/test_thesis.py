@@ -108,11 +108,14 @@ def test_from_which_load_on_holds_for_every_point_above_it():
 def test_round_4_page_1_states_the_answer_before_the_cards(round4, lang):
     theses = [f for f in round4.facts.findings if f["kind"] == "thesis"]
     # runs/round-4/slo.toml states the SLO: page 1 answers the capacity question too.
-    assert [f["id"] for f in theses] == ["thesis", "thesis_knee", "thesis_advice", "thesis_slo",
+    assert [f["id"] for f in theses] == ["thesis", "thesis_limits", "thesis_knee", "thesis_advice", "thesis_slo",
                                          "thesis_slo_best"]
-    assert "C=128" in theses[0]["texts"]["en"] and "C=32" in theses[1]["texts"]["en"]
-    assert "C=64 meets it and C=128 does not" in theses[3]["texts"]["en"]
-    assert theses[4]["texts"]["en"].startswith("The best point within the SLO is C=64")
+    assert "C=128" in theses[0]["texts"]["en"] and "C=32" in theses[2]["texts"]["en"]
+    # the limit moves along the sweep, and page 1 says where: bandwidth up to C=32, compute at C=128
+    assert theses[1]["texts"]["en"] == ("Along the sweep the limit moves: GPU memory bandwidth from C=1 to C=32; "
+                                        "unknown at C=64; GPU compute at C=128.")
+    assert "C=64 meets it and C=128 does not" in theses[4]["texts"]["en"]
+    assert theses[5]["texts"]["en"].startswith("The best point within the SLO is C=64")
     html = Page(round4, lang).assemble("html")
     text = unescape(re.sub(r"<[^>]+>", "", html))
     start = text.index("Conclusion" if lang == "en" else "结论")
