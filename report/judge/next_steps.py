@@ -115,10 +115,14 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
                                            for m in SMALLER_BUDGET_SWEEP]}}))
     if "kv_pool" in by_kind:
         pid = by_kind["kv_pool"][0]
-        # Sized by the KV model where it could be computed, else said without a size.
-        sized = val(led, f"p.{pid}.kv_memory_needed_gib") is not None
-        st = step("grow_pool", "grow_pool" if sized else "grow_pool_unsized", labels, pid=pid)
+        # Sized by the KV model where it could be computed, else said without a size; the knob
+        # named is the one the plan turns (a forced override, or the KV memory of a GPU or CPU engine).
         flags = pool_flags(led, rd, pid)
+        on_cpu = rd.log is not None and rd.log.kv_pool_device == "CPU"
+        code = ("grow_pool_unsized" if val(led, f"p.{pid}.kv_memory_needed_gib") is None
+                else "grow_pool_forced" if flags and flags[0] == OVERRIDE
+                else "grow_pool_cpu" if on_cpu else "grow_pool")
+        st = step("grow_pool", code, labels, pid=pid)
         out.append(with_plan(st, "grow_pool", {"sweep": {**at["kv_pool"]["sweep"], "server_flags": [[], flags]}})
                    if flags else st)
     if val(led, "r.kv_cache_memory_suggested_gib") is not None:
