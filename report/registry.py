@@ -21,7 +21,8 @@ name; its ledger key is `p.<point>.<name>` or `r.<name>`. Each parameter names o
 
 A round quantity without parameters is a constant its module states (a policy threshold); it
 cites the module's file. `@round_quantity(key=...)` names its key where the function's own name
-is a point quantity's (`r.preemptions` beside `p.<point>.preemptions`), and
+is a point quantity's (`r.preemptions` beside `p.<point>.preemptions`), `@point_quantity(key=...)`
+where it is not the quantity's (`p.<point>.valid`, `passed_every_check`), and
 `@round_quantity(over_points=True)` resolves it with the quantities over the valid points
 (once validity is known) though it reads no `each_` input (how many points are valid).
 
@@ -40,6 +41,10 @@ records no key, and skips the quantities of the same call that read it (those th
 neither passed nor cited). Declared with `after_valid_points=True`, it reads what only the
 valid points give: its module's other quantities are resolved while the round is measured
 (`resolve_point(..., after_valid_points=False)`), it once validity is known (`True`).
+
+A generic function (a ratio, a roofline step) is declared as a point or round quantity of the
+calling module with `bound_quantity(scope, name, func, unit=..., param="input", ...)`, its
+parameters renamed after the inputs they read (`bind`); the ledger records the function itself.
 
 Scopes of their own, with the same dependency order: `cross_quantity` (a round against its
 predecessor, keys `x.<name>`) and `plan_quantity` (the capacity planner, keys `<name>`) declare
@@ -130,12 +135,12 @@ def _register(scope: str, unit: str, per: str = "", key: str = "", **more: Any) 
 
 
 def point_quantity(unit: str = "", per: str = "", first_present: bool = False,
-                   after_valid_points: bool = False) -> Callable[[Callable], Callable]:
-    """Register a quantity of each point: key `p.<point>.<function name>`; with PER ("gpu"),
+                   after_valid_points: bool = False, key: str = "") -> Callable[[Callable], Callable]:
+    """Register a quantity of each point: key `p.<point>.<function name>` (`p.<point>.<KEY>`); with PER ("gpu"),
     one of each of the point's items: key `p.<point>.<item>.<function name>`, for each item the
     raw input `<per>_items` names (item -> the raw inputs that item binds, e.g. {"gpu1": {"gpu": 1}}).
     FIRST_PRESENT and AFTER_VALID_POINTS: see the module docstring."""
-    return _register("point", unit, per, first_present=first_present, after_valid_points=after_valid_points)
+    return _register("point", unit, per, key=key, first_present=first_present, after_valid_points=after_valid_points)
 
 
 def round_quantity(unit: str = "", key: str = "", over_points: bool = False) -> Callable[[Callable], Callable]:
@@ -390,9 +395,15 @@ def bind(func: Callable, name: str, **inputs: Any) -> Callable:
 
 
 def _declare(scope: str, name: str, func: Callable, unit: str, per: str, inputs: dict[str, Any]) -> Callable:
-    # The module whose top level declares it (the caller of cross_quantity / plan_quantity).
+    # The module whose top level declares it (the caller of bound_quantity, cross_quantity, plan_quantity).
     home = sys._getframe(2).f_globals["__name__"]
     return _enter(".".join(filter(None, (scope, per, name))), bind(func, name, **inputs), scope, unit, per, home)
+
+
+def bound_quantity(scope: str, name: str, func: Callable, unit: str = "", **inputs: Any) -> Callable:
+    """Declare FUNC as the SCOPE ("point" or "round") quantity NAME of the calling module, its
+    parameters bound to INPUTS (`bind`): resolved with that module's own by `resolve_point` / `resolve_round`."""
+    return _declare(scope, name, func, unit, "", inputs)
 
 
 def cross_quantity(name: str, func: Callable, unit: str = "", per: str = "", **inputs: Any) -> Callable:

@@ -14,13 +14,13 @@ from typing import Any, Mapping
 from bundle.request_table import RequestTable
 from bundle.slo import Slo, SloError, slo_from_dict, slo_of_file
 from bundle.store import Bundle
-from report.architecture import roofline as RF
 from report.derive import analyses as A
 from report.derive import clienterror as CE
 from report.derive import delivery as DL
 from report.derive import hostload as HL
 from report.derive import occupancy as OC
 from report.derive import power as PW
+from report.derive import prefilltail as PT
 from report.derive import reconcile as R
 from report.derive import series as S
 from report.derive import serverlog as SL
@@ -172,6 +172,12 @@ def slo_raw(rd: RoundData) -> tuple[Any, tuple[str, ...]]:
     return rd.slo, (rd.slo_source,)
 
 
+def _model_config_raw(rd: RoundData) -> tuple[dict | Reason, tuple[str, ...]]:
+    """The raw input `model_config`: the bundle's model config (or why there is none) and the file it cites."""
+    return (rd.config if rd.config is not None else Reason.of("reason.no_model_config"),
+            (f"{rd.name}/manifest.json: model.config",))
+
+
 def point_raw(rd: RoundData, p: PointData) -> RawSources:
     """A point's raw inputs by the names registered quantities give their parameters."""
     raw = RawSources()
@@ -196,8 +202,7 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
             (f"{rd.name}/manifest.json: engine.command",))
     raw.add("log_args", rd.log.non_default_args if rd.log is not None and rd.log.non_default_args is not None
             else Reason.of("reason.no_server_log"), (f"{rd.name}/server.log",))
-    raw.add("model_config", rd.config if rd.config is not None else Reason.of("reason.no_model_config"),
-            (f"{rd.name}/manifest.json: model.config",))
+    raw.add("model_config", *_model_config_raw(rd))
     a, b = A.bracketing_window(rd.bundle.metrics, p.window.t_measure, p.window.t_end)
     ms = _src_metrics(rd, a, b, _what("source.what_bracketing", point=p.pid))
     raw.add("scrapes", rd.bundle.metrics, ms)
@@ -329,8 +334,7 @@ def round_raw(rd: RoundData, pts: list[PointData]) -> RawSources:
         raw.add("other_logs", dict(rd.other_logs), tuple(f"{rd.name}/{name}" for name, _ in rd.other_logs))
     else:
         raw.add("other_logs", Reason.of("reason.one_server_log"))
-    raw.add("model_config", rd.config if rd.config is not None else Reason.of("reason.no_model_config"),
-            (f"{rd.name}/manifest.json: model.config",))
+    raw.add("model_config", *_model_config_raw(rd))
     if rd.axis not in ("concurrency", "single"):
         raw.add("loads", Reason.of("reason.slo_axis_not_load", axis=rd.axis))
     else:
@@ -420,21 +424,6 @@ def set_cache_config(rd: RoundData, server_set: int) -> dict[str, str]:
 
 
 
-def source_ledger(led: Ledger, rd: RoundData) -> None:
-    """The factor a replayed trace's send times were scaled by (its read and kept counts: stats.py)."""
-    ws = rd.bundle.manifest.get("workload_source")
-    src = (f"{rd.name}/manifest.json: workload_source",)
-    if not isinstance(ws, dict):
-        # Recorded without a unit where nothing was replayed (a declared quantity has one unit).
-        led.record("r.source_time_scale", None, sources=src, doc="The factor a trace's send times were scaled by",
-                   missing=Reason.of("reason.no_replayed_source"))
-        return
-    led.record("r.source_time_scale", ws.get("time_scale") if ws.get("kind") == "trace" else None,
-               unit="×", sources=src, doc="The factor a trace's send times were scaled by",
-               missing=Reason.of("reason.not_recorded") if ws.get("kind") == "trace"
-               else Reason.of("reason.no_replayed_source"))
-
-
 def _plan_metrics(rd: RoundData) -> bool:
     """Whether the round's plan had the /metrics sampler on."""
     return bool(((rd.bundle.manifest.get("plan") or {}).get("sampler") or {}).get("metrics", True))
@@ -452,7 +441,6 @@ def measured_ledger(rd: RoundData) -> Ledger:
     resolve_round(led, A.__name__, [], raw, over_points=False)
     for module in (ST.__name__, HL.__name__):
         resolve_round(led, module, [], raw)
-    source_ledger(led, rd)
     # The validity thresholds (policy), so the page prints them traced, and the points measured.
     resolve_round(led, V.__name__, [], raw, over_points=False)
     for p in rd.points:
@@ -540,53 +528,33 @@ def cross_point_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) 
             resolve_round(led, A.__name__, [p.pid for p in pts], round_raw(rd, pts), over_points=True)
 
 
+def prefill_reference(pts: list[PointData]) -> PointData | None:
+    """The point the round's prefill rate is measured at: its first valid closed-loop C=1 point of PTS (None where none)."""
+    return next((p for p in pts if p.settings.get("concurrency") == 1
+                 and not p.settings.get("request_rate")), None)
+
+
 def prefill_tail_ledger(led: Ledger, rd: RoundData, pts: list[PointData]) -> None:
-    """The prefill FLOP rate measured alone (a valid closed-loop C=1 point), and at each point the
+    """The prefill FLOP rate measured alone (a valid closed-loop C=1 point of PTS), and at each point the
     engine step its fullest prefill makes: what ITL p99 is when a prefill rides in a decode step."""
-    ref = next((p for p in pts if p.settings.get("concurrency") == 1
-                and not p.settings.get("request_rate")), None)
-    if rd.config is None or ref is None:
-        reason = Reason.of("reason.no_model_config") if rd.config is None else Reason.of("reason.no_c1_point")
-        led.record("r.prefill_flop_rate", None, unit="FLOP/s", missing=reason,
-                   doc="FLOP rate of one prompt's prefill run alone, at the round's C=1 point")
-        return
-    csrc = (f"{rd.name}/manifest.json: model.config",)
-    rate = led.derive("r.prefill_flop_rate", RF.prefill_flop_rate, unit="FLOP/s", sources=csrc,
-                      config=rd.config, input_len=modelled_lengths(led, rd, ref)[0],
-                      prefill_ms=led[f"p.{ref.pid}.prefill_ms_mean"])
-    led.derive("r.prefill_tflops_s", A.tera, unit="TFLOP/s", value=rate)
-    prefill_tail_points(led, rd, rate, f"p.{ref.pid}.sm_clock_load_mhz")
+    ref = prefill_reference(pts)
+    raw = RawSources()
+    raw.add("model_config", *_model_config_raw(rd))
+    no_ref = Reason.of("reason.no_c1_point")
+    raw.add("reference_input_len", no_ref if ref is None else modelled_lengths(led, rd, ref)[0])
+    raw.add("reference_prefill_ms", no_ref if ref is None else led[f"p.{ref.pid}.prefill_ms_mean"])
+    resolve_round(led, PT.__name__, [p.pid for p in pts], raw)
+    if rd.config is not None and ref is not None:
+        prefill_tail_points(led, rd, led["r.prefill_flop_rate"], led[f"p.{ref.pid}.sm_clock_load_mhz"])
 
 
-def prefill_tail_points(led: Ledger, rd: RoundData, rate: Value, reference_clock_key: str) -> None:
+def prefill_tail_points(led: Ledger, rd: RoundData, rate: Value, reference_clock: Value) -> None:
     """At each point, the engine step its fullest prefill makes at the prefill RATE measured alone
-    (at the clock under REFERENCE_CLOCK_KEY), against the measured ITL p99."""
-    csrc = (f"{rd.name}/manifest.json: model.config",)
+    (at the SM clock REFERENCE_CLOCK), against the measured ITL p99."""
     for p in ok_points(rd):
-        k = f"p.{p.pid}."
-        L = modelled_lengths(led, rd, p)[0]
-        tokens = led.derive(k + "prefill_step_tokens", RF.largest_prefill_step_tokens, unit="tok",
-                            input_len=L, waiting_peak=led[k + "waiting_peak"],
-                            budget=led["r.max_num_batched_tokens"])
-        step = led.derive(k + "itl_tail_ms_predicted", RF.prefill_step_ms, unit="ms", sources=csrc,
-                          config=rd.config, step_tokens=tokens, input_len=L,
-                          flop_rate=rate)
-        led.derive(k + "itl_p99_over_tail", A.ratio, unit="×", numerator=led[k + "itl_ms_p99"],
-                   denominator=step)
-        # The C=1 rate was measured at C=1's clock; under a power cap this point ran slower.
-        if k + "sm_clock_load_mhz" in led and reference_clock_key in led:
-            slow = led.derive(k + "itl_tail_ms_at_clock", RF.step_ms_at_clock, unit="ms", step_ms=step,
-                              reference_clock_mhz=led[reference_clock_key],
-                              clock_mhz=led[k + "sm_clock_load_mhz"])
-            led.derive(k + "itl_p99_over_tail_at_clock", A.ratio, unit="×", numerator=led[k + "itl_ms_p99"],
-                       denominator=slow)
-        # The mean step at the same measured rate, scaled to this point's clock: what a
-        # compute-bound verdict predicts from the rate this engine reached on a prompt alone.
-        if k + "step_gflop" in led and k + "sm_clock_load_mhz" in led and reference_clock_key in led:
-            alone = led.derive(k + "step_ms_at_prefill_rate", RF.step_ms_at_flop_rate, unit="ms",
-                               step_gflop=led[k + "step_gflop"], flop_rate=rate)
-            scaled = led.derive(k + "step_ms_at_prefill_rate_clock", RF.step_ms_at_clock, unit="ms",
-                                step_ms=alone, reference_clock_mhz=led[reference_clock_key],
-                                clock_mhz=led[k + "sm_clock_load_mhz"])
-            led.derive(k + "step_over_prefill_rate", A.ratio, unit="×", numerator=led[k + "step_ms_mean"],
-                       denominator=scaled)
+        raw = RawSources()
+        raw.add("model_config", *_model_config_raw(rd))
+        raw.add("modelled_input_len", modelled_lengths(led, rd, p)[0])
+        raw.add("prefill_flop_rate", rate)
+        raw.add("reference_clock_mhz", reference_clock)
+        resolve_point(led, PT.__name__, p.pid, raw)

@@ -140,6 +140,15 @@ def source_kept(workload_source: dict | None = None) -> int:
     return _loader_count(workload_source, "kept")
 
 
+@round_quantity(unit="×")
+def source_time_scale(workload_source: dict | None = None) -> float:
+    """The factor a trace's send times were scaled by"""
+    # A dataset replays without a clock of its own: only a trace's send times are scaled.
+    if workload_source is not None and workload_source.get("kind") != "trace":
+        raise Absent("reason.no_replayed_source")
+    return _loader_count(workload_source, "time_scale")
+
+
 def _floats(values) -> np.ndarray:
     return values if isinstance(values, np.ndarray) else np.asarray(values, dtype=np.float64)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from report.derive import analyses as A
 from report.derive.occupancy import plan_endpoints
+from report.derive.prefilltail import rate_reference_point
 from report.derive.round_ledger import RoundData, ok_points, prefill_tail_points
 from report.ledger import Absent, Ledger, Reason, Source, Value
 from report.registry import RawSources, cross_quantity, resolve_scope
@@ -155,11 +156,11 @@ def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: Round
             and rd.config is not None):
         rate = import_value(led, "x.prefill_flop_rate", rate_prev, prev.name)
         _resolve(led, "prefill_rate", RawSources())
-        ref = dict(rate_prev.inputs).get("prefill_ms", "").split(".")[1]
+        ref = rate_reference_point(rate_prev)
         clock_key = f"x.prev.{ref}.sm_clock_load_mhz"
-        if prev_led.get(f"p.{ref}.sm_clock_load_mhz") is not None:
-            import_value(led, clock_key, prev_led[f"p.{ref}.sm_clock_load_mhz"], prev.name)
-        prefill_tail_points(led, rd, rate, clock_key)
+        # The power module derives every point's SM clock, so the reference point has one.
+        clock = import_value(led, clock_key, prev_led[f"p.{ref}.sm_clock_load_mhz"], prev.name)
+        prefill_tail_points(led, rd, rate, clock)
         facts["prefill_ref_clock"] = clock_key
     # Prefill under concurrency (item 14): the same prompt length at C=1 in the previous round.
     # The highest-concurrency point of this round whose prompt length the previous round

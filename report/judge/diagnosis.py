@@ -12,6 +12,7 @@ from typing import Any
 
 from report.derive import validity as V
 from report.ledger import Ledger
+from report.registry import point_quantity
 
 BOTTLENECKS = ("gpu_compute", "gpu_bandwidth", "kv_pool", "scheduler_budget", "frontend",
                "client", "engine_host", "under_driven", "unknown")
@@ -220,6 +221,7 @@ def point_validity(led: Ledger, pid: str, status: str = "ok") -> Validity:
     return out
 
 
+@point_quantity(unit="", key="valid")
 def passed_every_check(failed_checks: tuple[str, ...]) -> bool:
     """Whether the point passed every validity check (none failed)."""
     return not failed_checks

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from report.derive.prefilltail import rate_reference_point
 from report.judge.diagnosis import BOTTLENECKS, Attribution, Validity, val
 from report.ledger import Ledger
 from report.words import LANGS, PLACEHOLDER, in_lang, round_name, word
@@ -245,13 +246,6 @@ def bottleneck_finding(led: Ledger, att: Attribution, fid: str = "bottleneck",
                                   for lang in LANGS}, list(dict.fromkeys(f.evidence + said.evidence)))
 
 
-def _prefill_reference(led: Ledger) -> str:
-    """The point whose prefill time the measured prefill rate came from (its C=1 point)."""
-    key = dict(led["r.prefill_flop_rate"].inputs).get("prefill_ms", "")   # "p.<point>.prefill_ms_mean"
-    parts = key.split(".")
-    return parts[1] if len(parts) > 2 else "?"
-
-
 def _prefill_rate_of(led: Ledger, labels: dict[str, str] | None, prev_round: str | None,
                      prev_clock: str | None):
     """The prefill rate's key, the point it was measured at (named per language) and that
@@ -261,7 +255,7 @@ def _prefill_rate_of(led: Ledger, labels: dict[str, str] | None, prev_round: str
         return ("x.prefill_tflops_s", {lang: word("label.prefill_ref_of_round", lang,
                                                   round=round_name(prev_round or "", lang))
                                        for lang in LANGS}, prev_clock)
-    ref = _prefill_reference(led)
+    ref = rate_reference_point(led["r.prefill_flop_rate"])
     return "r.prefill_tflops_s", _at(labels, ref), f"p.{ref}.sm_clock_load_mhz"
 
 

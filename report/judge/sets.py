@@ -17,6 +17,7 @@ from typing import Mapping
 from report.derive import analyses as A
 from report.judge.diagnosis import val
 from report.ledger import Ledger
+from report.registry import DOES_NOT_APPLY, RawSources, bound_quantity, resolve_point
 
 # The flag a set adds -> the question it asks (the first that matches names it).
 QUESTIONS = (
@@ -39,6 +40,15 @@ SIGNALS: dict[str, tuple[tuple[str, str, int], ...]] = {
     "eager": (("itl_ms_p50", "ratio", +1), ("engine_steps_per_s", "ratio", -1)),
     "api_servers": (("delivery_tpot_ratio", "ratio", -1), ("output_tok_s", "ratio", +1)),
 }
+# Each signal's ledger value `p.<point>.<quantity>_vs_base`, declared once (a quantity has one way
+# of comparison in every question that reads it): the point's quantity against the base point's,
+# the raw input `base_<quantity>` that set_comparisons gives (DOES_NOT_APPLY: another question's signal).
+COMPARED = {"ratio": (A.ratio, "×", "numerator", "denominator"), "difference": (A.difference, "", "a", "b")}
+SIGNAL_HOW = {q: how for signals in SIGNALS.values() for q, how, _ in signals}
+for _qty, _how in SIGNAL_HOW.items():
+    _func, _unit, _mine, _base = COMPARED[_how]
+    bound_quantity("point", f"{_qty}_vs_base", _func, unit=_unit, **{_mine: _qty, _base: f"base_{_qty}"})
+
 # What else each question's table shows beside its signals (the measurements a reviewer checks).
 SHOWN: dict[str, tuple[str, ...]] = {
     "step_budget": ("itl_ms_p90", "iteration_tokens_mean"),
@@ -133,6 +143,16 @@ def _moved(value: float | None, how: str) -> int | None:
     return 0 if abs(value) <= UNCHANGED else (1 if value > 0 else -1)
 
 
+def base_raw(led: Ledger, question: str, base: str) -> RawSources:
+    """The base point's value of each signal of QUESTION (`base_<quantity>`; None where the ledger has
+    no such key), DOES_NOT_APPLY for every other question's signals."""
+    raw = RawSources()
+    mine = {q for q, _, _ in SIGNALS[question]}
+    for qty in SIGNAL_HOW:
+        raw.add(f"base_{qty}", led.get(f"p.{base}.{qty}") if qty in mine else DOES_NOT_APPLY)
+    return raw
+
+
 def set_comparisons(led: Ledger, rd, validity: Mapping) -> list[SetComparison]:
     """Each valid point (by VALIDITY) of a non-base set against the base set's valid point at
     its load and length, with the signals of its question derived into the ledger."""
@@ -155,13 +175,8 @@ def set_comparisons(led: Ledger, rd, validity: Mapping) -> list[SetComparison]:
         c = SetComparison(p.pid, bp.pid, question, flag,
                           direction_of(question, flag, p.settings.get("server_flags") or [], base_flags,
                                        led, p.pid, bp.pid), tuple(p.settings.get("server_flags") or ()))
+        resolve_point(led, __name__, p.pid, base_raw(led, question, bp.pid))
         for qty, how, _ in SIGNALS[question]:
-            key = f"p.{p.pid}.{qty}_vs_base"
-            if key not in led:
-                func = A.ratio if how == "ratio" else A.difference
-                args = ({"numerator": led.get(f"p.{p.pid}.{qty}"), "denominator": led.get(f"p.{bp.pid}.{qty}")}
-                        if how == "ratio" else {"a": led.get(f"p.{p.pid}.{qty}"), "b": led.get(f"p.{bp.pid}.{qty}")})
-                led.derive(key, func, unit="×" if how == "ratio" else "", **args)
-            c.moved[qty] = _moved(val(led, key), how)
+            c.moved[qty] = _moved(val(led, f"p.{p.pid}.{qty}_vs_base"), how)
         out.append(c)
     return out

@@ -21,17 +21,11 @@ from report.derive.round_ledger import (
     valid_points,
     valid_points_ledger,
 )
-from report.judge import goodput
-from report.judge.diagnosis import (
-    Attribution,
-    Validity,
-    passed_every_check,
-    point_bottleneck,
-    point_validity,
-)
+from report.judge import diagnosis, goodput
+from report.judge.diagnosis import Attribution, Validity, point_bottleneck, point_validity
 from report.judge.sets import SetComparison, set_comparisons
 from report.ledger import Ledger
-from report.registry import resolve_point, resolve_round
+from report.registry import RawSources, resolve_point, resolve_round
 
 
 @dataclass(frozen=True)
@@ -50,8 +44,9 @@ def build_ledger(rd: RoundData) -> Ledger:
     led = measured_ledger(rd)
     validity = MappingProxyType({p.pid: point_validity(led, p.pid, p.window.status) for p in rd.points})
     for pid, v in validity.items():
-        led.derive(f"p.{pid}.valid", passed_every_check, unit="",
-                   sources=tuple(k for k in v.evidence), failed_checks=tuple(v.reasons))
+        raw = RawSources()
+        raw.add("failed_checks", tuple(v.reasons), tuple(v.evidence))
+        resolve_point(led, diagnosis.__name__, pid, raw)
     attribution = MappingProxyType({p.pid: point_bottleneck(led, p.pid) for p in rd.points})
     valid_points_ledger(led, rd, validity)
     # The admission queue (it reads the prefill step the valid points measured), each point

@@ -9,7 +9,7 @@ way to size the pool). A registered quantity (report/registry.py) none of them h
 public function of a quantity module that none of them names as a `Value.func` must be a step
 of one that does (its code names it, directly or through the functions it names), of the raw
 inputs the quantities declare (read_round, point_raw, round_raw, plan_raw), of the planner's
-notes or of the builders that still wire quantities by hand (build_ledger); any other fails.
+notes or of the builder that judges each point's validity and bottleneck (build_ledger); any other fails.
 NOT_IN_A_LEDGER, which would exempt one with its reason, exempts nothing.
 What only the tests check (the engine tests' oracles, theory's closed forms) lives in
 tests/oracles.py, which is not a quantity module.
@@ -123,8 +123,8 @@ def function_of(name: str):
 
 
 # The raw inputs registered quantities name (with the round's properties they read), what the
-# planner says of a plan, and the builders that still wire quantities by hand: a function these
-# use is a step of a quantity.
+# planner says of a plan, and the builder that judges the points (the raw inputs of their
+# validity): a function these use is a step of a quantity.
 ROOTS = (read_round, point_raw, round_raw, plan_raw, N.modelled_notes, N.unmodelled_notes, N.warning_notes,
          build_ledger,
          *(p.fget for p in vars(RoundData).values() if isinstance(p, property)))

@@ -6,7 +6,9 @@
 - a first_present quantity binds and cites its first input present only;
 - a point quantity may share its name with a round quantity;
 - after_valid_points splits a module's point quantities into two resolve phases, and one of
-  the first phase may not read one of the second.
+  the first phase may not read one of the second;
+- a generic function declared with bound_quantity is resolved with its declaring module's
+  quantities, and recorded as itself; point_quantity(key=...) names the key.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from __future__ import annotations
 import pytest
 
 from report import registry as RG
+from report.derive import analyses as A
 from report.ledger import Ledger
 from report.registry import (
     DOES_NOT_APPLY,
     RawSources,
+    bound_quantity,
     point_quantity,
     resolve_point,
     round_quantity,
@@ -147,3 +151,24 @@ def test_after_valid_points_resolves_in_two_phases(fresh):
 
     with pytest.raises(ValueError, match="after the valid points"):
         resolve_point(Ledger(), __name__, "b", raw, after_valid_points=False)
+
+
+def test_a_bound_quantity_is_its_declaring_modules_and_recorded_as_its_function(fresh):
+    bound_quantity("point", "tail_over_step", A.ratio, unit="×", numerator="itl_ms_p99", denominator="step_ms")
+
+    @point_quantity(unit="", key="fast")
+    def step_under_ten_ms(step_ms: float) -> bool:
+        """Whether the step took under 10 ms."""
+        return step_ms < 10
+
+    assert {d.module for d in RG.REGISTRY.values()} == {__name__}
+    led = Ledger()
+    led.record("p.a.itl_ms_p99", 12.0, unit="ms", doc="ITL p99", sources=("requests.jsonl",))
+    raw = RawSources()
+    raw.add("step_ms", 8.0, ("metrics.jsonl",))
+    resolve_point(led, __name__, "a", raw)
+    v = led["p.a.tail_over_step"]
+    assert v.value == 1.5 and v.unit == "×" and v.func == "report.derive.analyses.ratio"
+    assert v.inputs == (("itl_ms_p99", "p.a.itl_ms_p99"), ("step_ms", "8"))
+    assert v.sources == ("metrics.jsonl", "requests.jsonl")
+    assert led.value_of("p.a.fast") is True and "p.a.step_under_ten_ms" not in led
