@@ -17,7 +17,6 @@ from bundle.store import Bundle
 from report.derive import analyses as A
 from report.derive import clienterror as CE
 from report.derive import delivery as DL
-from report.derive import hostload as HL
 from report.derive import occupancy as OC
 from report.derive import power as PW
 from report.derive import prefilltail as PT
@@ -380,10 +379,10 @@ def point_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> N
 
 def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> None:
     """The second signals of each verdict: requests in flight seen by the client and by Little's
-    law, queue trends, the client's measured timing error, host CPU, the log's stats lines."""
+    law, queue trends, the client's measured timing error, the log's stats lines."""
     # Occupancy's admission queue reads the prefill step of the valid points: it waits for them.
     resolve_point(led, OC.__name__, p.pid, raw, after_valid_points=False)
-    for module in (CE, HL, SL):
+    for module in (CE, SL):
         resolve_point(led, module.__name__, p.pid, raw)
 
 
@@ -439,8 +438,7 @@ def measured_ledger(rd: RoundData) -> Ledger:
     for module in (S.__name__, PW.__name__, SL.__name__):
         resolve_round(led, module, [], raw)
     resolve_round(led, A.__name__, [], raw, over_points=False)
-    for module in (ST.__name__, HL.__name__):
-        resolve_round(led, module, [], raw)
+    resolve_round(led, ST.__name__, [], raw)
     # The validity thresholds (policy), so the page prints them traced, and the points measured.
     resolve_round(led, V.__name__, [], raw, over_points=False)
     for p in rd.points:

@@ -11,8 +11,8 @@ import pytest
 from bench.exposition import parse_exposition
 from bundle.request_table import RequestTable
 from report.derive import clienterror as CE
-from report.derive import hostload as HL
 from report.derive import occupancy as OC
+from report.derive import series as S
 from report.derive import serverlog as LS
 from report.derive.serverlog import server_log_facts
 from report.judge.diagnosis import distortion_check, held_check, saturation_check
@@ -119,11 +119,11 @@ def test_host_cpu_shares_from_cumulative_counters():
              "engine_cpu_s": 5.0},
             {"t": 10.0, "cores": 2, "cpu_busy_s": 28.0, "cpu_total_s": 40.0, "client_cpu_s": 1.5,
              "engine_cpu_s": 20.0}]
-    assert HL.engine_cpu_share(host, 0, 10) == pytest.approx(15 / 20)
-    assert HL.client_cpu_cores(host, 0, 10) == pytest.approx(0.05)
-    assert HL.host_cpu_busy_share(host, 0, 10) == pytest.approx(18 / 20)
+    assert S.engine_cpu_share(host, 0, 10) == pytest.approx(15 / 20)
+    assert S.client_cpu_cores(host, 0, 10) == pytest.approx(0.05)
+    assert S.host_cpu_busy_share(host, 0, 10) == pytest.approx(18 / 20)
     with pytest.raises(Absent):
-        HL.engine_cpu_share(host[:1], 0, 10)
+        S.engine_cpu_share(host[:1], 0, 10)
 
 
 def test_stats_lines_land_on_the_bundle_clock():
