@@ -492,11 +492,13 @@ def fig_roofline(led: Ledger, pids: list[str], labels: dict[str, str] | None = N
             y=alt.Y("y:Q", title=t["tflops"], scale=scale_y),
             tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("x:Q", format=",.1f"),
                      alt.Tooltip("y:Q", format=",.1f")])
-        # only valid points carry a label: a cross stands for a point left out of the verdicts
-        labels_ = alt.Chart(df[df["shape"] == t["yes"]]).mark_text(align="left", dx=6, fontSize=9).encode(
-            x=alt.X("x:Q", scale=scale_x), y=alt.Y("y:Q", scale=scale_y), text="point:N",
-            yOffset=alt.YOffset("dy:Q"))
-        layers = [dots, labels_]
+        # Every point is named, a point left out of the verdicts in grey beside its cross; the
+        # labels alternate above and below their marks, so neighbours do not print over each other.
+        def named(rows: pd.DataFrame, dy: int, colour: str) -> alt.Chart:
+            return alt.Chart(rows).mark_text(align="left", dx=6, dy=dy, fontSize=9, color=colour).encode(
+                x=alt.X("x:Q", scale=scale_x), y=alt.Y("y:Q", scale=scale_y), text="point:N")
+        layers = [dots] + [named(df[(df["shape"] == shape) & (df["dy"] == dy)], dy, colour)
+                           for shape, colour in ((t["yes"], "#222"), (t["no"], "#888")) for dy in (-8, 8)]
         if peak and bw:
             xs = [lo * (hi / lo) ** (i / 40) for i in range(41)]
             roofs = [{"x": x, "y": min(peak, x * bw) / 1e12, "roof": t["roof_datasheet"]} for x in xs]

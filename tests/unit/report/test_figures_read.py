@@ -240,3 +240,18 @@ def test_the_pools_full_line_is_drawn_only_where_the_axis_reaches_it(shares, log
         rules = [r for rows in spec["datasets"].values() for r in rows if r.get("label") == TEXT[lang]["pool_full"]]
         assert bool(rules) is line and all(r["y"] == 100.0 for r in rules)
         assert (TEXT[lang]["pool_full_above"] in _texts(spec)) is (not line)
+
+
+def test_the_roofline_names_every_point_and_alternates_its_labels(reports):
+    rep = reports["round-4"]
+    for lang in LANGS:
+        spec = rep.figures["roofline"].specs[lang]
+        texts = [d for d in _walk(spec) if isinstance(d.get("mark"), dict) and d["mark"].get("type") == "text"
+                 and d["mark"].get("dx") == 6]
+        named = {r["point"]: (t["mark"]["dy"], t["mark"]["color"]) for t in texts
+                 for r in spec["datasets"][t["data"]["name"]]}
+        # C=256 and C=512 failed their checks: named in grey beside their crosses, not left blank
+        assert {"C=256", "C=512", "C=128"} <= set(named)
+        assert named["C=256"][1] == named["C=512"][1] != named["C=128"][1]
+        # neighbours print on opposite sides of their marks
+        assert named["C=128"][0] != named["C=256"][0] and named["C=256"][0] != named["C=512"][0]
