@@ -294,7 +294,7 @@ def test_pdf_text(site, lang, footer, notice):
     text = _pdftext(pdf)
     assert notice in text
     assert HOSTILE in text  # escaped in HTML, shown literally as text
-    assert re.search(r"976 ms\s*N1\b", text)  # superscript id after the number (a card)
+    assert re.search(r"976\s+ms\s*N1\b", text)  # superscript id after the number (a card; -layout may space its unit)
     # ... and in a table cell, on the line under its number, in the same column
     lines = text.splitlines()
     row = next(i for i, line in enumerate(lines) if re.search(r"\b976\.0\b", line))
