@@ -25,6 +25,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bundle.files import server_log_name
 from bundle.redact import API_KEY_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -272,8 +273,7 @@ class EngineGroup:
         so two servers sharing a GPU do not profile its memory at once; stop them all on failure."""
         try:
             for k, m in enumerate(self.members):
-                # Server 0 writes server.log (the log the report reads); server k, server.k.log.
-                m.start(log_path if k == 0 else log_path.with_name(f"server.{k}.log"), timeout_s)
+                m.start(log_path.with_name(server_log_name(k)), timeout_s)
         except BaseException:
             self.stop()
             raise

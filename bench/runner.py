@@ -59,6 +59,7 @@ from bench.provenance import (
 )
 from bench.search import SloSearch
 from bench.workload import make_prompts, stream_start_offsets
+from bundle.files import server_log_name
 from bundle.metric_keys import ENDPOINT_LABEL, sample_key, split_key
 from bundle.redact import Redactor
 from bundle.store import BundleWriter, read_bundle
@@ -350,7 +351,7 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
         eng = make_engine(plan, port, flags)
         w.append("points", {"point": None, "event": "server_start", "t": w.now(),
                             "server_set": sset, "mode": eng.mode, "command": eng.command or None})
-        await asyncio.to_thread(eng.start, w.path / "server.log", plan.engine.startup_timeout_s)
+        await asyncio.to_thread(eng.start, w.path / server_log_name(), plan.engine.startup_timeout_s)
         nonlocal last_endpoint
         last_endpoint = eng.endpoints
         w.append("points", {"point": None, "event": "server_ready", "t": w.now(), "server_set": sset})

@@ -40,6 +40,12 @@ class BundleError(Exception):
     """A bundle that cannot be read; the message names the file and the fix."""
 
 
+def server_log_name(k: int = 0) -> str:
+    """The file server K of a round writes its log to: server 0 (the only one of most rounds)
+    `server.log`, server k of a round against several `server.k.log`."""
+    return "server.log" if k == 0 else f"server.{k}.log"
+
+
 def bundle_file(directory: Path, name: str) -> Path | None:
     """DIRECTORY/NAME if it exists as a regular file inside the bundle, None if absent.
 

@@ -41,6 +41,7 @@ from bundle.files import (
     loads_finite,
     loads_unique,
     no_newline,
+    server_log_name,
     stream_file,
 )
 from bundle.redact import REDACTED, SECRET_MIN_LEN, Redactor  # noqa: F401 - REDACTED re-exported
@@ -225,7 +226,7 @@ class BundleWriter:
         if not self.secrets:
             return
         # server.log, and server.{k}.log of the other servers of a round against several.
-        for log in [self.path / "server.log", *sorted(self.path.glob("server.[0-9]*.log"))]:
+        for log in [self.path / server_log_name(), *sorted(self.path.glob("server.[0-9]*.log"))]:
             if not log.exists():
                 continue
             text = log.read_bytes().decode("utf-8", "surrogateescape")
@@ -265,8 +266,8 @@ class BundleWriter:
             for cand in (p, p.with_suffix(".jsonl.gz")):
                 if cand.exists():
                     files[stream] = cand.name
-        if (self.path / "server.log").exists():
-            files["server_log"] = "server.log"
+        if (self.path / server_log_name()).exists():
+            files["server_log"] = server_log_name()
         self.update(status=status, status_reason=reason, files=files)
 
 
@@ -302,10 +303,10 @@ class Bundle:
     def name(self) -> str:
         return self.path.name if self.path.name != "bundle" else self.path.parent.name
 
-    def server_log(self, name: str = "server.log") -> str | None:
-        """The engine's log (NAME: server k's is `server.k.log`), checked like every other file of
-        the bundle (a regular file inside it, at most MAX_LOG_BYTES), or None when it has none."""
-        p = bundle_file(self.path, name)
+    def server_log(self, k: int = 0) -> str | None:
+        """Server K's log (server_log_name), checked like every other file of the bundle (a
+        regular file inside it, at most MAX_LOG_BYTES), or None when it has none."""
+        p = bundle_file(self.path, server_log_name(k))
         if p is None:
             return None
         with open(p, "rb") as f:
@@ -319,8 +320,8 @@ class Bundle:
         """(file name, text) of the logs of servers 1, 2, … (`server.k.log`, launched beside
         server 0 whose log is server.log), in order, up to the first k the bundle lacks."""
         out, k = [], 1
-        while (text := self.server_log(f"server.{k}.log")) is not None:
-            out.append((f"server.{k}.log", text))
+        while (text := self.server_log(k)) is not None:
+            out.append((server_log_name(k), text))
             k += 1
         return out
 
