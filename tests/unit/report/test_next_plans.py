@@ -92,3 +92,24 @@ def test_an_existing_file_or_an_unknown_step_is_refused_and_nothing_is_written(t
     assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1
     assert target.read_text() == "keep me\n"
     assert [p.name for p in tmp_path.iterdir()] == ["plan.toml"]
+
+
+def test_the_smaller_budget_step_stays_silent_where_the_itl_tail_is_not_one_prefill_step():
+    import dataclasses
+
+    from bundle.store import read_bundle
+    from report.derive.round_ledger import read_round
+    from report.judge.next_steps import next_steps
+    from report.judge.verdicts import build_ledger
+    from report.publish.compose import point_labels
+    rd = read_round(read_bundle(ROOT / "runs" / "round-4" / "bundle"), round_id="round-4")
+    led = build_ledger(rd)
+    valid = [p for p, v in rd.verdicts.validity.items() if v.valid]
+    facts = {"valid_points": valid, "ok_points": [p.pid for p in rd.points], "point_labels": point_labels(rd.points),
+             "mfu_enabled": True}
+    assert "smaller_budget" in [s["id"] for s in next_steps(led, rd, facts)]
+    # Forced: C=128's ITL p99 twice the prefill step, so the step is not behind the tail
+    key = "p.L1024-c128.itl_p99_over_tail"
+    off = dataclasses.replace(led, values=dict(led.values))
+    off.values[key] = dataclasses.replace(led[key], value=2.0)
+    assert "smaller_budget" not in [s["id"] for s in next_steps(off, rd, facts)]

@@ -243,3 +243,20 @@ def test_round_4s_advice_does_not_ask_for_a_power_limit_the_board_cannot_take(ro
     advice = next(f for f in round4.facts.findings if f["id"] == "thesis_advice")["texts"]["en"]
     assert "already the board's rated maximum" in advice and "A higher power limit" not in advice
     assert "tensor parallel" in advice
+
+
+def test_a_power_limit_below_the_boards_rating_keeps_the_higher_limit_advice(round4):
+    import dataclasses
+
+    from report.judge.diagnosis import point_bottleneck
+    from report.judge.findings import thesis_findings
+    led = round4.ledger
+    # Forced: the same round with its limit set at 500 W, below the 700 W rating
+    key = "p.L1024-c128.power_limit_w"
+    low = dataclasses.replace(led, values=dict(led.values))
+    low.values[key] = dataclasses.replace(led[key], value=500.0)
+    valid = list(round4.facts.valid_points)
+    att = {p: point_bottleneck(low, p) for p in valid}
+    advice = next(f for f in thesis_findings(low, att, valid, round4.facts.point_labels)
+                  if f is not None and f.id == "thesis_advice").texts["en"]
+    assert "A higher power limit" in advice and "rated maximum" not in advice
