@@ -118,6 +118,11 @@ def group(prefix: str, lang: str) -> dict[str, str]:
     return {k[len(head):]: v for k, v in section(name, lang).items() if k.startswith(head)}
 
 
+def listed(items: list[str], lang: str) -> str:
+    """ITEMS joined as a list is written in LANG ("a, b" / "a、b")."""
+    return word("label.list_sep", lang).join(items)
+
+
 def round_name(round_id: str, lang: str) -> str:
     """A round as a page names it in LANG ("Round 4", 第 4 轮), its id where it is not
     `round-<n>`."""

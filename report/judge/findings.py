@@ -14,7 +14,7 @@ from typing import Any
 from report.derive.prefilltail import rate_reference_point
 from report.judge.diagnosis import BOTTLENECKS, Attribution, Validity, val
 from report.ledger import Ledger
-from report.words import LANGS, PLACEHOLDER, in_lang, round_name, word
+from report.words import LANGS, PLACEHOLDER, in_lang, listed, round_name, word
 
 # A step "carries the batch several times over" at this many tokens per running request.
 STEP_MIX_MIN = 2.0
@@ -161,7 +161,7 @@ def caveat_findings(led: Ledger, validity: dict[str, Validity], valid_pids: list
     """What page 1 must say beside its answer: the measured points left out of it (failed their
     checks) and the points whose tails the client may have made."""
     def names(pids: list[str]) -> dict[str, str]:
-        return {lang: word("label.list_sep", lang).join(str(in_lang(_at(labels, p), lang)) for p in pids)
+        return {lang: listed([str(in_lang(_at(labels, p), lang)) for p in pids], lang)
                 for lang in LANGS}
     left = [v.point for v in validity.values() if not v.valid]
     suspects = client_suspects(led, valid_pids, attributions)

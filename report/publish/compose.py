@@ -18,7 +18,7 @@ from report.judge.verdicts import build_ledger
 from report.ledger import Ledger
 from report.publish import figures as F
 from report.publish.document import Column, RoundFacts, RoundReport, Table
-from report.words import LANGS, Named, has, in_lang, round_name, word
+from report.words import LANGS, Named, has, in_lang, listed, round_name, word
 
 CLIENT_LAG_SHARE_LIMIT = 0.1      # the templates say "a tenth" of the ITL median
 # From this share of chunks stamped like the one before them, the page explains the zero gaps
@@ -464,11 +464,6 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
                                                         for lang in LANGS},
                                                        GPU_COLUMNS, "label.row_gpu")}, facts=RoundFacts(**facts), notices=notices,
                        bundles=[str(bundle_path)])
-
-
-def listed(items: list[str], lang: str) -> str:
-    """ITEMS joined as a list is written in LANG ("a, b" / "a、b")."""
-    return word("label.list_sep", lang).join(items)
 
 
 def interrupted_label(pid: str) -> dict[str, str]:
