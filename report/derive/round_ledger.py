@@ -24,6 +24,7 @@ from report.derive import reconcile as R
 from report.derive import series as S
 from report.derive import serverlog as SL
 from report.derive import stats as ST
+from report.derive import step as SP
 from report.derive import validity as V
 from report.derive.serverlog import ServerLogFacts, server_log_facts
 from report.ledger import Absent, Ledger, Reason, Source, Value
@@ -446,7 +447,7 @@ def measured_ledger(rd: RoundData) -> Ledger:
         point_ledger(led, rd, p, raw)
         cross_check_ledger(led, rd, p, raw)
         modelled_raw(led, rd, p, raw)
-        for module in (R.__name__, PW.__name__):
+        for module in (R.__name__, PW.__name__, SP.__name__):
             resolve_point(led, module, p.pid, raw)
     return led
 

@@ -24,17 +24,16 @@ CLOCK_SLOWER = 0.05
 # Each bottleneck's mechanism (diagnosis.Attribution.mechanism): its sentence is the catalogue's
 # `finding.mechanism_<code>`; a point that fails a check is worded by `finding.invalid_<code>`.
 MECHANISMS = (
-    "bandwidth_bound", "compute_bound", "delivery_slower_than_engine", "pool_full_and_waiting",
-    "queue_with_free_kv", "queue_with_free_kv_and_delivery", "client_starved",
-    "pool_full_and_waiting_log", "gpu_waits_on_host", "cpu_engine_busy", "cpu_engine_mostly_idle",
-    "gpu_waits_on_host_queued", "cpu_engine_busy_queued", "compute_bound_power_capped",
-    "roofs_balanced", "engine_mostly_idle", "no_signal_agrees", "no_gpu_signals",
-    "compute_counter_disagrees", "bandwidth_counter_disagrees", "host_counters_disagree",
-    "idle_counters_disagree",
+    "step_bandwidth", "step_compute", "step_compute_power_capped", "step_both_roofs", "step_host_side",
+    "running_at_sequence_cap", "step_budget_full", "client_shares_engine_host",
+    "delivery_slower_than_engine", "delivery_slower_than_engine_scrapes_failing", "pool_full_and_waiting",
+    "client_starved", "pool_full_and_waiting_log", "cpu_engine_busy", "cpu_engine_mostly_idle",
+    "cpu_engine_busy_queued", "engine_mostly_idle", "no_signal_agrees", "no_gpu_signals",
+    "host_counters_disagree",
 )
 # What the GPU's own counters said of a GPU verdict (diagnosis.Attribution.counters): worded by
 # `finding.counters_<code>` after the mechanism's sentence.
-COUNTER_CODES = ("absent", "shown", "bandwidth_agrees", "compute_agrees")
+COUNTER_CODES = ("shown", "bandwidth_agrees", "compute_agrees", "flops_agree", "model_only", "nvml_waits")
 
 
 @dataclass
@@ -171,11 +170,11 @@ def caveat_findings(led: Ledger, validity: dict[str, Validity], valid_pids: list
 
 # Mechanisms also said by phase (`finding.mechanism_<code>_by_phase`): where the model's config
 # gives the decode step's and the prefill's intensities, the sentence judges each phase.
-BY_PHASE = ("bandwidth_bound", "compute_bound", "compute_bound_power_capped", "roofs_balanced")
+BY_PHASE: tuple[str, ...] = ()
 
 
 # The compute-bound mechanisms: their sentence is followed by the step they predict.
-COMPUTE_BOUND = ("compute_bound", "compute_bound_power_capped")
+COMPUTE_BOUND = ("step_compute", "step_compute_power_capped")
 
 
 def _followed(f: Finding, more: Finding | None) -> Finding:
@@ -428,7 +427,7 @@ def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pid
         limit, "thesis_every_point" if since == valid_pids[0] and len(valid_pids) > 1
         else "thesis_top" if since == top else "thesis")
     # At the power cap the compute ceiling is the capped clock's, not the datasheet's: said so.
-    said = limit + ("_power_capped" if attributions[top].mechanism == "compute_bound_power_capped" else "")
+    said = limit + ("_power_capped" if attributions[top].mechanism == "step_compute_power_capped" else "")
     # A pool the round forced small itself (--num-gpu-blocks-override): the flag is the limit.
     if said == "kv_pool" and val(led, "r.blocks_before_override") is not None:
         said = "kv_pool_forced"
