@@ -77,6 +77,9 @@ class RoundData:
     # Each point's validity and bottleneck and the set comparisons (report.judge.verdicts.Verdicts,
     # a frozen object): None until build_ledger has judged the round, set once there.
     verdicts: Any = None
+    # The GPU the server ran on as the user names it (`--gpu`), for a bundle whose client sampled
+    # none (a server on another host); the bundle's own GPUs win where it has them.
+    gpu_name: str = ""
 
     @property
     def name(self) -> str:
@@ -102,8 +105,9 @@ class RoundData:
 
     @property
     def gpus(self) -> list[dict]:
-        """The GPUs described: NVML's on the client's host, else the exporter's labels."""
-        return self.bundle.manifest.get("gpus") or PW.dcgm_gpus(self.bundle.dcgm)
+        """The GPUs described: NVML's on the client's host, else the exporter's labels, else the one `--gpu` names."""
+        return (self.bundle.manifest.get("gpus") or PW.dcgm_gpus(self.bundle.dcgm)
+                or ([{"name": self.gpu_name}] if self.gpu_name else []))
 
 
 def sweep_axis(points: list[PointData]) -> str:
@@ -119,7 +123,8 @@ def sweep_axis(points: list[PointData]) -> str:
     return "single"
 
 
-def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str = "") -> RoundData:
+def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str = "",
+               gpu_name: str = "") -> RoundData:
     """Split a bundle into points with their windows and requests; SLO (the Slo and where it
     was stated) overrides the round's own (round_slo); ROUND_ID names it in a series of rounds."""
     wins = ST.point_windows(bundle.points)
@@ -138,7 +143,8 @@ def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str
     slo, slo_source = slo if slo is not None else round_slo(bundle)
     others = tuple((name, server_log_facts(text)) for name, text in bundle.other_server_logs())
     return RoundData(bundle=bundle, points=pts, log=log, config=config, axis=sweep_axis(pts),
-                     slo=slo, slo_source=slo_source, round_id=round_id, other_logs=others)
+                     slo=slo, slo_source=slo_source, round_id=round_id, other_logs=others,
+                     gpu_name=gpu_name)
 
 
 def slo_file_of(bundle_dir: Path) -> Path:
@@ -335,6 +341,9 @@ def round_raw(rd: RoundData, pts: list[PointData]) -> RawSources:
     else:
         raw.add("other_logs", Reason.of("reason.one_server_log"))
     raw.add("model_config", *_model_config_raw(rd))
+    engine = rd.bundle.manifest.get("engine") or {}
+    raw.add("engine_command", engine.get("command") or Reason.of("reason.no_engine_command"),
+            (f"{rd.name}/manifest.json: engine.command",))
     if rd.axis not in ("concurrency", "single"):
         raw.add("loads", Reason.of("reason.slo_axis_not_load", axis=rd.axis))
     else:

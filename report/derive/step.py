@@ -12,52 +12,34 @@ second signals (report/judge/rules.py).
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bundle.server_flags import has_flag, server_flag
 from report.architecture import stepmodel as SM
 from report.derive.analyses import ratio
-from report.derive.reconcile import per_engine
 from report.ledger import Absent
 from report.registry import point_quantity
 
 
-def _words(command: Any) -> list[str]:
-    if isinstance(command, str):
-        try:
-            return shlex.split(command)
-        except ValueError:
-            return command.split()
-    return [str(w) for w in command or ()]
-
-
-def flag_value(words: Sequence[str], flag: str) -> str | None:
-    """The value the last `--flag V` or `--flag=V` in WORDS gives, None where none does."""
-    found = None
-    for i, w in enumerate(words):
-        if w == flag and i + 1 < len(words):
-            found = words[i + 1]
-        elif w.startswith(flag + "="):
-            found = w.split("=", 1)[1]
-    return found
-
-
 def point_flag(flag: str, engine_command: Any, settings: Mapping | None, log_args: Mapping | None) -> str | None:
-    """A server flag's value at a point: its server set's flags, else the launch command's, else
-    the server log's non-default arguments (what a server started elsewhere states)."""
-    for words in (_words((settings or {}).get("server_flags")), _words(engine_command)):
-        value = flag_value(words, flag)
-        if value is not None:
-            return value
-    logged = (log_args or {}).get(flag.removeprefix("--").replace("-", "_"))
-    return None if logged is None else str(logged)
+    """A server flag's value at a point: its server set's flags, else the launch command's, else the log's."""
+    return server_flag(flag, engine_command, (settings or {}).get("server_flags"), log_args)
 
 
 @point_quantity(unit="")
 def kv_cache_dtype(engine_command: Any = None, settings: dict | None = None, log_args: dict | None = None) -> str:
     """The KV cache's dtype the server ran with (--kv-cache-dtype; "auto" is the model's own dtype)."""
     return point_flag("--kv-cache-dtype", engine_command, settings, log_args) or "auto"
+
+
+@point_quantity(unit="")
+def eager_engine(engine_command: Any = None, settings: dict | None = None, log_args: dict | None = None) -> bool:
+    """Whether the server ran without CUDA graphs (--enforce-eager in its set's flags, launch command or log)."""
+    if engine_command is None and log_args is None:
+        raise Absent("reason.no_engine_command")
+    return has_flag("--enforce-eager", engine_command, (settings or {}).get("server_flags")) or \
+        bool((log_args or {}).get("enforce_eager"))
 
 
 def _whole(flag: str, value: str | None) -> int:
@@ -116,23 +98,28 @@ def step_decode_tokens_server(generation_tokens_server: float, engine_steps_per_
     return generation_tokens_server / _steps(engine_steps_per_s, bracket_start, bracket_end)
 
 
+def _per_endpoint(value: float, endpoints: Sequence | None) -> float:
+    """VALUE shared evenly over the endpoints the client sent to (the plan's, not the server's count)."""
+    return value / max(1, len(endpoints or ()))
+
+
 @point_quantity(unit="ms")
-def step_ms_client(client_inflight_mean: float, output_tok_s: float, engine_items: dict | None = None) -> float:
-    """One engine's mean step as the client sees it: each step emits one token per request in flight, so requests in flight over output tokens per second."""
-    return ratio(per_engine(client_inflight_mean, engine_items), per_engine(output_tok_s, engine_items), scale=1e3)
+def step_ms_client(client_inflight_mean: float, output_tok_s: float) -> float:
+    """One engine's mean step as the client sees it: each step emits one token per request in flight, so requests in flight over output tokens per second (the same for each of several engines fed evenly)."""
+    return ratio(client_inflight_mean, output_tok_s, scale=1e3)
 
 
 @point_quantity(unit="tok")
-def step_decode_tokens_client(client_inflight_mean: float, engine_items: dict | None = None) -> float:
-    """Tokens an engine step generates as the client sees it: one per request in flight (those waiting in the server's queue included)."""
-    return per_engine(client_inflight_mean, engine_items)
+def step_decode_tokens_client(client_inflight_mean: float, endpoints: list | None = None) -> float:
+    """Tokens an engine step generates as the client sees it: one per request in flight (those waiting in the server's queue included), shared over the endpoints."""
+    return _per_endpoint(client_inflight_mean, endpoints)
 
 
 @point_quantity(unit="tok")
 def step_prefill_tokens_client(total_tok_s: float, output_tok_s: float, step_ms_client: float,
-                               engine_items: dict | None = None) -> float:
-    """Prompt tokens an engine step carries as the client sees it: the prompt tokens it sent per second, over the steps per second (no prefix-cache hit subtracted)."""
-    return per_engine(max(0.0, total_tok_s - output_tok_s), engine_items) * step_ms_client / 1e3
+                               endpoints: list | None = None) -> float:
+    """Prompt tokens an engine step carries as the client sees it: the prompt tokens it sent per second over the steps per second, shared over the endpoints (no prefix-cache hit subtracted)."""
+    return _per_endpoint(max(0.0, total_tok_s - output_tok_s), endpoints) * step_ms_client / 1e3
 
 
 @point_quantity(unit="ms", first_present=True)

@@ -236,13 +236,18 @@ def bottleneck_finding(led: Ledger, att: Attribution, fid: str = "bottleneck",
                    list(att.evidence))
     if f is not None and att.mechanism in COMPUTE_BOUND:
         f = _followed(f, compute_step_finding(led, att.point, labels, prev_round, prev_clock))
-    if f is None or not att.counters:
+    if f is None:
         return f
-    said = _make(led, fid, "bottleneck", _texts(f"counters_{att.counters}", p=att.point, at=_at(labels, att.point)), [])
-    if said is None:
+    if att.counters:
+        said = _make(led, fid, "bottleneck", _texts(f"counters_{att.counters}", p=att.point, at=_at(labels, att.point)), [])
+        if said is not None:
+            f = Finding(f.id, f.kind, {lang: f.texts[lang] + word("finding.counters_sep", lang) + said.texts[lang]
+                                       for lang in LANGS}, list(dict.fromkeys(f.evidence + said.evidence)))
+    if not att.knob:
         return f
-    return Finding(f.id, f.kind, {lang: f.texts[lang] + word("finding.counters_sep", lang) + said.texts[lang]
-                                  for lang in LANGS}, list(dict.fromkeys(f.evidence + said.evidence)))
+    return Finding(f.id, f.kind, {lang: f.texts[lang] + word("finding.counters_sep", lang)
+                                  + word("finding.knob", lang, knob=word(f"label.knob_{att.knob}", lang))
+                                  for lang in LANGS}, f.evidence)
 
 
 def _prefill_rate_of(led: Ledger, labels: dict[str, str] | None, prev_round: str | None,
@@ -452,6 +457,10 @@ def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pid
         out.append(_make(led, "thesis_knee", "thesis", _texts("thesis_no_knee", n=top, at=at[top],
                                                                prev=at[valid_pids[-2]]), []))
     advice = "thesis_advice_kept_up" if kept_up else f"thesis_advice_{said}"
+    # Advice checked against the bundle: CUDA graphs only for a GPU engine that ran without them.
+    if said == "engine_host":
+        advice += ("_cpu" if attributions[top].mechanism.startswith("cpu_engine")
+                   else "" if val(led, f"p.{top}.eager_engine") is True else "_graphs")
     limit_w, rated = val(led, f"p.{top}.power_limit_w"), val(led, "r.rated_power_w")
     if said == "gpu_compute_power_capped" and limit_w is not None and rated is not None and limit_w >= rated:
         advice += "_at_rated"       # no higher limit to set: the board is at its rated maximum

@@ -106,6 +106,10 @@ def facts_of(s: Signals, pool_full: bool | None) -> Facts:
          and delivery > (V.DELIVERY_TTFT_FACTOR - 1) * max(engine_ttft, 1.0)))
     running = s("server_running_median")
     f.engine_busy = _ge(engine_held, V.HELD_MIN) or (running is not None and bool(f.C) and running >= V.HELD_MIN * f.C)
+    if engine_held is None and running is None and little is None:
+        # No server-side count at all (no /metrics): the client kept C in flight on time, so the
+        # server had them.
+        f.engine_busy = _ge(held, V.HELD_MIN) and not f.client_side
     # The engine's processes hold the client's host (they are measured only when they share it).
     f.host_holds_client = _ge(s("engine_cpu_share"), V.ENGINE_CPU_BUSY) and _ge(s("host_cpu_busy_share"), V.HOST_SATURATED)
     return f
@@ -160,10 +164,13 @@ def _under_driven(f: Facts) -> bool:
 
 
 def _host_side(f: Facts) -> bool:
-    if not f.engine_busy or f.waiting > f.C / 4:
+    busy = f.engine_busy or (_cpu_engine(f) and _ge(f.host_cpu_busy_share, V.HOST_SATURATED))
+    if not busy or f.waiting > f.C / 4:
         return False
     if _modelled(f):
         return f.step_roof_share < V.ROOF_EXPLAINS_MIN
+    # The CPU engine: its processes hold the host's cores while it holds the load (or the host
+    # has no core left for it).
     return _cpu_engine(f) and _ge(f.engine_cpu_share, V.ENGINE_CPU_BUSY)
 
 

@@ -1,0 +1,50 @@
+"""A server's flags as its launch command, its server set and its log state them.
+
+The bundle keeps the launch command (`engine.command`, a string or a list of words), each server
+set's extra flags (`server_flags` in a point's settings) and the server log, whose
+`non default args` line names the settings the server took; a flag's value is the last one
+given, in that order of precedence.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def command_words(command: Any) -> list[str]:
+    """A launch command as its words (a string is split as a shell would)."""
+    if isinstance(command, str):
+        try:
+            return shlex.split(command)
+        except ValueError:
+            return command.split()
+    return [str(w) for w in command or ()]
+
+
+def flag_value(words: Sequence[str], flag: str) -> str | None:
+    """The value the last `--flag V` or `--flag=V` in WORDS gives, None where none does."""
+    found = None
+    for i, w in enumerate(words):
+        if w == flag and i + 1 < len(words):
+            found = words[i + 1]
+        elif w.startswith(flag + "="):
+            found = w.split("=", 1)[1]
+    return found
+
+
+def server_flag(flag: str, command: Any, set_flags: Any = None, log_args: Mapping | None = None) -> str | None:
+    """A flag's value: the server set's flags, else the launch command's, else the server log's
+    non-default arguments (what a server started elsewhere states); None where none gives it."""
+    for words in (command_words(set_flags), command_words(command)):
+        value = flag_value(words, flag)
+        if value is not None:
+            return value
+    logged = (log_args or {}).get(flag.removeprefix("--").replace("-", "_"))
+    return None if logged is None else str(logged)
+
+
+def has_flag(flag: str, command: Any, set_flags: Any = None) -> bool:
+    """Whether the launch command or the set's flags hold the switch FLAG."""
+    return flag in command_words(set_flags) + command_words(command)
