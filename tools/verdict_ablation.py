@@ -4,7 +4,7 @@
 
 Without arguments: every bundle of the controlled-cause corpus and every committed round.
 Prints the table (`=` where the verdict stands, else the verdict and how it stands to the full
-one) and a count of each relation.
+one) and a count of each relation, valid points apart.
 """
 
 from __future__ import annotations
@@ -24,11 +24,15 @@ def main(argv: list[str]) -> int:
         sorted((ROOT / "runs").glob("round-*/bundle"))
     cells = [c for p in paths for c in ablate(p)]
     print(ablation_table(cells))
-    counts = Counter((c.source, c.relation) for c in cells)
     print()
-    for source in dict.fromkeys(c.source for c in cells):
-        print(f"no {source}: " + ", ".join(f"{r} {counts[(source, r)]}" for r in ("same", "weaker", "sharper", "other")))
-    return 1 if any(c.relation == "other" for c in cells) else 0
+    for label, pick in (("valid points", lambda c: c.valid), ("points that failed a check", lambda c: not c.valid)):
+        counts = Counter((c.source, c.relation) for c in cells if pick(c))
+        print(f"{label}:")
+        for source in dict.fromkeys(c.source for c in cells):
+            print(f"  no {source}: " + ", ".join(f"{r} {counts[(source, r)]}"
+                                                 for r in ("same", "weaker", "sharper", "other")))
+    # A valid point's limit must never turn into another one (an invalid point names no limit on page 1).
+    return 1 if any(c.relation == "other" and c.valid for c in cells) else 0
 
 
 if __name__ == "__main__":

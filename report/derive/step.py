@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bundle.server_flags import has_flag, server_flag
+from report.architecture import roofline as RF
 from report.architecture import stepmodel as SM
 from report.derive.analyses import ratio
 from report.ledger import Absent
@@ -279,6 +280,33 @@ def step_roof_share(step_ms_model: float, step_ms_measured: float) -> float:
 def step_host_ms(step_ms_measured: float, step_ms_model: float) -> float:
     """What the measured step takes beyond the roofs: the host side (scheduling, Python, launches) or the roofs run below their peaks."""
     return step_ms_measured - step_ms_model
+
+
+@point_quantity(unit="tok")
+def tail_step_prefill_tokens(modelled_input_len: float, waiting_peak: float, step_token_budget: int) -> float:
+    """Prompt tokens the fullest step of the point carries: the waiting prompts (at least one), up to the step budget."""
+    return RF.largest_prefill_step_tokens(modelled_input_len, waiting_peak, step_token_budget)
+
+
+@point_quantity(unit="ms")
+def itl_tail_ms_model(model_config: Mapping[str, Any], kv_cache_dtype: str, tail_step_prefill_tokens: float,
+                      step_decode_tokens: float, modelled_input_len: float, modelled_output_len: float,
+                      compute_ceiling_tflops: float, peak_bandwidth: float, step_roof_share: float,
+                      tensor_parallel_size: int | None = None, engines_stepping: int | None = None,
+                      gpus_sampled: int | None = None) -> float:
+    """The gap a decoding request sees when its step carries the fullest prefill: that step at the roofs, at the efficiency the point's mean step ran at (the ITL tail the step budget sets)."""
+    if step_roof_share <= 0:
+        raise Absent("reason.denominator_zero")
+    c, m = _step_terms(model_config, kv_cache_dtype, tail_step_prefill_tokens, step_decode_tokens, modelled_input_len,
+                       modelled_output_len, tensor_parallel_size, compute_ceiling_tflops, peak_bandwidth,
+                       _sharing(engines_stepping, gpus_sampled))
+    return max(c, m) / step_roof_share
+
+
+@point_quantity(unit="×")
+def itl_p99_over_tail_model(itl_ms_p99: float, itl_tail_ms_model: float) -> float:
+    """The measured ITL p99 over the gap the fullest prefill step predicts (1: the tail is that step)."""
+    return ratio(itl_ms_p99, itl_tail_ms_model)
 
 
 @point_quantity(unit="×")

@@ -63,11 +63,11 @@ def without(bundle: Bundle, source: str) -> tuple[Bundle, str]:
     raise ValueError(f"unknown source {source!r}; known: {', '.join(SOURCES)}")
 
 
-def verdicts_of(bundle: Bundle, gpu_name: str = "") -> dict[str, str]:
-    """Each point's bottleneck, by point id."""
+def verdicts_of(bundle: Bundle, gpu_name: str = "") -> dict[str, tuple[str, bool]]:
+    """Each point's bottleneck and whether it passed every check, by point id."""
     rd = read_round(bundle, gpu_name=gpu_name)
     build_ledger(rd)
-    return {pid: a.bottleneck for pid, a in rd.verdicts.attribution.items()}
+    return {pid: (a.bottleneck, rd.verdicts.validity[pid].valid) for pid, a in rd.verdicts.attribution.items()}
 
 
 def relation(full: str, reduced: str) -> str:
@@ -90,6 +90,7 @@ class Cell:
     source: str
     full: str
     reduced: str
+    valid: bool          # whether the point passed every check with every source
 
     @property
     def relation(self) -> str:
@@ -104,7 +105,7 @@ def ablate(path: Path, sources: tuple[str, ...] = SOURCES) -> list[Cell]:
     for source in sources:
         reduced, gpu = without(bundle, source)
         got = verdicts_of(reduced, gpu)
-        cells += [Cell(path.parent.name, pid, source, full[pid], got[pid]) for pid in full]
+        cells += [Cell(path.parent.name, pid, source, full[pid][0], got[pid][0], full[pid][1]) for pid in full]
     return cells
 
 
@@ -114,11 +115,11 @@ def ablation_table(cells: list[Cell]) -> str:
     rows: dict[tuple[str, str], dict[str, Cell]] = {}
     for c in cells:
         rows.setdefault((c.bundle, c.point), {})[c.source] = c
-    head = ["bundle", "point", "all sources", *(f"no {s}" for s in sources)]
+    head = ["bundle", "point", "valid", "all sources", *(f"no {s}" for s in sources)]
     lines = [head]
     for (b, p), by in rows.items():
         first = next(iter(by.values()))
-        lines.append([b, p, first.full, *(("=" if by[s].relation == "same" else
+        lines.append([b, p, "yes" if first.valid else "no", first.full, *(("=" if by[s].relation == "same" else
                                             f"{by[s].reduced} ({by[s].relation})") if s in by else ""
                                            for s in sources)])
     widths = [max(len(r[i]) for r in lines) for i in range(len(head))]

@@ -533,7 +533,12 @@ def set_findings(led: Ledger, comparisons: list, labels: dict[str, str]) -> list
             # The shared blocks also freed pool: more requests ran, fewer were preempted.
             room = _texts("set_prefix_room", p=c.point, base=c.base)
             texts = {lang: texts[lang] + word("finding.sentence_sep", lang) + room[lang] for lang in LANGS}
-        out.append(_make(led, f"set_{c.point}", "sets", texts, []))
+        f = _make(led, f"set_{c.point}", "sets", texts, [])
+        if f is not None and c.question == "step_budget":
+            # The step model's prediction of each set's ITL tail: its fullest prefill step.
+            f = _followed(f, _make(led, f"set_{c.point}", "sets", _texts("set_step_budget_model", p=c.point,
+                                                                           base=c.base), []))
+        out.append(f)
     return out
 
 
