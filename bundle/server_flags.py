@@ -48,3 +48,15 @@ def server_flag(flag: str, command: Any, set_flags: Any = None, log_args: Mappin
 def has_flag(flag: str, command: Any, set_flags: Any = None) -> bool:
     """Whether the launch command or the set's flags hold the switch FLAG."""
     return flag in command_words(set_flags) + command_words(command)
+
+
+def switch_state(words: Sequence[str], name: str) -> bool | None:
+    """Whether the boolean switch `--NAME` is on in WORDS: the last of `--NAME` and `--no-NAME`
+    decides (vLLM's argparse reads them so); None where neither is given."""
+    state = None
+    for w in words:
+        if w == f"--{name}":
+            state = True
+        elif w == f"--no-{name}":
+            state = False
+    return state

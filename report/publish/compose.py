@@ -6,6 +6,7 @@ import re
 from dataclasses import asdict
 from pathlib import Path
 
+from bundle.server_flags import command_words, switch_state
 from bundle.store import BundleError, read_bundle
 from report.derive import validity as V
 from report.derive.power import PEAK_DTYPE, gpu_absent_reason
@@ -247,8 +248,11 @@ def facts_of(rd: RoundData) -> dict:
         # None where the log does not say (vLLM's default, which depends on its version).
         "prefix_caching": (rd.log.non_default_args or {}).get("enable_prefix_caching") if rd.log else None,
         "cuda_graphs": (False if (rd.log.non_default_args or {}).get("enforce_eager") else None) if rd.log else None,
-        "prefix_caching_off": any("--no-enable-prefix-caching" in " ".join(c or [])
-                                  for c in (eng.get("server_sets") or {}).values()),
+        # Off only where every server set ran with it off (the last of its switches decides): a
+        # round that also ran it on has tried it.
+        "prefix_caching_off": bool(eng.get("server_sets")) and all(
+            switch_state(command_words(c), "enable-prefix-caching") is False
+            for c in (eng.get("server_sets") or {}).values()),
         "mfu_enabled": any("--enable-mfu-metrics" in " ".join(c or [])
                            for c in (eng.get("server_sets") or {}).values()),
         "points": [p.pid for p in rd.points],
