@@ -186,6 +186,12 @@ def point_validity(led: Ledger, pid: str, status: str = "ok") -> Validity:
     checks["pace_drift"] = drift_check(get)
     scrapes = get("failed_scrape_share")
     checks["scrapes_failed"] = (None if scrapes is None else scrapes <= V.SCRAPE_FAIL_MAX, [])
+    ratio = get("delivery_tpot_ratio")
+    if scrapes is not None and scrapes > V.SCRAPE_FAIL_MAX and ratio is not None and ratio >= V.DELIVERY_RATIO_MIN:
+        # The API server answers /metrics too: scrapes that fail while it delivers tokens slower
+        # than the engine makes them are its overload (the frontend verdict), not a sampling
+        # fault; the client's own measurements stand.
+        checks["scrapes_failed"] = (True, ["scrapes_failed_frontend"])
     checks["client_distorted"] = distortion_check(get)
     # Lockstep needs both sides: the client sent together, and the server saw the wave queue.
     sync, waiting = get("send_synchrony"), get("waiting_peak")
@@ -291,7 +297,8 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
                 _gpu_signals(att, f, get, k)
             elif rule.bottleneck == "engine_host" and att.mechanism == "step_host_side":
                 _host_signals(att, f, get, k)
-            att.knob = KNOBS[att.bottleneck]
+            # The CPU engine's host side is its cores, not kernel launches.
+            att.knob = "cpu_engine" if att.mechanism.startswith("cpu_engine_busy") else KNOBS[att.bottleneck]
             return att
     keys = [k + c for c in ("waiting_peak", "delivery_tpot_ratio", "engine_cpu_share", "step_roof_share",
                             "step_ms_model", "step_ms_measured", "mfu", "mbu", "gpu_util_median_pct")]

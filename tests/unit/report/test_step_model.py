@@ -111,3 +111,25 @@ def test_without_gpu_samples_the_gpu_named_by_the_user_keeps_the_peaks():
     bundle = read_bundle(ROOT / "runs" / "round-4" / "bundle")
     reduced, gpu = without(bundle, "gpu_samples")
     assert gpu == "NVIDIA H200" and not reduced.gpu and not reduced.manifest["gpus"]
+
+
+def test_scrapes_failing_while_delivery_lags_are_the_api_servers_overload(round4):
+    # Hand-set: 31 % of C=256's scrapes failed (the API server answering neither in time); its
+    # client received tokens 1.38x slower than the engine made them.
+    import copy
+    from dataclasses import replace
+
+    from report.judge.diagnosis import point_bottleneck, point_validity
+    _, led = round4
+    hand = copy.copy(led)
+    hand.values = dict(led.values)
+    key = "p.L1024-c256.failed_scrape_share"
+    hand.values[key] = replace(led[key], value=0.31, missing=None)
+    v = point_validity(hand, "L1024-c256")
+    assert "scrapes_failed" not in v.reasons and "scrapes_failed_frontend" in v.disagreed
+    assert point_bottleneck(hand, "L1024-c256").mechanism == "delivery_slower_than_engine_scrapes_failing"
+    # Without the delivery lag the failures are a sampling fault: the point is dropped for them.
+    slow = dict(hand.values)
+    slow["p.L1024-c256.delivery_tpot_ratio"] = replace(led["p.L1024-c256.delivery_tpot_ratio"], value=1.0)
+    hand.values = slow
+    assert "scrapes_failed" in point_validity(hand, "L1024-c256").reasons

@@ -49,7 +49,7 @@ GROUPS = {
     # the diagnosis table words a point's bottleneck and failed checks by their codes
     "bottleneck_": [REPORT / "judge" / "rules.py"],
     # each limit's knob, named in rules.KNOBS
-    "knob_": [REPORT / "judge" / "rules.py"],
+    "knob_": [REPORT / "judge" / "rules.py", REPORT / "judge" / "diagnosis.py"],
     "invalid_short_": [REPORT / "judge" / "diagnosis.py"],
 }
 CJK = "[\u3400-\u9fff]"
