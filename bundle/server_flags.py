@@ -60,3 +60,29 @@ def switch_state(words: Sequence[str], name: str) -> bool | None:
         elif w == f"--no-{name}":
             state = False
     return state
+
+
+def flag_pairs(words: Sequence[str]) -> dict[str, str]:
+    """Each `--flag` of WORDS with its value ("" for a switch), the last one given winning."""
+    out: dict[str, str] = {}
+    words = list(words)
+    for i, w in enumerate(words):
+        if not w.startswith("--"):
+            continue
+        flag, eq, value = w.partition("=")
+        if eq:
+            out[flag] = value
+        elif i + 1 < len(words) and not words[i + 1].startswith("--"):
+            out[flag] = words[i + 1]
+        else:
+            out[flag] = ""
+    return out
+
+
+def set_names(set_flags: Mapping[int, Sequence[str]]) -> dict[int, str]:
+    """Each server set named by the flags whose values differ between the sets ("--max-num-seqs 8",
+    a switch by itself, "" for a set that gives none of them)."""
+    pairs = {s: flag_pairs(command_words(f)) for s, f in set_flags.items()}
+    varying = [f for f in dict.fromkeys(k for p in pairs.values() for k in p)
+               if len({p.get(f) for p in pairs.values()}) > 1]
+    return {s: " ".join(f"{f} {p[f]}".strip() for f in varying if f in p) for s, p in pairs.items()}

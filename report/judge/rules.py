@@ -110,8 +110,11 @@ def facts_of(s: Signals, pool_full: bool | None) -> Facts:
         # No server-side count at all (no /metrics): the client kept C in flight on time, so the
         # server had them.
         f.engine_busy = _ge(held, V.HELD_MIN) and not f.client_side
-    # The engine's processes hold the client's host (they are measured only when they share it).
-    f.host_holds_client = _ge(s("engine_cpu_share"), V.ENGINE_CPU_BUSY) and _ge(s("host_cpu_busy_share"), V.HOST_SATURATED)
+    # The engine's processes hold the client's host (they are measured only when they share it):
+    # the host saturated, and most of its busy time the engine's (not another process's).
+    engine_cpu, host_cpu = s("engine_cpu_share"), s("host_cpu_busy_share")
+    f.host_holds_client = _ge(host_cpu, V.HOST_SATURATED) and engine_cpu is not None and \
+        engine_cpu >= V.ENGINE_CPU_BUSY * host_cpu
     return f
 
 

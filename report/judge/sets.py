@@ -52,7 +52,8 @@ for _qty, _how in SIGNAL_HOW.items():
 
 # What else each question's table shows beside its signals (the measurements a reviewer checks).
 SHOWN: dict[str, tuple[str, ...]] = {
-    "step_budget": ("itl_ms_p90", "iteration_tokens_mean"),
+    # The step model's ITL tail beside the measured one: the fullest prefill step the budget allows.
+    "step_budget": ("itl_ms_p90", "iteration_tokens_mean", "step_token_budget", "itl_tail_ms_model"),
     "pool": ("preemptions", "kv_usage_p50"),
     # KV usage against the blocks C unshared requests would hold: shared prefixes hold fewer.
     "prefix_caching": ("prefix_cache_hit_rate", "kv_usage_p50", "kv_expected_median"),

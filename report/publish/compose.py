@@ -6,7 +6,7 @@ import re
 from dataclasses import asdict
 from pathlib import Path
 
-from bundle.server_flags import command_words, switch_state
+from bundle.server_flags import command_words, set_names, switch_state
 from bundle.store import BundleError, read_bundle
 from report.derive import validity as V
 from report.derive.power import PEAK_DTYPE, gpu_absent_reason
@@ -299,11 +299,20 @@ def point_labels(points) -> dict[str, str]:
     a Named with its form in each language."""
     varying = [(k, fmt) for k, fmt in LABEL_PARTS
                if len({str(p.settings.get(k)) for p in points}) > 1]
+    # A server set is named by the flag values that set it apart ("--max-num-seqs 8"), its
+    # number only where its flags say nothing the others do not.
+    sets = set_names({p.settings.get("server_set") or 0: p.settings.get("server_flags") or [] for p in points})
+
+    def set_part(p, lang: str) -> str:
+        n = p.settings.get("server_set") or 0
+        if sets.get(n):
+            return sets[n]
+        return word("label.point_set_defaults" if not p.settings.get("server_flags") else "label.point_set", lang, n=n)
 
     def name(p, lang: str) -> str:
         vals = [f"{p.settings.get(k):g}" if isinstance(p.settings.get(k), float) else p.settings.get(k)
                 for k, _ in varying]
-        parts = [word("label.point_set", lang, n=v) if fmt is None else fmt.format(v)
+        parts = [set_part(p, lang) if fmt is None else fmt.format(v)
                  for (_, fmt), v in zip(varying, vals)]
         return word("label.point_parts_sep", lang).join(parts) if parts else p.pid
     return {p.pid: Named({lang: name(p, lang) for lang in LANGS}) for p in points}
@@ -403,8 +412,10 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
             figs[fig.id] = fig
     from report.judge.sets import SIGNALS
     for question in dict.fromkeys(c.question for c in comparisons):
+        # A step budget's ITL tail beside the one the step model predicts for each set.
+        modelled = ("itl_tail_ms_model",) if question == "step_budget" else ()
         fig = F.fig_sets(led, question, [(c.base, c.point) for c in comparisons if c.question == question],
-                         tuple(q for q, _, _ in SIGNALS[question]), facts["point_labels"])
+                         tuple(q for q, _, _ in SIGNALS[question]) + modelled, facts["point_labels"])
         if fig is not None:
             figs[fig.id] = fig
     for fig in [*F.fig_session_turns(led, pids, facts["point_labels"]),
