@@ -202,7 +202,10 @@ def compute_ceiling_at_clock(peak_tflops: float, sm_clock_load_mhz: float, peak_
 
 
 def _sharing(engines_stepping: int | None, gpus_sampled: int | None) -> float:
-    """How many engines share one GPU's roofs (1 where each has its own, or where unknown)."""
+    """How many engines share one GPU's roofs (1 where one engine steps); Absent where several
+    engines step and no GPU was sampled (how many GPUs they share is not known)."""
+    if (engines_stepping or 1) > 1 and not gpus_sampled:
+        raise Absent("reason.engines_gpus_unknown", engines=engines_stepping)
     return max((engines_stepping or 1) / gpus_sampled, 1.0) if gpus_sampled else 1.0
 
 

@@ -143,6 +143,15 @@ def send_synchrony(measured: RequestTable, concurrency: int) -> float:
     return float(np.mean(hi - lo - 1)) / (concurrency - 1)
 
 
+@point_quantity(unit="s")
+def random_ramp_s(settings: dict) -> float:
+    """The span over which the client started its streams at random times (a closed loop's ramp), s."""
+    ramp_s = settings.get("ramp_s")
+    if settings.get("ramp") != "random" or not isinstance(ramp_s, (int, float)) or ramp_s <= 0:
+        raise Absent("reason.no_random_ramp")
+    return float(ramp_s)
+
+
 @point_quantity(unit="")
 def lifetimes_in_window(window_s: float, e2e_ms_p50: float) -> float:
     """How many median request lifetimes the window covers: window ÷ E2E p50."""

@@ -71,13 +71,17 @@ def verdicts_of(bundle: Bundle, gpu_name: str = "") -> dict[str, tuple[str, bool
 
 
 def relation(full: str, reduced: str) -> str:
-    """How a verdict without a source stands to the verdict with every source: same, weaker, other."""
+    """How a verdict without a source stands to the verdict with every source: the same limit, a
+    weaker form of it, a sharper one (the source removed had contradicted the model), silent
+    (`unknown`: what the source alone showed is gone), or another limit."""
     if reduced == full:
         return "same"
-    if WEAKER.get(full) == reduced or reduced == "unknown" and full in WEAKER.values():
+    if WEAKER.get(full) == reduced:
         return "weaker"
     if WEAKER.get(reduced) == full:
-        return "sharper"      # the source removed was the one that contradicted the model
+        return "sharper"
+    if reduced == "unknown":
+        return "silent"
     return "other"
 
 

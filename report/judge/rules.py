@@ -2,8 +2,9 @@
 
 Each rule names a limit (`bottleneck`), the knob that moves it, the ledger values it reads and
 its condition over them; the first rule whose condition holds gives the verdict. The queue's
-limits come first (the client, a shared host, the pool, the sequence cap, the step budget, the
-API server), then the step model: the roofs the model of the engine step predicts
+limits come first (the pool, the sequence cap, the step budget: requests waited inside the
+engine, so what sent them was not the limit), then the client's side (a host it shares with the
+engine, the client itself), the API server, then the step model: the roofs the model of the engine step predicts
 (report/derive/step.py) against the step measured. A step the roofs explain is the GPU's (the
 roof the modelled time sits at); one they do not explain while the engine is busy is the host
 side's. Thresholds are policy (report/derive/validity.py). vLLM's FLOP counters, NVML and the
@@ -23,8 +24,10 @@ from report.derive import validity as V
 # the compute roof, decode-only steps at the bandwidth roof, or a roof a counter contradicts).
 BOTTLENECKS = ("gpu_compute", "gpu_bandwidth", "gpu", "kv_pool", "sequence_cap", "scheduler_budget",
                "frontend", "shared_host", "client", "engine_host", "under_driven", "unknown")
-# A verdict one signal fewer may weaken to (never turn into another limit).
-WEAKER = {"gpu_compute": "gpu", "gpu_bandwidth": "gpu"}
+# A verdict one signal fewer may weaken to (never turn into another limit): a roof to the GPU
+# without one; a host shared by client and engine to the engine's host side (the client's
+# share of the story needs the host's samples).
+WEAKER = {"gpu_compute": "gpu", "gpu_bandwidth": "gpu", "shared_host": "engine_host"}
 # The knob each limit names: the label the findings word it with (`label.knob_<name>`).
 KNOBS = {"gpu_compute": "gpu_compute", "gpu_bandwidth": "gpu_bandwidth", "gpu": "gpu",
          "kv_pool": "kv_pool", "sequence_cap": "max_num_seqs", "scheduler_budget": "max_num_batched_tokens",
@@ -197,13 +200,6 @@ STEP_CITES = ("step_ms_measured", "step_ms_model", "step_roof_share", "step_comp
 
 # In order: the first rule whose condition holds names the limit.
 RULES: tuple[Rule, ...] = (
-    Rule("shared_host", lambda f: "client_shares_engine_host", lambda f: not f.open_loop and f.host_holds_client and _client_short(f),
-         ("engine_cpu_share", "host_cpu_busy_share", "client_cpu_cores", "client_wait_share", "client_lag_ms_p50",
-          "client_held_fraction", "engine_held_fraction", "engine_itl_ms_mean", "r.rule_host_saturated")),
-    Rule("client", lambda f: "client_starved", lambda f: not f.open_loop and f.client_side and f.engine_idle,
-         ("client_held_fraction", "client_lag_ms_p50", "engine_held_fraction", "engine_little_held_fraction",
-          "engine_itl_ms_mean", "ttft_ms_mean", "engine_ttft_ms_mean", "client_cpu_cores", "host_cpu_busy_share",
-          "waiting_peak")),
     Rule("kv_pool", lambda f: "pool_full_and_waiting" if f.kv_usage_peak is not None else "pool_full_and_waiting_log",
          lambda f: bool(f.pool_full) and (f.waiting > 0 or f.preempt > 0),
          ("kv_usage_peak", "log_kv_usage_peak_pct", "pool_tokens_usable", "request_peak_tokens", "kv_expected_peak",
@@ -214,6 +210,13 @@ RULES: tuple[Rule, ...] = (
     Rule("scheduler_budget", lambda f: "step_budget_full", lambda f: _queue_with_room(f) and _budget_full(f),
          ("iteration_tokens_mean", "step_token_budget", "waiting_peak", "kv_usage_peak", "queue_ms_mean",
           "prefill_ms_mean", "r.rule_budget_full_share")),
+    Rule("shared_host", lambda f: "client_shares_engine_host", lambda f: not f.open_loop and f.host_holds_client and _client_short(f),
+         ("engine_cpu_share", "host_cpu_busy_share", "client_cpu_cores", "client_wait_share", "client_lag_ms_p50",
+          "client_held_fraction", "engine_held_fraction", "engine_itl_ms_mean", "r.rule_host_saturated")),
+    Rule("client", lambda f: "client_starved", lambda f: not f.open_loop and f.client_side and f.engine_idle,
+         ("client_held_fraction", "client_lag_ms_p50", "engine_held_fraction", "engine_little_held_fraction",
+          "engine_itl_ms_mean", "ttft_ms_mean", "engine_ttft_ms_mean", "client_cpu_cores", "host_cpu_busy_share",
+          "waiting_peak")),
     Rule("frontend", lambda f: "delivery_slower_than_engine_scrapes_failing"
          if _ge(f.failed_scrape_share, V.SCRAPE_FAIL_MAX) else "delivery_slower_than_engine", _delivery_slow,
          ("engine_tpot_ms_mean", "client_tpot_ms_mean", "delivery_tpot_ratio", "itl_error_ms_p50", "client_lag_ms_p50",

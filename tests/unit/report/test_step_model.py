@@ -104,6 +104,8 @@ def test_weaker_and_other_are_told_apart():
     assert relation("gpu", "gpu_compute") == "sharper"
     assert relation("kv_pool", "gpu") == "other"
     assert relation("engine_host", "engine_host") == "same"
+    assert relation("kv_pool", "unknown") == "silent"
+    assert relation("shared_host", "engine_host") == "weaker"
 
 
 def test_without_gpu_samples_the_gpu_named_by_the_user_keeps_the_peaks():
