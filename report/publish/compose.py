@@ -411,6 +411,10 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
         if fig is not None:
             figs[fig.id] = fig
     from report.judge.sets import SIGNALS
+    if any(c.question == "step_budget" for c in comparisons):
+        fig = F.fig_budget_curve(led, [p.pid for p in rd.points if p.pid in valid])
+        if fig is not None:
+            figs[fig.id] = fig
     for question in dict.fromkeys(c.question for c in comparisons):
         # A step budget's ITL tail beside the one the step model predicts for each set.
         modelled = ("itl_tail_ms_model",) if question == "step_budget" else ()

@@ -557,6 +557,41 @@ def fig_sets(led: Ledger, question: str, pairs: list[tuple[str, str]], signals: 
                   {lang: TEXT[lang][f"sets_title_{question}"] for lang in LANGS}, keys=tuple(keys))
 
 
+# A sweep of the step budget over three or more sets: each measurement as a curve over the
+# budget, the ITL tail the step model predicts beside the measured p99.
+BUDGET_CURVES = (("itl_ms_p99", "itl_tail_ms_model"), ("ttft_ms_p99",), ("output_tok_s",))
+
+
+def fig_budget_curve(led: Ledger, pids: list[str]) -> Figure | None:
+    """ITL p99 (measured and predicted), TTFT p99 and output throughput over the step budget of each set."""
+    budgets = {pid: _val(led, f"p.{pid}.step_token_budget") for pid in pids}
+    pts = [pid for pid in pids if budgets[pid] is not None]
+    if len({budgets[pid] for pid in pts}) < 3:
+        return None
+    keys = [f"p.{pid}.{q}" for pid in pts for panel in BUDGET_CURVES for q in panel
+            if _val(led, f"p.{pid}.{q}") is not None] + [f"p.{pid}.step_token_budget" for pid in pts]
+
+    def make(t):
+        rows = [{"budget": budgets[pid], "panel": t[f"set_{panel[0]}"], "series": t[f"budget_series_{q}"],
+                 "y": _val(led, f"p.{pid}.{q}"), "point": pid}
+                for pid in pts for panel in BUDGET_CURVES for q in panel if _val(led, f"p.{pid}.{q}") is not None]
+        df = pd.DataFrame(rows)
+        series = list(dict.fromkeys(r["series"] for r in rows))
+        ch = alt.Chart(df).mark_line(point=True).encode(
+            x=alt.X("budget:Q", title=t["budget_axis"], scale=alt.Scale(type="log", base=2),
+                    axis=alt.Axis(values=sorted({budgets[p] for p in pts}), format=",d")),
+            y=alt.Y("y:Q", title=None),
+            color=alt.Color("series:N", sort=series, legend=_legend(""),
+                            scale=alt.Scale(domain=series, range=PALETTE[:len(series)])),
+            strokeDash=alt.StrokeDash("series:N", sort=series, legend=None),
+            tooltip=[alt.Tooltip("point:N", title=t["point"]), alt.Tooltip("y:Q", format=",.2f")])
+        return ch.properties(width=WIDTH // len(BUDGET_CURVES) - 20, height=HEIGHT).facet(
+            column=alt.Column("panel:N", title=None, sort=[t[f"set_{p[0]}"] for p in BUDGET_CURVES])
+        ).resolve_scale(y="independent").to_dict()
+    return Figure("budget_curve", per_lang(make), {lang: TEXT[lang]["budget_title"] for lang in LANGS},
+                  keys=tuple(keys))
+
+
 def fig_repro(led: Ledger, pids: list[str], axis: str) -> Figure | None:
     """Output throughput difference against the previous round at each common point (item 9)."""
     keys = tuple(f"x.{pid}.output_tok_s_diff" for pid in pids if f"x.{pid}.output_tok_s_diff" in led
