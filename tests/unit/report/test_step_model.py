@@ -135,3 +135,15 @@ def test_scrapes_failing_while_delivery_lags_are_the_api_servers_overload(round4
     slow["p.L1024-c256.delivery_tpot_ratio"] = replace(led["p.L1024-c256.delivery_tpot_ratio"], value=1.0)
     hand.values = slow
     assert "scrapes_failed" in point_validity(hand, "L1024-c256").reasons
+
+
+def test_a_budget_sweep_of_three_sets_is_a_curve_with_the_models_tail_beside_it():
+    from report.publish.compose import compose_round
+    rep = compose_round(FIXTURES / "corpus" / "h200-budget-sweep" / "bundle", "sweep")
+    fig = rep.figures["budget_curve"]
+    budgets = {rep.ledger.value_of(k) for k in fig.keys if k.endswith(".step_token_budget")}
+    assert budgets == {512, 2048, 8192}
+    assert sum(k.endswith(".itl_tail_ms_model") for k in fig.keys) == 3
+    # Each set is named by its flag value wherever it is named.
+    labels = rep.facts.point_labels if hasattr(rep.facts, "point_labels") else rep.facts["point_labels"]
+    assert "--max-num-batched-tokens 2048" in str(labels["s1-L1024-c64"])
