@@ -307,7 +307,9 @@ def point_labels(points) -> dict[str, str]:
         n = p.settings.get("server_set") or 0
         if sets.get(n):
             return sets[n]
-        return word("label.point_set_defaults" if not p.settings.get("server_flags") else "label.point_set", lang, n=n)
+        # The one set that adds no flag is "no added flags"; sets whose flags name none apart, by number.
+        alone = [m for m, name in sets.items() if not name] == [n] and not p.settings.get("server_flags")
+        return word("label.point_set_defaults" if alone else "label.point_set", lang, n=n)
 
     def name(p, lang: str) -> str:
         vals = [f"{p.settings.get(k):g}" if isinstance(p.settings.get(k), float) else p.settings.get(k)

@@ -30,10 +30,12 @@ def test_each_set_is_judged_on_its_questions_two_signals_against_the_base():
     from report.judge.verdicts import read_bundle_ledger as read
     rd, led = read(FIXTURES / "corpus" / "h200-causes" / "bundle")
     got = {c.point: (c.question, c.direction, c.verdict) for c in rd.verdicts.set_comparisons}
-    # Only C=8 compares: the base set's C=64 failed its checks. There 8 requests fit any pool
-    # and any cap of 8, so neither flag binds; eager mode slows every step.
+    # At C=8, 8 requests fit any pool and any cap of 8, so neither flag binds; eager mode slows
+    # every step. At C=64 the small pool runs fewer and queues more, and eager mode still slows
+    # every step; the capped set's C=64 failed its checks (it could not hold C), so it is not compared.
     assert got == {"s1-L1024-c8": ("pool", -1, "unchanged"), "s2-L1024-c8": ("seqs_cap", 1, "unchanged"),
-                   "s3-L1024-c8": ("eager", 1, "held")}
+                   "s3-L1024-c8": ("eager", 1, "held"), "s1-L1024-c64": ("pool", -1, "held"),
+                   "s3-L1024-c64": ("eager", 1, "held")}
     assert led.value_of("p.s3-L1024-c8.itl_ms_p50_vs_base") > 1 > led.value_of("p.s3-L1024-c8.engine_steps_per_s_vs_base")
 
 
