@@ -60,6 +60,7 @@ from bench.provenance import (
 from bench.search import SloSearch
 from bench.workload import make_prompts, stream_start_offsets
 from bundle.files import server_log_name
+from bundle.lock import BundleLock
 from bundle.metric_keys import ENDPOINT_LABEL, sample_key, split_key
 from bundle.redact import Redactor
 from bundle.store import BundleWriter, read_bundle
@@ -558,6 +559,17 @@ def run_round(plan: Plan, out: Path, endpoint_override: str | list[str] | None =
         plan.engine.endpoint = "" if several else (
             endpoint_override[0] if isinstance(endpoint_override, list) else endpoint_override)
         plan.engine.endpoints = list(endpoint_override) if several else []
+    # One writer per bundle, from before a resume reads what is there until the bundle closes.
+    with BundleLock(out) as lock:
+        if lock.took_over:
+            print(f"{out}: the lock of process {lock.took_over}, which is gone, is taken over",
+                  file=sys.stderr)
+        return _record(plan, out, endpoint_override, resume, api_key, judge)
+
+
+def _record(plan: Plan, out: Path, endpoint_override: str | list[str] | None, resume: bool,
+            api_key: str | None, judge: Judge | None) -> str:
+    """run_round's work, under the bundle's lock."""
     resuming = resume and (out / "manifest.json").exists()
     skip = completed_points(out) if resuming else set()
     if resuming:
