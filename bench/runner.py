@@ -62,6 +62,7 @@ from bench.workload import make_prompts, stream_start_offsets
 from bundle.files import server_log_name
 from bundle.lock import BundleLock
 from bundle.metric_keys import ENDPOINT_LABEL, sample_key, split_key
+from bundle.plausible import screen
 from bundle.redact import Redactor
 from bundle.store import BundleWriter, read_bundle
 
@@ -130,7 +131,11 @@ class MetricsSampler:
             # dt: until the last page was read (the parsing after it is not the scrape's).
             samples = (pages[0][1] if not several else
                        {labelled(key, k): v for k, (_, page) in enumerate(pages) for key, v in page.items()})
+            # A sample that is no measurement (NaN, a negative power) is kept out, with why.
+            samples, withheld = screen(samples)
             rec.update(dt=max(done for done, _ in pages) - t, ok=True, samples=samples)
+            if withheld:
+                rec["withheld"] = withheld
         w.append(self.stream, rec)
 
     async def run(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:

@@ -46,7 +46,7 @@ from bundle.files import (
 )
 from bundle.redact import REDACTED, SECRET_MIN_LEN, Redactor  # noqa: F401 - REDACTED re-exported
 from bundle.request_table import RequestTable, line_blocks, read_request_files
-from bundle.schema import record_problem
+from bundle.schema import manifest_problem, not_finite, record_problem
 
 SCHEMA_VERSION = 3
 KIND = "serving-ledger/bundle"
@@ -147,7 +147,8 @@ def compress_in_members(src: Path, dst: Path, member_bytes: int = GZ_MEMBER_BYTE
 def check_written(stream: str, record: dict[str, Any]) -> None:
     """Refuse to write a record the reader would refuse (a collector's bug, caught where it is
     made rather than when the bundle is read)."""
-    bad = record_problem(stream, record)
+    bad = record_problem(stream, record) or not_finite(
+        {k: v for k, v in record.items() if k != "chunks"})    # chunk times: the client's clock
     if bad:
         raise ValueError(f"a {stream} record the bundle reader would refuse: {bad}")
 
@@ -245,6 +246,9 @@ class BundleWriter:
         unknown = set(self.manifest) - MANIFEST_KEYS
         if unknown:
             raise BundleError(f"manifest fields not in format v{SCHEMA_VERSION}: {sorted(unknown)}")
+        bad = manifest_problem(self.manifest)
+        if bad:
+            raise BundleError(f"{self.path}/manifest.json: not written, the reader would refuse it: {bad}")
         tmp = self.path / "manifest.json.tmp"
         text = self.secrets.line(self.manifest, lambda m: json.dumps(
             m, indent=2, ensure_ascii=False, sort_keys=True)) + "\n"
@@ -503,6 +507,9 @@ def read_bundle(path: str | os.PathLike) -> Bundle:
     t0 = (manifest["clock"] or {}).get("t0_wall_unix")
     if not isinstance(t0, (int, float)) or isinstance(t0, bool):
         raise BundleError(f"{mpath}: clock.t0_wall_unix must be a number, not {t0!r:.60}")
+    bad = manifest_problem(manifest)
+    if bad:
+        raise BundleError(f"{mpath}: {bad}")
     b = Bundle(path=path, manifest=manifest)
     files = {stream: stream_file(path, stream) for stream in stream_names(path)}
     for stream in SAMPLE_FILES:

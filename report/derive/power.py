@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from bundle.gpu_fields import reason_bits
 from bundle.metric_keys import split_key
+from bundle.plausible import DCGM_FIELDS, dcgm_blank, dcgm_value_problem
 from report.architecture.gpus import GpuSpec, lookup_gpu
 from report.derive.analyses import peak_at_clock, ratio
 from report.ledger import Absent, Reason, reason_from_text
@@ -376,45 +377,13 @@ def power_peak_over_limit(power_peak_w: float, power_limit_w: float) -> float:
         raise Absent("reason.no_power_limit")
     return power_peak_w / power_limit_w - 1.0
 
-# An NVIDIA DCGM exporter's page (dcgm.jsonl, a remote server's GPUs) read as the GPU rows
-# above: each field the functions here read, from the exporter's name and the scale to it
-# (DCGM's profiling ratios are 0..1, the rows' shares per cent; its link rates are bytes/s).
-DCGM_FIELDS = {
-    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0),
-    "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("power_limit_w", 1.0),
-    "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", 1.0),
-    "DCGM_FI_DEV_MEM_CLOCK": ("mem_clock_mhz", 1.0),
-    "DCGM_FI_DEV_GPU_TEMP": ("temperature_c", 1.0),
-    "DCGM_FI_DEV_GPU_UTIL": ("gpu_util_pct", 1.0),
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_mj", 1.0),
-    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": ("throttle_reasons", 1.0),
-    "DCGM_FI_DEV_FB_USED": ("mem_used_bytes", float(MIB)),
-    "DCGM_FI_PROF_DRAM_ACTIVE": ("gpm_dram_bw_util_pct", 100.0),
-    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("gpm_any_tensor_util_pct", 100.0),
-    "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE": ("gpm_hmma_tensor_util_pct", 100.0),
-    "DCGM_FI_PROF_SM_ACTIVE": ("gpm_sm_util_pct", 100.0),
-    "DCGM_FI_PROF_SM_OCCUPANCY": ("gpm_sm_occupancy_pct", 100.0),
-    "DCGM_FI_PROF_NVLINK_RX_BYTES": ("gpm_nvlink_rx_mib_s", 1.0 / MIB),
-    "DCGM_FI_PROF_NVLINK_TX_BYTES": ("gpm_nvlink_tx_mib_s", 1.0 / MIB),
-    "DCGM_FI_PROF_PCIE_RX_BYTES": ("gpm_pcie_rx_mib_s", 1.0 / MIB),
-    "DCGM_FI_PROF_PCIE_TX_BYTES": ("gpm_pcie_tx_mib_s", 1.0 / MIB),
-}
-# DCGM's "blank" values (no reading): its int32 and int64 blanks and above, and its FP64 blank.
-DCGM_BLANK_INT32, DCGM_BLANK_INT64, DCGM_BLANK_FP64 = 0x7FFFFFF0, 0x7FFFFFFFFFFFFFF0, 140737488355328.0
-# Fields DCGM keeps as int32 (a value from its int32 blank up is no reading).
-DCGM_INT32 = {"DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_GPU_TEMP",
-              "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"}
-
-
-def _dcgm_blank(name: str, value: float) -> bool:
-    """Whether DCGM's VALUE of NAME is one of its blanks (no reading), not a measurement."""
-    return (value >= DCGM_BLANK_INT64 or value == DCGM_BLANK_FP64
-            or (name in DCGM_INT32 and value >= DCGM_BLANK_INT32))
+# An NVIDIA DCGM exporter's page (dcgm.jsonl, a remote server's GPUs) is read as the GPU rows
+# above through bundle/plausible.py's DCGM_FIELDS (each exporter name's row field and scale).
 
 
 def dcgm_gpu_rows(scrapes: Samples) -> list[dict]:
     """The exporter's scrapes as GPU rows, one per GPU (its `gpu` label) and answered scrape: the
-    fields DCGM_FIELDS maps, a blank left out; the profiling counters cover the interval since
+    fields DCGM_FIELDS maps, a blank or a value out of its range left out; the profiling counters cover the interval since
     the previous answered scrape (DCGM averages them over its own sampling period within it)."""
     rows, last_t = [], None
     for s in scrapes:
@@ -425,8 +394,8 @@ def dcgm_gpu_rows(scrapes: Samples) -> list[dict]:
             name, labels = split_key(key)
             if name not in DCGM_FIELDS or "gpu" not in labels or value is None:
                 continue
-            if _dcgm_blank(name, value):
-                continue
+            if dcgm_blank(name, value) or dcgm_value_problem(name, value):
+                continue    # no reading, or none the GPU can give (kept out by later collectors)
             field_name, scale = DCGM_FIELDS[name]
             row = by_gpu.setdefault(int(labels["gpu"]), {"t": s["t"], "gpu": int(labels["gpu"])})
             row[field_name] = value * scale
