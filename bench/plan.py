@@ -13,7 +13,6 @@ import math
 import os
 import re
 import resource
-import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -24,10 +23,10 @@ from bench.prompts import (  # noqa: F401 - PlanError re-exported
     MAX_TOKENS,
     PlanError,
     read_prompt_file,
-    read_text_file,
 )
-from bundle.expect import ExpectError, expect_from_dict
+from bundle.expect import MAX_PLAN_FILE_BYTES, ExpectError, expect_from_dict
 from bundle.slo import SloError, slo_from_dict
+from bundle.textfile import read_toml_file
 
 
 @dataclass
@@ -561,7 +560,7 @@ def check_plan(plan: Plan) -> None:
     check_capacity(plan, points)
 
 
-MAX_PLAN_BYTES = 1 << 20
+MAX_PLAN_BYTES = MAX_PLAN_FILE_BYTES
 
 
 def check_prompt_file(path: str, where: str) -> None:
@@ -576,11 +575,7 @@ def load_plan(path: str | Path) -> Plan:
     path = Path(path)
     if not path.exists():
         raise PlanError(f"{path}: no such plan file")
-    text = read_text_file(path, str(path), limit=MAX_PLAN_BYTES)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise PlanError(f"{path}: {e}") from None
+    data = read_toml_file(path, str(path), MAX_PLAN_BYTES, PlanError)
     return plan_from_dict(data, source=str(path))
 
 

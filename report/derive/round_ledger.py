@@ -7,6 +7,7 @@ raw samples or other values) or `Ledger.record` (a setting or count read from a 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -140,6 +141,11 @@ def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str
                      slo=slo, slo_source=slo_source, round_id=round_id, other_logs=others)
 
 
+# read_round's SLO for a reader that uses none (`summary`): the round's own is not read, so a
+# slo.toml it cannot read does not stop it.
+NO_SLO = (None, "")
+
+
 def slo_file_of(bundle_dir: Path) -> Path:
     """Where a round states the SLO it is judged against: slo.toml beside its bundle/."""
     d = Path(bundle_dir)
@@ -147,13 +153,14 @@ def slo_file_of(bundle_dir: Path) -> Path:
 
 
 def round_slo(bundle: Bundle) -> tuple[Slo | Reason | None, str]:
-    """The round's SLO and where it is stated: its slo.toml, else its plan's [slo]; None when neither states one."""
+    """The round's SLO and where it is stated: its slo.toml, else its plan's [slo]; None when
+    neither states one. A slo.toml that cannot be read raises SloError naming the file and field."""
     path = slo_file_of(bundle.path)
-    if path.is_file():
-        try:
-            return slo_of_file(path), str(path.name)
-        except SloError as e:
-            return Reason.of("reason.slo_unreadable", problem=str(e)), str(path.name)
+    if os.path.lexists(path):
+        # Any slo.toml, a symlink, a pipe or a directory too, is read by the one reader: a
+        # round judged against an SLO it states but cannot read is refused (SloError), not
+        # judged against none.
+        return slo_of_file(path), str(path.name)
     table = (bundle.manifest.get("plan") or {}).get("slo")
     where = f"{bundle.name}/manifest.json: plan.slo"
     if not table:
