@@ -317,7 +317,7 @@ BOUNDS: dict[tuple[str, str], tuple[float, float, bool]] = {
     ("workload", "prefix_len"): (0, MAX_TOKENS, True),
     ("workload", "num_prefixes"): (1, 1 << 20, True),
     ("workload", "turns"): (1, 1 << 10, True),
-    ("workload", "think_ms"): (0, 3_600_000, True),
+    ("workload", "think_ms"): (0, sessions.MAX_THINK_MS, True),
     ("workload", "token_id_low"): (0, MAX_TOKENS, True),
     ("workload", "time_scale"): (0, 10**6, False),
     ("workload", "max_requests"): (0, 10**9, True),
@@ -500,7 +500,7 @@ def check_plan(plan: Plan) -> None:
         raise PlanError(f"{src} [workload].kind: {w.kind!r} is not random, shared-prefix, jsonl, "
                         "sessions, trace or sharegpt")
     if w.kind == sessions.KIND:
-        sessions.check_sessions(w, src, plan.client.workers)
+        sessions.check_sessions(w, src, plan.client.workers, s.duration_s)
     if w.kind in replay.KINDS:
         replay.check_replay(w, s, src)
     elif w.trace or w.dataset:

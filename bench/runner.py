@@ -264,7 +264,7 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
             run, sessions.SessionDraws(wl, point["input_len"], point["output_len"], seed),
             [t_start + off for off in stream_start_offsets(C, point.get("ramp_s") or 0.0, seed)],
             send_turn,
-            warm_or_measure)
+            warm_or_measure, vocab=served_vocab(w.manifest))
     elif wl.kind == replay.TRACE:
         # An open loop with no cap: each request goes at its own time whatever is in flight.
         await drive_open(run, replay.trace_schedule(wl, w.now()), None)
@@ -276,6 +276,15 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
         offsets = stream_start_offsets(C, point.get("ramp_s") or 0.0, seed)
         await drive_closed(run, [t_start + off for off in offsets])
     return await end_point(w, point, state, engine, progress, index, t_start)
+
+
+def served_vocab(manifest: dict) -> int | None:
+    """How many token ids the served model can emit: the larger of its tokenizer's and its
+    config's vocabulary (random weights emit ids past the tokenizer's), None when neither is known."""
+    model = manifest.get("model") or {}
+    sizes = [n for n in (model.get("tokenizer_vocab_size"), (model.get("config") or {}).get("vocab_size"))
+             if isinstance(n, int) and not isinstance(n, bool) and n > 0]
+    return max(sizes, default=None)
 
 
 async def models_with_key(session: aiohttp.ClientSession, endpoint: str) -> list | None:
