@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bundle.schema import point_id
 from bundle.textfile import read_toml_file
 
 # A plan file is at most this large (bench/plan.py reads it with the same bound).
@@ -39,6 +40,9 @@ def expect_from_dict(data: Any, source: str) -> dict[str, dict[str, Any]]:
         raise ExpectError(f"{source}: [expect] must be a table of point ids")
     for pid, table in data.items():
         where = f"{source} [expect.{pid}]"
+        if not point_id(pid):
+            raise ExpectError(f"{source} [expect]: {pid!r:.70} is not a point id (letters, digits "
+                              "and .+- as the collector makes them)")
         if not isinstance(table, dict):
             raise ExpectError(f"{where}: must be a table")
         unknown = set(table) - set(EXPECT_KEYS)

@@ -9,6 +9,7 @@ line and field.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Callable
 
 from bundle.gpu_fields import GPM_FIELDS
@@ -82,11 +83,23 @@ def chunk_pairs(v: Any) -> bool:
         and (p[1] is None or (integer(p[1]) and 0 <= p[1] <= MAX_COUNT)) for p in v)
 
 
+# A point id as the collector makes it (bench/plan.py Plan._point: `s1-L128-c4`, `L1024-r0.5`,
+# `L64-r1e+06`): letters, digits and `.+-`, so an id is data wherever the report puts it (the
+# `[[p.<id>.<key>]]` placeholders of its sentences, a file name), never markup.
+POINT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+-]{0,63}")
+
+
+def point_id(v: Any) -> bool:
+    """A point id the collector makes (POINT_ID)."""
+    return isinstance(v, str) and POINT_ID.fullmatch(v) is not None
+
+
 # What each word names in a message.
 WHAT = {number: "a number", integer: "an integer", text: "a string", boolean: "true or false",
         obj: "an object", array: "a list", numbers_by_name: "an object of numbers",
         chunk_pairs: "a list of [time, tokens or null] pairs",
-        count: "a whole number at or above 0", words: "a command line", texts_by_name: "an object of strings"}
+        count: "a whole number at or above 0", point_id: "a point id of letters, digits and .+- "
+        "(at most 64, as the collector makes them)", words: "a command line", texts_by_name: "an object of strings"}
 
 # "search": a search sweep's verdict on a point (met_slo), which chose the next one.
 POINT_EVENTS = ("start", "measure", "end", "server_start", "server_ready", "server_stop", "search")
@@ -94,13 +107,13 @@ POINT_STATUSES = ("ok", "failed")
 
 # The fields of a point's `settings` (bench/plan.py Plan.points writes them).
 SETTINGS: dict[str, Check] = {
-    "id": text, "server_flags": array, "server_set": count, "input_len": count,
+    "id": point_id, "server_flags": array, "server_set": count, "input_len": count,
     "output_len": count, "arrival": text, "concurrency": nullable(count),
     "request_rate": nullable(number), "ramp_s": number, "ramp": text,
 }
 
 STREAMS: dict[str, dict[str, Check]] = {
-    "points": {"t": number, "event": text, "point": nullable(text), "settings": obj,
+    "points": {"t": number, "event": text, "point": nullable(point_id), "settings": obj,
                "status": text, "reason": nullable(text), "seed": integer, "server_set": count,
                "command": nullable(array), "mode": text, "met_slo": boolean},
     # withheld: the scraped samples that were no measurement (not finite, out of range), each
