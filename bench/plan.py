@@ -24,6 +24,7 @@ from bench.prompts import (  # noqa: F401 - PlanError re-exported
     PlanError,
     read_prompt_file,
 )
+from bench.urls import check_endpoint, check_endpoints_differ
 from bundle.expect import MAX_PLAN_FILE_BYTES, ExpectError, expect_from_dict
 from bundle.slo import SloError, slo_from_dict
 from bundle.textfile import read_toml_file
@@ -459,8 +460,11 @@ def check_endpoints(e: EngineSpec, src: str) -> None:
     if e.endpoints and len(e.endpoints) < 2:
         raise PlanError(f"{src} [engine].endpoints: {len(e.endpoints)} given; one server is "
                         "`endpoint`, `endpoints` names two or more")
-    if len(set(e.endpoints)) != len(e.endpoints):
-        raise PlanError(f"{src} [engine].endpoints: an endpoint is named twice")
+    key = "endpoints" if e.endpoints else "endpoint"
+    if e.mode != "embedded":
+        for url in e.all_endpoints():
+            check_endpoint(url, f"{src} [engine].{key}")
+    check_endpoints_differ(e.endpoints, f"{src} [engine].endpoints")
     if e.endpoints and e.mode == "embedded":
         raise PlanError(f"{src} [engine].endpoints: the embedded engine is one server; several "
                         "endpoints need launch or endpoint mode")

@@ -19,6 +19,7 @@ import re
 import shlex
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any, Callable
 
@@ -63,7 +64,7 @@ from bundle.files import server_log_name
 from bundle.lock import BundleLock
 from bundle.metric_keys import ENDPOINT_LABEL, sample_key, split_key
 from bundle.plausible import screen
-from bundle.redact import Redactor
+from bundle.redact import Redactor, url_credentials
 from bundle.store import BundleWriter, read_bundle
 
 # Host CPU is sampled at least this often: a short point still gets two samples.
@@ -556,6 +557,11 @@ def secrets_of(plan: Plan, api_key: str | None) -> list[str]:
         elif a.startswith(tuple(f + "=" for f in SECRET_FLAGS)):
             out.append(a.split("=", 1)[1])
     out += [str(v) for k, v in (e.env or {}).items() if SECRET_ENV.search(k)]
+    # A URL's user and password (an exporter behind basic auth: aiohttp sends them); endpoints
+    # carrying them are refused by the plan check (bench/urls.py).
+    creds = [c for url in [plan.sampler.gpu_metrics, *e.all_endpoints()] if url
+             and (c := url_credentials(url))]
+    out += creds + [urllib.parse.unquote(c) for c in creds]   # as written, and as decoded
     return out
 
 
