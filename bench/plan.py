@@ -479,6 +479,19 @@ def check_endpoints(e: EngineSpec, src: str) -> None:
                         f"{len(e.all_endpoints())} endpoints; launch mode starts one server per endpoint")
 
 
+def flags_problem(plan: Plan, where: str) -> str | None:
+    """Why PLAN's server flags cannot reach a server (in endpoint mode the server already runs,
+    started elsewhere), led by WHERE, None when they can or it has none: flags recorded but not
+    applied would make the bundle say what did not run."""
+    e, sets = plan.engine, [f for f in plan.sweep.server_flags if f]
+    if e.mode != "endpoint" or not (sets or e.flags):
+        return None
+    key, what = (("[sweep].server_flags", f"{len(plan.sweep.server_flags)} server-flag sets") if sets
+                 else ("[engine].flags", f"the flags {e.flags!r:.60}"))
+    return (f"{where} {key}: {what} in endpoint mode, where the server already runs and no flag "
+            "reaches it; start each set with launch mode, or drop them")
+
+
 def check_plan(plan: Plan) -> None:
     """Refuse settings no run could honour, naming the key: before anything starts."""
     src = plan.source or "plan"
@@ -555,6 +568,15 @@ def check_plan(plan: Plan) -> None:
                         "a point needs at least 1 (or a positive duration_s)")
     if not s.server_flags or not all(isinstance(f, list) for f in s.server_flags):
         raise PlanError(f"{src} [sweep].server_flags: a list of flag lists, e.g. [[], [\"--x\"]]")
+    twice = next(((i, j) for j, b in enumerate(s.server_flags) for i, a in enumerate(s.server_flags[:j])
+                  if a == b), None)
+    if twice:
+        raise PlanError(f"{src} [sweep].server_flags: sets {twice[0]} and {twice[1]} are the same "
+                        f"flags ({s.server_flags[twice[1]]!r:.80}); their points would be compared as "
+                        "if the server differed")
+    problem = flags_problem(plan, src)
+    if problem:
+        raise PlanError(problem)
     check_search(plan)
     points = plan.points()
     stray = sorted(set(plan.expect) - {p["id"] for p in points})
@@ -651,7 +673,16 @@ ADDED_KEYS = {("engine", "endpoints"): [], ("engine", "commands"): []}
 
 def resume_problem(recorded: dict[str, Any], now: dict[str, Any]) -> str | None:
     """Why the plan NOW (as the manifest would record it) cannot continue a bundle recorded
-    with the plan RECORDED, None when it can: every point of one bundle runs one workload."""
+    with the plan RECORDED, None when it can: every point of one bundle runs one workload, on as
+    many servers, and a search sweep's points were chosen by one SLO."""
+    def servers(plan: dict[str, Any]) -> int:
+        return len((plan.get("engine") or {}).get("endpoints") or []) or 1
+    if servers(recorded) != servers(now):
+        return (f"--resume: the bundle was recorded against {servers(recorded)} server(s) and is given "
+                f"{servers(now)} now; its engines' samples would not add up (record a new round)")
+    if (recorded.get("sweep") or {}).get("search") and recorded.get("slo") != now.get("slo"):
+        return (f"--resume: [slo] was {recorded.get('slo')!r:.80} when the search chose its points "
+                f"and is {now.get('slo')!r:.80} now; a search continues under the SLO it started with")
     for section in sorted(set(recorded) | set(now)):
         a, b = recorded.get(section), now.get(section)
         if (section,) in RESUME_FREE or a == b:

@@ -32,7 +32,7 @@ from bench.exposition import parse_exposition
 from bench.hostcpu import host_monitor
 from bench.loop import collect_between_points
 from bench.loop import run as run_loop
-from bench.plan import Plan, PlanError, context_problem, resume_problem
+from bench.plan import Plan, PlanError, context_problem, flags_problem, resume_problem
 from bench.point_driver import (
     LocalSlots,
     PointRun,
@@ -579,6 +579,9 @@ def run_round(plan: Plan, out: Path, endpoint_override: str | list[str] | None =
         plan.engine.endpoint = "" if several else (
             endpoint_override[0] if isinstance(endpoint_override, list) else endpoint_override)
         plan.engine.endpoints = list(endpoint_override) if several else []
+        problem = flags_problem(plan, f"--endpoint over {plan.source or 'the plan'}:")
+        if problem:
+            raise PlanError(problem)
     # One writer per bundle, from before a resume reads what is there until the bundle closes.
     with BundleLock(out) as lock:
         if lock.took_over:
