@@ -110,7 +110,10 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
     if args.model_config is not None:
         plan.engine.model_config = args.model_config
     if args.server_flags:
-        plan.engine.flags = plan.engine.flags + shlex.split(args.server_flags)
+        try:
+            plan.engine.flags = plan.engine.flags + shlex.split(args.server_flags)
+        except ValueError as e:     # an unclosed quote, a lone escape
+            raise PlanError(f"--server-flags: {args.server_flags!r:.80} is not a command line ({e})") from None
     if args.concurrency is not None:
         s.concurrency = args.concurrency
     if args.request_rate is not None:

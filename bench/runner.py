@@ -497,11 +497,13 @@ def served_model_paths(plan: Plan) -> tuple[str | None, str | None, str | None]:
 
 
 def dataset_tokenizer(plan: Plan) -> str | None:
-    """The folder of the served model's tokenizer.json: the served model's, else the folder of
-    the plan's [engine].model_config (an endpoint's model is known only from that)."""
+    """The folder of the served model's tokenizer.json: the served model's, else the plan's
+    [engine].model_config's folder, or that folder itself when it names one (an endpoint's
+    model is known only from that)."""
     tok = served_model_paths(plan)[1]
     if tok is None and plan.engine.model_config:
-        tok = str(Path(plan.engine.model_config).parent)
+        cfg = Path(plan.engine.model_config)     # config.json, or the model's folder itself
+        tok = str(cfg if cfg.is_dir() else cfg.parent)
     return tok
 
 
