@@ -81,11 +81,36 @@ def max_sm_clock_mhz(gpus: list[dict], gpu_absent_text: str | None = None) -> in
     raise Absent.because(gpu_absent_reason(gpu_absent_text) or Reason.of("reason.no_gpu_telemetry"))
 
 
+class GpuRows(list):
+    """GPU rows (gpu.jsonl's, or an exporter's read as them) with an index by GPU, built on first
+    use: a quantity of one GPU reads that GPU's rows, so the cost of all GPUs' quantities is
+    linear in the rows, however many GPUs a page names."""
+
+    def __init__(self, rows=()):
+        super().__init__(rows)
+        self._by_gpu: dict[int, list[dict]] | None = None
+
+    def of_gpu(self, gpu: int) -> list[dict]:
+        """The rows of GPU, in their order."""
+        if self._by_gpu is None:
+            self._by_gpu = {}
+            for s in self:
+                self._by_gpu.setdefault(s.get("gpu", 0), []).append(s)
+        return self._by_gpu.get(gpu, [])
+
+
+def rows_of_gpu(samples: Samples, gpu: int) -> list[dict]:
+    """The rows of SAMPLES that are GPU's, in their order (through the index of GpuRows)."""
+    if isinstance(samples, GpuRows):
+        return samples.of_gpu(gpu)
+    return [s for s in samples if s.get("gpu", 0) == gpu]
+
+
 def window_samples(samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> list[dict]:
     """The samples of one GPU with t_start <= t <= t_end, in time order."""
     if samples is None:
         raise Absent("reason.no_gpu_telemetry")
-    out = sorted((s for s in samples if s.get("gpu", 0) == gpu and t_start <= s["t"] <= t_end),
+    out = sorted((s for s in rows_of_gpu(samples, gpu) if t_start <= s["t"] <= t_end),
                  key=lambda s: s["t"])
     if not out:
         raise Absent("reason.no_gpu_sample", gpu=gpu, t_start=t_start, t_end=t_end)
@@ -279,7 +304,7 @@ def window_rows(samples: Samples, t_start: float, t_end: float, gpu: int = 0,
     without any, Absent with the collector's reason for that GPU where it recorded one."""
     if samples is None:
         raise Absent("reason.no_gpu_telemetry")
-    rows = [s for s in samples if s.get("gpu", 0) == gpu and s.get("gpm_interval_s") is not None]
+    rows = [s for s in rows_of_gpu(samples, gpu) if s.get("gpm_interval_s") is not None]
     if not rows:
         why = gpm_absent_reason((gpm_absent_texts or {}).get(gpu))
         raise Absent.because(why) if why else Absent("reason.no_gpm_counters", gpu=gpu)
@@ -386,12 +411,13 @@ def dcgm_gpu_rows(scrapes: Samples) -> list[dict]:
     fields DCGM_FIELDS maps, a blank or a value out of its range left out; the profiling counters cover the interval since
     the previous answered scrape (DCGM averages them over its own sampling period within it)."""
     rows, last_t = [], None
+    keys: dict[str, tuple[str, dict]] = {}     # each sample key parsed once: they repeat every scrape
     for s in scrapes:
         if not s.get("ok"):
             continue
         by_gpu: dict[int, dict] = {}
         for key, value in (s.get("samples") or {}).items():
-            name, labels = split_key(key)
+            name, labels = keys.get(key) or keys.setdefault(key, split_key(key))
             if name not in DCGM_FIELDS or "gpu" not in labels or value is None:
                 continue
             if dcgm_blank(name, value) or dcgm_value_problem(name, value):

@@ -8,7 +8,7 @@ raw samples or other values) or `Ledger.record` (a setting or count read from a 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -77,6 +77,8 @@ class RoundData:
     # Each point's validity and bottleneck and the set comparisons (report.judge.verdicts.Verdicts,
     # a frozen object): None until build_ledger has judged the round, set once there.
     verdicts: Any = None
+    # The GPU rows once read (gpu_samples): read on first use, every quantity then shares them.
+    _gpu_rows: Any = field(default=None, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -92,8 +94,11 @@ class RoundData:
 
     @property
     def gpu_samples(self) -> list[dict]:
-        """The GPU rows: NVML's on the client's host, else a DCGM exporter's (remote GPUs)."""
-        return self.bundle.gpu or PW.dcgm_gpu_rows(self.bundle.dcgm)
+        """The GPU rows: NVML's on the client's host, else a DCGM exporter's (remote GPUs); read
+        once, indexed by GPU (power.GpuRows)."""
+        if self._gpu_rows is None:
+            self._gpu_rows = PW.GpuRows(self.bundle.gpu or PW.dcgm_gpu_rows(self.bundle.dcgm))
+        return self._gpu_rows
 
     @property
     def gpu_file(self) -> str:
