@@ -1,5 +1,6 @@
 """Property-based: what a user or a server hands the tool on the newer surfaces (a round's
-slo.toml, a trace's lines, an exporter's page, a point id) ends either in a clean result that
+slo.toml, a trace's lines, an exporter's page, a point id, a sessions server's reply ids, a
+manifest's fields) ends either in a clean result that
 holds the invariants or in a one-line refusal naming where, never in anything else, and all
 of it within a few seconds."""
 
@@ -7,12 +8,16 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.client import EventSink
 from bench.exposition import parse_exposition
 from bench.prompts import PlanError
+from bench.sessions import ReplyIds
 from bench.traces import MAX_GAP_S, MAX_SPAN_S, load_trace
 from bundle.files import BundleError
 from bundle.plausible import DCGM_FIELDS, FIELD_RANGES, screen
@@ -20,7 +25,11 @@ from bundle.schema import record_problem
 from bundle.slo import Slo, SloError, slo_of_file
 from bundle.store import BundleWriter, read_bundle
 from report.derive.power import dcgm_gpu_rows
+from report.derive.round_ledger import NO_SLO, read_round
+from report.judge.verdicts import build_ledger
+from report.publish.dumps import findings_json
 from report.words import PLACEHOLDER
+from tests.conftest import FIXTURES
 
 FAST = settings(max_examples=120, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -151,3 +160,79 @@ def test_a_point_id_is_read_whole_by_one_placeholder_or_refused_in_one_line(tmp_
         raise AssertionError(f"{pid!r} read")
     except BundleError as e:
         one_line(e, f"{d}/points.jsonl line 1: field 'point'")
+
+
+IDS = st.one_of(st.integers(-5, 1200), st.text(max_size=3), st.booleans(), st.none(),
+                st.floats(allow_nan=False, allow_infinity=False))
+EVENT_IDS = st.lists(IDS, max_size=5) | st.integers(1000, 3000).map(lambda n: [1] * n)
+
+
+@FAST
+@given(events=st.lists(EVENT_IDS, max_size=6), max_tokens=st.integers(1, 40))
+def test_a_sessions_reply_is_resent_only_as_ids_of_the_vocabulary(events, max_tokens):
+    rec = {"point": "P", "i": 0, "warmup": False, "t_send": 0.0, "t_headers": 0.0, "t_first": None,
+           "t_end": 1.0, "chunks": [], "status": "error", "http_status": 200, "error": None,
+           "finish_reason": None, "usage": None, "server_metrics": None, "max_tokens": max_tokens}
+    reply = ReplyIds(vocab=1000)
+    sink = EventSink(rec, "completions", "token_ids", reply)
+    sink.feed(b"".join(b"data: " + json.dumps({"choices": [{"index": 0, "text": "x", "token_ids": ids}]}).encode()
+                       + b"\n\n" for ids in events), 0.5)
+    sink.close()
+    assert record_problem("requests", rec) is None
+    assert all(type(x) is int and 0 <= x < 1000 for x in reply) and len(reply) <= max_tokens
+    if rec["error"] is None:        # every event's ids were taken, and counted as they came
+        assert list(reply) == [x for ids in events for x in ids]
+        assert [n for _, n in rec["chunks"]] == [len(ids) for ids in events]
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-2, 2 ** 70) | st.text(max_size=4)
+                           | st.floats(allow_nan=False, allow_infinity=False),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                               st.text(max_size=3), inner, max_size=3), max_leaves=6)
+MANIFEST_PATHS = st.sampled_from([
+    ("gpus",), ("gpus", 0), ("gpus", 0, "index"), ("gpus", 0, "name"), ("gpus", 0, "gpm_absent_reason"),
+    ("plan",), ("plan", "engine"), ("plan", "engine", "endpoints"), ("plan", "engine", "mode"),
+    ("plan", "sweep"), ("plan", "sweep", "concurrency"), ("plan", "workload"), ("plan", "slo"),
+    ("engine",), ("engine", "mode"), ("engine", "models"), ("engine", "command"),
+    ("model",), ("model", "config"), ("model", "tokenizer_vocab_size"), ("workload_source",),
+    ("gpu_absent_reason",), ("host",), ("clock", "t0_wall_unix")])
+
+
+@pytest.fixture(scope="module")
+def small_bundle(tmp_path_factory):
+    """A recorded manifest (tests/fixtures/cpu-demo's) with one GPU, over one point of one request."""
+    m = json.loads((FIXTURES / "cpu-demo" / "manifest.json").read_text())
+    m["gpus"] = [{"index": 0, "name": "NVIDIA H200", "uuid": "GPU-0", "gpm_supported": False,
+                  "gpm_absent_reason": "NVML does not support GPM counters on this GPU"}]
+    d = tmp_path_factory.mktemp("small") / "b"
+    w = BundleWriter(d, {k: m[k] for k in ("tool", "host", "gpus", "gpu_absent_reason", "engine",
+                                           "model", "plan")})
+    w.append("points", {"point": "L8-c1", "event": "start", "t": 0.0, "settings": {"concurrency": 1}})
+    w.append("gpu", {"t": 1.0, "gpu": 0, "power_w": 300.0})
+    w.append("requests", {"point": "L8-c1", "i": 0, "warmup": False, "status": "ok", "t_send": 1.0,
+                          "t_first": 1.1, "t_end": 1.5, "chunks": [[1.1, 1], [1.4, 1]]})
+    w.append("points", {"point": "L8-c1", "event": "end", "t": 2.0, "status": "ok"})
+    w.close("complete")
+    return d
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(path=MANIFEST_PATHS, value=JSON_VALUES)
+def test_a_manifest_field_of_any_value_is_read_into_findings_or_refused_in_one_line(
+        small_bundle, tmp_path_factory, path, value):
+    d = tmp_path_factory.mktemp("m")
+    shutil.copytree(small_bundle, d, dirs_exist_ok=True)
+    m = json.loads((d / "manifest.json").read_text())
+    table = m
+    for step in path[:-1]:
+        table = table[step]
+    table[path[-1]] = value
+    (d / "manifest.json").write_text(json.dumps(m))
+    try:
+        bundle = read_bundle(d)
+    except BundleError as e:
+        one_line(e, f"{d}/manifest.json")
+        return
+    rd = read_round(bundle, slo=NO_SLO)
+    findings_json(rd, build_ledger(rd))           # no exception escapes the readers
