@@ -231,6 +231,9 @@ MANIFEST_FIELDS: dict[str, dict[str, Check]] = {
     "workload_source": {"kind": text, "path": text, "read": count, "kept": count, "dropped": obj,
                         "span_s": nullable(number)},
 }
+# The manifest's own fields the report reads, besides its objects.
+MANIFEST_TOP: dict[str, Check] = {"gpu_absent_reason": nullable(text), "status_reason": nullable(text),
+                                  "created_utc": text}
 # A GPU of the manifest's `gpus` list.
 MANIFEST_GPU: dict[str, Check] = {
     "index": count, "name": text, "uuid": text, "gpm_supported": boolean,
@@ -245,6 +248,8 @@ def manifest_problem(manifest: dict) -> str | None:
     in words naming the field; None when every typed field has its type and every number is finite."""
     bad = not_finite(manifest)
     if bad:
+        return bad
+    if bad := field_problem(manifest, MANIFEST_TOP):
         return bad
     for path, fields in MANIFEST_FIELDS.items():
         table = _at(manifest, path)

@@ -39,6 +39,7 @@ def edit(bundle, change) -> None:
      "model field 'tokenizer_vocab_size' is '152064'"),
     (lambda m: m.update(workload_source={"kind": "trace", "span_s": "long"}),
      "workload_source field 'span_s' is 'long', not a number or null"),
+    (lambda m: m.update(gpu_absent_reason=True), "field 'gpu_absent_reason' is True, not a string or null"),
 ])
 def test_a_manifest_field_of_the_wrong_type_is_refused_on_read_naming_it(bundle, change, words):
     edit(bundle, change)
