@@ -388,10 +388,15 @@ def open_files_limit() -> int:
 
 
 def client_memory_bytes(plan: Plan, point: dict[str, Any]) -> int:
-    """Client memory a point needs before its first request: prompt pools and arrival schedule."""
-    s = plan.sweep
+    """Client memory a point needs before its first request: prompt pools and arrival schedule.
+    A trace's pool is every kept request's prompt; a drawn length counts at its longest."""
+    s, w = plan.sweep, plan.workload
     C = point.get("concurrency") or 1
-    pool = prompt_pool_size(s, C) * point["input_len"] * PROMPT_TOKEN_BYTES * plan.client.workers
+    if w.kind == replay.TRACE:
+        tokens = sum(r.input_len for r in replay.load_trace(w).requests)
+    else:
+        tokens = prompt_pool_size(s, C) * longest(w.input_dist, point["input_len"])
+    pool = tokens * PROMPT_TOKEN_BYTES * plan.client.workers
     rate = point.get("request_rate")
     arrivals = 0
     if rate:
@@ -409,8 +414,8 @@ def check_capacity(plan: Plan, points: list[dict[str, Any]]) -> None:
         if need > budget:
             raise PlanError(
                 f"{src}: point {p['id']} needs about {need / 2**30:,.1f} GiB of client memory "
-                f"before it sends a request (its prompt pool of input_len {p['input_len']} tokens "
-                f"per prompt and its arrival schedule), over half of this host's "
+                f"before it sends a request (its prompt pool, a trace's every prompt or each "
+                f"prompt at its longest, and its arrival schedule), over half of this host's "
                 f"{2 * budget / 2**30:,.1f} GiB; lower input_len, concurrency or requests_per_point")
     streams = max((p.get("concurrency") or 1) for p in points)
     per_process = -(-streams // plan.client.workers)
