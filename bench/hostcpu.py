@@ -51,12 +51,25 @@ def own_cpu_seconds() -> float:
     return t.user + t.system
 
 
+def runqueue_wait_seconds(pid: int | None = None, proc: Path = Path("/proc")) -> float | None:
+    """Seconds process PID's main thread (the client's event loop) spent runnable but not
+    running, since it started: the second field of /proc/PID/schedstat; None where the kernel
+    keeps no scheduler statistics."""
+    try:
+        return int((proc / str(pid or os.getpid()) / "schedstat").read_text().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def host_sample(t: float, engine_pgid: int | list[int] | None) -> dict[str, Any]:
     """One host.jsonl record; ENGINE_PGID is the engine's process group, or each server's of a
     round against several (their CPU seconds summed)."""
     busy, total = host_cpu_seconds()
     rec: dict[str, Any] = {"t": t, "cores": os.cpu_count() or 1, "cpu_busy_s": busy,
                            "cpu_total_s": total, "client_cpu_s": own_cpu_seconds()}
+    wait = runqueue_wait_seconds()
+    if wait is not None:
+        rec["client_wait_s"] = wait
     if isinstance(engine_pgid, list):
         if engine_pgid:
             rec["engine_cpu_s"] = sum(group_cpu_seconds(g) for g in engine_pgid)

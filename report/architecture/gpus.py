@@ -26,6 +26,7 @@ _DTYPE_ALIASES = {
 }
 
 _ROW_KEYS = {"name", "aliases", "memory_gb", "memory_bandwidth_gbs", "power_limit_w", "source",
+             "peak_clock_mhz",
              *(f"{d}_tflops" for d in DTYPES)}
 
 
@@ -42,6 +43,9 @@ class GpuSpec:
     dense_flops: Mapping[str, float] = field(default_factory=dict)   # dtype -> FLOP/s
     sparse_flops: Mapping[str, float] = field(default_factory=dict)  # dtype -> FLOP/s (2:4)
     source: str = ""
+    # The SM clock the tensor peaks are specified at (SMs × tensor FLOP per clock × this
+    # clock); None where the datasheet's arithmetic is not known.
+    peak_clock_mhz: float | None = None
 
     def peak_flops(self, dtype: str = "bf16", sparse: bool = False) -> float:
         """Tensor-core peak FLOP/s for a dtype, dense unless sparse=True (2:4 structured sparsity)."""
@@ -99,6 +103,7 @@ def _row_to_spec(key: str, row: Mapping[str, Any]) -> GpuSpec:
         memory_bandwidth=float(row["memory_bandwidth_gbs"]) * 1e9,
         power_limit_w=float(row["power_limit_w"]) if "power_limit_w" in row else None,
         dense_flops=dense, sparse_flops=sparse, source=str(row.get("source", "")),
+        peak_clock_mhz=float(row["peak_clock_mhz"]) if "peak_clock_mhz" in row else None,
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from bundle.request_table import RequestTable, as_request_table
+from bundle.server_flags import server_flag
 from report.architecture import params as PA
 from report.architecture import roofline as RF
 from report.architecture import theory as T
@@ -687,10 +688,16 @@ def kv_cache_memory_suggested_gib(kv_cache_memory_suggested_bytes: int) -> float
 
 
 
+@round_quantity(unit="")
+def kv_cache_dtype(engine_command: Any = None, log: Any = None) -> str:
+    """The KV cache's dtype the round's server ran with (--kv-cache-dtype in its launch command or log; "auto" is the model's own dtype)."""
+    return server_flag("--kv-cache-dtype", engine_command, None, getattr(log, "non_default_args", None)) or "auto"
+
+
 @round_quantity(unit="B")
-def kv_bytes_per_token(model_config: Config) -> int:
-    """KV bytes per token from the architecture (every layer's K and V, the model's dtype)."""
-    return T.model_kv_bytes_per_token(model_config)
+def kv_bytes_per_token(model_config: Config, kv_cache_dtype: str = "auto") -> int:
+    """KV bytes per token from the architecture (every layer's K and V) in the KV cache's dtype (the model's own unless --kv-cache-dtype says otherwise)."""
+    return T.model_kv_bytes_per_token(model_config, kv_cache_dtype or "auto")
 
 
 @round_quantity(unit="B")

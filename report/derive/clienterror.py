@@ -187,15 +187,19 @@ def outside_bucket(value: float, low: float, high: float) -> float:
 
 # Each of ITL p50 and p99: how far the client's mistimed events can move it, and where it lies
 # against the engine's own percentile, to the resolution of its histogram's buckets.
-def _itl_error_ms(measured: RequestTable, q: float, mistimed_share: float) -> float:
+def _itl_error_ms(measured: RequestTable, q: float, mistimed_share: float, late_ms: float | None) -> float:
+    # Two bounds hold at once: only the mistimed events' gaps moved (the quantile can move no
+    # further than the percentiles the moved share spans), and none moved by more than a stamp
+    # can be late (a gap's two ends are each late by 0 to LATE_MS, so the gap by at most LATE_MS).
     from report.derive.stats import itl_gaps_ms
-    return quantile_error_ms(itl_gaps_ms(measured), q, mistimed_share)
+    spread = quantile_error_ms(itl_gaps_ms(measured), q, mistimed_share)
+    return spread if late_ms is None else min(spread, late_ms)
 
 
 @point_quantity(unit="ms")
-def itl_error_ms_p50(measured: RequestTable, mistimed_share: float) -> float:
-    """How far the client's ITL p50 can be from the truth with its mistimed events, ms."""
-    return _itl_error_ms(measured, 50, mistimed_share)
+def itl_error_ms_p50(measured: RequestTable, mistimed_share: float, client_timing_error_ms: float | None = None) -> float:
+    """How far the client's ITL p50 can be from the truth with its mistimed events (no further than the percentiles they span, nor than a stamp can be late), ms."""
+    return _itl_error_ms(measured, 50, mistimed_share, client_timing_error_ms)
 
 
 @point_quantity(unit="fraction")
@@ -225,9 +229,9 @@ def client_outside_engine_itl_p50(itl_ms_p50: float, engine_itl_ms_p50_low: floa
 
 
 @point_quantity(unit="ms")
-def itl_error_ms_p99(measured: RequestTable, mistimed_share: float) -> float:
-    """How far the client's ITL p99 can be from the truth with its mistimed events, ms."""
-    return _itl_error_ms(measured, 99, mistimed_share)
+def itl_error_ms_p99(measured: RequestTable, mistimed_share: float, client_timing_error_ms: float | None = None) -> float:
+    """How far the client's ITL p99 can be from the truth with its mistimed events (no further than the percentiles they span, nor than a stamp can be late), ms."""
+    return _itl_error_ms(measured, 99, mistimed_share, client_timing_error_ms)
 
 
 @point_quantity(unit="fraction")

@@ -74,6 +74,15 @@ def rated_power_w(spec_gpus: list[dict]) -> float:
 
 
 @round_quantity(unit="MHz")
+def peak_clock_mhz(spec_gpus: list[dict]) -> float:
+    """The SM clock the GPU's datasheet specifies its tensor peaks at, from the spec table."""
+    clock = _spec(spec_gpus).peak_clock_mhz
+    if clock is None:
+        raise Absent("reason.spec_no_peak_clock", name=spec_gpus[0].get("name"))
+    return clock
+
+
+@round_quantity(unit="MHz")
 def max_sm_clock_mhz(gpus: list[dict], gpu_absent_text: str | None = None) -> int:
     """The GPU's maximum SM clock, as NVML reports it"""
     if gpus and gpus[0].get("max_sm_clock_mhz") is not None:
@@ -264,9 +273,9 @@ def joules_per_token(energy_j: float, output_tokens_in_window: int) -> float:
 
 
 @point_quantity(unit="TFLOP/s")
-def peak_tflops_at_clock(peak_tflops: float, sm_clock_load_mhz: float, max_sm_clock_mhz: float) -> float:
-    """The dense peak at the SM clock the point ran at: under a power cap the ceiling is the clock's."""
-    return peak_at_clock(peak_tflops, sm_clock_load_mhz, max_sm_clock_mhz)
+def peak_tflops_at_clock(peak_tflops: float, sm_clock_load_mhz: float, peak_clock_mhz: float) -> float:
+    """The dense peak at the SM clock the point ran at, scaled from the clock the datasheet specifies it at: under a power cap the ceiling is the clock's."""
+    return peak_at_clock(peak_tflops, sm_clock_load_mhz, peak_clock_mhz)
 
 
 @point_quantity(unit="fraction")

@@ -23,7 +23,7 @@ bound_quantity("round", "prefill_tflops_s", A.tera, unit="TFLOP/s", value="prefi
 
 # At each point measured to the end: the fullest prefill step at the rate, against ITL p99.
 bound_quantity("point", "prefill_step_tokens", RF.largest_prefill_step_tokens, unit="tok",
-               input_len="modelled_input_len", budget="max_num_batched_tokens")
+               input_len="modelled_input_len", budget="step_token_budget")
 bound_quantity("point", "itl_tail_ms_predicted", RF.prefill_step_ms, unit="ms", config="model_config",
                step_tokens="prefill_step_tokens", input_len="modelled_input_len", flop_rate="prefill_flop_rate")
 bound_quantity("point", "itl_p99_over_tail", A.ratio, unit="×", numerator="itl_ms_p99",

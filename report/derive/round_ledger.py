@@ -25,6 +25,7 @@ from report.derive import reconcile as R
 from report.derive import series as S
 from report.derive import serverlog as SL
 from report.derive import stats as ST
+from report.derive import step as SP
 from report.derive import validity as V
 from report.derive.serverlog import ServerLogFacts, server_log_facts
 from report.ledger import Absent, Ledger, Reason, Source, Value
@@ -77,6 +78,9 @@ class RoundData:
     # Each point's validity and bottleneck and the set comparisons (report.judge.verdicts.Verdicts,
     # a frozen object): None until build_ledger has judged the round, set once there.
     verdicts: Any = None
+    # The GPU the server ran on as the user names it (`--gpu`), for a bundle whose client sampled
+    # none (a server on another host); the bundle's own GPUs win where it has them.
+    gpu_name: str = ""
     # The GPU rows once read (gpu_samples): read on first use, every quantity then shares them.
     _gpu_rows: Any = field(default=None, repr=False, compare=False)
 
@@ -107,8 +111,9 @@ class RoundData:
 
     @property
     def gpus(self) -> list[dict]:
-        """The GPUs described: NVML's on the client's host, else the exporter's labels."""
-        return self.bundle.manifest.get("gpus") or PW.dcgm_gpus(self.bundle.dcgm)
+        """The GPUs described: NVML's on the client's host, else the exporter's labels, else the one `--gpu` names."""
+        return (self.bundle.manifest.get("gpus") or PW.dcgm_gpus(self.bundle.dcgm)
+                or ([{"name": self.gpu_name}] if self.gpu_name else []))
 
 
 def sweep_axis(points: list[PointData]) -> str:
@@ -124,7 +129,8 @@ def sweep_axis(points: list[PointData]) -> str:
     return "single"
 
 
-def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str = "") -> RoundData:
+def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str = "",
+               gpu_name: str = "") -> RoundData:
     """Split a bundle into points with their windows and requests; SLO (the Slo and where it
     was stated) overrides the round's own (round_slo); ROUND_ID names it in a series of rounds."""
     wins = ST.point_windows(bundle.points)
@@ -143,7 +149,8 @@ def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str
     slo, slo_source = slo if slo is not None else round_slo(bundle)
     others = tuple((name, server_log_facts(text)) for name, text in bundle.other_server_logs())
     return RoundData(bundle=bundle, points=pts, log=log, config=config, axis=sweep_axis(pts),
-                     slo=slo, slo_source=slo_source, round_id=round_id, other_logs=others)
+                     slo=slo, slo_source=slo_source, round_id=round_id, other_logs=others,
+                     gpu_name=gpu_name)
 
 
 # read_round's SLO for a reader that uses none (`summary`): the round's own is not read, so a
@@ -346,6 +353,9 @@ def round_raw(rd: RoundData, pts: list[PointData]) -> RawSources:
     else:
         raw.add("other_logs", Reason.of("reason.one_server_log"))
     raw.add("model_config", *_model_config_raw(rd))
+    engine = rd.bundle.manifest.get("engine") or {}
+    raw.add("engine_command", engine.get("command") or Reason.of("reason.no_engine_command"),
+            (f"{rd.name}/manifest.json: engine.command",))
     if rd.axis not in ("concurrency", "single"):
         raw.add("loads", Reason.of("reason.slo_axis_not_load", axis=rd.axis))
     else:
@@ -458,7 +468,7 @@ def measured_ledger(rd: RoundData) -> Ledger:
         point_ledger(led, rd, p, raw)
         cross_check_ledger(led, rd, p, raw)
         modelled_raw(led, rd, p, raw)
-        for module in (R.__name__, PW.__name__):
+        for module in (R.__name__, PW.__name__, SP.__name__):
             resolve_point(led, module, p.pid, raw)
     return led
 

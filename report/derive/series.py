@@ -715,6 +715,12 @@ def client_cpu_cores(host_samples: list, t_measure: float, t_end: float) -> floa
 
 
 @point_quantity(unit="fraction")
+def client_wait_share(host_samples: list, t_measure: float, t_end: float) -> float:
+    """Share of the window the client's event loop was runnable but waiting for a core (its run-queue wait over wall time)."""
+    return _cores_used(host_samples, t_measure, t_end, "client_wait_s")[0]
+
+
+@point_quantity(unit="fraction")
 def host_cpu_busy_share(host_samples: list, t_measure: float, t_end: float) -> float:
     """Share of the host's CPU time that was busy (not idle or waiting for I/O) over the window."""
     a, b = _ends(host_samples, t_measure, t_end, "cpu_busy_s")

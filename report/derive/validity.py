@@ -82,6 +82,34 @@ REPRO_TPUT_TOL = 0.05
 REPRO_TTFT_TOL = 0.2
 # Throughput that grew less than this between the last two valid points has saturated.
 SATURATION_GROWTH = 0.10
+# The step model (report/derive/step.py). The roofs explain a step when the modelled step is at
+# least this share of the measured one: kernels of a CUDA-graph engine reach 0.5-0.65 of the
+# datasheet's roofs on a dense model (the H200 corpus: 0.52-0.62 from C=1 to C=512), while an
+# engine that launches every kernel from Python (--enforce-eager) leaves 0.12-0.28: below the
+# bar, most of the step is the host's.
+ROOF_EXPLAINS_MIN = 0.4
+# Which roof: a limit is compute when at least this share of the modelled step time is spent in
+# steps whose compute term is the larger, bandwidth when at most 1 - this share is; in between,
+# the steps that carry a prompt sit at the compute roof and the decode-only ones at the
+# bandwidth roof, and the GPU is named without one roof.
+ROOF_TERM_SHARE = 2 / 3
+# A second signal confirms a roof's size when vLLM's FLOP counter per step is within this
+# factor of the model's FLOPs per step.
+COUNTER_AGREES = (0.8, 1.25)
+# The step budget binds when the mean step carries at least this share of it.
+BUDGET_FULL_SHARE = 0.8
+# The engine's processes use at least (busy) or under (idle) this share of the host's cores.
+ENGINE_CPU_BUSY, ENGINE_CPU_IDLE = 0.7, 0.3
+# A host whose cores are this busy has no CPU to spare for anything that shares it.
+HOST_SATURATED = 0.9
+# NVML's utilisation (share of time a kernel ran, %): under GPU_IDLE_PCT with nothing waiting the
+# load stressed nothing; under GPU_HOST_BOUND_PCT while the engine is busy the GPU waits on its
+# host, which confirms a host-side verdict of the step model.
+GPU_IDLE_PCT, GPU_HOST_BOUND_PCT = 50.0, 60.0
+# A GPU at this share of its power limit is held at its power cap.
+POWER_CAP_SHARE = 0.97
+# The client's event loop waited runnable for a core at least this share of the window.
+CLIENT_WAIT_SHARE = 0.1
 
 
 @point_quantity(unit="fraction")
@@ -113,6 +141,15 @@ def send_synchrony(measured: RequestTable, concurrency: int) -> float:
     lo = np.searchsorted(sends, sends - eps)
     hi = np.searchsorted(sends, sends + eps, side="right")
     return float(np.mean(hi - lo - 1)) / (concurrency - 1)
+
+
+@point_quantity(unit="s")
+def random_ramp_s(settings: dict) -> float:
+    """The span over which the client started its streams at random times (a closed loop's ramp), s."""
+    ramp_s = settings.get("ramp_s")
+    if settings.get("ramp") != "random" or not isinstance(ramp_s, (int, float)) or ramp_s <= 0:
+        raise Absent("reason.no_random_ramp")
+    return float(ramp_s)
 
 
 @point_quantity(unit="")
@@ -279,3 +316,27 @@ def points(measured_points: list[str]) -> int:
 def valid_points(valid_point_ids: list[str]) -> int:
     """Points measured to the end that passed every validity check"""
     return len(valid_point_ids)
+
+
+@round_quantity(unit="fraction")
+def rule_roof_explains_min() -> float:
+    """The share of the measured step the roofs must explain for the GPU to be named the limit."""
+    return ROOF_EXPLAINS_MIN
+
+
+@round_quantity(unit="fraction")
+def rule_roof_term_share() -> float:
+    """The share of the modelled step time at one roof for that roof to be named."""
+    return ROOF_TERM_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_budget_full_share() -> float:
+    """The share of the step budget the mean step carries for the budget to bind."""
+    return BUDGET_FULL_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_host_saturated() -> float:
+    """The share of the host's CPU time busy at which the host has no core to spare."""
+    return HOST_SATURATED

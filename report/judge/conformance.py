@@ -9,7 +9,7 @@ expected against judged bottlenecks over every bundle given.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bundle.expect import expect_of_plan_file
@@ -27,6 +27,7 @@ class Check:
     got: str
     holds: bool
     why: str
+    holdout: bool = False     # a case kept out of tuning the rules (`holdout = true`)
 
 
 def point_checks(bundle: str, point: str, expect: dict, valid: bool, reasons: list[str],
@@ -77,7 +78,8 @@ def bundle_checks(path: Path) -> list[Check]:
             out.append(Check(rd.name, pid, "recorded", "point", "absent", False, exp.get("why", "")))
             continue
         v = validity[pid]
-        out += point_checks(rd.name, pid, exp, v.valid, v.reasons, attribution[pid].bottleneck)
+        checks = point_checks(rd.name, pid, exp, v.valid, v.reasons, attribution[pid].bottleneck)
+        out += [replace(c, holdout=True) for c in checks] if exp.get("holdout") else checks
     return out
 
 
@@ -92,8 +94,9 @@ def confusion(checks: list[Check]) -> dict[tuple[str, str], int]:
 
 def checks_table(checks: list[Check]) -> str:
     """The checks as a plain-text table, one row each."""
-    rows = [("bundle", "point", "expects", "", "judged", "holds")]
-    rows += [(c.bundle, c.point, c.kind, c.expected, c.got, "yes" if c.holds else "NO") for c in checks]
+    rows = [("bundle", "point", "expects", "", "judged", "holds", "")]
+    rows += [(c.bundle, c.point, c.kind, c.expected, c.got, "yes" if c.holds else "NO",
+              "held out" if c.holdout else "") for c in checks]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip() for r in rows)
 

@@ -11,33 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from report.derive import validity as V
+from report.judge.rules import BOTTLENECKS, KNOBS, RULES, Signals, facts_of, roof_of  # noqa: F401 (BOTTLENECKS read here)
 from report.ledger import Ledger
 from report.registry import point_quantity
 
-BOTTLENECKS = ("gpu_compute", "gpu_bandwidth", "kv_pool", "scheduler_budget", "frontend",
-               "client", "engine_host", "under_driven", "unknown")
 # Every validity check a point can fail.
 VALIDITY_CODES = ("not_held", "lockstep", "not_steady", "pace_drift", "over_saturated",
                   "open_loop_capped", "schedule_missed", "scrapes_failed", "client_distorted",
                   "interrupted", "failed")
-# A kernel was running at least this share of the time (NVML utilisation median, %): the gate of
-# every GPU roof verdict, never evidence of which roof.
-GPU_BUSY_PCT = 90.0
-# vLLM's FLOP estimate against the dense peak at or above which compute is the limit, when
-# the GPU is also busy and the point sits near or past the ridge; MBU likewise for memory
-# bandwidth below the ridge.
-MFU_HIGH = 0.3
-MBU_HIGH = 0.4
-# Below both of these, with no queue and a GPU mostly idle, the load did not stress anything.
-MFU_LOW, MBU_LOW, GPU_IDLE_PCT = 0.1, 0.2, 50.0
-# The GPU waits on the engine's host side below this NVML utilisation (with MFU and MBU low).
-GPU_HOST_BOUND_PCT = 60.0
-# The CPU engine's processes use at least (busy) or under (idle) this share of the host's cores.
-ENGINE_CPU_BUSY, ENGINE_CPU_IDLE = 0.7, 0.3
-# A host whose cores are this busy has no CPU to spare for anything the engine is waiting on.
-HOST_SATURATED = 0.9
-# A GPU at this share of its power limit is held at its power cap.
-POWER_CAP_SHARE = 0.97
 
 
 def val(led: Ledger, key: str) -> Any:
@@ -205,12 +186,24 @@ def point_validity(led: Ledger, pid: str, status: str = "ok") -> Validity:
     checks["pace_drift"] = drift_check(get)
     scrapes = get("failed_scrape_share")
     checks["scrapes_failed"] = (None if scrapes is None else scrapes <= V.SCRAPE_FAIL_MAX, [])
+    ratio = get("delivery_tpot_ratio")
+    if scrapes is not None and scrapes > V.SCRAPE_FAIL_MAX and ratio is not None and ratio >= V.DELIVERY_RATIO_MIN:
+        # The API server answers /metrics too: scrapes that fail while it delivers tokens slower
+        # than the engine makes them are its overload (the frontend verdict), not a sampling
+        # fault; the client's own measurements stand.
+        checks["scrapes_failed"] = (True, ["scrapes_failed_frontend"])
     checks["client_distorted"] = distortion_check(get)
     # Lockstep needs both sides: the client sent together, and the server saw the wave queue.
     sync, waiting = get("send_synchrony"), get("waiting_peak")
     if C >= 2 and not open_loop:
-        checks["lockstep"] = (None if sync is None or waiting is None else
-                              not (sync > V.SYNC_MAX and waiting >= max(1.0, C / 4)), [])
+        waves = None if sync is None or waiting is None else sync > V.SYNC_MAX and waiting >= max(1.0, C / 4)
+        if waves and get("random_ramp_s") is not None:
+            # The client started its streams at random times: waves that formed since are the
+            # server's (requests finishing in the same step are sent again together), which the
+            # point measures as it is; not the client's lockstep.
+            checks["lockstep"] = (True, ["waves_from_server"])
+        else:
+            checks["lockstep"] = (None if waves is None else not waves, [])
     for code, (passed, notes) in checks.items():
         out.disagreed.extend(notes)
         if passed is None:
@@ -236,11 +229,20 @@ class Attribution:
     mechanism: str                                           # a code the templates word
     evidence: dict[str, Any] = field(default_factory=dict)
     # What the GPU's own counters said of a GPU verdict (a `finding.counters_<code>` sentence):
-    # "" where the verdict is not the GPU's, "absent" where none was sampled.
+    # "" where the verdict rests on its own rule's signals, "model_only" where no second signal was recorded.
     counters: str = ""
     # Codes of signals that disagreed with the verdict the others pointed to (each worded by the
     # findings as `finding.disagree_<code>`).
     disagreed: list[str] = field(default_factory=list)
+    # The knob the limit names (rules.KNOBS), worded as `label.knob_<knob>`.
+    knob: str = ""
+
+    @property
+    def confidence(self) -> str:
+        """How the verdict stands: confirmed by a second signal, on the model alone, or on its own rule's signals."""
+        if self.counters in ("compute_agrees", "bandwidth_agrees", "flops_agree", "nvml_waits"):
+            return "confirmed"
+        return "model_only" if self.counters in ("model_only", "shown") else "signals"
 
 
 def kv_pool_full(led: Ledger, pid: str) -> bool | None:
@@ -279,160 +281,77 @@ def gpu_counters(get, k: str) -> GpuCounters | None:
     return None if dram is None or tensor is None else GpuCounters(dram, tensor)
 
 
-def _max_of(*xs: Any) -> Any:
-    present = [x for x in xs if x is not None]
-    return max(present) if present else None
-
-
 def point_bottleneck(led: Ledger, pid: str) -> Attribution:
-    """The first limit whose signals all agree, in order: client, KV pool, scheduler budget,
-    frontend, engine host, GPU compute, GPU bandwidth, too little load; else unknown."""
+    """The first limit whose rule holds (report/judge/rules.py, in its declared order), with the
+    second signals that confirmed or contradicted it; unknown where no rule holds."""
     k = f"p.{pid}."
     ev: dict[str, Any] = {}
 
     def get(key: str) -> Any:
-        ev[key] = val(led, key)
+        if key not in ev:
+            ev[key] = val(led, key)
         return ev[key]
 
-    def verdict(kind: str, mechanism: str, keys: list[str], counters: str = "",
-                disagreed: tuple[str, ...] = ()) -> Attribution:
-        return Attribution(pid, kind, mechanism, {key: ev.get(key, val(led, key)) for key in keys},
-                           counters, list(disagreed))
+    f = facts_of(Signals(get, k), kv_pool_full(led, pid))
+    for rule in RULES:
+        if rule.when(f):
+            keys = [c if c.startswith("r.") else k + c for c in rule.cites]
+            for key in keys:
+                get(key)
+            att = Attribution(pid, rule.bottleneck, rule.mechanism(f), {key: ev[key] for key in keys})
+            if rule.bottleneck == "gpu":
+                _gpu_signals(att, f, get, k)
+            elif rule.bottleneck == "engine_host" and att.mechanism == "step_host_side":
+                _host_signals(att, f, get, k)
+            # The CPU engine's host side is its cores, not kernel launches.
+            att.knob = "cpu_engine" if att.mechanism.startswith("cpu_engine_busy") else KNOBS[att.bottleneck]
+            return att
+    keys = [k + c for c in ("waiting_peak", "delivery_tpot_ratio", "engine_cpu_share", "step_roof_share",
+                            "step_ms_model", "step_ms_measured", "mfu", "mbu", "gpu_util_median_pct")]
+    for key in keys:
+        get(key)
+    modelled = ev[k + "step_roof_share"] is not None
+    return Attribution(pid, "unknown", "no_signal_agrees" if modelled or ev[k + "gpu_util_median_pct"] is not None
+                       else "no_gpu_signals", {key: ev[key] for key in keys})
 
-    C = get(k + "concurrency") or 0
-    open_loop = get(k + "request_rate") is not None
-    waiting = _max_of(get(k + "waiting_peak"), get(k + "waiting_capacity_peak"),
-                      get(k + "log_waiting_peak"))
-    preempt = get(k + "preemptions")
 
-    # The client: it could not keep C requests in flight (its own count, late sends or a
-    # lagging loop) while the engine idled with nothing waiting for it.
-    client_held, engine_held = get(k + "client_held_fraction"), get(k + "engine_held_fraction")
-    little = get(k + "engine_little_held_fraction")
-    lag, itl = get(k + "client_lag_ms_p50"), get(k + "engine_itl_ms_mean")
-    # A sessions workload's users think between turns: what the client held is its users busy.
-    users = get(k + "session_users_held_fraction")
-    held = users if users is not None else client_held
-    client_side = (held is not None and held < V.HELD_MIN) or \
-        (lag is not None and lag > max(V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL * (itl or 0)))
-    # The engine idle: Little's law over its own counter short of C and, where known, the
-    # engine's share of the client's count too (Little's window takes in idle time around a
-    # short point); or the client's first token over DELIVERY_TTFT_FACTOR times the engine's.
-    engine_idle = not (waiting or 0) and (
-        (little is not None and little < V.HELD_MIN
-         and (engine_held is None or engine_held < V.HELD_MIN)) or
-        (get(k + "delivery_ttft_ms") is not None and get(k + "engine_ttft_ms_mean") is not None
-         and ev[k + "delivery_ttft_ms"] > (V.DELIVERY_TTFT_FACTOR - 1) * max(ev[k + "engine_ttft_ms_mean"], 1.0)))
-    if not open_loop and client_side and engine_idle:
-        return verdict("client", "client_starved",
-                       [k + "client_held_fraction", k + "client_lag_ms_p50", k + "engine_held_fraction",
-                        k + "engine_little_held_fraction",
-                        k + "engine_itl_ms_mean", k + "ttft_ms_mean", k + "engine_ttft_ms_mean",
-                        k + "client_cpu_cores", k + "host_cpu_busy_share", k + "waiting_peak"])
-    # The KV pool: full at its peak (gauge or log), and requests waited or were preempted.
-    full = kv_pool_full(led, pid)
-    if full and ((waiting or 0) > 0 or (preempt or 0) > 0):
-        return verdict("kv_pool", "pool_full_and_waiting" if ev.get(k + "kv_usage_peak", val(led, k + "kv_usage_peak")) is not None
-                       else "pool_full_and_waiting_log",
-                       [k + "kv_usage_peak", k + "log_kv_usage_peak_pct",
-                        k + "pool_tokens_usable" if k + "pool_tokens_usable" in led else "r.pool_tokens_usable",
-                        k + "request_peak_tokens", k + "kv_expected_peak", k + "waiting_peak",
-                        k + "log_waiting_peak", k + "preemptions"])
-    # The scheduler: requests queued with room in the pool, and queueing outweighed prefill.
-    q, pf = get(k + "queue_ms_mean"), get(k + "prefill_ms_mean")
-    if full is False and (waiting or 0) > 0 and q is not None and pf is not None and q > pf:
-        lagged = (get(k + "delivery_tpot_ratio") or 0) >= V.DELIVERY_RATIO_MIN
-        return verdict("scheduler_budget", "queue_with_free_kv_and_delivery" if lagged else "queue_with_free_kv",
-                       [k + "waiting_capacity_peak", k + "waiting_peak", k + "kv_usage_peak",
-                        k + "queue_ms_mean", k + "prefill_ms_mean", k + "iteration_tokens_mean",
-                        "r.max_num_batched_tokens", k + "queue_share", k + "delivery_tpot_ratio",
-                        k + "engine_tpot_ms_mean", k + "client_tpot_ms_mean"])
-    # Delivery: the client received tokens slower than the engine core made them, while the
-    # client itself kept up (its loop on time, its timing error measured small).
-    ratio = get(k + "delivery_tpot_ratio")
-    err = get(k + "itl_error_share_p50")
-    if ratio is not None and ratio >= V.DELIVERY_RATIO_MIN and not client_side and \
-            (err is None or err <= V.CLIENT_ERROR_MAX):
-        return verdict("frontend", "delivery_slower_than_engine",
-                       [k + "engine_tpot_ms_mean", k + "client_tpot_ms_mean",
-                        k + "delivery_tpot_ratio", k + "itl_error_ms_p50", k + "client_lag_ms_p50",
-                        k + "packet_stamped_read_share", k + "outside_engine_share"])
-    mfu, mbu, util = get(k + "mfu"), get(k + "mbu"), get(k + "gpu_util_median_pct")
-    engine_busy = (engine_held is not None and engine_held >= V.HELD_MIN) or \
-        (get(k + "server_running_median") is not None and C and ev[k + "server_running_median"] >= V.HELD_MIN * C)
-    gpu_keys = [k + "mfu", k + "mbu", k + "intensity", k + "decode_intensity", k + "prefill_intensity",
-                "r.ridge", k + "gpu_util_median_pct", k + "power_median_w", k + "power_limit_w",
-                k + "dram_bandwidth_share", k + "tensor_active_share", k + "sm_active_share",
-                "r.rule_dram_bw_high", "r.rule_tensor_active_high"]
-    # The GPU's own counters, the second signal beside each modelled roof where sampled. NVML's
-    # utilisation says only that a kernel was running: a gate (the GPU was not idle), never
-    # evidence of which roof.
+def _flops_agree(get, k: str) -> bool | None:
+    """Whether vLLM's FLOP counter per step matches the model's FLOPs per step (None: no counter)."""
+    ratio = get(k + "step_flops_counter_ratio")
+    if ratio is None:
+        return None
+    lo, hi = V.COUNTER_AGREES
+    return lo <= ratio <= hi
+
+
+def _gpu_signals(att: Attribution, f, get, k: str) -> None:
+    """A GPU verdict: the roof the model names, confirmed or weakened by the second signals."""
+    att.bottleneck = roof_of(f)
     meas = gpu_counters(get, k)
-    said = "absent" if meas is None else "shown"
-    # The roofline by phase: compute is the limit only where the prefill is past the ridge, memory
-    # bandwidth only where a decode step is below it (a phase not modelled does not veto).
-    ridge, dec, pre = get("r.ridge"), get(k + "decode_intensity"), get(k + "prefill_intensity")
-    # Compute is never named below the ridge: the prefill's intensity where the phases are
-    # modelled, else the window's time-averaged one, and a ridge that is known.
-    past = pre if pre is not None else get(k + "intensity")
-    prefill_past = ridge is not None and past is not None and past >= ridge
-    decode_below = ridge is None or dec is None or dec < ridge
-    # The engine's host side: every slot busy while the GPU mostly waits (NVML idle and the
-    # roofline far from either roof), or the CPU engine's own processes using the host.
-    gpu_waits = util is not None and util < GPU_HOST_BOUND_PCT and \
-        mfu is not None and mbu is not None and mfu < MFU_LOW * 2 and mbu < MBU_LOW * 1.5
-    cpu_share = get(k + "engine_cpu_share")
-    host_keys = [k + "engine_held_fraction", k + "server_running_median", k + "gpu_util_median_pct",
-                 k + "mfu", k + "mbu", k + "engine_itl_ms_mean", k + "engine_steps_per_s",
-                 k + "engine_cpu_share", k + "dram_bandwidth_share", k + "tensor_active_share",
-                 k + "sm_active_share"]
-    if engine_busy and (waiting or 0) <= C / 4 and gpu_waits:
-        if meas is not None and meas.near_a_roof():
-            # The counters saw DRAM or the tensor pipes at a roof's bar: the GPU was not waiting.
-            return verdict("unknown", "host_counters_disagree", host_keys + gpu_keys, "",
-                           ("counters_gpu_not_waiting",))
-        return verdict("engine_host", "gpu_waits_on_host" if not (waiting or 0) else "gpu_waits_on_host_queued",
-                       host_keys, said)
-    host_busy = get(k + "host_cpu_busy_share")
-    if util is None and mfu is None and cpu_share is not None and cpu_share >= ENGINE_CPU_BUSY \
-            and (waiting or 0) <= C / 4 \
-            and (engine_busy or (host_busy is not None and host_busy >= HOST_SATURATED)):
-        return verdict("engine_host", "cpu_engine_busy" if not (waiting or 0) else "cpu_engine_busy_queued",
-                       [k + "engine_cpu_share", k + "engine_held_fraction", k + "engine_steps_per_s",
-                        k + "engine_itl_ms_mean", k + "host_cpu_busy_share"])
-    # The GPU roofline: the larger of vLLM's FLOP and byte rates against their peaks, when it
-    # clearly dominates the other (each is the share of time its phase would take at its roof).
-    busy = util is not None and util >= GPU_BUSY_PCT
-    if busy and mfu is not None and mbu is not None:
-        if mfu >= MFU_HIGH and mfu >= V.ROOF_DOMINANCE * mbu and prefill_past:
-            capped_keys = gpu_keys + [k + "power_cap_share", k + "sm_clock_load_mhz", "r.max_sm_clock_mhz"]
-            if meas is not None and meas.tensor < V.TENSOR_ACTIVE_HIGH:
-                return verdict("unknown", "compute_counter_disagrees", capped_keys, "", ("tensor_short_of_mfu",))
-            capped = _power_capped(get, k)
-            return verdict("gpu_compute", "compute_bound_power_capped" if capped else "compute_bound",
-                           capped_keys, "absent" if meas is None else "compute_agrees")
-        if mbu >= MBU_HIGH and mbu >= V.ROOF_DOMINANCE * mfu and decode_below:
-            if meas is not None and meas.dram < V.DRAM_BW_HIGH:
-                return verdict("unknown", "bandwidth_counter_disagrees", gpu_keys, "", ("dram_short_of_mbu",))
-            return verdict("gpu_bandwidth", "bandwidth_bound", gpu_keys,
-                           "absent" if meas is None else "bandwidth_agrees")
-        if mfu >= MFU_HIGH * 0.8 and mbu >= MBU_HIGH * 0.8 * 0.75 and \
-                max(mfu, mbu) < V.ROOF_DOMINANCE * min(mfu, mbu):
-            return verdict("unknown", "roofs_balanced", gpu_keys, said)
-    idle = util is not None and util < GPU_IDLE_PCT
-    light = mfu is not None and mbu is not None and mfu < MFU_LOW and mbu < MBU_LOW
-    cpu_idle = util is None and cpu_share is not None and cpu_share < ENGINE_CPU_IDLE
-    if (idle or light or cpu_idle) and not (waiting or 0) and not full and not engine_busy:
-        idle_keys = gpu_keys + [k + "waiting_peak", k + "engine_held_fraction", k + "engine_cpu_share"]
-        if meas is not None and meas.near_a_roof():
-            # The counters saw DRAM or the tensor pipes at a roof's bar: the load did stress the GPU.
-            return verdict("unknown", "idle_counters_disagree", idle_keys, "", ("counters_gpu_stressed",))
-        return verdict("under_driven", "cpu_engine_mostly_idle" if cpu_idle else "engine_mostly_idle",
-                       idle_keys, "" if cpu_idle else said)
-    return verdict("unknown", "no_signal_agrees" if util is not None or mfu is not None
-                   else "no_gpu_signals", gpu_keys + [k + "waiting_peak", k + "delivery_tpot_ratio",
-                                                      k + "engine_cpu_share"],
-                   "" if util is None and mfu is None else said)
+    if att.bottleneck == "gpu_compute" and _power_capped(get, k):
+        att.mechanism = "step_compute_power_capped"
+    if meas is not None:
+        if att.bottleneck == "gpu_compute" and meas.tensor < V.TENSOR_ACTIVE_HIGH:
+            att.bottleneck, att.disagreed = "gpu", ["tensor_short_of_model"]
+        elif att.bottleneck == "gpu_bandwidth" and meas.dram < V.DRAM_BW_HIGH:
+            att.bottleneck, att.disagreed = "gpu", ["dram_short_of_model"]
+        att.counters = {"gpu_compute": "compute_agrees", "gpu_bandwidth": "bandwidth_agrees"}.get(att.bottleneck, "shown")
+        return
+    agree = _flops_agree(get, k)
+    att.counters = "flops_agree" if agree else "model_only"
+    if agree is False:
+        att.disagreed = ["flop_counter_off_model"]
+
+
+def _host_signals(att: Attribution, f, get, k: str) -> None:
+    """A host-side verdict by the step model: the GPU's own counters must not see it at a roof."""
+    meas = gpu_counters(get, k)
+    if meas is not None and meas.near_a_roof():
+        att.bottleneck, att.mechanism, att.disagreed = "unknown", "host_counters_disagree", ["counters_gpu_not_waiting"]
+        return
+    util = f.gpu_util_median_pct
+    att.counters = ("nvml_waits" if util is not None and util < V.GPU_HOST_BOUND_PCT else
+                    "shown" if meas is not None else "model_only")
 
 
 def _power_capped(get, k: str) -> bool:
@@ -440,6 +359,6 @@ def _power_capped(get, k: str) -> bool:
     bit set in most samples, with the SM clock below its maximum."""
     power, limit, share = get(k + "power_median_w"), get(k + "power_limit_w"), get(k + "power_cap_share")
     clock, top = get(k + "sm_clock_load_mhz"), get("r.max_sm_clock_mhz")
-    at_cap = (power is not None and limit and power >= POWER_CAP_SHARE * limit) or \
+    at_cap = (power is not None and limit and power >= V.POWER_CAP_SHARE * limit) or \
         (share is not None and share >= 0.5)
     return bool(at_cap and clock is not None and top and clock < top)

@@ -25,17 +25,16 @@ CLOCK_SLOWER = 0.05
 # Each bottleneck's mechanism (diagnosis.Attribution.mechanism): its sentence is the catalogue's
 # `finding.mechanism_<code>`; a point that fails a check is worded by `finding.invalid_<code>`.
 MECHANISMS = (
-    "bandwidth_bound", "compute_bound", "delivery_slower_than_engine", "pool_full_and_waiting",
-    "queue_with_free_kv", "queue_with_free_kv_and_delivery", "client_starved",
-    "pool_full_and_waiting_log", "gpu_waits_on_host", "cpu_engine_busy", "cpu_engine_mostly_idle",
-    "gpu_waits_on_host_queued", "cpu_engine_busy_queued", "compute_bound_power_capped",
-    "roofs_balanced", "engine_mostly_idle", "no_signal_agrees", "no_gpu_signals",
-    "compute_counter_disagrees", "bandwidth_counter_disagrees", "host_counters_disagree",
-    "idle_counters_disagree",
+    "step_bandwidth", "step_compute", "step_compute_power_capped", "step_both_roofs", "step_host_side",
+    "running_at_sequence_cap", "step_budget_full", "client_shares_engine_host",
+    "delivery_slower_than_engine", "delivery_slower_than_engine_scrapes_failing", "pool_full_and_waiting",
+    "client_starved", "pool_full_and_waiting_log", "cpu_engine_busy", "cpu_engine_mostly_idle",
+    "cpu_engine_busy_queued", "engine_mostly_idle", "no_signal_agrees", "no_gpu_signals",
+    "host_counters_disagree",
 )
 # What the GPU's own counters said of a GPU verdict (diagnosis.Attribution.counters): worded by
 # `finding.counters_<code>` after the mechanism's sentence.
-COUNTER_CODES = ("absent", "shown", "bandwidth_agrees", "compute_agrees")
+COUNTER_CODES = ("shown", "bandwidth_agrees", "compute_agrees", "flops_agree", "model_only", "nvml_waits")
 
 
 @dataclass
@@ -189,11 +188,11 @@ def caveat_findings(led: Ledger, validity: dict[str, Validity], valid_pids: list
 
 # Mechanisms also said by phase (`finding.mechanism_<code>_by_phase`): where the model's config
 # gives the decode step's and the prefill's intensities, the sentence judges each phase.
-BY_PHASE = ("bandwidth_bound", "compute_bound", "compute_bound_power_capped", "roofs_balanced")
+BY_PHASE: tuple[str, ...] = ()
 
 
 # The compute-bound mechanisms: their sentence is followed by the step they predict.
-COMPUTE_BOUND = ("compute_bound", "compute_bound_power_capped")
+COMPUTE_BOUND = ("step_compute", "step_compute_power_capped")
 
 
 def _followed(f: Finding, more: Finding | None) -> Finding:
@@ -255,13 +254,18 @@ def bottleneck_finding(led: Ledger, att: Attribution, fid: str = "bottleneck",
                    list(att.evidence))
     if f is not None and att.mechanism in COMPUTE_BOUND:
         f = _followed(f, compute_step_finding(led, att.point, labels, prev_round, prev_clock))
-    if f is None or not att.counters:
+    if f is None:
         return f
-    said = _make(led, fid, "bottleneck", _texts(f"counters_{att.counters}", p=att.point, at=_at(labels, att.point)), [])
-    if said is None:
+    if att.counters:
+        said = _make(led, fid, "bottleneck", _texts(f"counters_{att.counters}", p=att.point, at=_at(labels, att.point)), [])
+        if said is not None:
+            f = Finding(f.id, f.kind, {lang: f.texts[lang] + word("finding.counters_sep", lang) + said.texts[lang]
+                                       for lang in LANGS}, list(dict.fromkeys(f.evidence + said.evidence)))
+    if not att.knob:
         return f
-    return Finding(f.id, f.kind, {lang: f.texts[lang] + word("finding.counters_sep", lang) + said.texts[lang]
-                                  for lang in LANGS}, list(dict.fromkeys(f.evidence + said.evidence)))
+    return Finding(f.id, f.kind, {lang: f.texts[lang] + word("finding.counters_sep", lang)
+                                  + word("finding.knob", lang, knob=word(f"label.knob_{att.knob}", lang))
+                                  for lang in LANGS}, f.evidence)
 
 
 def _prefill_rate_of(led: Ledger, labels: dict[str, str] | None, prev_round: str | None,
@@ -446,7 +450,7 @@ def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pid
         limit, "thesis_every_point" if since == valid_pids[0] and len(valid_pids) > 1
         else "thesis_top" if since == top else "thesis")
     # At the power cap the compute ceiling is the capped clock's, not the datasheet's: said so.
-    said = limit + ("_power_capped" if attributions[top].mechanism == "compute_bound_power_capped" else "")
+    said = limit + ("_power_capped" if attributions[top].mechanism == "step_compute_power_capped" else "")
     # A pool the round forced small itself (--num-gpu-blocks-override): the flag is the limit.
     if said == "kv_pool" and val(led, "r.blocks_before_override") is not None:
         said = "kv_pool_forced"
@@ -471,6 +475,10 @@ def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pid
         out.append(_make(led, "thesis_knee", "thesis", _texts("thesis_no_knee", n=top, at=at[top],
                                                                prev=at[valid_pids[-2]]), []))
     advice = "thesis_advice_kept_up" if kept_up else f"thesis_advice_{said}"
+    # Advice checked against the bundle: CUDA graphs only for a GPU engine that ran without them.
+    if said == "engine_host":
+        advice += ("_cpu" if attributions[top].mechanism.startswith("cpu_engine")
+                   else "" if val(led, f"p.{top}.eager_engine") is True else "_graphs")
     limit_w, rated = val(led, f"p.{top}.power_limit_w"), val(led, "r.rated_power_w")
     if said == "gpu_compute_power_capped" and limit_w is not None and rated is not None and limit_w >= rated:
         advice += "_at_rated"       # no higher limit to set: the board is at its rated maximum
@@ -543,7 +551,12 @@ def set_findings(led: Ledger, comparisons: list, labels: dict[str, str]) -> list
             # The shared blocks also freed pool: more requests ran, fewer were preempted.
             room = _texts("set_prefix_room", p=c.point, base=c.base)
             texts = {lang: texts[lang] + word("finding.sentence_sep", lang) + room[lang] for lang in LANGS}
-        out.append(_make(led, f"set_{c.point}", "sets", texts, []))
+        f = _make(led, f"set_{c.point}", "sets", texts, [])
+        if f is not None and c.question == "step_budget":
+            # The step model's prediction of each set's ITL tail: its fullest prefill step.
+            f = _followed(f, _make(led, f"set_{c.point}", "sets", _texts("set_step_budget_model", p=c.point,
+                                                                           base=c.base), []))
+        out.append(f)
     return out
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from bundle.server_flags import server_flag
 from report.derive import analyses as A
 from report.judge.diagnosis import val
 from report.ledger import Ledger
@@ -51,7 +52,8 @@ for _qty, _how in SIGNAL_HOW.items():
 
 # What else each question's table shows beside its signals (the measurements a reviewer checks).
 SHOWN: dict[str, tuple[str, ...]] = {
-    "step_budget": ("itl_ms_p90", "iteration_tokens_mean"),
+    # The step model's ITL tail beside the measured one: the fullest prefill step the budget allows.
+    "step_budget": ("itl_ms_p90", "iteration_tokens_mean", "step_token_budget", "itl_tail_ms_model"),
     "pool": ("preemptions", "kv_usage_p50"),
     # KV usage against the blocks C unshared requests would hold: shared prefixes hold fewer.
     "prefix_caching": ("prefix_cache_hit_rate", "kv_usage_p50", "kv_expected_median"),
@@ -103,22 +105,16 @@ def base_set(points) -> int:
 
 
 def question_of(flags: list[str], base_flags: list[str]) -> tuple[str, str] | None:
-    """(question, flag) of a set from the flag it adds to the base's, None when no question names it."""
-    added = [f for f in flags if f.startswith("--") and f not in base_flags]
+    """(question, flag) of a set from the flag it adds to the base's or gives another value than
+    the base's (a sweep of one flag's values), None when no question names it."""
+    added = [f for f in flags if f.startswith("--") and
+             (f not in base_flags or server_flag(f, flags) != server_flag(f, base_flags))]
     for flag, question in QUESTIONS:
         if flag in added:
             return question, flag
     if "--no-enable-prefix-caching" in base_flags and "--no-enable-prefix-caching" not in flags:
         return "prefix_caching", "--enable-prefix-caching"
     return None
-
-
-def _flag_value(flags: list[str], flag: str) -> float | None:
-    try:
-        i = flags.index(flag)
-        return float(flags[i + 1])
-    except (ValueError, IndexError):
-        return None
 
 
 def direction_of(question: str, flag: str, flags: list[str], base_flags: list[str],
@@ -130,7 +126,8 @@ def direction_of(question: str, flag: str, flags: list[str], base_flags: list[st
     if question == "prefix_caching":
         return -1 if flag == "--no-enable-prefix-caching" else 1
     if question == "step_budget":
-        mine, theirs = _flag_value(flags, flag), val(led, "r.max_num_batched_tokens")
+        # Each set's own budget (its flag, else what its server states), never server 0's.
+        mine, theirs = val(led, f"p.{pid}.step_token_budget"), val(led, f"p.{base}.step_token_budget")
         return -1 if mine is not None and theirs is not None and mine < theirs else 1
     return 1
 

@@ -64,11 +64,12 @@ def build_ledger(rd: RoundData) -> Ledger:
     return led
 
 
-def read_bundle_ledger(path: str | Path, slo=None):
+def read_bundle_ledger(path: str | Path, slo=None, gpu_name: str = ""):
     """(RoundData, Ledger) of the bundle at PATH (a run directory or its bundle/); SLO, a
-    (Slo, where stated) pair, overrides the round's own."""
+    (Slo, where stated) pair, overrides the round's own; GPU_NAME names the server's GPU where
+    the bundle sampled none."""
     d = Path(path)
     if (d / "bundle" / "manifest.json").exists():
         d = d / "bundle"
-    rd = read_round(read_bundle(d), slo)
+    rd = read_round(read_bundle(d), slo, gpu_name=gpu_name)
     return rd, build_ledger(rd)

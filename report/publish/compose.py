@@ -6,6 +6,7 @@ import re
 from dataclasses import asdict
 from pathlib import Path
 
+from bundle.server_flags import command_words, set_names, switch_state
 from bundle.slo import SloError
 from bundle.store import BundleError, read_bundle
 from report.derive import validity as V
@@ -248,8 +249,11 @@ def facts_of(rd: RoundData) -> dict:
         # None where the log does not say (vLLM's default, which depends on its version).
         "prefix_caching": (rd.log.non_default_args or {}).get("enable_prefix_caching") if rd.log else None,
         "cuda_graphs": (False if (rd.log.non_default_args or {}).get("enforce_eager") else None) if rd.log else None,
-        "prefix_caching_off": any("--no-enable-prefix-caching" in " ".join(c or [])
-                                  for c in (eng.get("server_sets") or {}).values()),
+        # Off only where every server set ran with it off (the last of its switches decides): a
+        # round that also ran it on has tried it.
+        "prefix_caching_off": bool(eng.get("server_sets")) and all(
+            switch_state(command_words(c), "enable-prefix-caching") is False
+            for c in (eng.get("server_sets") or {}).values()),
         "mfu_enabled": any("--enable-mfu-metrics" in " ".join(c or [])
                            for c in (eng.get("server_sets") or {}).values()),
         "points": [p.pid for p in rd.points],
@@ -306,11 +310,20 @@ def point_labels(points) -> dict[str, str]:
     a Named with its form in each language."""
     varying = [(k, fmt) for k, fmt in LABEL_PARTS
                if len({str(p.settings.get(k)) for p in points}) > 1]
+    # A server set is named by the flag values that set it apart ("--max-num-seqs 8"), its
+    # number only where its flags say nothing the others do not.
+    sets = set_names({p.settings.get("server_set") or 0: p.settings.get("server_flags") or [] for p in points})
+
+    def set_part(p, lang: str) -> str:
+        n = p.settings.get("server_set") or 0
+        if sets.get(n):
+            return sets[n]
+        return word("label.point_set_defaults" if not p.settings.get("server_flags") else "label.point_set", lang, n=n)
 
     def name(p, lang: str) -> str:
         vals = [f"{p.settings.get(k):g}" if isinstance(p.settings.get(k), float) else p.settings.get(k)
                 for k, _ in varying]
-        parts = [word("label.point_set", lang, n=v) if fmt is None else fmt.format(v)
+        parts = [set_part(p, lang) if fmt is None else fmt.format(v)
                  for (_, fmt), v in zip(varying, vals)]
         return word("label.point_parts_sep", lang).join(parts) if parts else p.pid
     return {p.pid: Named({lang: name(p, lang) for lang in LANGS}) for p in points}
@@ -410,8 +423,10 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
             figs[fig.id] = fig
     from report.judge.sets import SIGNALS
     for question in dict.fromkeys(c.question for c in comparisons):
+        # A step budget's ITL tail beside the one the step model predicts for each set.
+        modelled = ("itl_tail_ms_model",) if question == "step_budget" else ()
         fig = F.fig_sets(led, question, [(c.base, c.point) for c in comparisons if c.question == question],
-                         tuple(q for q, _, _ in SIGNALS[question]), facts["point_labels"])
+                         tuple(q for q, _, _ in SIGNALS[question]) + modelled, facts["point_labels"])
         if fig is not None:
             figs[fig.id] = fig
     for fig in [*F.fig_session_turns(led, pids, facts["point_labels"]),

@@ -25,5 +25,22 @@ def test_a_process_group_counts_its_processes_and_an_absent_group_counts_nothing
 
 def test_a_sample_leaves_the_engine_out_when_none_was_started():
     s = H.host_sample(1.5, None)
-    assert set(s) == {"t", "cores", "cpu_busy_s", "cpu_total_s", "client_cpu_s"}
+    assert set(s) - {"client_wait_s"} == {"t", "cores", "cpu_busy_s", "cpu_total_s", "client_cpu_s"}
     assert "engine_cpu_s" in H.host_sample(1.5, os.getpgid(0))
+
+
+def test_the_client_run_queue_wait_grows_while_a_busy_process_shares_its_core(tmp_path):
+    """Two processes spinning on one core: each waits for it about half the time."""
+    import subprocess
+    import sys
+    import time
+    if H.runqueue_wait_seconds() is None:
+        import pytest
+        pytest.skip("this kernel keeps no scheduler statistics")
+    spin = [sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<1.5: pass"]
+    a, b = (subprocess.Popen(["taskset", "-c", "0", *spin]) for _ in range(2))
+    time.sleep(1.2)
+    waits = [H.runqueue_wait_seconds(p.pid) for p in (a, b)]
+    a.wait(), b.wait()
+    assert all(w is not None and w > 0.2 for w in waits), waits
+    assert H.runqueue_wait_seconds(2**22 + 12345) is None

@@ -175,7 +175,10 @@ def server_side_keys(led: Ledger) -> set[str]:
     while changed:
         changed = False
         for k, v in led.values.items():
-            if k not in server and any(desc in server for _, desc in v.inputs):
+            # An optional input left absent is passed as None: the value does not rest on it.
+            optional = _optional_inputs(v.func)
+            if k not in server and any(desc in server and (n not in optional or led[desc].present)
+                                       for n, desc in v.inputs):
                 server.add(k)
                 changed = True
     return server
@@ -232,10 +235,18 @@ def test_server_side_values_are_absent_with_a_reason(built):
     check_known(blamed, KNOWN_WRONG_CAUSE, "absences blamed on a server flag though nothing was scraped")
 
 
+def _optional_inputs(func: str) -> frozenset[str]:
+    """The parameters a registered quantity declares optional (a default): it may stand without them."""
+    from report.registry import REGISTRY
+    return next((d.optional for d in REGISTRY.values()
+                 if f"{d.func.__module__}.{d.func.__qualname__}" == func), frozenset())
+
+
 def test_no_value_is_a_number_when_an_input_is_absent(built):
     _, led = built
     for k, v in led.values.items():
-        absent_inputs = [d for _, d in v.inputs if d in led.values and not led[d].present]
+        optional = _optional_inputs(v.func)
+        absent_inputs = [d for n, d in v.inputs if n not in optional and d in led.values and not led[d].present]
         if absent_inputs:
             assert not v.present, f"{k} = {v.value!r} though {absent_inputs} are absent"
             assert v.missing

@@ -142,7 +142,11 @@ def test_the_compute_ceiling_under_the_power_cap_is_the_clocks(round4):
     clock, top = led.value_of("p.L1024-c128.sm_clock_load_mhz"), led.value_of("r.max_sm_clock_mhz")
     assert clock < top     # held by the power cap
     ceiling = led.value_of("p.L1024-c128.peak_tflops_at_clock")
-    assert ceiling == pytest.approx(led.value_of("r.peak_tflops") * clock / top)
+    # Scaled from the clock the datasheet states its peak at (989.4 TFLOP/s = 132 SMs x 4,096 FLOP
+    # per clock x 1,830 MHz), not from the GPU's maximum clock: 827 TFLOP/s at 1,530 MHz.
+    assert led.value_of("r.peak_clock_mhz") == 1830
+    assert ceiling == pytest.approx(led.value_of("r.peak_tflops") * clock / 1830)
+    assert ceiling == pytest.approx(827.2, abs=0.1)
     assert led.value_of("p.L1024-c128.mfu_at_clock") == pytest.approx(
         led.value_of("p.L1024-c128.tflops_s") / ceiling)
     found = [f for f in round4.facts.findings if "peak_tflops_at_clock" in f["texts"]["en"]]

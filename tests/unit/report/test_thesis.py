@@ -89,13 +89,13 @@ def test_from_which_load_on_holds_for_every_point_above_it():
         for q in ("output_tok_s", "ttft_ms_p99", "itl_ms_p99"):
             led.record(f"p.{pid}.{q}", 1.0, doc="hand-built")
     att = {"c1": Attribution("c1", "gpu_bandwidth", "bandwidth_bound", {}),
-           "c2": Attribution("c2", "gpu_compute", "compute_bound", {}),
-           "c4": Attribution("c4", "gpu_compute", "compute_bound", {})}
+           "c2": Attribution("c2", "gpu_compute", "step_compute", {}),
+           "c4": Attribution("c4", "gpu_compute", "step_compute", {})}
     labels = {"c1": "C=1", "c2": "C=2", "c4": "C=4"}
     head = thesis_findings(led, att, ["c1", "c2", "c4"], labels)[0]
     assert head.texts["en"].startswith("The GPU's compute limits this server from C=2 on.")
     # C=1 shares the limit too: every valid point, said so
-    att["c1"] = Attribution("c1", "gpu_compute", "compute_bound", {})
+    att["c1"] = Attribution("c1", "gpu_compute", "step_compute", {})
     head = thesis_findings(led, att, ["c1", "c2", "c4"], labels)[0]
     assert "at every valid point, C=1 to C=4" in head.texts["en"]
     # no single limit at the top: said so, not guessed
@@ -111,9 +111,10 @@ def test_round_4_page_1_states_the_answer_before_the_cards(round4, lang):
     assert [f["id"] for f in theses] == ["thesis", "thesis_limits", "thesis_knee", "thesis_advice", "thesis_slo",
                                          "thesis_slo_best"]
     assert "C=128" in theses[0]["texts"]["en"] and "C=32" in theses[2]["texts"]["en"]
-    # the limit moves along the sweep, and page 1 says where: bandwidth up to C=32, compute at C=128
-    assert theses[1]["texts"]["en"] == ("Along the sweep the limit moves: GPU memory bandwidth from C=1 to C=32; "
-                                        "unknown at C=64; GPU compute at C=128.")
+    # the limit moves along the sweep, and page 1 says where: bandwidth up to C=16, both roofs at
+    # C=32 and C=64 (a prompt's chunk in a tenth to a fifth of the steps), compute at C=128
+    assert theses[1]["texts"]["en"] == ("Along the sweep the limit moves: GPU memory bandwidth from C=1 to C=16; "
+                                        "GPU (both roofs) from C=32 to C=64; GPU compute at C=128.")
     assert "C=64 meets it and C=128 does not" in theses[4]["texts"]["en"]
     assert theses[5]["texts"]["en"].startswith("The best point within the SLO is C=64")
     html = Page(round4, lang).assemble("html")
@@ -124,7 +125,7 @@ def test_round_4_page_1_states_the_answer_before_the_cards(round4, lang):
     said = ("The GPU's compute at its power cap limits this server at C=128" if lang == "en"
             else "功耗上限下的 GPU 算力限制了本服务")
     assert said in page1
-    assert ("765 TFLOP/s" in page1) and ("1,530 MHz" in page1)
+    assert ("827 TFLOP/s" in page1) and ("1,530 MHz" in page1)
     assert page1.index(said) < page1.index(
         "Output throughput at C=128" if lang == "en" else "C=128 点输出吞吐")
     assert "--max-num-batched-tokens" in page1 and "--max-model-len" in page1
@@ -182,7 +183,7 @@ def _compute_ledger(ratio: float | None) -> Ledger:
     for key, value in (("output_tok_s", 7000.0), ("ttft_ms_p99", 900.0), ("itl_ms_p99", 180.0)):
         led.record(f"p.c4.{key}", value, doc="hand-built")
     if ratio is not None:
-        for key, value, unit in (("peak_tflops_at_clock", 765.0, "TFLOP/s"), ("step_gflop", 7234.0, "GFLOP"),
+        for key, value, unit in (("peak_tflops_at_clock", 827.0, "TFLOP/s"), ("step_gflop", 7234.0, "GFLOP"),
                                  ("step_ms_at_compute_ceiling", 9.46, "ms"), ("step_ms_mean", 9.46 * ratio, "ms"),
                                  ("step_over_compute_ceiling", ratio, "×")):
             led.record(f"p.c4.{key}", value, unit=unit, doc="hand-built")
@@ -190,15 +191,15 @@ def _compute_ledger(ratio: float | None) -> Ledger:
 
 
 @pytest.mark.parametrize("mechanism, ratio, verdict", [
-    ("compute_bound", 1.1, "thesis_compute_step_explained"),          # within the tolerance
-    ("compute_bound_power_capped", 1.74, "thesis_compute_step_longer"),
-    ("compute_bound", 0.5, "thesis_compute_step_shorter"),
-    ("compute_bound", None, None),       # no step measured: the thesis stands without the prediction
-    ("bandwidth_bound", 1.1, None),      # a thesis that does not name compute predicts no compute step
+    ("step_compute", 1.1, "thesis_compute_step_explained"),          # within the tolerance
+    ("step_compute_power_capped", 1.74, "thesis_compute_step_longer"),
+    ("step_compute", 0.5, "thesis_compute_step_shorter"),
+    ("step_compute", None, None),       # no step measured: the thesis stands without the prediction
+    ("step_bandwidth", 1.1, None),      # a thesis that does not name compute predicts no compute step
 ])
 def test_a_compute_thesis_says_the_step_it_predicts_beside_the_step_measured(mechanism, ratio, verdict):
     led = _compute_ledger(ratio)
-    limit = "gpu_bandwidth" if mechanism == "bandwidth_bound" else "gpu_compute"
+    limit = "gpu_bandwidth" if mechanism == "step_bandwidth" else "gpu_compute"
     att = {"c4": Attribution("c4", limit, mechanism, {})}
     head = thesis_findings(led, att, ["c4"], {"c4": "C=4"})[0]
     for lang in ("en", "zh"):

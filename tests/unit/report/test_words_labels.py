@@ -47,7 +47,9 @@ GROUPS = {
     "plan_": [REPORT / "planner" / "explain.py"],
     "note_": [REPORT / "planner" / "notes.py"],
     # the diagnosis table words a point's bottleneck and failed checks by their codes
-    "bottleneck_": [REPORT / "judge" / "diagnosis.py"],
+    "bottleneck_": [REPORT / "judge" / "rules.py"],
+    # each limit's knob, named in rules.KNOBS
+    "knob_": [REPORT / "judge" / "rules.py", REPORT / "judge" / "diagnosis.py"],
     "invalid_short_": [REPORT / "judge" / "diagnosis.py"],
 }
 CJK = "[\u3400-\u9fff]"
