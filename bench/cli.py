@@ -8,7 +8,6 @@ import resource
 import shlex
 import signal
 import sys
-import urllib.parse
 from pathlib import Path
 
 from bench.engine import EngineError
@@ -23,6 +22,7 @@ from bench.plan import (
     load_plan,
     open_files_limit,
 )
+from bench.urls import check_endpoint, check_endpoints_differ
 from bundle.redact import API_KEY_ENV, SECRET_MIN_LEN
 from bundle.store import BundleError
 from bundle.textsafety import terminal_line
@@ -110,7 +110,10 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
     if args.model_config is not None:
         plan.engine.model_config = args.model_config
     if args.server_flags:
-        plan.engine.flags = plan.engine.flags + shlex.split(args.server_flags)
+        try:
+            plan.engine.flags = plan.engine.flags + shlex.split(args.server_flags)
+        except ValueError as e:     # an unclosed quote, a lone escape
+            raise PlanError(f"--server-flags: {args.server_flags!r:.80} is not a command line ({e})") from None
     if args.concurrency is not None:
         s.concurrency = args.concurrency
     if args.request_rate is not None:
@@ -158,14 +161,9 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
     except PlanError as e:
         raise PlanError(name_the_flag(str(e), args)) from None
     if args.endpoint:
-        if len(set(args.endpoint)) != len(args.endpoint):
-            raise PlanError("--endpoint: a URL is given twice")
         for url in args.endpoint:
             check_endpoint(url, "--endpoint")
-    elif plan.engine.mode != "embedded":
-        key = "endpoints" if plan.engine.endpoints else "endpoint"
-        for url in plan.engine.all_endpoints():
-            check_endpoint(url, f"{plan.source or 'plan'} [engine].{key}")
+        check_endpoints_differ(args.endpoint, "--endpoint")
     return plan
 
 
@@ -187,13 +185,6 @@ def name_the_flag(message: str, args: argparse.Namespace) -> str:
         if getattr(args, dest, None) is not None and key in message:
             return f"--{dest.replace('_', '-')}: {message}"
     return message
-
-
-def check_endpoint(url: str, where: str) -> None:
-    """Refuse an endpoint that is not an http(s) URL with a host."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise PlanError(f"{where}: {url!r} is not an http:// or https:// URL with a host")
 
 
 def raise_open_files_limit(plan: Plan) -> None:

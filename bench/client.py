@@ -63,8 +63,32 @@ def completion_payload(model: str, prompt: Any, max_tokens: int, *, api: str = "
     return body
 
 
-def _chunk_tokens(event: dict, prev_cum: int | None, mode: str) -> tuple[int | None, int | None]:
-    """Tokens carried by one content chunk and the new cumulative count."""
+# The most token ids one streamed event may carry: vLLM sends one, or a few per speculative
+# decoding step; an event of thousands is no streamed reply.
+MAX_IDS_PER_EVENT = 1024
+
+
+class BadTokenIds(ValueError):
+    """An event's `token_ids` that are no reply of the served model, in words."""
+
+
+def token_ids_problem(ids: list, vocab: int | None) -> str | None:
+    """Why IDS (one event's token ids) are no reply of a model of VOCAB ids, or None: each an
+    integer in [0, VOCAB) (below 2**31 when the vocabulary is not known), at most MAX_IDS_PER_EVENT."""
+    if len(ids) > MAX_IDS_PER_EVENT:
+        return f"{len(ids):,} token ids in one event, over {MAX_IDS_PER_EVENT:,}"
+    top = vocab or MAX_COUNT + 1
+    for x in ids:
+        if type(x) is not int or not 0 <= x < top:
+            return (f"token id {x!r:.40} is not an integer from 0 to {top - 1:,}"
+                    + (" (the served vocabulary)" if vocab else ""))
+    return None
+
+
+def _chunk_tokens(event: dict, prev_cum: int | None, mode: str,
+                  vocab: int | None = None) -> tuple[int | None, int | None]:
+    """Tokens carried by one content chunk and the new cumulative count; BadTokenIds when its
+    token ids are none a model of VOCAB ids sends."""
     usage = event.get("usage")
     if mode == "usage" and isinstance(usage, dict) and "completion_tokens" in usage:
         cum = int(usage["completion_tokens"])
@@ -75,6 +99,9 @@ def _chunk_tokens(event: dict, prev_cum: int | None, mode: str) -> tuple[int | N
     choices = event.get("choices") or []
     ids = choices[0].get("token_ids") if choices else None
     if isinstance(ids, list):
+        problem = token_ids_problem(ids, vocab)
+        if problem:
+            raise BadTokenIds(problem)
         return len(ids), (prev_cum or 0) + len(ids)
     return None, prev_cum
 
@@ -104,11 +131,13 @@ class EventSink:
     at once); `close()` puts them into REC["chunks"] as (t, n) pairs.
     """
 
-    __slots__ = ("rec", "api", "mode", "buf", "cum", "done", "ts", "ns", "fast", "last", "reply")
+    __slots__ = ("rec", "api", "mode", "buf", "cum", "done", "ts", "ns", "fast", "last", "reply",
+                 "vocab")
 
     def __init__(self, rec: dict[str, Any], api: str, mode: str, reply: list[int] | None = None):
         self.rec, self.api, self.mode = rec, api, mode
         self.reply = reply                # where the reply's token ids go (token_ids mode), if kept
+        self.vocab = getattr(reply, "vocab", None)   # the served vocabulary's size, when known
         self.buf = b""
         self.cum: int | None = None
         self.done = False
@@ -265,10 +294,13 @@ class EventSink:
             return
         try:
             if _has_content(event, self.api):
-                n, new_cum = _chunk_tokens(event, self.cum, self.mode)
+                n, new_cum = _chunk_tokens(event, self.cum, self.mode, self.vocab)
                 fr = event["choices"][0].get("finish_reason")
                 if n is not None and n > MAX_COUNT:
                     raise OverflowError(n)
+                if self.reply is not None and n and len(self.reply) + n > (rec.get("max_tokens") or MAX_COUNT):
+                    raise BadTokenIds(f"{len(self.reply) + n:,} token ids in the reply, over the "
+                                      f"{rec.get('max_tokens') or MAX_COUNT:,} asked for")
                 self.ns.append(UNKNOWN if n is None else n)
                 self.cum = new_cum
                 if self.reply is not None and n:
@@ -282,6 +314,8 @@ class EventSink:
                 rec["usage"] = event["usage"]
                 if isinstance(event.get("metrics"), dict):
                     rec["server_metrics"] = event["metrics"]
+        except BadTokenIds as e:
+            rec["error"] = f"token_ids of a streamed event: {e}"
         except (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError):
             # Valid JSON of an unexpected shape (e.g. a null token count).
             rec["error"] = f"malformed SSE event: {_text(payload)[:200]!r}"

@@ -9,10 +9,10 @@ the API, or a refusal gives a reason in words and no counter fields; a counter N
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from bundle.gpu_fields import GPM_FIELDS
+from bundle.plausible import field_problem
 
 # gpu.jsonl field -> the pynvml constant naming its GPM metric (nvml.h's nvmlGpmMetricId_t).
 GPM_METRIC_NAMES = {
@@ -109,7 +109,7 @@ class GpmStream:
         unsupported: list[str] = []
         errors: dict[str, str] = {}
         for i, name in enumerate(GPM_METRIC_NAMES):
-            value, problem = _metric_value(nv, mg.metrics[i])
+            value, problem = _metric_value(nv, mg.metrics[i], name)
             fields[name] = value
             if value is None:
                 unsupported.append(name)
@@ -126,14 +126,17 @@ class GpmStream:
                 pass
 
 
-def _metric_value(nv: Any, m: Any) -> tuple[float | None, str | None]:
-    """A metric's value, or None with NVML's error in words (None for plain 'not supported')."""
+def _metric_value(nv: Any, m: Any, name: str) -> tuple[float | None, str | None]:
+    """A metric's value as gpu.jsonl's field NAME, or None with why in words: NVML's error (None
+    for plain 'not supported'), or a value that is no measurement (not finite, out of range)."""
     if m.nvmlReturn != 0:
         refused = m.nvmlReturn == getattr(nv, "NVML_ERROR_NOT_SUPPORTED", 3)
         return None, None if refused else str(nv.NVMLError(m.nvmlReturn))
     value = float(m.value)
-    if not math.isfinite(value):  # seen on an H200 for DRAM bandwidth over a 59 ms interval
-        return None, f"NVML gave a non-finite value ({value!r})"
+    # Non-finite values were seen on an H200 for DRAM bandwidth over a 59 ms interval.
+    problem = field_problem(name, value)
+    if problem:
+        return None, f"NVML gave {problem}"
     return value, None
 
 

@@ -29,6 +29,7 @@ from bundle.gpu_fields import (  # noqa: F401
     decode_throttle_reasons,
     reason_bits,
 )
+from bundle.plausible import field_problem
 
 
 def _nvml():
@@ -75,7 +76,8 @@ def _close() -> None:
 
 
 def _read(fields: dict, unsupported: list, errors: dict, name: str, fn: Callable[[], Any]):
-    """Store fn() under NAME, or null plus NAME in unsupported when NVML refuses it."""
+    """Store fn() under NAME, or null plus NAME in unsupported when NVML refuses it or gives a
+    value that is no measurement of it (bundle/plausible.py: a clock at 0, a share past 100 %)."""
     nv = _nvml()
     try:
         fields[name] = fn()
@@ -84,6 +86,17 @@ def _read(fields: dict, unsupported: list, errors: dict, name: str, fn: Callable
         unsupported.append(name)
         if not isinstance(e, nv.NVMLError_NotSupported):
             errors[name] = str(e)
+        return
+    _keep_plausible(fields, unsupported, errors, name)
+
+
+def _keep_plausible(fields: dict, unsupported: list, errors: dict, name: str) -> None:
+    """Null FIELDS[NAME], naming why, when it is a number no GPU gives."""
+    v = fields[name]
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and (problem := field_problem(name, v)):
+        fields[name] = None
+        unsupported.append(name)
+        errors[name] = f"NVML gave {problem}"
 
 
 def read_gpu_sample(handle: Any, index: int) -> dict[str, Any]:
@@ -104,6 +117,8 @@ def read_gpu_sample(handle: Any, index: int) -> dict[str, Any]:
     try:
         util = nv.nvmlDeviceGetUtilizationRates(handle)
         f["gpu_util_pct"], f["mem_util_pct"] = util.gpu, util.memory
+        for name in ("gpu_util_pct", "mem_util_pct"):
+            _keep_plausible(f, unsupported, errors, name)
     except nv.NVMLError as e:
         for name in ("gpu_util_pct", "mem_util_pct"):
             f[name] = None

@@ -45,10 +45,14 @@ def check_dist(spec: Any, where: str) -> None:
     if kind == "uniform" and not 0 <= _number(spec, "range_ratio", where, 0.0) < 1:
         raise PlanError(f"{where}.range_ratio: must be at least 0 and below 1, got {spec['range_ratio']!r}")
     if kind in ("normal", "lognormal"):
-        if _number(spec, "sd", where) <= 0:
-            raise PlanError(f"{where}.sd: must be above 0, got {spec['sd']!r}")
-        if "mean" in spec and _number(spec, "mean", where) <= 0:
-            raise PlanError(f"{where}.mean: must be above 0, got {spec['mean']!r}")
+        # A length is 1 to MAX_TOKENS: a mean or sd outside that range draws nothing a request
+        # can ask for, and a larger one overflows the draw (sd 1e308).
+        for key in ("mean", "sd"):
+            if key in spec or key == "sd":
+                v = _number(spec, key, where)
+                if not 0 < v <= MAX_TOKENS or (key == "mean" and v < 1):
+                    raise PlanError(f"{where}.{key}: must be {'at least 1' if key == 'mean' else 'above 0'} "
+                                    f"and at most {MAX_TOKENS:,} tokens, got {spec[key]!r}")
         if "max" not in spec:
             raise PlanError(f"{where}.max: a {kind} length needs a max (its tail would pass any context)")
         lo, hi = _number(spec, "min", where, 1), _number(spec, "max", where)
@@ -64,6 +68,10 @@ def check_dist(spec: Any, where: str) -> None:
                 raise PlanError(f"{where}.components[{i}]: a mixture of mixtures; list their components instead")
             if _number(part, "weight", f"{where}.components[{i}]") <= 0:
                 raise PlanError(f"{where}.components[{i}].weight: must be above 0")
+        # Drawing sums the weights: a sum past the float range draws nothing.
+        if not math.isfinite(sum(float(p["weight"]) for p in parts)):
+            raise PlanError(f"{where}.components: the weights sum past the float range; scale "
+                            "them down (only their ratios count)")
 
 
 def longest(spec: dict, nominal: int) -> int:

@@ -13,7 +13,6 @@ import math
 import os
 import re
 import resource
-import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -24,10 +23,11 @@ from bench.prompts import (  # noqa: F401 - PlanError re-exported
     MAX_TOKENS,
     PlanError,
     read_prompt_file,
-    read_text_file,
 )
-from bundle.expect import ExpectError, expect_from_dict
+from bench.urls import check_endpoint, check_endpoints_differ
+from bundle.expect import MAX_PLAN_FILE_BYTES, ExpectError, expect_from_dict
 from bundle.slo import SloError, slo_from_dict
+from bundle.textfile import read_toml_file
 
 
 @dataclass
@@ -318,7 +318,7 @@ BOUNDS: dict[tuple[str, str], tuple[float, float, bool]] = {
     ("workload", "prefix_len"): (0, MAX_TOKENS, True),
     ("workload", "num_prefixes"): (1, 1 << 20, True),
     ("workload", "turns"): (1, 1 << 10, True),
-    ("workload", "think_ms"): (0, 3_600_000, True),
+    ("workload", "think_ms"): (0, sessions.MAX_THINK_MS, True),
     ("workload", "token_id_low"): (0, MAX_TOKENS, True),
     ("workload", "time_scale"): (0, 10**6, False),
     ("workload", "max_requests"): (0, 10**9, True),
@@ -388,10 +388,15 @@ def open_files_limit() -> int:
 
 
 def client_memory_bytes(plan: Plan, point: dict[str, Any]) -> int:
-    """Client memory a point needs before its first request: prompt pools and arrival schedule."""
-    s = plan.sweep
+    """Client memory a point needs before its first request: prompt pools and arrival schedule.
+    A trace's pool is every kept request's prompt; a drawn length counts at its longest."""
+    s, w = plan.sweep, plan.workload
     C = point.get("concurrency") or 1
-    pool = prompt_pool_size(s, C) * point["input_len"] * PROMPT_TOKEN_BYTES * plan.client.workers
+    if w.kind == replay.TRACE:
+        tokens = sum(r.input_len for r in replay.load_trace(w).requests)
+    else:
+        tokens = prompt_pool_size(s, C) * longest(w.input_dist, point["input_len"])
+    pool = tokens * PROMPT_TOKEN_BYTES * plan.client.workers
     rate = point.get("request_rate")
     arrivals = 0
     if rate:
@@ -409,8 +414,8 @@ def check_capacity(plan: Plan, points: list[dict[str, Any]]) -> None:
         if need > budget:
             raise PlanError(
                 f"{src}: point {p['id']} needs about {need / 2**30:,.1f} GiB of client memory "
-                f"before it sends a request (its prompt pool of input_len {p['input_len']} tokens "
-                f"per prompt and its arrival schedule), over half of this host's "
+                f"before it sends a request (its prompt pool, a trace's every prompt or each "
+                f"prompt at its longest, and its arrival schedule), over half of this host's "
                 f"{2 * budget / 2**30:,.1f} GiB; lower input_len, concurrency or requests_per_point")
     streams = max((p.get("concurrency") or 1) for p in points)
     per_process = -(-streams // plan.client.workers)
@@ -460,8 +465,11 @@ def check_endpoints(e: EngineSpec, src: str) -> None:
     if e.endpoints and len(e.endpoints) < 2:
         raise PlanError(f"{src} [engine].endpoints: {len(e.endpoints)} given; one server is "
                         "`endpoint`, `endpoints` names two or more")
-    if len(set(e.endpoints)) != len(e.endpoints):
-        raise PlanError(f"{src} [engine].endpoints: an endpoint is named twice")
+    key = "endpoints" if e.endpoints else "endpoint"
+    if e.mode != "embedded":
+        for url in e.all_endpoints():
+            check_endpoint(url, f"{src} [engine].{key}")
+    check_endpoints_differ(e.endpoints, f"{src} [engine].endpoints")
     if e.endpoints and e.mode == "embedded":
         raise PlanError(f"{src} [engine].endpoints: the embedded engine is one server; several "
                         "endpoints need launch or endpoint mode")
@@ -474,6 +482,19 @@ def check_endpoints(e: EngineSpec, src: str) -> None:
     if e.mode == "launch" and len(e.all_commands()) != len(e.all_endpoints()):
         raise PlanError(f"{src} [engine].commands: {len(e.all_commands())} command line(s) for "
                         f"{len(e.all_endpoints())} endpoints; launch mode starts one server per endpoint")
+
+
+def flags_problem(plan: Plan, where: str) -> str | None:
+    """Why PLAN's server flags cannot reach a server (in endpoint mode the server already runs,
+    started elsewhere), led by WHERE, None when they can or it has none: flags recorded but not
+    applied would make the bundle say what did not run."""
+    e, sets = plan.engine, [f for f in plan.sweep.server_flags if f]
+    if e.mode != "endpoint" or not (sets or e.flags):
+        return None
+    key, what = (("[sweep].server_flags", f"{len(plan.sweep.server_flags)} server-flag sets") if sets
+                 else ("[engine].flags", f"the flags {e.flags!r:.60}"))
+    return (f"{where} {key}: {what} in endpoint mode, where the server already runs and no flag "
+            "reaches it; start each set with launch mode, or drop them")
 
 
 def check_plan(plan: Plan) -> None:
@@ -501,7 +522,7 @@ def check_plan(plan: Plan) -> None:
         raise PlanError(f"{src} [workload].kind: {w.kind!r} is not random, shared-prefix, jsonl, "
                         "sessions, trace or sharegpt")
     if w.kind == sessions.KIND:
-        sessions.check_sessions(w, src, plan.client.workers)
+        sessions.check_sessions(w, src, plan.client.workers, s.duration_s)
     if w.kind in replay.KINDS:
         replay.check_replay(w, s, src)
     elif w.trace or w.dataset:
@@ -552,6 +573,15 @@ def check_plan(plan: Plan) -> None:
                         "a point needs at least 1 (or a positive duration_s)")
     if not s.server_flags or not all(isinstance(f, list) for f in s.server_flags):
         raise PlanError(f"{src} [sweep].server_flags: a list of flag lists, e.g. [[], [\"--x\"]]")
+    twice = next(((i, j) for j, b in enumerate(s.server_flags) for i, a in enumerate(s.server_flags[:j])
+                  if a == b), None)
+    if twice:
+        raise PlanError(f"{src} [sweep].server_flags: sets {twice[0]} and {twice[1]} are the same "
+                        f"flags ({s.server_flags[twice[1]]!r:.80}); their points would be compared as "
+                        "if the server differed")
+    problem = flags_problem(plan, src)
+    if problem:
+        raise PlanError(problem)
     check_search(plan)
     points = plan.points()
     stray = sorted(set(plan.expect) - {p["id"] for p in points})
@@ -561,7 +591,7 @@ def check_plan(plan: Plan) -> None:
     check_capacity(plan, points)
 
 
-MAX_PLAN_BYTES = 1 << 20
+MAX_PLAN_BYTES = MAX_PLAN_FILE_BYTES
 
 
 def check_prompt_file(path: str, where: str) -> None:
@@ -576,11 +606,7 @@ def load_plan(path: str | Path) -> Plan:
     path = Path(path)
     if not path.exists():
         raise PlanError(f"{path}: no such plan file")
-    text = read_text_file(path, str(path), limit=MAX_PLAN_BYTES)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise PlanError(f"{path}: {e}") from None
+    data = read_toml_file(path, str(path), MAX_PLAN_BYTES, PlanError)
     return plan_from_dict(data, source=str(path))
 
 
@@ -652,7 +678,16 @@ ADDED_KEYS = {("engine", "endpoints"): [], ("engine", "commands"): []}
 
 def resume_problem(recorded: dict[str, Any], now: dict[str, Any]) -> str | None:
     """Why the plan NOW (as the manifest would record it) cannot continue a bundle recorded
-    with the plan RECORDED, None when it can: every point of one bundle runs one workload."""
+    with the plan RECORDED, None when it can: every point of one bundle runs one workload, on as
+    many servers, and a search sweep's points were chosen by one SLO."""
+    def servers(plan: dict[str, Any]) -> int:
+        return len((plan.get("engine") or {}).get("endpoints") or []) or 1
+    if servers(recorded) != servers(now):
+        return (f"--resume: the bundle was recorded against {servers(recorded)} server(s) and is given "
+                f"{servers(now)} now; its engines' samples would not add up (record a new round)")
+    if (recorded.get("sweep") or {}).get("search") and recorded.get("slo") != now.get("slo"):
+        return (f"--resume: [slo] was {recorded.get('slo')!r:.80} when the search chose its points "
+                f"and is {now.get('slo')!r:.80} now; a search continues under the SLO it started with")
     for section in sorted(set(recorded) | set(now)):
         a, b = recorded.get(section), now.get(section)
         if (section,) in RESUME_FREE or a == b:

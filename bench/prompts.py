@@ -7,12 +7,11 @@ read files through here, so neither imports the other to do it.
 from __future__ import annotations
 
 import json
-import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bundle import textfile
 from bundle.schema import MAX_COUNT
 
 
@@ -25,32 +24,8 @@ MAX_TOKENS = MAX_COUNT     # a token count must fit the bundle's chunk column
 
 
 def read_text_file(path: str | Path, where: str, limit: int = MAX_TEXT_FILE_BYTES) -> str:
-    """The UTF-8 text of PATH, up to LIMIT bytes; PlanError led by WHERE for anything else."""
-    try:
-        # Opened without blocking and checked before any read: a FIFO would wait for a writer
-        # forever, a device (/dev/zero) never end.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise PlanError(f"{where}: does not exist") from None
-    except OSError as e:
-        raise PlanError(f"{where}: {e.strerror or e}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise PlanError(f"{where}: not a regular file (a pipe, a device or a directory)")
-        os.set_blocking(fd, True)
-        with open(fd, "rb", closefd=False) as f:
-            data = f.read(limit + 1)
-    except OSError as e:
-        raise PlanError(f"{where}: {e.strerror or e}") from None
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise PlanError(f"{where}: over {limit >> 20} MiB; not a file this tool reads")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise PlanError(f"{where}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
-                        f"{e.start})") from None
+    """The UTF-8 text of PATH, up to LIMIT bytes (bundle/textfile.py); PlanError led by WHERE."""
+    return textfile.read_text_file(path, where, limit, PlanError)
 
 
 @dataclass(frozen=True)

@@ -73,9 +73,15 @@ def collect_model_config(path: str | Path | None) -> tuple[dict | None, str | No
     if p.is_dir():
         p = p / "config.json"
     try:
-        return json.loads(read_text_file(p, str(p), limit=MAX_CONFIG_BYTES)), str(p)
-    except (PlanError, json.JSONDecodeError):
+        config = json.loads(read_text_file(p, str(p), limit=MAX_CONFIG_BYTES),
+                            parse_constant=_refuse_constant)
+    except (PlanError, ValueError, RecursionError):   # NaN or Infinity too; nesting past the stack
         return None, None
+    return (config, str(p)) if isinstance(config, dict) else (None, None)
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a finite number")
 
 
 def _flag_value(argv: list[str], flag: str) -> str | None:

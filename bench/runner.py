@@ -19,6 +19,7 @@ import re
 import shlex
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any, Callable
 
@@ -31,7 +32,7 @@ from bench.exposition import parse_exposition
 from bench.hostcpu import host_monitor
 from bench.loop import collect_between_points
 from bench.loop import run as run_loop
-from bench.plan import Plan, PlanError, context_problem, resume_problem
+from bench.plan import Plan, PlanError, context_problem, flags_problem, resume_problem
 from bench.point_driver import (
     LocalSlots,
     PointRun,
@@ -60,8 +61,10 @@ from bench.provenance import (
 from bench.search import SloSearch
 from bench.workload import make_prompts, stream_start_offsets
 from bundle.files import server_log_name
+from bundle.lock import BundleLock
 from bundle.metric_keys import ENDPOINT_LABEL, sample_key, split_key
-from bundle.redact import Redactor
+from bundle.plausible import screen
+from bundle.redact import Redactor, url_credentials
 from bundle.store import BundleWriter, read_bundle
 
 # Host CPU is sampled at least this often: a short point still gets two samples.
@@ -129,7 +132,11 @@ class MetricsSampler:
             # dt: until the last page was read (the parsing after it is not the scrape's).
             samples = (pages[0][1] if not several else
                        {labelled(key, k): v for k, (_, page) in enumerate(pages) for key, v in page.items()})
+            # A sample that is no measurement (NaN, a negative power) is kept out, with why.
+            samples, withheld = screen(samples)
             rec.update(dt=max(done for done, _ in pages) - t, ok=True, samples=samples)
+            if withheld:
+                rec["withheld"] = withheld
         w.append(self.stream, rec)
 
     async def run(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
@@ -258,7 +265,7 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
             run, sessions.SessionDraws(wl, point["input_len"], point["output_len"], seed),
             [t_start + off for off in stream_start_offsets(C, point.get("ramp_s") or 0.0, seed)],
             send_turn,
-            warm_or_measure)
+            warm_or_measure, vocab=served_vocab(w.manifest))
     elif wl.kind == replay.TRACE:
         # An open loop with no cap: each request goes at its own time whatever is in flight.
         await drive_open(run, replay.trace_schedule(wl, w.now()), None)
@@ -270,6 +277,15 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
         offsets = stream_start_offsets(C, point.get("ramp_s") or 0.0, seed)
         await drive_closed(run, [t_start + off for off in offsets])
     return await end_point(w, point, state, engine, progress, index, t_start)
+
+
+def served_vocab(manifest: dict) -> int | None:
+    """How many token ids the served model can emit: the larger of its tokenizer's and its
+    config's vocabulary (random weights emit ids past the tokenizer's), None when neither is known."""
+    model = manifest.get("model") or {}
+    sizes = [n for n in (model.get("tokenizer_vocab_size"), (model.get("config") or {}).get("vocab_size"))
+             if isinstance(n, int) and not isinstance(n, bool) and n > 0]
+    return max(sizes, default=None)
 
 
 async def models_with_key(session: aiohttp.ClientSession, endpoint: str) -> list | None:
@@ -481,11 +497,13 @@ def served_model_paths(plan: Plan) -> tuple[str | None, str | None, str | None]:
 
 
 def dataset_tokenizer(plan: Plan) -> str | None:
-    """The folder of the served model's tokenizer.json: the served model's, else the folder of
-    the plan's [engine].model_config (an endpoint's model is known only from that)."""
+    """The folder of the served model's tokenizer.json: the served model's, else the plan's
+    [engine].model_config's folder, or that folder itself when it names one (an endpoint's
+    model is known only from that)."""
     tok = served_model_paths(plan)[1]
     if tok is None and plan.engine.model_config:
-        tok = str(Path(plan.engine.model_config).parent)
+        cfg = Path(plan.engine.model_config)     # config.json, or the model's folder itself
+        tok = str(cfg if cfg.is_dir() else cfg.parent)
     return tok
 
 
@@ -541,6 +559,11 @@ def secrets_of(plan: Plan, api_key: str | None) -> list[str]:
         elif a.startswith(tuple(f + "=" for f in SECRET_FLAGS)):
             out.append(a.split("=", 1)[1])
     out += [str(v) for k, v in (e.env or {}).items() if SECRET_ENV.search(k)]
+    # A URL's user and password (an exporter behind basic auth: aiohttp sends them); endpoints
+    # carrying them are refused by the plan check (bench/urls.py).
+    creds = [c for url in [plan.sampler.gpu_metrics, *e.all_endpoints()] if url
+             and (c := url_credentials(url))]
+    out += creds + [urllib.parse.unquote(c) for c in creds]   # as written, and as decoded
     return out
 
 
@@ -558,6 +581,20 @@ def run_round(plan: Plan, out: Path, endpoint_override: str | list[str] | None =
         plan.engine.endpoint = "" if several else (
             endpoint_override[0] if isinstance(endpoint_override, list) else endpoint_override)
         plan.engine.endpoints = list(endpoint_override) if several else []
+        problem = flags_problem(plan, f"--endpoint over {plan.source or 'the plan'}:")
+        if problem:
+            raise PlanError(problem)
+    # One writer per bundle, from before a resume reads what is there until the bundle closes.
+    with BundleLock(out) as lock:
+        if lock.took_over:
+            print(f"{out}: the lock of process {lock.took_over}, which is gone, is taken over",
+                  file=sys.stderr)
+        return _record(plan, out, endpoint_override, resume, api_key, judge)
+
+
+def _record(plan: Plan, out: Path, endpoint_override: str | list[str] | None, resume: bool,
+            api_key: str | None, judge: Judge | None) -> str:
+    """run_round's work, under the bundle's lock."""
     resuming = resume and (out / "manifest.json").exists()
     skip = completed_points(out) if resuming else set()
     if resuming:

@@ -31,8 +31,13 @@ from bench.prompts import PlanError, Prompt
 KIND = "sessions"
 
 
-def check_sessions(w: Any, src: str, workers: int) -> None:
-    """Refuse a sessions workload its users could not hold, naming the key."""
+# The longest think time a user may take (ms): the bound of [workload].think_ms.
+MAX_THINK_MS = 3_600_000
+
+
+def check_sessions(w: Any, src: str, workers: int, duration_s: float = 0.0) -> None:
+    """Refuse a sessions workload its users could not hold, naming the key: a think time longer
+    than an hour, or than a point of DURATION_S seconds (its users would hold it past its end)."""
     if w.api != "completions":
         raise PlanError(f"{src} [workload].api: a sessions workload resends token ids, so it needs "
                         f"the completions API (got {w.api!r})")
@@ -45,6 +50,15 @@ def check_sessions(w: Any, src: str, workers: int) -> None:
     for key in ("turns_dist", "think_dist"):
         if getattr(w, key):
             check_dist(getattr(w, key), f"{src} [workload.{key}]")
+    where = f"{src} [workload.think_dist].max" if w.think_dist else f"{src} [workload].think_ms"
+    think_ms = longest(w.think_dist, w.think_ms) if w.think_dist else w.think_ms
+    if think_ms > MAX_THINK_MS:
+        raise PlanError(f"{where}: a think time of up to {think_ms / 1000:,.0f} s is over "
+                        f"{MAX_THINK_MS // 1000:,} s")
+    if duration_s > 0 and think_ms / 1000 >= duration_s:
+        raise PlanError(f"{where}: a think time of up to {think_ms / 1000:,g} s is not shorter than "
+                        f"a point ([sweep].duration_s = {duration_s:g}); its users would still be "
+                        "thinking when it ends")
 
 
 def longest_prompt(w: Any, input_len: int, output_len: int) -> tuple[int, int]:
@@ -103,16 +117,27 @@ class SessionDraws:
         return Prompt(list(c.history), len(c.history), n_out), think
 
 
+class ReplyIds(list):
+    """Where a turn's reply token ids go as they stream in, with the size of the served
+    vocabulary (None when not known) that each id must fall in (bench/client.py checks them)."""
+
+    def __init__(self, vocab: int | None = None):
+        super().__init__()
+        self.vocab = vocab
+
+
 # send(prompt, i, is_warm, t_slot, session, turn, think_s, reply_ids) -> the request's record
 Send = Callable[..., Any]
 
 
 async def drive_sessions(run: Any, draws: SessionDraws, starts: list[float], send: Send,
                          warm_or_measure: Callable[[Any, int, float], bool],
-                         sleep: Callable[[float], Any] = asyncio.sleep) -> None:
+                         sleep: Callable[[float], Any] = asyncio.sleep,
+                         vocab: int | None = None) -> None:
     """A closed loop of users (one per start time): each sends its conversation's turns, each
     after the last one's reply and think time, and starts a new conversation when one ends.
-    WARM_OR_MEASURE is bench.point_driver's (which reads the plan, which reads this module)."""
+    WARM_OR_MEASURE is bench.point_driver's (which reads the plan, which reads this module);
+    a reply's token ids are resent only when each is an id of VOCAB (the served vocabulary)."""
     async def user(start: float) -> None:
         await sleep_until(start, run.now)
         c, reply = draws.conversation(), []
@@ -125,7 +150,7 @@ async def drive_sessions(run: Any, draws: SessionDraws, starts: list[float], sen
             turn = c.turn
             prompt, think = draws.turn(c, reply)
             is_warm = warm_or_measure(run, i, t_slot)
-            reply = []
+            reply = ReplyIds(vocab)
             rec = await send(prompt, i, is_warm, t_slot, c.session, turn, think, reply)
             await run.on_record(rec)
             if rec["status"] != "ok" or think is None:

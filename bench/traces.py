@@ -72,7 +72,11 @@ def _mooncake_rows(text: str, path: str):
             if key not in row:
                 raise PlanError(f"{path} line {n}: field {key}: missing")
         t = row["timestamp"]
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
+        try:
+            ok = not isinstance(t, bool) and isinstance(t, (int, float)) and 0 <= float(t) < math.inf
+        except OverflowError:       # an integer past the float range
+            ok = False
+        if not ok:
             raise PlanError(f"{path} line {n}: field timestamp: {t!r:.40} is not a time in ms")
         ids = row.get("hash_ids", [])
         if not isinstance(ids, list) or not all(isinstance(h, int) and not isinstance(h, bool)
@@ -91,10 +95,13 @@ def _azure_time(value: str, path: str, n: int) -> float:
         return datetime.fromisoformat(s).timestamp()
     except ValueError:
         try:
-            return float(s)
+            t = float(s)
         except ValueError:
+            t = math.nan
+        if not 0 <= t < math.inf:       # nan, inf and negative times too
             raise PlanError(f"{path} line {n}: field TIMESTAMP: {value!r:.40} is not a date-time "
                             "or a number of seconds") from None
+        return t
 
 
 def _azure_rows(text: str, path: str):
@@ -110,6 +117,12 @@ def _azure_rows(text: str, path: str):
         yield (n, _azure_time(row["TIMESTAMP"], path, n),
                _count(row["ContextTokens"], path, n, "ContextTokens"),
                _count(row["GeneratedTokens"], path, n, "GeneratedTokens"), ())
+
+
+# The longest a replay may run (s, scaled): a point's longest duration. The longest wait
+# between two kept requests: a trace that idles an hour is no arrival record of one service.
+MAX_SPAN_S = 7 * 86400
+MAX_GAP_S = 3600
 
 
 def load_trace(path: str, fmt: str, time_scale: float = 1.0, max_duration_s: float | None = None,
@@ -146,6 +159,14 @@ def load_trace(path: str, fmt: str, time_scale: float = 1.0, max_duration_s: flo
         if reason:
             dropped[reason] = dropped.get(reason, 0) + 1
             continue
+        field = "timestamp" if fmt == "mooncake" else "TIMESTAMP"
+        if at > MAX_SPAN_S:
+            raise PlanError(f"{path} line {n}: field {field}: sent {at:,.6g} s after the first "
+                            f"request (time_scale applied), past the {MAX_SPAN_S:,} s a replay may "
+                            "run; give [workload].max_duration_s to replay its start")
+        if kept and at - kept[-1].send_at_s > MAX_GAP_S:
+            raise PlanError(f"{path} line {n}: field {field}: {at - kept[-1].send_at_s:,.6g} s after "
+                            f"the request before it (time_scale applied), over {MAX_GAP_S:,} s")
         ids = ids[:blocks_for(n_in)]
         kept.append(TraceRequest(at, n_in, n_out, ids, sum(h in seen for h in ids)))
         seen.update(ids)

@@ -6,9 +6,14 @@ collector checks it with the plan, the report's conformance check holds the verd
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
+
+from bundle.schema import point_id
+from bundle.textfile import read_toml_file
+
+# A plan file is at most this large (bench/plan.py reads it with the same bound).
+MAX_PLAN_FILE_BYTES = 1 << 20
 
 
 class ExpectError(ValueError):
@@ -35,6 +40,9 @@ def expect_from_dict(data: Any, source: str) -> dict[str, dict[str, Any]]:
         raise ExpectError(f"{source}: [expect] must be a table of point ids")
     for pid, table in data.items():
         where = f"{source} [expect.{pid}]"
+        if not point_id(pid):
+            raise ExpectError(f"{source} [expect]: {pid!r:.70} is not a point id (letters, digits "
+                              "and .+- as the collector makes them)")
         if not isinstance(table, dict):
             raise ExpectError(f"{where}: must be a table")
         unknown = set(table) - set(EXPECT_KEYS)
@@ -50,5 +58,5 @@ def expect_from_dict(data: Any, source: str) -> dict[str, dict[str, Any]]:
 
 def expect_of_plan_file(path: Path, source: str | None = None) -> dict[str, dict[str, Any]]:
     """The [expect] table of the plan file at PATH (empty when it has none)."""
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    data = read_toml_file(path, source or str(path), MAX_PLAN_FILE_BYTES, ExpectError)
     return expect_from_dict(data.get("expect", {}), source or str(path))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from typing import Any
 
 REDACTED = "[redacted]"
@@ -64,3 +65,12 @@ class Redactor:
             if secret in text:
                 text = text.replace(secret, REDACTED)
         return text
+
+
+def url_credentials(url: str) -> str | None:
+    """The `user:password` part of URL (http://user:pass@host/...), None when it has none."""
+    try:
+        netloc = urllib.parse.urlsplit(url).netloc
+    except ValueError:
+        netloc = url.split("//", 1)[-1].split("/", 1)[0]
+    return netloc.rpartition("@")[0] or None

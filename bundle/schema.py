@@ -8,9 +8,12 @@ line and field.
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any, Callable
 
 from bundle.gpu_fields import GPM_FIELDS
+from bundle.plausible import DCGM_PREFIX, label_problem
 
 Check = Callable[[Any], bool]
 
@@ -58,6 +61,16 @@ def numbers_by_name(v: Any) -> bool:
     return isinstance(v, dict) and all(x is None or number(x) for x in v.values())
 
 
+def words(v: Any) -> bool:
+    """A command line: one string, or a list of strings."""
+    return isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))
+
+
+def texts_by_name(v: Any) -> bool:
+    """An object of strings (each withheld sample's reason)."""
+    return isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
+
+
 def count(v: Any) -> bool:
     """A JSON integer at or above 0."""
     return integer(v) and v >= 0
@@ -70,11 +83,23 @@ def chunk_pairs(v: Any) -> bool:
         and (p[1] is None or (integer(p[1]) and 0 <= p[1] <= MAX_COUNT)) for p in v)
 
 
+# A point id as the collector makes it (bench/plan.py Plan._point: `s1-L128-c4`, `L1024-r0.5`,
+# `L64-r1e+06`): letters, digits and `.+-`, so an id is data wherever the report puts it (the
+# `[[p.<id>.<key>]]` placeholders of its sentences, a file name), never markup.
+POINT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+-]{0,63}")
+
+
+def point_id(v: Any) -> bool:
+    """A point id the collector makes (POINT_ID)."""
+    return isinstance(v, str) and POINT_ID.fullmatch(v) is not None
+
+
 # What each word names in a message.
 WHAT = {number: "a number", integer: "an integer", text: "a string", boolean: "true or false",
         obj: "an object", array: "a list", numbers_by_name: "an object of numbers",
         chunk_pairs: "a list of [time, tokens or null] pairs",
-        count: "a whole number at or above 0"}
+        count: "a whole number at or above 0", point_id: "a point id of letters, digits and .+- "
+        "(at most 64, as the collector makes them)", words: "a command line", texts_by_name: "an object of strings"}
 
 # "search": a search sweep's verdict on a point (met_slo), which chose the next one.
 POINT_EVENTS = ("start", "measure", "end", "server_start", "server_ready", "server_stop", "search")
@@ -82,18 +107,21 @@ POINT_STATUSES = ("ok", "failed")
 
 # The fields of a point's `settings` (bench/plan.py Plan.points writes them).
 SETTINGS: dict[str, Check] = {
-    "id": text, "server_flags": array, "server_set": count, "input_len": count,
+    "id": point_id, "server_flags": array, "server_set": count, "input_len": count,
     "output_len": count, "arrival": text, "concurrency": nullable(count),
     "request_rate": nullable(number), "ramp_s": number, "ramp": text,
 }
 
 STREAMS: dict[str, dict[str, Check]] = {
-    "points": {"t": number, "event": text, "point": nullable(text), "settings": obj,
+    "points": {"t": number, "event": text, "point": nullable(point_id), "settings": obj,
                "status": text, "reason": nullable(text), "seed": integer, "server_set": count,
                "command": nullable(array), "mode": text, "met_slo": boolean},
+    # withheld: the scraped samples that were no measurement (not finite, out of range), each
+    # key with its reason, kept out of `samples` (bundle/plausible.py).
     "metrics": {"t": number, "dt": number, "ok": boolean, "samples": numbers_by_name,
-                "error": text},
-    "dcgm": {"t": number, "dt": number, "ok": boolean, "samples": numbers_by_name, "error": text},
+                "error": text, "withheld": texts_by_name},
+    "dcgm": {"t": number, "dt": number, "ok": boolean, "samples": numbers_by_name, "error": text,
+             "withheld": texts_by_name},
     "gpu": {"t": number, "gpu": count, "power_w": nullable(number),
             "power_limit_w": nullable(number), "temperature_c": nullable(number),
             "sm_clock_mhz": nullable(number), "mem_clock_mhz": nullable(number),
@@ -159,6 +187,9 @@ def record_problem(stream: str, rec: dict) -> str | None:
             bad = bad and f"usage {bad}"
         return bad
     bad = field_problem(rec, STREAMS.get(stream, {}))
+    if bad is None and stream == "dcgm" and isinstance(rec.get("samples"), dict):
+        bad = next((f"sample {k!r:.80}: {why}" for k in rec["samples"] if k.startswith(DCGM_PREFIX)
+                    and (why := label_problem(k))), None)
     if bad is None and stream == "points":
         if rec["event"] not in POINT_EVENTS:
             return f"field 'event' is {rec['event']!r:.60}, not one of {', '.join(POINT_EVENTS)}"
@@ -170,3 +201,78 @@ def record_problem(stream: str, rec: dict) -> str | None:
             bad = field_problem(rec["settings"], SETTINGS)
             bad = bad and f"settings {bad}"
     return bad
+
+
+def not_finite(value: Any, where: str = "") -> str | None:
+    """Where in VALUE (a JSON-ready object) a number is NaN or infinite, in words; None when none is."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where or 'the value'} is {value!r}, not a finite number"
+    if isinstance(value, dict):
+        return next((bad for k, v in value.items() if (bad := not_finite(v, f"{where}.{k}" if where else str(k)))), None)
+    if isinstance(value, (list, tuple)):
+        return next((bad for i, v in enumerate(value) if (bad := not_finite(v, f"{where}[{i}]"))), None)
+    return None
+
+
+# The manifest's fields the report reads, typed (docs/bundle.md, manifest.json): each object's
+# path -> its fields. A field of the wrong type is refused on read, naming it, and never written.
+MANIFEST_FIELDS: dict[str, dict[str, Check]] = {
+    "clock": {"t0_wall_unix": number, "source": text},
+    "engine": {"mode": text, "endpoint": nullable(text), "endpoints": array, "engines": array,
+               "command": nullable(words), "env": obj,
+               "models": nullable(array), "vllm_version": nullable(text), "server_sets": obj},
+    "model": {"config": nullable(obj), "config_source": nullable(text), "name": nullable(text),
+              "served_name": nullable(text), "tokenizer_vocab_size": nullable(count),
+              "load_format": nullable(text)},
+    "plan": {"engine": obj, "workload": obj, "sweep": obj, "sampler": obj, "client": obj,
+             "expect": obj, "slo": obj, "seed": integer, "id": text, "title": text},
+    "plan.engine": {"mode": text, "endpoint": text, "endpoints": array, "commands": array,
+                    "flags": array, "env": obj, "model_config": text},
+    "plan.sweep": {"concurrency": array, "input_len": array, "request_rate": array,
+                   "server_flags": array},
+    "workload_source": {"kind": text, "path": text, "read": count, "kept": count, "dropped": obj,
+                        "span_s": nullable(number)},
+}
+# The manifest's own fields the report reads, besides its objects.
+MANIFEST_TOP: dict[str, Check] = {"gpu_absent_reason": nullable(text), "status_reason": nullable(text),
+                                  "created_utc": text}
+# A GPU of the manifest's `gpus` list.
+MANIFEST_GPU: dict[str, Check] = {
+    "index": count, "name": text, "uuid": text, "gpm_supported": boolean,
+    "gpm_absent_reason": nullable(text), "memory_total_bytes": nullable(number),
+    "max_sm_clock_mhz": nullable(number), "max_mem_clock_mhz": nullable(number),
+    "power_limit_w": nullable(number), "power_limit_default_w": nullable(number),
+}
+
+
+def manifest_problem(manifest: dict) -> str | None:
+    """Why MANIFEST (its top-level keys already checked) holds a field the report cannot read,
+    in words naming the field; None when every typed field has its type and every number is finite."""
+    bad = not_finite(manifest)
+    if bad:
+        return bad
+    if bad := field_problem(manifest, MANIFEST_TOP):
+        return bad
+    for path, fields in MANIFEST_FIELDS.items():
+        table = _at(manifest, path)
+        if isinstance(table, dict) and (bad := field_problem(table, fields)):
+            return f"{path} {bad}"
+    for path in ("plan.engine.endpoints", "plan.engine.commands", "plan.engine.flags",
+                 "engine.endpoints"):
+        items = _at(manifest, path)
+        if isinstance(items, list) and (i := next((i for i, x in enumerate(items) if not text(x)),
+                                                  None)) is not None:
+            return f"{path}[{i}] is {items[i]!r:.60}, not a string"
+    for i, gpu in enumerate(manifest.get("gpus") or ()):
+        if not isinstance(gpu, dict):
+            return f"gpus[{i}] is {gpu!r:.60}, not an object"
+        if bad := field_problem(gpu, MANIFEST_GPU):
+            return f"gpus[{i}] {bad}"
+    return None
+
+
+def _at(table: Any, path: str) -> Any:
+    """The value at the dotted PATH of TABLE, None where a step is missing or not an object."""
+    for part in path.split("."):
+        table = table.get(part) if isinstance(table, dict) else None
+    return table

@@ -18,10 +18,11 @@ gaps) is within the threshold.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from bundle.textfile import read_text_file, read_toml_file
 
 # Objective keys in the order the report lists them; the per-request ones first.
 REQUEST_OBJECTIVES = ("ttft_ms", "tpot_ms", "e2e_ms")
@@ -88,12 +89,19 @@ def slo_from_text(text: str, source: str = "--slo") -> Slo:
     return slo_from_dict(table, source)
 
 
+# A round's slo.toml states a handful of thresholds; anything larger is not one.
+MAX_SLO_BYTES = 64 << 10
+
+
+def slo_file_text(path: Path) -> str:
+    """The text of a round's slo.toml, read as slo_of_file reads it (SloError otherwise)."""
+    return read_text_file(path, str(path), MAX_SLO_BYTES, SloError)
+
+
 def slo_of_file(path: Path) -> Slo:
-    """The [slo] table of a TOML file (a plan or a round's slo.toml)."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise SloError(f"{path}: not TOML: {e}") from None
+    """The [slo] table of a TOML file (a plan or a round's slo.toml), read as every file a user
+    names is (bundle/textfile.py: a regular file, bounded, UTF-8, nested boundedly)."""
+    data = read_toml_file(path, str(path), MAX_SLO_BYTES, SloError)
     if "slo" not in data:
         raise SloError(f"{path}: no [slo] table")
     return slo_from_dict(data["slo"], str(path))

@@ -46,7 +46,7 @@ from bundle.files import (
 )
 from bundle.redact import REDACTED, SECRET_MIN_LEN, Redactor  # noqa: F401 - REDACTED re-exported
 from bundle.request_table import RequestTable, line_blocks, read_request_files
-from bundle.schema import record_problem
+from bundle.schema import manifest_problem, not_finite, record_problem
 
 SCHEMA_VERSION = 3
 KIND = "serving-ledger/bundle"
@@ -147,7 +147,8 @@ def compress_in_members(src: Path, dst: Path, member_bytes: int = GZ_MEMBER_BYTE
 def check_written(stream: str, record: dict[str, Any]) -> None:
     """Refuse to write a record the reader would refuse (a collector's bug, caught where it is
     made rather than when the bundle is read)."""
-    bad = record_problem(stream, record)
+    bad = record_problem(stream, record) or not_finite(
+        {k: v for k, v in record.items() if k != "chunks"})    # chunk times: the client's clock
     if bad:
         raise ValueError(f"a {stream} record the bundle reader would refuse: {bad}")
 
@@ -245,6 +246,9 @@ class BundleWriter:
         unknown = set(self.manifest) - MANIFEST_KEYS
         if unknown:
             raise BundleError(f"manifest fields not in format v{SCHEMA_VERSION}: {sorted(unknown)}")
+        bad = manifest_problem(self.manifest)
+        if bad:
+            raise BundleError(f"{self.path}/manifest.json: not written, the reader would refuse it: {bad}")
         tmp = self.path / "manifest.json.tmp"
         text = self.secrets.line(self.manifest, lambda m: json.dumps(
             m, indent=2, ensure_ascii=False, sort_keys=True)) + "\n"
@@ -503,6 +507,9 @@ def read_bundle(path: str | os.PathLike) -> Bundle:
     t0 = (manifest["clock"] or {}).get("t0_wall_unix")
     if not isinstance(t0, (int, float)) or isinstance(t0, bool):
         raise BundleError(f"{mpath}: clock.t0_wall_unix must be a number, not {t0!r:.60}")
+    bad = manifest_problem(manifest)
+    if bad:
+        raise BundleError(f"{mpath}: {bad}")
     b = Bundle(path=path, manifest=manifest)
     files = {stream: stream_file(path, stream) for stream in stream_names(path)}
     for stream in SAMPLE_FILES:
@@ -525,12 +532,51 @@ def read_bundle(path: str | os.PathLike) -> Bundle:
     b.request_files = [p.name for p in req]
     b.warnings.extend(point_coverage_warnings(b.points, b.request_table,
                                               " + ".join(b.request_files) or "requests.jsonl"))
+    bad = request_time_problem(b.request_table)
+    if bad:
+        raise BundleError(f"{' + '.join(b.request_files)}: {bad}")
     repeated = repeated_requests(b.request_table)
     if repeated:
         raise BundleError(f"{' + '.join(b.request_files)}: {repeated} request record(s) repeat "
                           "another's point, send, first-token and end times (a line written twice); "
                           "every request would be counted again")
     return b
+
+
+# How far a chunk's time may lie outside its request's send-to-end window: the kernel's receive
+# stamps are put on the bundle's clock by an offset read once, good to well under a second.
+CHUNK_WINDOW_SLACK_S = 1.0
+
+
+def request_time_problem(table: RequestTable) -> str | None:
+    """Why the request times cannot be what the client recorded, in words naming the first such
+    request, or None: an ok request with no first-token time (the client marks a request ok only
+    once a token arrived), a chunk outside its request's send-to-end window."""
+    import numpy as np
+    if not len(table):
+        return None
+    def which(k: int) -> str:
+        rec = table[int(k)]
+        return f"request i={rec.get('i')!r:.20} of point {rec.get('point')!r:.70}"
+    ok, first = table.col("ok"), table.col("t_first")
+    lost = np.flatnonzero(ok & np.isnan(first))
+    if len(lost):
+        return (f"{which(lost[0])} is ok with no first-token time; the client marks a request ok "
+                "only once a token arrived")
+    t, _, off = table.chunks()
+    has = np.flatnonzero(np.diff(off) > 0)      # requests with chunks; per request, its extremes
+    if not len(has):
+        return None
+    lo, hi = np.minimum.reduceat(t, off[has]), np.maximum.reduceat(t, off[has])
+    send, end = table.col("t_send")[has], table.col("t_end")[has]
+    outside = ((~np.isnan(send) & (lo < send - CHUNK_WINDOW_SLACK_S))
+               | (~np.isnan(end) & (hi > end + CHUNK_WINDOW_SLACK_S)))
+    if outside.any():
+        k = int(np.flatnonzero(outside)[0])
+        at = lo[k] if lo[k] < send[k] - CHUNK_WINDOW_SLACK_S else hi[k]
+        return (f"{which(has[k])} has a chunk at t={float(at)!r}, outside its send-to-end window "
+                f"[{float(send[k])!r}, {float(end[k])!r}]; a chunk arrives while its request streams")
+    return None
 
 
 def repeated_requests(table: RequestTable) -> int:

@@ -35,7 +35,7 @@ def is_site_round(path: Path) -> bool:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from report.publish.compose import compose_rounds
+    from report.publish.compose import compose_rounds, refusal_text
     from report.publish.site import ROUND_ID, build_site
     if args.bundle:
         pairs = [(Path(args.bundle), args.round or round_id_for(Path(args.bundle)))]
@@ -103,12 +103,17 @@ def cmd_build(args: argparse.Namespace) -> int:
         code = code_digest()
         stale = []
         for b, r in pairs:
-            keys[r] = round_key(b, every.get(previous_round_id(r) or ""), code, formats, args.slo)
+            try:
+                keys[r] = round_key(b, every.get(previous_round_id(r) or ""), code, formats, args.slo)
+            except Exception as e:  # noqa: BLE001 - one round that cannot be read stops no other
+                refused.append(f"{r}: {refusal_text(e)}")
+                continue
             if args.force or not up_to_date(Path(args.out), r, keys[r]):
                 stale.append(r)
         for r in sorted(set(keys) - set(stale)):
             print(f"{r}: up to date", file=sys.stderr)
-        wanted = set(stale) | {previous_round_id(r) for r in stale}
+        wanted = (set(stale) | {previous_round_id(r) for r in stale}) - {
+            line.split(":", 1)[0] for line in refused}
         reports = [rep for rep in compose_rounds([(b, r) for r, b in every.items() if r in wanted],
                                                  refused, slo)
                    if rep.round_id in stale]
@@ -140,12 +145,12 @@ def point_summaries(bundle_dir: Path, warnings: list[str] | None = None) -> list
     """Per point, the client statistics from the ledger (None where absent); the bundle's
     read warnings (a truncated last line) are appended to WARNINGS."""
     from bundle.store import read_bundle
-    from report.derive.round_ledger import read_round
+    from report.derive.round_ledger import NO_SLO, read_round
     from report.judge.verdicts import build_ledger
     bundle = read_bundle(bundle_dir)
     if warnings is not None:
         warnings.extend(bundle.warnings)
-    rd = read_round(bundle)
+    rd = read_round(bundle, slo=NO_SLO)     # the summary prints no SLO value: none is read
     led = build_ledger(rd)
     out = []
     for p in rd.points:

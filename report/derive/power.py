@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from bundle.gpu_fields import reason_bits
 from bundle.metric_keys import split_key
+from bundle.plausible import DCGM_FIELDS, dcgm_blank, dcgm_value_problem
 from report.architecture.gpus import GpuSpec, lookup_gpu
 from report.derive.analyses import peak_at_clock, ratio
 from report.ledger import Absent, Reason, reason_from_text
@@ -89,11 +90,36 @@ def max_sm_clock_mhz(gpus: list[dict], gpu_absent_text: str | None = None) -> in
     raise Absent.because(gpu_absent_reason(gpu_absent_text) or Reason.of("reason.no_gpu_telemetry"))
 
 
+class GpuRows(list):
+    """GPU rows (gpu.jsonl's, or an exporter's read as them) with an index by GPU, built on first
+    use: a quantity of one GPU reads that GPU's rows, so the cost of all GPUs' quantities is
+    linear in the rows, however many GPUs a page names."""
+
+    def __init__(self, rows=()):
+        super().__init__(rows)
+        self._by_gpu: dict[int, list[dict]] | None = None
+
+    def of_gpu(self, gpu: int) -> list[dict]:
+        """The rows of GPU, in their order."""
+        if self._by_gpu is None:
+            self._by_gpu = {}
+            for s in self:
+                self._by_gpu.setdefault(s.get("gpu", 0), []).append(s)
+        return self._by_gpu.get(gpu, [])
+
+
+def rows_of_gpu(samples: Samples, gpu: int) -> list[dict]:
+    """The rows of SAMPLES that are GPU's, in their order (through the index of GpuRows)."""
+    if isinstance(samples, GpuRows):
+        return samples.of_gpu(gpu)
+    return [s for s in samples if s.get("gpu", 0) == gpu]
+
+
 def window_samples(samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> list[dict]:
     """The samples of one GPU with t_start <= t <= t_end, in time order."""
     if samples is None:
         raise Absent("reason.no_gpu_telemetry")
-    out = sorted((s for s in samples if s.get("gpu", 0) == gpu and t_start <= s["t"] <= t_end),
+    out = sorted((s for s in rows_of_gpu(samples, gpu) if t_start <= s["t"] <= t_end),
                  key=lambda s: s["t"])
     if not out:
         raise Absent("reason.no_gpu_sample", gpu=gpu, t_start=t_start, t_end=t_end)
@@ -287,7 +313,7 @@ def window_rows(samples: Samples, t_start: float, t_end: float, gpu: int = 0,
     without any, Absent with the collector's reason for that GPU where it recorded one."""
     if samples is None:
         raise Absent("reason.no_gpu_telemetry")
-    rows = [s for s in samples if s.get("gpu", 0) == gpu and s.get("gpm_interval_s") is not None]
+    rows = [s for s in rows_of_gpu(samples, gpu) if s.get("gpm_interval_s") is not None]
     if not rows:
         why = gpm_absent_reason((gpm_absent_texts or {}).get(gpu))
         raise Absent.because(why) if why else Absent("reason.no_gpm_counters", gpu=gpu)
@@ -385,57 +411,26 @@ def power_peak_over_limit(power_peak_w: float, power_limit_w: float) -> float:
         raise Absent("reason.no_power_limit")
     return power_peak_w / power_limit_w - 1.0
 
-# An NVIDIA DCGM exporter's page (dcgm.jsonl, a remote server's GPUs) read as the GPU rows
-# above: each field the functions here read, from the exporter's name and the scale to it
-# (DCGM's profiling ratios are 0..1, the rows' shares per cent; its link rates are bytes/s).
-DCGM_FIELDS = {
-    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0),
-    "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("power_limit_w", 1.0),
-    "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", 1.0),
-    "DCGM_FI_DEV_MEM_CLOCK": ("mem_clock_mhz", 1.0),
-    "DCGM_FI_DEV_GPU_TEMP": ("temperature_c", 1.0),
-    "DCGM_FI_DEV_GPU_UTIL": ("gpu_util_pct", 1.0),
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_mj", 1.0),
-    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": ("throttle_reasons", 1.0),
-    "DCGM_FI_DEV_FB_USED": ("mem_used_bytes", float(MIB)),
-    "DCGM_FI_PROF_DRAM_ACTIVE": ("gpm_dram_bw_util_pct", 100.0),
-    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("gpm_any_tensor_util_pct", 100.0),
-    "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE": ("gpm_hmma_tensor_util_pct", 100.0),
-    "DCGM_FI_PROF_SM_ACTIVE": ("gpm_sm_util_pct", 100.0),
-    "DCGM_FI_PROF_SM_OCCUPANCY": ("gpm_sm_occupancy_pct", 100.0),
-    "DCGM_FI_PROF_NVLINK_RX_BYTES": ("gpm_nvlink_rx_mib_s", 1.0 / MIB),
-    "DCGM_FI_PROF_NVLINK_TX_BYTES": ("gpm_nvlink_tx_mib_s", 1.0 / MIB),
-    "DCGM_FI_PROF_PCIE_RX_BYTES": ("gpm_pcie_rx_mib_s", 1.0 / MIB),
-    "DCGM_FI_PROF_PCIE_TX_BYTES": ("gpm_pcie_tx_mib_s", 1.0 / MIB),
-}
-# DCGM's "blank" values (no reading): its int32 and int64 blanks and above, and its FP64 blank.
-DCGM_BLANK_INT32, DCGM_BLANK_INT64, DCGM_BLANK_FP64 = 0x7FFFFFF0, 0x7FFFFFFFFFFFFFF0, 140737488355328.0
-# Fields DCGM keeps as int32 (a value from its int32 blank up is no reading).
-DCGM_INT32 = {"DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_GPU_TEMP",
-              "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"}
-
-
-def _dcgm_blank(name: str, value: float) -> bool:
-    """Whether DCGM's VALUE of NAME is one of its blanks (no reading), not a measurement."""
-    return (value >= DCGM_BLANK_INT64 or value == DCGM_BLANK_FP64
-            or (name in DCGM_INT32 and value >= DCGM_BLANK_INT32))
+# An NVIDIA DCGM exporter's page (dcgm.jsonl, a remote server's GPUs) is read as the GPU rows
+# above through bundle/plausible.py's DCGM_FIELDS (each exporter name's row field and scale).
 
 
 def dcgm_gpu_rows(scrapes: Samples) -> list[dict]:
     """The exporter's scrapes as GPU rows, one per GPU (its `gpu` label) and answered scrape: the
-    fields DCGM_FIELDS maps, a blank left out; the profiling counters cover the interval since
+    fields DCGM_FIELDS maps, a blank or a value out of its range left out; the profiling counters cover the interval since
     the previous answered scrape (DCGM averages them over its own sampling period within it)."""
     rows, last_t = [], None
+    keys: dict[str, tuple[str, dict]] = {}     # each sample key parsed once: they repeat every scrape
     for s in scrapes:
         if not s.get("ok"):
             continue
         by_gpu: dict[int, dict] = {}
         for key, value in (s.get("samples") or {}).items():
-            name, labels = split_key(key)
+            name, labels = keys.get(key) or keys.setdefault(key, split_key(key))
             if name not in DCGM_FIELDS or "gpu" not in labels or value is None:
                 continue
-            if _dcgm_blank(name, value):
-                continue
+            if dcgm_blank(name, value) or dcgm_value_problem(name, value):
+                continue    # no reading, or none the GPU can give (kept out by later collectors)
             field_name, scale = DCGM_FIELDS[name]
             row = by_gpu.setdefault(int(labels["gpu"]), {"t": s["t"], "gpu": int(labels["gpu"])})
             row[field_name] = value * scale

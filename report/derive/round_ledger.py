@@ -7,7 +7,8 @@ raw samples or other values) or `Ledger.record` (a setting or count read from a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -80,6 +81,8 @@ class RoundData:
     # The GPU the server ran on as the user names it (`--gpu`), for a bundle whose client sampled
     # none (a server on another host); the bundle's own GPUs win where it has them.
     gpu_name: str = ""
+    # The GPU rows once read (gpu_samples): read on first use, every quantity then shares them.
+    _gpu_rows: Any = field(default=None, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -95,8 +98,11 @@ class RoundData:
 
     @property
     def gpu_samples(self) -> list[dict]:
-        """The GPU rows: NVML's on the client's host, else a DCGM exporter's (remote GPUs)."""
-        return self.bundle.gpu or PW.dcgm_gpu_rows(self.bundle.dcgm)
+        """The GPU rows: NVML's on the client's host, else a DCGM exporter's (remote GPUs); read
+        once, indexed by GPU (power.GpuRows)."""
+        if self._gpu_rows is None:
+            self._gpu_rows = PW.GpuRows(self.bundle.gpu or PW.dcgm_gpu_rows(self.bundle.dcgm))
+        return self._gpu_rows
 
     @property
     def gpu_file(self) -> str:
@@ -147,6 +153,11 @@ def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str
                      gpu_name=gpu_name)
 
 
+# read_round's SLO for a reader that uses none (`summary`): the round's own is not read, so a
+# slo.toml it cannot read does not stop it.
+NO_SLO = (None, "")
+
+
 def slo_file_of(bundle_dir: Path) -> Path:
     """Where a round states the SLO it is judged against: slo.toml beside its bundle/."""
     d = Path(bundle_dir)
@@ -154,13 +165,14 @@ def slo_file_of(bundle_dir: Path) -> Path:
 
 
 def round_slo(bundle: Bundle) -> tuple[Slo | Reason | None, str]:
-    """The round's SLO and where it is stated: its slo.toml, else its plan's [slo]; None when neither states one."""
+    """The round's SLO and where it is stated: its slo.toml, else its plan's [slo]; None when
+    neither states one. A slo.toml that cannot be read raises SloError naming the file and field."""
     path = slo_file_of(bundle.path)
-    if path.is_file():
-        try:
-            return slo_of_file(path), str(path.name)
-        except SloError as e:
-            return Reason.of("reason.slo_unreadable", problem=str(e)), str(path.name)
+    if os.path.lexists(path):
+        # Any slo.toml, a symlink, a pipe or a directory too, is read by the one reader: a
+        # round judged against an SLO it states but cannot read is refused (SloError), not
+        # judged against none.
+        return slo_of_file(path), str(path.name)
     table = (bundle.manifest.get("plan") or {}).get("slo")
     where = f"{bundle.name}/manifest.json: plan.slo"
     if not table:

@@ -14,6 +14,7 @@ from typing import Any
 from report.derive.prefilltail import rate_reference_point
 from report.judge.diagnosis import BOTTLENECKS, Attribution, Validity, val
 from report.ledger import Ledger
+from report.registry import REGISTRY
 from report.words import LANGS, PLACEHOLDER, in_lang, listed, round_name, word
 
 # A step "carries the batch several times over" at this many tokens per running request.
@@ -64,11 +65,28 @@ def _at(labels: dict[str, str] | None, pid: str) -> str:
     return (labels or {}).get(pid, pid)
 
 
+class UnresolvedPlaceholder(KeyError):
+    """A finding's sentence cites a key no quantity of the ledger can have: a fault of the
+    catalogue or of the code, never a finding to drop in silence."""
+
+
+def _known(led: Ledger, key: str) -> bool:
+    """Whether KEY names a quantity the ledger could hold (registered, or recorded in it),
+    whether or not this round has it."""
+    name = key.rsplit(".", 1)[-1]
+    return (any(d.name == name for d in REGISTRY.values())
+            or any(k.rsplit(".", 1)[-1] == name for k in led.values))
+
+
 def _make(led: Ledger, fid: str, kind: str, texts: dict[str, str],
           evidence: list[str]) -> Finding | None:
-    """A finding whose cited keys are all present, or None."""
+    """A finding whose cited keys are all present, or None when one is absent or not in this
+    round's ledger; UnresolvedPlaceholder when one names no quantity at all."""
     f = Finding(fid, kind, texts, evidence)
     keys = f.keys()
+    unknown = next((k for k in keys if k not in led and not _known(led, k)), None)
+    if unknown is not None:
+        raise UnresolvedPlaceholder(f"finding {fid}: [[{unknown}]] names no quantity of the ledger")
     if not all(k in led and led[k].present for k in keys):
         return None
     f.evidence = list(dict.fromkeys(evidence + keys))

@@ -165,7 +165,18 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
         else:
             out.append(st)
     out += slo_search_steps(led, rd, labels)
-    return out
+    # A round against servers started elsewhere (endpoint mode) cannot apply a flag: its steps
+    # that change one are said without a plan (the collector refuses flags there).
+    mode = ((rd.bundle.manifest.get("plan") or {}).get("engine") or {}).get("mode")
+    return [st if mode != "endpoint" or not _sets_flags(st.get("plan")) else
+            {k: v for k, v in st.items() if k not in ("plan", "expect")} for st in out]
+
+
+def _sets_flags(plan: dict | None) -> bool:
+    """Whether a step's PLAN changes the server's flags (a flag set, or the engine's flags)."""
+    plan = plan or {}
+    return any((plan.get("sweep") or {}).get("server_flags") or []) or bool(
+        (plan.get("engine") or {}).get("flags"))
 
 
 def slo_search_steps(led: Ledger, rd, labels: dict[str, str]) -> list[dict]:

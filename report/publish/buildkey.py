@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
+
+from bundle.slo import slo_file_text
 
 ROOT = Path(__file__).resolve().parents[2]      # the checkout (or site-packages, installed)
 CODE_DIRS = ("bundle", "bench", "report", "templates")
@@ -45,7 +48,9 @@ def round_key(bundle: Path, prev_bundle: Path | None, code: str, formats: tuple[
     """The key of one round's pages (its SLO too: the --slo given, or its slo.toml)."""
     from report.derive.round_ledger import slo_file_of
     slo_file = slo_file_of(Path(bundle))
-    slo = slo_text or (hashlib.sha256(slo_file.read_bytes()).hexdigest() if slo_file.is_file() else "-")
+    # Read as the ledger reads it (bounded, a regular file): SloError for one it would refuse.
+    slo = slo_text or (hashlib.sha256(slo_file_text(slo_file).encode()).hexdigest()
+                       if os.path.lexists(slo_file) else "-")
     parts = [bundle_digest(bundle), bundle_digest(prev_bundle) if prev_bundle else "-", code,
              ",".join(formats), slo]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bundle.server_flags import command_words, set_names, switch_state
+from bundle.slo import SloError
 from bundle.store import BundleError, read_bundle
 from report.derive import validity as V
 from report.derive.power import PEAK_DTYPE, gpu_absent_reason
@@ -272,20 +273,30 @@ def compose_rounds(pairs: list[tuple[str | Path, str]],
     rounds = []
     for path, rid in pairs:
         try:
-            bundle = read_bundle(path)
-        except BundleError as e:
+            rd = read_round(read_bundle(path), slo, rid)
+            rounds.append((path, rid, rd, build_ledger(rd)))
+        except Exception as e:  # noqa: BLE001 - with REFUSED, one round stops no other
             if refused is None:
                 raise
-            refused.append(f"{rid}: {e}")
-            continue
-        rd = read_round(bundle, slo, rid)
-        rounds.append((path, rid, rd, build_ledger(rd)))
+            refused.append(f"{rid}: {refusal_text(e)}")
     by_id = {rid: (rd, led) for _, rid, rd, led in rounds}
     out = []
     for path, rid, rd, led in rounds:
         prev = by_id.get(previous_round_id(rid))
-        out.append(compose_from(path, rid, rd, led, prev))
+        try:
+            out.append(compose_from(path, rid, rd, led, prev))
+        except Exception as e:  # noqa: BLE001
+            if refused is None:
+                raise
+            refused.append(f"{rid}: {refusal_text(e)}")
     return out
+
+
+def refusal_text(e: Exception) -> str:
+    """Why a round was not built, in one line: a refusal's own message (BundleError, SloError),
+    else the exception's type and message (a fault of this tool, named so it can be reported)."""
+    text = str(e) if isinstance(e, (BundleError, SloError)) else f"{type(e).__name__}: {e}"
+    return " ".join(text.split()) or type(e).__name__
 
 
 # How a setting that varies across a round's points names a point: C=128, L=8192, 4 req/s,

@@ -25,11 +25,19 @@ TOP = ("id", "title", "seed")
 
 # Keys whose change adds to the recorded list instead of replacing it (a flag the engine gains).
 ADDITIVE = {("engine", "flags")}
+# The [workload] keys only a replay kind reads (bench/replay.py): a step that changes the kind
+# leaves them behind with the kind, or the collector's check refuses the plan.
+REPLAY_KEYS = ("trace", "format", "time_scale", "max_requests", "max_duration_s", "dataset",
+               "num_prompts")
 
 
 def applied(recorded: dict, changes: dict, round_id: str, title: str) -> dict:
-    """The recorded plan with CHANGES (section -> key -> value) set, as round ROUND_ID."""
+    """The recorded plan with CHANGES (section -> key -> value) set, as round ROUND_ID; a change
+    of the workload's kind drops the keys of the replay kind it leaves."""
     plan = {k: copy.deepcopy(v) for k, v in recorded.items() if k in TOP or k in SECTIONS}
+    kind = (changes.get("workload") or {}).get("kind")
+    if kind is not None and kind != (plan.get("workload") or {}).get("kind"):
+        plan["workload"] = {k: v for k, v in (plan.get("workload") or {}).items() if k not in REPLAY_KEYS}
     for section, keys in changes.items():
         table = plan.setdefault(section, {})
         for key, value in copy.deepcopy(keys).items():

@@ -183,6 +183,19 @@ def test_read_gpu_sample_marks_refused_fields_null(monkeypatch):
     assert s["gpu_util_pct"] == 100 and s["mem_used_bytes"] == 1_000_000
 
 
+def test_a_value_no_gpu_gives_is_null_with_why_never_a_number(monkeypatch):
+    fake = FakeNvml()
+    fake.nvmlDeviceGetClockInfo = lambda h, c: 0 if c == 1 else 3201      # an SM clock at 0 MHz
+    fake.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=250, memory=40)
+    monkeypatch.setattr(gpu, "pynvml", fake)
+    s = gpu.read_gpu_sample("h0", 0)
+    assert s["sm_clock_mhz"] is None and s["gpu_util_pct"] is None
+    assert s["mem_clock_mhz"] == 3201 and s["mem_util_pct"] == 40
+    assert s["unsupported"] == ["temperature_c", "sm_clock_mhz", "gpu_util_pct"]
+    assert "sm_clock_mhz range (0" in s["errors"]["sm_clock_mhz"]
+    assert s["errors"]["gpu_util_pct"].startswith("NVML gave 250, outside the gpu_util_pct range")
+
+
 def test_read_gpu_sample_falls_back_to_throttle_reasons(monkeypatch):
     monkeypatch.setattr(gpu, "pynvml", FakeNvml(new_reasons_api=False))
     assert gpu.read_gpu_sample("h0", 0)["throttle_reasons"] == 0x1
