@@ -240,7 +240,14 @@ class RayPool:
                     a.stop.remote()
         failed = []
         for k, (f, clock) in enumerate(zip(futs, clocks)):
-            failed += self._record_shard(point["id"], k, f, clock, state)
+            # A worker whose call failed died if Ray runs it again as a new process (or cannot
+            # reach it at all); it only lost its connection if the same process still answers.
+            now = await self._call(used[k].node.remote(), START_TIMEOUT_S) if f.exception() else None
+            died = isinstance(now, dict) and now["pid"] != self.workers[k]["pid"] \
+                or isinstance(now, BaseException)
+            failed += self._record_shard(point["id"], k, f, clock, state, died)
+            if isinstance(now, dict) and died:
+                self._moved(k, now)
         if state.get("measures"):
             # The window starts at the first non-warm-up send of any worker (on one clock).
             w.append("points", {"point": point["id"], "event": "measure",
@@ -260,10 +267,16 @@ class RayPool:
         except Exception as e:  # noqa: BLE001 - the point's end names what happened
             return e
 
-    def _record_shard(self, pid: str, k: int, fut: asyncio.Future, clock, state: dict) -> list[str]:
+    def _moved(self, k: int, where: dict) -> None:
+        """Worker K runs again (a new process, perhaps on another node): the manifest says so."""
+        self.workers[k] = {**self.workers[k], **where}
+        self.writer.update(ray={**self.writer.manifest["ray"], "workers": self.workers})
+
+    def _record_shard(self, pid: str, k: int, fut: asyncio.Future, clock, state: dict,
+                      died: bool = False) -> list[str]:
         """Append worker K's lines and lag samples, write its shards.jsonl record; return the
         sentence that names its node when it died or lost its connection."""
-        w, ray = self.writer, self.ray
+        w = self.writer
         node = self.workers[k]
         rec: dict[str, Any] = {"t": w.now(), "point": pid, "worker": k, "node": node["node"],
                                "status": "ok", "error": None, "planned": None, "sent": None,
@@ -289,8 +302,7 @@ class RayPool:
             if res["transport_error"]:
                 state["transport_error"] = res["transport_error"]
         else:
-            lost = isinstance(exc, getattr(ray.exceptions, "ActorUnavailableError", ()))
-            rec.update(status="lost" if lost else "died",
+            rec.update(status="died" if died else "lost",
                        error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300])
         w.append("shards", rec)
         if rec["status"] == "ok":

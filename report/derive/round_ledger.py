@@ -334,6 +334,9 @@ def round_raw(rd: RoundData, pts: list[PointData]) -> RawSources:
     else:
         raw.add("other_logs", Reason.of("reason.one_server_log"))
     raw.add("model_config", *_model_config_raw(rd))
+    # A Ray round's workers per point: their clock offsets to the driver's (shards.jsonl).
+    raw.add("shard_clocks", rd.bundle.shards or Reason.of("reason.one_client_host"),
+            (f"{rd.name}/{rd.bundle.file_for('shards')}",))
     if rd.axis not in ("concurrency", "single"):
         raw.add("loads", Reason.of("reason.slo_axis_not_load", axis=rd.axis))
     else:
@@ -435,7 +438,7 @@ def measured_ledger(rd: RoundData) -> Ledger:
     raw = round_raw(rd, [])
     # The sampler, cache_config_info's pool, the GPU's peaks and what the log states, before
     # the round quantities over them; then the round's requests and the client host.
-    for module in (S.__name__, PW.__name__, SL.__name__):
+    for module in (S.__name__, PW.__name__, SL.__name__, CE.__name__):
         resolve_round(led, module, [], raw)
     resolve_round(led, A.__name__, [], raw, over_points=False)
     resolve_round(led, ST.__name__, [], raw)
