@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import ipaddress
+import os
 import socket
 import sys
 import urllib.parse
@@ -85,7 +86,11 @@ def connect(address: str):
     kwargs: dict[str, Any] = {}
     if _is_loopback(host) and not address.startswith("ray://"):
         kwargs["_node_ip_address"] = "127.0.0.1"   # a cluster on this host's loopback
-    ray.init(address=address, runtime_env={"py_modules": [str(root / m) for m in SHIPPED]},
+    # The compiled reader's build goes too (the checkout's .gitignore leaves *.so out); a node
+    # it does not fit reads through the event loop, and says so (`compiled_reader`).
+    os.environ["RAY_RUNTIME_ENV_IGNORE_GITIGNORE"] = "1"
+    ray.init(address=address, runtime_env={"py_modules": [str(root / m) for m in SHIPPED],
+                                           "excludes": ["__pycache__"]},
              log_to_driver=False, logging_level="WARNING", **kwargs)
     return ray
 

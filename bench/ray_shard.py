@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import queue
+import resource
 import shutil
 import socket
 import tempfile
@@ -111,6 +112,13 @@ class ShardActor:
 
     def __init__(self, k: int, plan, secrets, headers: dict | None, dataset, clock: tuple[str, int]):
         self.k, self.clock = k, tuple(clock)
+        # One connection per stream in flight: as many files as the node lets a process open.
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            except (ValueError, OSError):     # an unlimited hard limit the kernel caps lower
+                pass
         # The node's own copy of the shard: lines are flushed here as requests finish.
         self.dir = tempfile.mkdtemp(prefix=f"serving-ledger-w{k}-")
         self.shard = ShardWriter(self.dir, k, time.monotonic(), secrets)
@@ -137,8 +145,12 @@ class ShardActor:
     def node(self) -> dict:
         """Where this worker runs: its Ray node id, host name and process."""
         import ray
+
+        from bench import httpstream
+        # Whether the compiled reader loaded here (the shipped build may not fit the node).
         return {"worker": self.k, "node": ray.get_runtime_context().get_node_id(),
-                "hostname": socket.gethostname(), "pid": os.getpid()}
+                "hostname": socket.gethostname(), "pid": os.getpid(),
+                "compiled_reader": httpstream._streamread is not None}
 
     def sync_clock(self) -> dict:
         """Measure the offset to the driver's clock and put the shard's times on it."""

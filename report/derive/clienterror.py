@@ -17,7 +17,7 @@ import numpy as np
 from bundle.request_table import RequestTable, as_request_table
 from report.derive import series
 from report.ledger import Absent
-from report.registry import point_quantity, round_quantity
+from report.registry import point_quantity
 
 ENGINE_ITL = "vllm:inter_token_latency_seconds"
 
@@ -255,11 +255,3 @@ def client_outside_engine_itl_p99(itl_ms_p99: float, engine_itl_ms_p99_low: floa
     """How far the client's ITL p99 lies outside the engine's p99 bucket, as a share of its nearer bound (0 inside)."""
     return outside_bucket(itl_ms_p99, engine_itl_ms_p99_low, engine_itl_ms_p99_high)
 
-
-@round_quantity(unit="ms")
-def clock_uncertainty_max_ms(shard_clocks: list) -> float:
-    """The largest bound on a client node's clock offset to the driver's, over every worker and point: half the kept probe's round trip, ms."""
-    found = [s["clock_uncertainty_s"] for s in shard_clocks if s.get("clock_uncertainty_s") is not None]
-    if not found:
-        raise Absent("reason.no_clock_offsets")
-    return 1e3 * max(found)
