@@ -17,7 +17,6 @@ from bundle.store import Bundle
 from report.derive import analyses as A
 from report.derive import clienterror as CE
 from report.derive import delivery as DL
-from report.derive import nodes as ND
 from report.derive import occupancy as OC
 from report.derive import power as PW
 from report.derive import prefilltail as PT
@@ -197,11 +196,11 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
                                  for i, g in enumerate(rd.bundle.manifest.get("gpus") or ())},
             (f"{rd.name}/manifest.json: gpus[].gpm_absent_reason",))
     raw.add("slo", *slo_raw(rd))
-    # A Ray round's workers at this point (shards.jsonl): each one an item of nodes.py.
+    # A Ray round's workers at this point (shards.jsonl): each one an item of clienterror.py.
     shards = [s for s in rd.bundle.shards if s["point"] == p.pid]
     shards_src = (f"{rd.name}/{rd.bundle.file_for('shards')}",)
     raw.add("point_shards", shards, shards_src)
-    raw.add("worker_items", ND.worker_items(shards), shards_src)
+    raw.add("worker_items", CE.worker_items(shards), shards_src)
     engine = rd.bundle.manifest.get("engine") or {}
     raw.add("engine_command", engine.get("command") or Reason.of("reason.no_engine_command"),
             (f"{rd.name}/manifest.json: engine.command",))
@@ -391,7 +390,7 @@ def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources
     law, queue trends, the client's measured timing error, the log's stats lines."""
     # Occupancy's admission queue reads the prefill step of the valid points: it waits for them.
     resolve_point(led, OC.__name__, p.pid, raw, after_valid_points=False)
-    for module in (CE, SL, ND):
+    for module in (CE, SL):
         resolve_point(led, module.__name__, p.pid, raw)
 
 
@@ -444,7 +443,7 @@ def measured_ledger(rd: RoundData) -> Ledger:
     raw = round_raw(rd, [])
     # The sampler, cache_config_info's pool, the GPU's peaks and what the log states, before
     # the round quantities over them; then the round's requests and the client host.
-    for module in (S.__name__, PW.__name__, SL.__name__, ND.__name__):
+    for module in (S.__name__, PW.__name__, SL.__name__, CE.__name__):
         resolve_round(led, module, [], raw)
     resolve_round(led, A.__name__, [], raw, over_points=False)
     resolve_round(led, ST.__name__, [], raw)
