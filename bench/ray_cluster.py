@@ -105,6 +105,13 @@ def clock_host(ray, address: str) -> str:
     return ray.util.get_node_ip_address()
 
 
+def _failed(exc: BaseException) -> asyncio.Future:
+    """A worker's point that was never sent: its clock could not be measured (EXC)."""
+    f = asyncio.get_running_loop().create_future()
+    f.set_exception(exc)
+    return f
+
+
 class RayPool:
     """The round's workers on a Ray cluster and the driver's side of every point."""
 
@@ -220,7 +227,8 @@ class RayPool:
         cmds = point_commands(self.plan, point, index, n, engine.endpoints, model, t_start, 0.0)
         total, by_duration = cmds[0]["total"], cmds[0]["by_duration"]
         futs = [asyncio.wrap_future(a.run_point.remote({**cmd, "stride": n, "record_worker": True})
-                                    .future()) for a, cmd in zip(used, cmds)]
+                                    .future()) if isinstance(clock, dict) else _failed(clock)
+                for a, cmd, clock in zip(used, cmds, clocks)]
         state = {"done": 0, "tokens": 0, "errors": 0, "issued": 0, "died": None,
                  "transport_error": None}
         stopped = False

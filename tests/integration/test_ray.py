@@ -169,3 +169,38 @@ def test_a_killed_worker_fails_its_point_named_and_the_round_goes_on(tmp_path, c
     assert victim["node"] in vals[f"p.{first}.w1.worker_sent_requests"]["missing"]
     assert vals[f"p.{first}.w0.worker_sent_share"]["value"] == 1.0
     assert vals[f"p.{second}.w1.worker_sent_share"]["value"] == 1.0
+
+
+def test_a_round_whose_driver_was_killed_resumes_on_the_cluster(tmp_path, cluster):
+    with StandInThread(step_ms=STEP_MS) as url:
+        plan = plan_file(tmp_path, cluster.address, "concurrency = [2, 4]\nrequests_per_point = 60",
+                         output_len=30)
+        out = tmp_path / "b"
+        proc = subprocess.Popen([sys.executable, "-m", "serving_ledger", "run", "--plan", str(plan),
+                                 "--endpoint", url, "--out", str(out)], cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and proc.poll() is None:
+                if any(e["event"] == "start" and e["point"] == "L16-c4"
+                       for e in lines(out / "points.jsonl")):
+                    time.sleep(0.5)
+                    break
+                time.sleep(0.05)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)     # the driver cannot close anything
+            proc.wait()
+        killed = {e["point"]: e["event"] for e in lines(out / "points.jsonl") if e.get("point")}
+        assert killed == {"L16-c2": "end", "L16-c4": "start"}, killed
+        run_bench("run", "--plan", str(plan), "--endpoint", url, "--out", str(out), "--resume",
+                  timeout=120)
+    b = read_bundle(out)
+    assert b.manifest["status"] == "complete"
+    reqs = [r for recs in by_worker(out).values() for r in recs]
+    for pid, C in (("L16-c2", 2), ("L16-c4", 4)):
+        # The finished point was kept, the cut one run again: every request once.
+        assert sorted(r["i"] for r in reqs if r["point"] == pid) == list(range(C + 60))
+        assert sorted(s["worker"] for s in b.shards if s["point"] == pid) == [0, 1]
+    starts = [e for e in b.points if e["event"] == "start" and e["point"] == "L16-c4"]
+    assert len(starts) == 2 and all(e["workers"] == 2 for e in starts)
