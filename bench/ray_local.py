@@ -33,7 +33,8 @@ class LocalCluster:
         self.groups: list[int] = []
 
     def _start(self, args: list[str], k: int) -> None:
-        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+        # Workers at the niceness of everything else on this host (Ray's default is 15).
+        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_worker_niceness": "0"}
         p = subprocess.Popen([str(RAY), "start", "--node-ip-address", "127.0.0.1",
                               "--num-cpus", str(self.cpus), "--resources", f'{{"client_node_{k}": 1}}',
                               "--disable-usage-stats", *args],
