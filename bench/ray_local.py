@@ -19,6 +19,7 @@ from pathlib import Path
 from bench.engine import free_port
 
 RAY = Path(sys.executable).with_name("ray")
+OBJECT_STORE_BYTES = 128 << 20
 
 
 class LocalCluster:
@@ -37,6 +38,8 @@ class LocalCluster:
         env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_worker_niceness": "0"}
         p = subprocess.Popen([str(RAY), "start", "--node-ip-address", "127.0.0.1",
                               "--num-cpus", str(self.cpus), "--resources", f'{{"client_node_{k}": 1}}',
+                              # shards travel as small objects: a small store, whatever /dev/shm
+                              "--object-store-memory", str(OBJECT_STORE_BYTES),
                               "--disable-usage-stats", *args],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                              start_new_session=True)
