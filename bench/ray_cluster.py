@@ -91,7 +91,7 @@ def connect(address: str):
     os.environ["RAY_RUNTIME_ENV_IGNORE_GITIGNORE"] = "1"
     ray.init(address=address, runtime_env={"py_modules": [str(root / m) for m in SHIPPED],
                                            "excludes": ["__pycache__"]},
-             log_to_driver=False, logging_level="WARNING", **kwargs)
+             log_to_driver=False, logging_level="ERROR", **kwargs)
     return ray
 
 

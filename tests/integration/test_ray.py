@@ -27,11 +27,10 @@ STEP_MS = 5.0
 @pytest.fixture(scope="module")
 def cluster():
     """Two Ray nodes on 127.0.0.1, stopped (their process groups) after the module."""
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        pytest.fail("Ray is not installed: run `make setup` (it installs the [ray] extra)")
+    from bench.ray_cluster import ray_installed
     from bench.ray_local import LocalCluster
+    if not ray_installed():
+        pytest.fail("Ray is not installed: run `make setup` (it installs the [ray] extra)")
     with LocalCluster(nodes=2, cpus=2) as c:
         yield c
 
