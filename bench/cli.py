@@ -255,9 +255,11 @@ def run(args: argparse.Namespace, judge=None) -> int:
         print(f"error: {name_the_flag(problem, args)}", file=sys.stderr)
         return 2
     if plan.client.ray:
-        from bench.ray_cluster import INSTALL_HINT, ray_installed
-        if not ray_installed():
-            print(f"error: {name_the_flag('[client].ray: ' + INSTALL_HINT, args)}", file=sys.stderr)
+        from bench.ray_cluster import INSTALL_HINT, ray_installed, reachable
+        problem = INSTALL_HINT if not ray_installed() else reachable(plan.client.ray)
+        if problem:
+            # Refused before a bundle exists: Ray would retry an absent cluster for minutes.
+            print(f"error: {name_the_flag('[client].ray: ' + problem, args)}", file=sys.stderr)
             return 2
     raise_open_files_limit(plan)
     # SIGTERM is handled like Ctrl-C: flush, mark the bundle interrupted, stop the engine.

@@ -32,6 +32,7 @@ import ipaddress
 import os
 import socket
 import sys
+import threading
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,20 @@ def facing_address(host: str) -> str:
         return s.getsockname()[0]
 
 
+def reachable(address: str, timeout_s: float = 5.0) -> str | None:
+    """Why nothing answers at a cluster ADDRESS (a TCP connect to its port), None when it does
+    or cannot be checked ("auto"): Ray itself retries an absent cluster for minutes."""
+    host = _host_of(address)
+    if host is None:
+        return None
+    port = urllib.parse.urlsplit(address if "://" in address else "ray://" + address).port
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return None
+    except OSError as e:
+        return f"nothing answers at {host}:{port} ({e.strerror or type(e).__name__})"
+
+
 def connect(address: str):
     """Connect this process to the cluster at ADDRESS, shipping bench/ and bundle/ to it."""
     import ray
@@ -105,6 +120,24 @@ def clock_host(ray, address: str) -> str:
     return ray.util.get_node_ip_address()
 
 
+async def _in_daemon_thread(fn, *args):
+    """FN(*ARGS) in a daemon thread: a call that never returns (Ray connecting to a cluster
+    that went away) must not keep the process alive after Ctrl-C or SIGTERM."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+
+    def run() -> None:
+        try:
+            res = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
+            loop.call_soon_threadsafe(lambda exc=e: fut.done() or fut.set_exception(exc))
+        else:
+            loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(res))
+
+    threading.Thread(target=run, name="ray-connect", daemon=True).start()
+    return await fut
+
+
 def _failed(exc: BaseException) -> asyncio.Future:
     """A worker's point that was never sent: its clock could not be measured (EXC)."""
     f = asyncio.get_running_loop().create_future()
@@ -130,8 +163,11 @@ class RayPool:
     async def start(self) -> None:
         """Connect, reserve one bundle per node (strictly spread), start and place the workers."""
         c, w = self.plan.client, self.writer
+        problem = await asyncio.to_thread(reachable, c.ray)
+        if problem:
+            raise RoundFailed(f"[client].ray: cannot connect to the Ray cluster at {c.ray}: {problem}")
         try:
-            self.ray = ray = await asyncio.to_thread(connect, c.ray)
+            self.ray = ray = await _in_daemon_thread(connect, c.ray)
         except Exception as e:  # noqa: BLE001 - Ray raises several kinds; the line names it
             raise RoundFailed(f"[client].ray: cannot connect to the Ray cluster at {c.ray}: "
                               f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None

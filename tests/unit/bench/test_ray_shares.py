@@ -124,3 +124,17 @@ def test_ray_flag_without_ray_installed_says_how_in_one_line(monkeypatch, capsys
     assert err.count("\n") == 1 and "pip install 'serving-ledger[ray]'" in err
     assert err.startswith("error: --ray: ")
     assert not (tmp_path / "b").exists()
+
+
+def test_a_ray_address_where_nothing_answers_is_refused_before_a_bundle_exists(capsys, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]          # bound, not listening: refused
+        parser = argparse.ArgumentParser()
+        cli.add_run_arguments(parser)
+        args = parser.parse_args(["--ray", f"127.0.0.1:{port}", "--endpoint", "http://127.0.0.1:9",
+                                  "--out", str(tmp_path / "b")])
+        assert cli.run(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"nothing answers at 127.0.0.1:{port}" in err
+    assert not (tmp_path / "b").exists()
