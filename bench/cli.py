@@ -80,6 +80,10 @@ def add_run_arguments(r: argparse.ArgumentParser) -> None:
                                                "(default 1: one process)")
     r.add_argument("--worker-cpus", type=int_list,
                    help="pin client worker k to CPU N[k %% len]: comma-separated CPU numbers")
+    r.add_argument("--ray", metavar="ADDRESS", help="generate the load from a Ray cluster's nodes: "
+                   "\"auto\", host:port or ray://host:port (pip install 'serving-ledger[ray]')")
+    r.add_argument("--nodes", type=int, help="with --ray: client nodes (default: every node alive)")
+    r.add_argument("--workers-per-node", type=int, help="with --ray: workers per node (default 1)")
     r.add_argument("--out", required=True, help="bundle directory to create")
     r.add_argument("--resume", action="store_true", help="run only the points still missing")
 
@@ -152,6 +156,9 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         plan.client.workers = args.workers
     if args.worker_cpus is not None:
         plan.client.cpu_affinity = args.worker_cpus
+    for flag in ("ray", "nodes", "workers_per_node"):
+        if getattr(args, flag) is not None:
+            setattr(plan.client, flag, getattr(args, flag))
     # Flags that change the points (a concurrency, an input length) leave expectations behind
     # that name points no longer run: they go with them.
     ids = {p["id"] for p in plan.points()}
@@ -176,6 +183,7 @@ FLAG_KEYS = {
     "metrics_interval": "[sampler].metrics_interval_s", "gpu_metrics": "[sampler].gpu_metrics",
     "seed": "seed",
     "workers": "[client].workers", "worker_cpus": "[client].cpu_affinity",
+    "ray": "[client].ray", "nodes": "[client].nodes", "workers_per_node": "[client].workers_per_node",
 }
 
 
@@ -237,6 +245,13 @@ def run(args: argparse.Namespace, judge=None) -> int:
     if problem:
         print(f"error: {name_the_flag(problem, args)}", file=sys.stderr)
         return 2
+    if plan.client.ray:
+        from bench.ray_cluster import INSTALL_HINT, ray_installed, reachable
+        problem = INSTALL_HINT if not ray_installed() else reachable(plan.client.ray)
+        if problem:
+            # Refused before a bundle exists: Ray would retry an absent cluster for minutes.
+            print(f"error: {name_the_flag('[client].ray: ' + problem, args)}", file=sys.stderr)
+            return 2
     raise_open_files_limit(plan)
     # SIGTERM is handled like Ctrl-C: flush, mark the bundle interrupted, stop the engine.
     signal.signal(signal.SIGTERM, _raise_interrupt)

@@ -131,6 +131,12 @@ class SamplerSpec:
 class ClientSpec:
     workers: int = 1                       # load-generating processes per point (1: in-process)
     cpu_affinity: list[int] = field(default_factory=list)  # worker k runs on cpu_affinity[k % len]
+    # Load from a Ray cluster (bench/ray_cluster.py): "auto", "host:port" or "ray://host:port";
+    # empty: this host only. `nodes` client nodes (0: every node alive), each running
+    # `workers_per_node` workers.
+    ray: str = ""
+    nodes: int = 0
+    workers_per_node: int = 1
     # one load process: time each event by its own TCP segment's arrival (a packet ring) where
     # permitted; on loopback the kernel fills the ring on the server's core (~0.6 us a segment)
     packet_stamps: bool = True
@@ -336,6 +342,8 @@ BOUNDS: dict[tuple[str, str], tuple[float, float, bool]] = {
     ("sampler", "metrics_interval_s"): (0.1, 3600, True),
     ("sampler", "gpu_interval_s"): (0.1, 3600, True),
     ("client", "workers"): (1, 1024, True),
+    ("client", "nodes"): (0, 4096, True),
+    ("client", "workers_per_node"): (1, 1024, True),
     ("client", "first_byte_timeout_s"): (0, 7 * 86400, False),
     ("client", "idle_timeout_s"): (0, 7 * 86400, False),
     ("client", "request_timeout_s"): (0, 7 * 86400, False),
@@ -523,6 +531,7 @@ def check_plan(plan: Plan) -> None:
                         "sessions, trace or sharegpt")
     if w.kind == sessions.KIND:
         sessions.check_sessions(w, src, plan.client.workers, s.duration_s)
+    check_ray(plan.client, src, w.kind == sessions.KIND)
     if w.kind in replay.KINDS:
         replay.check_replay(w, s, src)
     elif w.trace or w.dataset:
@@ -658,6 +667,27 @@ def usable_cpus() -> set[int]:
         return set(range(os.cpu_count() or 1))
 
 
+def check_ray(c: ClientSpec, src: str, sessions_workload: bool) -> None:
+    """Refuse [client] Ray keys no run could honour, naming the key."""
+    if not c.ray:
+        for key, default in (("nodes", 0), ("workers_per_node", 1)):
+            if getattr(c, key) != default:
+                raise PlanError(f"{src} [client].{key}: needs [client].ray (a Ray cluster's "
+                                "address, or \"auto\")")
+        return
+    if not re.fullmatch(r"auto|(ray://)?[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}", c.ray):
+        raise PlanError(f"{src} [client].ray: {c.ray!r} is not \"auto\", host:port or "
+                        "ray://host:port")
+    if c.workers != 1:
+        raise PlanError(f"{src} [client].workers: with [client].ray the load is spread over "
+                        "nodes × workers_per_node; leave workers at 1")
+    if c.cpu_affinity:
+        raise PlanError(f"{src} [client].cpu_affinity: pins this host's worker processes; with "
+                        "[client].ray the workers run on the cluster's nodes")
+    if sessions_workload:
+        raise PlanError(f"{src} [client].ray: a sessions workload runs in one client process")
+
+
 def affinity_problem(plan: Plan) -> str | None:
     """Why the plan's worker CPUs cannot be used on this host, None when they can: checked
     before a round starts (a plan may come from a larger host)."""
@@ -673,7 +703,8 @@ def affinity_problem(plan: Plan) -> str | None:
 RESUME_FREE = {("source",), ("title",), ("expect",), ("slo",), ("engine", "endpoint"), ("engine", "port"),
                ("engine", "endpoints")}
 # Plan keys a later version added, with the value that means what a plan without them ran.
-ADDED_KEYS = {("engine", "endpoints"): [], ("engine", "commands"): []}
+ADDED_KEYS = {("engine", "endpoints"): [], ("engine", "commands"): [], ("client", "ray"): "",
+              ("client", "nodes"): 0, ("client", "workers_per_node"): 1}
 
 
 def resume_problem(recorded: dict[str, Any], now: dict[str, Any]) -> str | None:

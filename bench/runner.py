@@ -351,7 +351,7 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
     session = aiohttp.ClientSession(headers=headers)
     streams = open_stream_session(headers, packet_stamps=plan.client.packet_stamps)
     side: list[asyncio.Task] = []
-    workers = None   # the client worker processes, when [client].workers > 1
+    workers = None   # the client worker processes ([client].workers > 1) or Ray workers
     sampling = False
     model = None
 
@@ -390,10 +390,13 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
             w, lambda: (engine.pids if isinstance(engine, EngineGroup) else
                         engine.proc.pid if engine is not None and engine.proc is not None else None),
             stop, min(plan.sampler.metrics_interval_s, HOST_INTERVAL_S))))
-        if plan.client.workers > 1 and any(p["id"] not in skip for p in points):
-            from bench.workers import WorkerPool
-            workers = WorkerPool(plan, w, headers, replay.dataset_prompts(plan.workload, dataset_tokenizer(plan))
-                                 if plan.workload.kind == replay.SHAREGPT else None)
+        if (plan.client.workers > 1 or plan.client.ray) and any(p["id"] not in skip for p in points):
+            if plan.client.ray:      # the load from a Ray cluster's nodes
+                from bench.ray_cluster import RayPool as Pool
+            else:
+                from bench.workers import WorkerPool as Pool
+            workers = Pool(plan, w, headers, replay.dataset_prompts(plan.workload, dataset_tokenizer(plan))
+                           if plan.workload.kind == replay.SHAREGPT else None)
             await workers.start()
         for idx, point in point_sequence(plan, search):
             if point["id"] in skip:

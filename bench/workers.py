@@ -46,7 +46,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from bench import replay
 from bench.client import Timeouts, open_stream_session
@@ -56,6 +56,7 @@ from bench.plan import Plan, PlanError
 from bench.point_driver import (
     PointRun,
     RoundFailed,
+    Slots,
     completion_urls,
     drive_closed,
     drive_open,
@@ -114,6 +115,15 @@ class ShardWriter:
         self._f.write(line + "\n")
         self._f.flush()
 
+    def append_lines(self, text: str) -> None:
+        """Whole lines another ShardWriter wrote (checked and redacted there), as they are."""
+        if not text:
+            return
+        if self._f is None:
+            self._f = self._open()
+        self._f.write(text)
+        self._f.flush()
+
     def close(self) -> None:
         if self._f is not None:
             self._f.close()
@@ -145,7 +155,8 @@ def worker_main(k: int, plan: Plan, bundle: str, t0: float, secrets: Redactor,
     if cpus:
         os.sched_setaffinity(0, set(cpus))
     try:
-        run_loop(_worker(k, plan, bundle, t0, secrets, headers, commands, results, shared, dataset))
+        run_loop(_worker(k, plan, ShardWriter(bundle, k, t0, secrets), headers, commands, results,
+                         shared, dataset))
     except BaseException as e:  # noqa: BLE001 - reported to the coordinator, then exit
         results.put(("error", k, type(e).__name__, f"{e}\n{traceback.format_exc()[-2000:]}"))
         raise SystemExit(1) from None
@@ -161,11 +172,13 @@ def _next_command(commands, shared: Shared, ppid: int):
                 return None
 
 
-async def _worker(k: int, plan: Plan, bundle: str, t0: float, secrets: Redactor,
-                  headers: dict | None, commands, results, shared: Shared,
-                  dataset: list[Prompt] | None) -> None:
+async def _worker(k: int, plan: Plan, shard: ShardWriter, headers: dict | None, commands,
+                  results, shared: Shared, dataset: list[Prompt] | None,
+                  slots_of: Callable[[dict], Slots] | None = None) -> None:
+    """Worker K's loop: each command from COMMANDS is one point's share, run through the point
+    driver; messages go to RESULTS (anything with `put`). SLOTS_OF gives a share's slots (the
+    round's shared memory by default; a Ray actor's own stride of the indices)."""
     ppid = os.getppid()
-    shard = ShardWriter(bundle, k, t0, secrets)
     # No packet ring per worker: each would capture every worker's segments, and on loopback
     # the kernel copies every segment once per ring on the server's own core.
     session = open_stream_session(headers, packet_stamps=False)
@@ -178,7 +191,8 @@ async def _worker(k: int, plan: Plan, bundle: str, t0: float, secrets: Redactor,
             cmd = await loop.run_in_executor(None, _next_command, commands, shared, ppid)
             if cmd is None:
                 return
-            share = asyncio.create_task(_run_share(k, cmd, plan, session, shard, results, shared,
+            slots = (slots_of or shared_slots(shared))(cmd)
+            share = asyncio.create_task(_run_share(k, cmd, plan, session, shard, results, slots,
                                                    headers, dataset))
             while not share.done():
                 await asyncio.wait({share}, timeout=0.05)
@@ -261,8 +275,13 @@ def share_prompts(plan: Plan, cmd: dict, dataset: list[Prompt] | None) -> list[P
     return make_prompts(wl, point["input_len"], point["output_len"], cmd["pool_size"], cmd["seed"])
 
 
+def shared_slots(shared: Shared) -> Callable[[dict], SharedSlots]:
+    """A share's slots in the round's shared memory (the local workers' counter)."""
+    return lambda cmd: SharedSlots(shared, cmd["total"], cmd["by_duration"])
+
+
 async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter, results,
-                     shared: Shared, headers: dict | None, dataset: list[Prompt] | None) -> None:
+                     slots: Slots, headers: dict | None, dataset: list[Prompt] | None) -> None:
     """Worker K's share of one point, through the same driver as one process."""
     wl, point = plan.workload, cmd["point"]
     urls, model, now = cmd["urls"], cmd["model"], shard.now
@@ -289,6 +308,8 @@ async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter,
     def send(p, i, warm, t_slot, t_sched):
         url, extra = route(urls, i, {"shared_blocks": replay.shared_blocks(wl, i)}
                            if wl.kind == replay.TRACE else None)
+        if cmd.get("record_worker"):    # across hosts: which worker (so which node) sent it
+            extra = {**(extra or {}), "worker": k}
         return send_request(session, url, model, wl, p, point["id"], i, warm, t_slot, t_sched,
                             now, headers, Timeouts.of(plan.client), extra)
 
@@ -296,7 +317,7 @@ async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter,
         pool=share_prompts(plan, cmd, dataset),
         warmup=cmd["warmup"], ramp_end=cmd.get("ramp_end", 0.0), by_duration=cmd["by_duration"],
         duration_s=plan.sweep.duration_s,
-        slots=SharedSlots(shared, cmd["total"], cmd["by_duration"]), now=now,
+        slots=slots, now=now,
         send=send,
         on_measure=lambda t: results.put(("measure", k, t)), on_record=record, on_issue=issued)
     share = cmd["share"]
@@ -314,6 +335,46 @@ async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter,
 def split(n: int, parts: int) -> list[int]:
     """N split into PARTS shares that differ by at most one, larger shares first."""
     return [n // parts + (k < n % parts) for k in range(parts)]
+
+
+def share_count(plan: Plan, point: dict, workers: int) -> int:
+    """How many of WORKERS a point uses: never more than it has streams (or cap slots)."""
+    wl = plan.workload
+    if wl.kind == replay.TRACE:
+        slots = workers          # no cap: one worker per request at most
+    elif point.get("request_rate"):
+        slots = point.get("concurrency") or workers
+    else:
+        slots = point_shape(plan, point, 0)[0]
+    return max(1, min(workers, slots))
+
+
+def point_commands(plan: Plan, point: dict, index: int, n: int, endpoints: list[str], model: str,
+                   t_start: float, lead: float) -> list[dict]:
+    """Each of N workers' share of a point, as the command it is sent: streams starting at
+    T_START (closed loop), or arrivals k, k+n, ... of the schedule from T_START + LEAD."""
+    wl = plan.workload
+    C, warmup, total, by_duration, seed, pool_size = point_shape(plan, point, index)
+    trace = wl.kind == replay.TRACE
+    if trace:
+        total, warmup = replay.trace_counts(wl, plan.sweep.warmup_requests)
+        # Every kept request once, at its own time, with no cap (as in one process).
+        arrivals = replay.trace_schedule(wl, t_start + lead)
+        shares = [{"arrivals": arrivals[k::n], "cap": None} for k in range(n)]
+    elif point.get("request_rate"):
+        offs = open_loop_arrivals(plan, point, total, warmup, by_duration, seed)
+        base = t_start + lead
+        caps = split(point["concurrency"], n) if point.get("concurrency") else [None] * n
+        shares = [{"arrivals": [(i, base + offs[i]) for i in range(k, len(offs), n)],
+                   "cap": caps[k]} for k in range(n)]
+    else:
+        # Stream g of the point starts at its ramp offset; worker k runs streams k, k+n, ...
+        starts = [t_start + off for off in stream_start_offsets(C, point.get("ramp_s") or 0.0, seed)]
+        shares = [{"starts": starts[k::n]} for k in range(n)]
+    return [{"point": point, "urls": completion_urls(endpoints, wl.api), "model": model,
+             "warmup": warmup, "total": total, "by_duration": by_duration, "seed": seed,
+             "pool_size": pool_size, "share": shares[k],
+             "ramp_end": t_start + (point.get("ramp_s") or 0.0)} for k in range(n)]
 
 
 class WorkerPool:
@@ -427,43 +488,18 @@ class WorkerPool:
 
     async def run_point(self, engine, point: dict, index: int, progress, model: str) -> str:
         """Run one point over the workers; return "ok" or raise ServerDied (as run_point)."""
-        w, plan, wl = self.writer, self.plan, self.plan.workload
-        C, warmup, total, by_duration, seed, pool_size = point_shape(plan, point, index)
-        urls = completion_urls(engine.endpoints, wl.api)
-        trace = wl.kind == replay.TRACE
-        if trace:
-            total, warmup = replay.trace_counts(wl, plan.sweep.warmup_requests)
-        open_loop = bool(point.get("request_rate")) or trace
-        if trace:
-            slots = self.n           # no cap: one worker per request at most
-        elif open_loop:
-            slots = point.get("concurrency") or self.n
-        else:
-            slots = C
-        n = max(1, min(self.n, slots))
+        w = self.writer
+        n = share_count(self.plan, point, self.n)
         self.shared.reset()
+        seed = point_shape(self.plan, point, index)[4]
         w.append("points", {"point": point["id"], "event": "start", "t": w.now(), "settings": point,
                             "seed": seed, "workers": n})
         t_start = w.now()
-        if trace:
-            # Every kept request once, at its own time, with no cap (as in one process).
-            arrivals = replay.trace_schedule(wl, w.now() + OPEN_LOOP_LEAD_S)
-            shares = [{"arrivals": arrivals[k::n], "cap": None} for k in range(n)]
-        elif open_loop:
-            offs = open_loop_arrivals(plan, point, total, warmup, by_duration, seed)
-            base = w.now() + OPEN_LOOP_LEAD_S
-            caps = split(point["concurrency"], n) if point.get("concurrency") else [None] * n
-            shares = [{"arrivals": [(i, base + offs[i]) for i in range(k, len(offs), n)],
-                       "cap": caps[k]} for k in range(n)]
-        else:
-            # Stream g of the point starts at its ramp offset; worker k runs streams k, k+n, ...
-            starts = [t_start + off for off in stream_start_offsets(C, point.get("ramp_s") or 0.0, seed)]
-            shares = [{"starts": starts[k::n]} for k in range(n)]
+        cmds = point_commands(self.plan, point, index, n, engine.endpoints, model, t_start,
+                              OPEN_LOOP_LEAD_S)
+        total, by_duration = cmds[0]["total"], cmds[0]["by_duration"]
         for k in range(n):
-            self.commands[k].put({"point": point, "urls": urls, "model": model, "warmup": warmup,
-                                  "total": total, "by_duration": by_duration, "seed": seed,
-                                  "pool_size": pool_size, "share": shares[k],
-                                  "ramp_end": t_start + (point.get("ramp_s") or 0.0)})
+            self.commands[k].put(cmds[k])
         state = {"done": 0, "tokens": 0, "errors": 0, "issued": 0, "died": None,
                  "transport_error": None}
         check: asyncio.Task | None = None

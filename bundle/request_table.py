@@ -46,7 +46,7 @@ from bundle.schema import MAX_COUNT
 
 # Scalar columns: name -> how to read it from a record (float64, NaN where absent or null).
 FLOAT_FIELDS = ("t_slot", "t_sched", "t_send", "t_headers", "t_first", "t_end", "input_len",
-                "max_tokens", "session", "turn", "think_s", "shared_blocks", "endpoint")
+                "max_tokens", "session", "turn", "think_s", "shared_blocks", "endpoint", "worker")
 BLOCK_BYTES = 32 << 20
 PARALLEL_BYTES = 256 << 20      # request files of more text than this are parsed in parallel
 MAX_PARSE_WORKERS = 8

@@ -132,6 +132,12 @@ STREAMS: dict[str, dict[str, Check]] = {
             **{name: nullable(number) for name in GPM_FIELDS}},
     "client": {"t": number, "loop_lag_s": number, "tasks": count, "reads": count,
                "reads_kernel_stamped": count, "read_wait_max_s": number},
+    # A Ray round's worker per point (bench/ray_cluster.py): status "ok", "died" or "lost".
+    "shards": {"t": number, "point": text, "worker": count, "node": nullable(text),
+               "status": text, "error": nullable(text), "planned": nullable(count),
+               "sent": nullable(count), "done": nullable(count), "errors": nullable(count),
+               "clock_offset_s": nullable(number), "clock_uncertainty_s": nullable(number),
+               "clock_rtt_s": nullable(number), "clock_probes": nullable(count)},
     "host": {"t": number, "cores": count, "cpu_busy_s": number, "cpu_total_s": number,
              "client_cpu_s": number, "engine_cpu_s": nullable(number),
              # The client's event loop's run-queue wait (runnable, not running), cumulative.
@@ -156,6 +162,8 @@ REQUEST: dict[str, Check] = {
     "shared_blocks": nullable(count),
     # A round against several endpoints: the index (in plan.engine.endpoints) it was sent to.
     "endpoint": count,
+    # A Ray round's request: the worker (bundle manifest `ray.workers`: its node) that sent it.
+    "worker": count,
 }
 USAGE: dict[str, Check] = {"prompt_tokens": nullable(count), "completion_tokens": nullable(count),
                            "total_tokens": nullable(count)}

@@ -8,6 +8,7 @@ Layout (format v1, documented in docs/bundle.md):
     metrics.jsonl      one line per /metrics scrape (or a gap with its error)
     gpu.jsonl          one line per GPU per telemetry sample
     client.jsonl       the client's own lag samples (event-loop delay)
+    shards.jsonl       a Ray round's workers per point: asked to send, sent, node, clock offset
     host.jsonl         cumulative CPU seconds: the host, the engine's processes, the client
     server.log         the engine's log, when the tool launched the engine
 
@@ -51,22 +52,24 @@ from bundle.schema import manifest_problem, not_finite, record_problem
 SCHEMA_VERSION = 3
 KIND = "serving-ledger/bundle"
 # dcgm: scrapes of an NVIDIA DCGM exporter's page (remote GPUs), recorded as metrics are.
-SAMPLE_FILES = ("points", "requests", "metrics", "gpu", "client", "host", "dcgm")
+# shards: per point, what each worker of a Ray round was asked to send, sent, and its clock.
+SAMPLE_FILES = ("points", "requests", "metrics", "gpu", "client", "host", "dcgm", "shards")
 
 # Every manifest key of the current version; the reader refuses any other.
 MANIFEST_KEYS = {
     "schema_version", "kind", "origin", "created_utc", "status", "status_reason",
     "clock", "tool", "host", "gpus", "gpu_absent_reason", "engine", "model",
-    "plan", "files", "workload_source",
+    "plan", "files", "workload_source", "ray",
 }
 REQUIRED_KEYS = {"schema_version", "kind", "origin", "status", "clock", "tool", "engine", "plan"}
 STATUSES = {"running", "complete", "interrupted", "failed"}
 # Manifest keys that hold a JSON object (or null) and a list (or null).
-OBJECT_KEYS = ("clock", "tool", "host", "engine", "model", "plan", "files", "workload_source")
+OBJECT_KEYS = ("clock", "tool", "host", "engine", "model", "plan", "files", "workload_source", "ray")
 LIST_KEYS = ("gpus",)
 # Fields every record of a stream must carry (the report reads them unguarded); "t" a number.
 RECORD_FIELDS = {"points": ("event", "t"), "requests": ("point",), "metrics": ("t", "ok"),
-                 "gpu": ("t",), "client": ("t",), "host": ("t",), "dcgm": ("t", "ok")}
+                 "gpu": ("t",), "client": ("t",), "host": ("t",), "dcgm": ("t", "ok"),
+                 "shards": ("t", "point", "worker", "status")}
 
 ORIGINS = {"recorded", "hand-built-fixture"}
 # Request shards: worker process k appends its finished requests to requests.w{k}.jsonl.
@@ -291,6 +294,7 @@ class Bundle:
     client: list[dict] = field(default_factory=list)
     host: list[dict] = field(default_factory=list)
     dcgm: list[dict] = field(default_factory=list)
+    shards: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     request_table: RequestTable = field(default_factory=RequestTable.empty)
     request_files: list[str] = field(default_factory=list)  # read, in order

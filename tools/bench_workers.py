@@ -182,10 +182,29 @@ def window_tokens(out: Path, t_from: float, t_to: float) -> tuple[int, int, int]
     return tokens, n, errors
 
 
-def run_one(n: int, args, url: str, servers: list[subprocess.Popen], work: Path) -> dict:
-    """One round at N workers; its throughput and CPU over the measured window."""
+def ray_pids(out: Path) -> list[int]:
+    """The processes of a Ray round's workers (its manifest lists them), none for a local one."""
+    try:
+        m = json.loads((out / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return [w["pid"] for w in (m.get("ray") or {}).get("workers", [])]
+
+
+def client_cpu(pid: int, out: Path) -> dict[int, float]:
+    """CPU seconds of the round's process, its children and its Ray workers, by pid."""
+    return {**tree_cpu(pid), **{p: cpu_seconds(p) for p in ray_pids(out)}}
+
+
+def run_one(n: int, args, url: str, servers: list[subprocess.Popen], work: Path,
+            client: str | None = None, tag: str = "") -> dict:
+    """One round at N workers; its throughput and CPU over the measured window. CLIENT: the
+    plan's [client] table (default: N local worker processes); TAG names its files."""
     streams = args.streams_per_worker * n if args.streams_per_worker else args.streams
-    plan = work / f"plan-{n}.toml"
+    name = tag or str(n)
+    if client is None:
+        client = f"workers = {n}\ncpu_affinity = {json.dumps(args.client_cpus or [])}"
+    plan = work / f"plan-{name}.toml"
     plan.write_text(f"""
 [workload]
 input_len = 16
@@ -198,28 +217,32 @@ cooldown_s = 0
 metrics = false
 gpu = false
 [client]
-workers = {n}
-cpu_affinity = {json.dumps(args.client_cpus or [])}
+{client}
 """)
-    out = work / f"bundle-{n}"
-    log = open(work / f"round-{n}.log", "w")
+    out = work / f"bundle-{name}"
+    log = open(work / f"round-{name}.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "serving_ledger", "run", "--plan", str(plan),
                              "--endpoint", url, "--out", str(out)], cwd=ROOT, stdout=log,
                             stderr=subprocess.STDOUT, preexec_fn=prepare(args.client_cpus))
-    c0 = s0 = t0 = None
+    c0 = s0 = t0 = seen = None
     c1 = s1 = t1 = None
     try:
         limit = time.monotonic() + args.seconds + 300
         while proc.poll() is None:
             if time.monotonic() > limit:
                 proc.kill()
-                raise SystemExit(f"the round at N={n} ran past its time; see {work}/round-{n}.log")
+                raise SystemExit(f"the round at N={n} ran past its time; see {work}/round-{name}.log")
             ev = point_events(out)
-            if c0 is None and "measure" in ev:
-                t0, c0 = time.monotonic(), tree_cpu(proc.pid)
+            # A Ray round writes its measure event when the point ends: its CPU window starts
+            # when the workers start, half a second (RAY_LEAD_S) after the start event.
+            ray_started = "start" in ev and ray_pids(out)
+            if ray_started and seen is None:
+                seen = time.monotonic()
+            if c0 is None and ("measure" in ev or ray_started and time.monotonic() - seen >= 0.5):
+                t0, c0 = time.monotonic(), client_cpu(proc.pid, out)
                 s0 = {p.pid: cpu_seconds(p.pid) for p in servers}
             if c0 is not None and c1 is None and time.monotonic() - t0 >= args.seconds:
-                t1, c1 = time.monotonic(), tree_cpu(proc.pid)
+                t1, c1 = time.monotonic(), client_cpu(proc.pid, out)
                 s1 = {p.pid: cpu_seconds(p.pid) for p in servers}
             time.sleep(POLL_S)
     finally:
@@ -228,7 +251,7 @@ cpu_affinity = {json.dumps(args.client_cpus or [])}
         log.close()
     if proc.returncode != 0 or c1 is None:
         raise SystemExit(f"the round at N={n} failed (exit {proc.returncode}): "
-                         + (work / f"round-{n}.log").read_text()[-2000:])
+                         + (work / f"round-{name}.log").read_text()[-2000:])
     ev = point_events(out)
     tokens, requests, errors = window_tokens(out, ev["measure"], ev["measure"] + args.seconds)
     return {"workers": n, "streams": streams, "ideal": streams * 1000.0 / args.step_ms,

@@ -8,6 +8,10 @@ time bytes waited in the socket during its 0.5 s client sample; only where that 
 tolerance may its time be wrong. If a share s of the events may be wrong, at most 2s of the
 gaps are (each event bounds two), and a measured q-quantile is off by at most the distance to
 the (q ± 200s)-quantiles: the error of ITL p50 and p99 is that distance, in ms.
+
+Across hosts (a Ray round) each worker's clock is put on the driver's to within a bound it
+measured before every point; the round's largest is `clock_uncertainty_max_ms`, and each
+worker's delivery (planned, sent, late) is kept apart, per worker, at the end of this module.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import numpy as np
 
 from bundle.request_table import RequestTable, as_request_table
 from report.derive import series
+from report.derive.occupancy import late_send_share
 from report.ledger import Absent
-from report.registry import point_quantity
+from report.registry import point_quantity, round_quantity
 
 ENGINE_ITL = "vllm:inter_token_latency_seconds"
 
@@ -258,3 +263,80 @@ def client_outside_engine_itl_p99(itl_ms_p99: float, engine_itl_ms_p99_low: floa
                                   engine_itl_ms_p99_high: float) -> float:
     """How far the client's ITL p99 lies outside the engine's p99 bucket, as a share of its nearer bound (0 inside)."""
     return outside_bucket(itl_ms_p99, engine_itl_ms_p99_low, engine_itl_ms_p99_high)
+
+
+# A Ray round's client nodes kept apart (bundle shards.jsonl): what each worker was asked to
+# send and sent, how late it sent, and how well its clock was put on the driver's. Each is
+# declared per="worker": the raw input `worker_items` names the point's workers ("w1" ->
+# {"worker": 1}), the manifest's `ray.workers` each one's node. A round from one host has no
+# items, so none is recorded for it, and the round's clock bound is absent with its reason.
+
+def worker_items(shards: list[dict]) -> dict[str, dict[str, int]]:
+    """Each worker of a point's shard records as an item ("w1" -> {"worker": 1}), in order."""
+    return {f"w{k}": {"worker": k} for k in sorted({s["worker"] for s in shards})}
+
+
+def _record(point_shards: list[dict], worker: int) -> dict:
+    """Worker WORKER's shard record of the point."""
+    for s in point_shards:
+        if s["worker"] == worker:
+            return s
+    raise Absent("reason.worker_no_record", worker=worker)
+
+
+def _returned(point_shards: list[dict], worker: int) -> dict:
+    """The record of a worker that returned its point; Absent naming its status otherwise."""
+    s = _record(point_shards, worker)
+    if s["status"] != "ok":
+        raise Absent("reason.worker_not_returned", worker=worker, node=s.get("node") or "?",
+                     how=s["status"])
+    return s
+
+
+@point_quantity(unit="", per="worker")
+def worker_planned_requests(point_shards: list, worker: int) -> int:
+    """Requests the point's schedule gave this worker to send."""
+    s = _returned(point_shards, worker)
+    if s["planned"] is None:
+        raise Absent("reason.worker_planned_by_duration")
+    return int(s["planned"])
+
+
+@point_quantity(unit="", per="worker")
+def worker_sent_requests(point_shards: list, worker: int) -> int:
+    """Requests this worker sent in the point (warm-up included)."""
+    return int(_returned(point_shards, worker)["sent"])
+
+
+@point_quantity(unit="fraction", per="worker")
+def worker_sent_share(worker_sent_requests: int, worker_planned_requests: int) -> float:
+    """The share of its planned requests this worker sent."""
+    if worker_planned_requests <= 0:
+        raise Absent("reason.worker_planned_none")
+    return worker_sent_requests / worker_planned_requests
+
+
+@point_quantity(unit="fraction", per="worker")
+def worker_late_send_share(open_loop_requests: RequestTable, point_shards: list, worker: int) -> float:
+    """Share of this worker's measured open-loop requests sent late against their scheduled time."""
+    _returned(point_shards, worker)
+    reqs = as_request_table(open_loop_requests)
+    return late_send_share(reqs.take(np.flatnonzero(reqs.col("worker") == worker)))
+
+
+@point_quantity(unit="ms", per="worker")
+def worker_clock_uncertainty_ms(point_shards: list, worker: int) -> float:
+    """Bound on this worker's clock offset to the driver's at the point: half its kept probe's round trip, ms."""
+    u = _record(point_shards, worker).get("clock_uncertainty_s")
+    if u is None:
+        raise Absent("reason.worker_no_clock", worker=worker)
+    return 1e3 * u
+
+
+@round_quantity(unit="ms")
+def clock_uncertainty_max_ms(shard_clocks: list) -> float:
+    """The largest bound on a client node's clock offset to the driver's, over every worker and point: half the kept probe's round trip, ms."""
+    found = [s["clock_uncertainty_s"] for s in shard_clocks if s.get("clock_uncertainty_s") is not None]
+    if not found:
+        raise Absent("reason.no_clock_offsets")
+    return 1e3 * max(found)

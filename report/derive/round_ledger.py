@@ -215,6 +215,11 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
                                  for i, g in enumerate(rd.bundle.manifest.get("gpus") or ())},
             (f"{rd.name}/manifest.json: gpus[].gpm_absent_reason",))
     raw.add("slo", *slo_raw(rd))
+    # A Ray round's workers at this point (shards.jsonl): each one an item of clienterror.py.
+    shards = [s for s in rd.bundle.shards if s["point"] == p.pid]
+    shards_src = (f"{rd.name}/{rd.bundle.file_for('shards')}",)
+    raw.add("point_shards", shards, shards_src)
+    raw.add("worker_items", CE.worker_items(shards), shards_src)
     engine = rd.bundle.manifest.get("engine") or {}
     raw.add("engine_command", engine.get("command") or Reason.of("reason.no_engine_command"),
             (f"{rd.name}/manifest.json: engine.command",))
@@ -356,6 +361,9 @@ def round_raw(rd: RoundData, pts: list[PointData]) -> RawSources:
     engine = rd.bundle.manifest.get("engine") or {}
     raw.add("engine_command", engine.get("command") or Reason.of("reason.no_engine_command"),
             (f"{rd.name}/manifest.json: engine.command",))
+    # A Ray round's workers per point: their clock offsets to the driver's (shards.jsonl).
+    raw.add("shard_clocks", rd.bundle.shards or Reason.of("reason.one_client_host"),
+            (f"{rd.name}/{rd.bundle.file_for('shards')}",))
     if rd.axis not in ("concurrency", "single"):
         raw.add("loads", Reason.of("reason.slo_axis_not_load", axis=rd.axis))
     else:
@@ -457,7 +465,7 @@ def measured_ledger(rd: RoundData) -> Ledger:
     raw = round_raw(rd, [])
     # The sampler, cache_config_info's pool, the GPU's peaks and what the log states, before
     # the round quantities over them; then the round's requests and the client host.
-    for module in (S.__name__, PW.__name__, SL.__name__):
+    for module in (S.__name__, PW.__name__, SL.__name__, CE.__name__):
         resolve_round(led, module, [], raw)
     resolve_round(led, A.__name__, [], raw, over_points=False)
     resolve_round(led, ST.__name__, [], raw)

@@ -43,7 +43,8 @@ ROUND_CHAINS = ([ROOT / "runs" / f"round-{n}" / "bundle" for n in (1, 2, 3)],
                 [ROOT / "runs" / "round-5" / "bundle"],
                 [ROOT / "runs" / "round-6" / "bundle"],
                 [ROOT / "runs" / "round-10" / "bundle"],     # a replayed trace on two server sets
-                [FIXTURES / "cpu-demo"])
+                [FIXTURES / "cpu-demo"],
+                [FIXTURES / "ray-two-nodes"])    # two Ray nodes, an open loop, a worker killed
 
 # The planner's ways to size the KV pool: none given, its memory, its tokens, its blocks.
 PLAN_POOLS = ({}, {"kv_memory_gib": 20.0}, {"kv_pool_tokens": 100_000}, {"kv_pool_blocks": 5_000})
