@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bench import __version__
 from bench.prompts import PlanError, read_text_file
+from bundle.server_flags import flag_value
 
 # A model's config.json is a few KB; a larger "config" is not one.
 MAX_CONFIG_BYTES = 16 << 20
@@ -84,28 +85,17 @@ def _refuse_constant(name: str):
     raise ValueError(f"{name} is not a finite number")
 
 
-def _flag_value(argv: list[str], flag: str) -> str | None:
-    """The value of FLAG in ARGV (`--flag V` or `--flag=V`), the last one given, or None."""
-    value = None
-    for i, a in enumerate(argv):
-        if a == flag and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif a.startswith(flag + "="):
-            value = a.split("=", 1)[1]
-    return value
-
-
 def model_dirs_of_command(argv: list[str]) -> tuple[str | None, str | None]:
     """(model, tokenizer) paths named by a server command line: `--model DIR` or
     `vllm serve DIR`, and `--tokenizer DIR` (the model's when absent)."""
-    model = _flag_value(argv, "--model")
+    model = flag_value(argv, "--model")
     if model is None:
         for i, a in enumerate(argv[:-1]):
             if Path(a).name == "vllm" and argv[i + 1] == "serve" and i + 2 < len(argv) \
                     and not argv[i + 2].startswith("-"):
                 model = argv[i + 2]
                 break
-    return model, _flag_value(argv, "--tokenizer") or model
+    return model, flag_value(argv, "--tokenizer") or model
 
 
 def collect_tokenizer_vocab(path: str | Path | None) -> tuple[int | None, str | None]:

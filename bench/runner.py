@@ -510,15 +510,21 @@ def dataset_tokenizer(plan: Plan) -> str | None:
     return tok
 
 
+def model_config_of(plan: Plan) -> tuple[dict | None, str | None]:
+    """The served model's config.json and its path; PlanError where the plan names one that cannot be read."""
+    config, src = collect_model_config(served_model_paths(plan)[0])
+    if plan.engine.model_config and config is None:
+        raise PlanError(f"{plan.source or 'plan'} [engine].model_config: cannot read a JSON "
+                        f"config.json at {plan.engine.model_config}")
+    return config, src
+
+
 def initial_manifest(plan: Plan, endpoint_override: str | list[str] | None) -> dict[str, Any]:
     """Provenance known before the engine starts."""
     from bench.gpu import describe_gpus
     gpus, absent = describe_gpus()
     cfg_path, tok_path, cfg_how = served_model_paths(plan)
-    config, cfg_src = collect_model_config(cfg_path)
-    if plan.engine.model_config and config is None:
-        raise PlanError(f"{plan.source or 'plan'} [engine].model_config: cannot read a JSON "
-                        f"config.json at {plan.engine.model_config}")
+    config, cfg_src = model_config_of(plan)
     vocab, vocab_src = collect_tokenizer_vocab(tok_path)
     model_vocab = (config or {}).get("vocab_size")
     if vocab and isinstance(model_vocab, int) and vocab < model_vocab:
@@ -587,6 +593,8 @@ def run_round(plan: Plan, out: Path, endpoint_override: str | list[str] | None =
         problem = flags_problem(plan, f"--endpoint over {plan.source or 'the plan'}:")
         if problem:
             raise PlanError(problem)
+    # A plan that names a model config nobody can read records nothing, not even the lock.
+    model_config_of(plan)
     # One writer per bundle, from before a resume reads what is there until the bundle closes.
     with BundleLock(out) as lock:
         if lock.took_over:
