@@ -78,8 +78,8 @@ def relation(full: str, reduced: str) -> str:
         return "same"
     if WEAKER.get(full) == reduced:
         return "weaker"
-    if WEAKER.get(reduced) == full:
-        return "sharper"
+    if WEAKER.get(reduced) == full or full == "unknown":
+        return "sharper"      # the source removed was what contradicted the model, or kept it silent
     if reduced == "unknown":
         return "silent"
     return "other"

@@ -176,8 +176,10 @@ def _host_side(f: Facts) -> bool:
     if _modelled(f):
         return f.step_roof_share < V.ROOF_EXPLAINS_MIN
     # The CPU engine: its processes hold the host's cores while it holds the load (or the host
-    # has no core left for it).
-    return _cpu_engine(f) and _ge(f.engine_cpu_share, V.ENGINE_CPU_BUSY)
+    # has no core left for it), with its queue seen (a gauge or the log): an engine whose queue
+    # nothing shows may be waiting on its pool.
+    queue_seen = _max_of(f.waiting_peak, f.waiting_capacity_peak, f.log_waiting_peak) is not None
+    return _cpu_engine(f) and queue_seen and _ge(f.engine_cpu_share, V.ENGINE_CPU_BUSY)
 
 
 def roof_of(f: Facts) -> str:
