@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
         print(f"{label}:")
         for source in dict.fromkeys(c.source for c in cells):
             print(f"  no {source}: " + ", ".join(f"{r} {counts[(source, r)]}"
-                                                 for r in ("same", "weaker", "sharper", "silent", "other")))
+                                                 for r in ("same", "weaker", "sharper", "next", "silent", "other")))
     # A valid point's limit must never turn into another one (an invalid point names no limit on page 1).
     return 1 if any(c.relation == "other" and c.valid for c in cells) else 0
 

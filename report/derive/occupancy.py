@@ -61,6 +61,52 @@ def client_inflight_mean(all_requests: RequestTable, steady_start: float, steady
     return float(overlap.sum()) / (steady_end - steady_start)
 
 
+def _streams(all_requests: RequestTable, steady_start: float, steady_end: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each request's streaming span at the client (first token to end), clipped to the window."""
+    if steady_end <= steady_start:
+        raise Absent("reason.window_empty")
+    reqs = as_request_table(all_requests)
+    first, end = reqs.col("t_first"), reqs.col("t_end")
+    ok = ~np.isnan(first)
+    first, end = first[ok], np.where(np.isnan(end[ok]), steady_end, end[ok])
+    start, stop = np.maximum(first, steady_start), np.minimum(end, steady_end)
+    keep = stop > start
+    return start[keep], stop[keep]
+
+
+@point_quantity(unit="req")
+def client_streaming_mean(all_requests: RequestTable, steady_start: float, steady_end: float) -> float:
+    """Time-weighted mean of the requests streaming tokens to the client (first token received, not yet ended) over the window: the requests the engine decodes, as the client sees them."""
+    start, stop = _streams(all_requests, steady_start, steady_end)
+    return float((stop - start).sum()) / (steady_end - steady_start)
+
+
+@point_quantity(unit="req")
+def client_streaming_plateau(all_requests: RequestTable, steady_start: float, steady_end: float,
+                             rule_plateau_share: float) -> int:
+    """The most requests streaming to the client at once that the window held for at least its plateau share of the time: a server that runs N at a time streams to N, however many the client sent."""
+    start, stop = _streams(all_requests, steady_start, steady_end)
+    if not len(start):
+        raise Absent("reason.no_samples")
+    times = np.concatenate([start, stop])
+    steps = np.concatenate([np.ones(len(start)), -np.ones(len(stop))])
+    order = np.lexsort((steps, times))          # at one instant an end goes before a start
+    times, count = times[order], np.cumsum(steps[order])
+    held = np.diff(np.append(times, steady_end))  # how long each count lasted
+    span = steady_end - steady_start
+    # Time at or above each level, from the top: the plateau is the highest level held long enough.
+    for level in range(int(count.max()), 0, -1):
+        if held[count >= level].sum() >= rule_plateau_share * span:
+            return level
+    return 0
+
+
+@point_quantity(unit="req")
+def client_awaiting_mean(client_inflight_mean: float, client_streaming_mean: float) -> float:
+    """Requests the client had sent that had not streamed a token yet (queued in the server or in their prefill), time-weighted over the window."""
+    return max(0.0, client_inflight_mean - client_streaming_mean)
+
+
 def engine_inflight_mean(scrapes: list, t_start: float, t_end: float) -> float:
     """Mean requests inside the server by Little's law: Δsum of e2e_request_latency_seconds ÷ window."""
     if t_end <= t_start:

@@ -285,6 +285,43 @@ def step_host_ms(step_ms_measured: float, step_ms_model: float) -> float:
     return step_ms_measured - step_ms_model
 
 
+# ---------------------------------------------------------------- what relieving a queue predicts
+# A server that queues behind its sequence cap or its pool runs fewer requests than the client
+# sends. With every sent request running, each step carries C decode tokens and the prompts in
+# the same proportion (each request's prompt is computed once a lifetime), at the efficiency the
+# point's own step ran at against the roofs.
+
+
+@point_quantity(unit="ms")
+def all_running_step_ms_model(model_config: Mapping[str, Any], kv_cache_dtype: str, concurrency: float,
+                              step_decode_tokens: float, step_prefill_tokens: float, step_prefill_chunk_tokens: float,
+                              modelled_input_len: float, modelled_output_len: float, compute_ceiling_tflops: float,
+                              peak_bandwidth: float, step_roof_share: float, tensor_parallel_size: int | None = None,
+                              engines_stepping: int | None = None, gpus_sampled: int | None = None) -> float:
+    """The mean step with every request the client sent running at once: C decode tokens and the prompts scaled alike, at the roofs, at the efficiency the point's step ran at."""
+    if step_decode_tokens <= 0 or step_roof_share <= 0:
+        raise Absent("reason.denominator_zero")
+    scale = max(1.0, concurrency / step_decode_tokens)
+    decode, prefill = step_decode_tokens * scale, step_prefill_tokens * scale
+    share, args = _sharing(engines_stepping, gpus_sampled), (modelled_input_len, modelled_output_len,
+                                                            tensor_parallel_size, compute_ceiling_tflops, peak_bandwidth)
+    pc, pm = _step_terms(model_config, kv_cache_dtype, step_prefill_chunk_tokens, decode, *args, share)
+    dc, dm = _step_terms(model_config, kv_cache_dtype, 0.0, decode, *args, share)
+    return SM.mixed_step_ms(min(1.0, ratio(prefill, step_prefill_chunk_tokens)), pc, pm, dc, dm) / step_roof_share
+
+
+@point_quantity(unit="tok/s")
+def all_running_output_tok_s_model(concurrency: float, step_decode_tokens: float, all_running_step_ms_model: float) -> float:
+    """Output tokens per second one engine would give with every sent request running: one token per request each predicted step."""
+    return ratio(max(concurrency, step_decode_tokens), all_running_step_ms_model, scale=1e3)
+
+
+@point_quantity(unit="×")
+def all_running_output_gain_model(all_running_output_tok_s_model: float, output_tok_s: float) -> float:
+    """The output throughput predicted with every sent request running over the one measured."""
+    return ratio(all_running_output_tok_s_model, output_tok_s)
+
+
 @point_quantity(unit="tok")
 def tail_step_prefill_tokens(modelled_input_len: float, waiting_peak: float, step_token_budget: int) -> float:
     """Prompt tokens the fullest step of the point carries: the waiting prompts (at least one), up to the step budget."""

@@ -98,6 +98,9 @@ ROOF_TERM_SHARE = 2 / 3
 COUNTER_AGREES = (0.8, 1.25)
 # The step budget binds when the mean step carries at least this share of it.
 BUDGET_FULL_SHARE = 0.8
+# The client's streams sit at a plateau when the window spends at least this share of its time
+# with that many or more streaming at once (a count touched only between two requests is not one).
+PLATEAU_SHARE = 0.1
 # The engine's processes use at least (busy) or under (idle) this share of the host's cores.
 ENGINE_CPU_BUSY, ENGINE_CPU_IDLE = 0.7, 0.3
 # A host whose cores are this busy has no CPU to spare for anything that shares it.
@@ -334,6 +337,12 @@ def rule_roof_term_share() -> float:
 def rule_budget_full_share() -> float:
     """The share of the step budget the mean step carries for the budget to bind."""
     return BUDGET_FULL_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_plateau_share() -> float:
+    """The share of the window the client's streams must hold a count for it to be their plateau."""
+    return PLATEAU_SHARE
 
 
 @round_quantity(unit="fraction")

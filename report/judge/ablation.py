@@ -63,17 +63,20 @@ def without(bundle: Bundle, source: str) -> tuple[Bundle, str]:
     raise ValueError(f"unknown source {source!r}; known: {', '.join(SOURCES)}")
 
 
-def verdicts_of(bundle: Bundle, gpu_name: str = "") -> dict[str, tuple[str, bool]]:
-    """Each point's bottleneck and whether it passed every check, by point id."""
+def verdicts_of(bundle: Bundle, gpu_name: str = "") -> dict[str, tuple[str, bool, tuple[str, ...]]]:
+    """Each point's bottleneck, whether it passed every check, and the limits that hold after it, by point id."""
     rd = read_round(bundle, gpu_name=gpu_name)
     build_ledger(rd)
-    return {pid: (a.bottleneck, rd.verdicts.validity[pid].valid) for pid, a in rd.verdicts.attribution.items()}
+    return {pid: (a.bottleneck, rd.verdicts.validity[pid].valid, a.also)
+            for pid, a in rd.verdicts.attribution.items()}
 
 
-def relation(full: str, reduced: str) -> str:
+def relation(full: str, reduced: str, also: tuple[str, ...] = ()) -> str:
     """How a verdict without a source stands to the verdict with every source: the same limit, a
-    weaker form of it, a sharper one (the source removed had contradicted the model), silent
-    (`unknown`: what the source alone showed is gone), or another limit."""
+    weaker form of it, a sharper one (the source removed had contradicted the model), the next
+    limit the full evidence holds (the source removed was the only witness of the first, and the
+    second binds as well), silent (`unknown`: what the source alone showed is gone), or another
+    limit."""
     if reduced == full:
         return "same"
     if WEAKER.get(full) == reduced:
@@ -82,6 +85,8 @@ def relation(full: str, reduced: str) -> str:
         return "sharper"      # the source removed was what contradicted the model, or kept it silent
     if reduced == "unknown":
         return "silent"
+    if reduced in also or any(WEAKER.get(a) == reduced for a in also):
+        return "next"
     return "other"
 
 
@@ -95,10 +100,11 @@ class Cell:
     full: str
     reduced: str
     valid: bool          # whether the point passed every check with every source
+    also: tuple[str, ...] = ()   # the limits that hold after the full verdict's
 
     @property
     def relation(self) -> str:
-        return relation(self.full, self.reduced)
+        return relation(self.full, self.reduced, self.also)
 
 
 def ablate(path: Path, sources: tuple[str, ...] = SOURCES) -> list[Cell]:
@@ -109,7 +115,7 @@ def ablate(path: Path, sources: tuple[str, ...] = SOURCES) -> list[Cell]:
     for source in sources:
         reduced, gpu = without(bundle, source)
         got = verdicts_of(reduced, gpu)
-        cells += [Cell(path.parent.name, pid, source, full[pid][0], got[pid][0], full[pid][1]) for pid in full]
+        cells += [Cell(path.parent.name, pid, source, full[pid][0], got[pid][0], full[pid][1], full[pid][2]) for pid in full]
     return cells
 
 

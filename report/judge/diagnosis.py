@@ -236,6 +236,9 @@ class Attribution:
     disagreed: list[str] = field(default_factory=list)
     # The knob the limit names (rules.KNOBS), worded as `label.knob_<knob>`.
     knob: str = ""
+    # The limits whose rules hold too, later in the declared order: what binds next once this
+    # limit is relieved (a GPU rule's as the roof the model names).
+    also: tuple[str, ...] = ()
 
     @property
     def confidence(self) -> str:
@@ -293,7 +296,7 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
         return ev[key]
 
     f = facts_of(Signals(get, k), kv_pool_full(led, pid))
-    for rule in RULES:
+    for i, rule in enumerate(RULES):
         if rule.when(f):
             keys = [c if c.startswith("r.") else k + c for c in rule.cites]
             for key in keys:
@@ -305,6 +308,7 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
                 _host_signals(att, f, get, k)
             # The CPU engine's host side is its cores, not kernel launches.
             att.knob = "cpu_engine" if att.mechanism.startswith("cpu_engine_busy") else KNOBS[att.bottleneck]
+            att.also = _also_holding(f, RULES[i + 1:])
             return att
     keys = [k + c for c in ("waiting_peak", "delivery_tpot_ratio", "engine_cpu_share", "step_roof_share",
                             "step_ms_model", "step_ms_measured", "mfu", "mbu", "gpu_util_median_pct")]
@@ -313,6 +317,11 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
     modelled = ev[k + "step_roof_share"] is not None
     return Attribution(pid, "unknown", "no_signal_agrees" if modelled or ev[k + "gpu_util_median_pct"] is not None
                        else "no_gpu_signals", {key: ev[key] for key in keys})
+
+
+def _also_holding(f, rules) -> tuple[str, ...]:
+    """The limits of RULES whose conditions hold as well, in order (the GPU rule as its roof)."""
+    return tuple(roof_of(f) if r.bottleneck == "gpu" else r.bottleneck for r in rules if r.when(f))
 
 
 def _flops_agree(get, k: str) -> bool | None:

@@ -27,6 +27,15 @@ def step(sid: str, code: str, labels: dict[str, str] | None = None, **fields) ->
         k: v[lang] if isinstance(v, dict) else v for k, v in fields.items()}) for lang in LANGS}}
 
 
+def with_effect(st: dict, led: Ledger, pid: str, key: str, code: str) -> dict:
+    """STEP with the effect the step model predicts for it (`label.next_effect_<code>`, citing
+    `p.<pid>.<key>`), where the ledger has that prediction."""
+    if val(led, f"p.{pid}.{key}") is not None:
+        for lang in LANGS:
+            st[lang] = f"{st[lang]} {word(f'label.next_effect_{code}', lang, pid=pid)}"
+    return st
+
+
 def with_plan(st: dict, code: str, plan: dict) -> dict:
     """STEP with the plan changes that run it and the outcome they are expected to show."""
     st["plan"] = plan
@@ -113,6 +122,13 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
                 "sweep": {**at["gpu_compute"]["sweep"], "concurrency": [_point_setting(rd, pid, "concurrency")],
                           "server_flags": [["--max-num-batched-tokens", str(int(budget * m))]
                                            for m in SMALLER_BUDGET_SWEEP]}}))
+    if "sequence_cap" in by_kind:
+        pid = by_kind["sequence_cap"][0]
+        C = _point_setting(rd, pid, "concurrency")
+        st = with_effect(step("raise_seqcap", "raise_seqcap", labels, pid=pid), led, pid,
+                         "all_running_output_tok_s_model", "all_running")
+        out.append(with_plan(st, "raise_seqcap", {"sweep": {**at["sequence_cap"]["sweep"], "server_flags": [
+            [], ["--max-num-seqs", str(C)]]}}) if C else st)
     if "kv_pool" in by_kind:
         pid = by_kind["kv_pool"][0]
         # Sized by the KV model where it could be computed, else said without a size; the knob
@@ -122,7 +138,8 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
         code = ("grow_pool_unsized" if val(led, f"p.{pid}.kv_memory_needed_gib") is None
                 else "grow_pool_forced" if flags and flags[0] == OVERRIDE
                 else "grow_pool_cpu" if on_cpu else "grow_pool")
-        st = step("grow_pool", code, labels, pid=pid)
+        st = with_effect(step("grow_pool", code, labels, pid=pid), led, pid, "all_running_output_tok_s_model",
+                         "all_running")
         out.append(with_plan(st, "grow_pool", {"sweep": {**at["kv_pool"]["sweep"], "server_flags": [[], flags]}})
                    if flags else st)
     if val(led, "r.kv_cache_memory_suggested_gib") is not None:

@@ -126,9 +126,29 @@ def _client_short(f: Facts) -> bool:
 
 
 def _running_at_cap(f: Facts) -> bool:
+    """Running held at --max-num-seqs while the client sent more: the gauge's or the log's peak at
+    the cap, the client's streams at a plateau of exactly the cap (more than the cap means the
+    client's own stamps are late, not a server past its cap), or, by the scheduler's admission
+    rule, requests waiting while neither the pool nor the step budget was full (vLLM admits a
+    waiting request unless the cap, the budget or the pool stops it)."""
     cap = f.sequence_cap
-    running = _max_of(f.running_peak, f.log_running_peak)
-    return cap is not None and running is not None and f.C > cap and running >= cap
+    if cap is None or not f.C > cap:
+        return False
+    plateau = f.client_streaming_plateau
+    running = _max_of(f.running_peak, f.log_running_peak, plateau if plateau == cap else None)
+    if running is not None and running >= cap:
+        return True
+    budget, tokens = f.step_token_budget, f.iteration_tokens_mean
+    return f.waiting > 0 and f.pool_full is False and budget is not None and tokens is not None and \
+        tokens < V.BUDGET_FULL_SHARE * budget
+
+
+def _queue_behind_cap(f: Facts) -> bool:
+    """Requests waited with the pool's room: the server's queue, else (no gauge, no log) requests
+    the client sent that streamed nothing for at least one request's worth of the window."""
+    if _max_of(f.waiting_peak, f.waiting_capacity_peak, f.log_waiting_peak) is not None:
+        return _queue_with_room(f)
+    return _ge(f.client_awaiting_mean, 1.0) and f.pool_full is not True
 
 
 def _budget_full(f: Facts) -> bool:
@@ -206,9 +226,10 @@ RULES: tuple[Rule, ...] = (
          lambda f: bool(f.pool_full) and (f.waiting > 0 or f.preempt > 0),
          ("kv_usage_peak", "log_kv_usage_peak_pct", "pool_tokens_usable", "request_peak_tokens", "kv_expected_peak",
           "waiting_peak", "log_waiting_peak", "preemptions", "kv_cache_dtype")),
-    Rule("sequence_cap", lambda f: "running_at_sequence_cap", lambda f: _queue_with_room(f) and _running_at_cap(f),
-         ("sequence_cap", "running_peak", "log_running_peak", "server_running_median", "waiting_peak", "kv_usage_peak",
-          "iteration_tokens_mean", "step_token_budget")),
+    Rule("sequence_cap", lambda f: "running_at_sequence_cap", lambda f: _queue_behind_cap(f) and _running_at_cap(f),
+         ("sequence_cap", "running_peak", "log_running_peak", "client_streaming_plateau", "client_awaiting_mean",
+          "server_running_median", "waiting_peak", "kv_usage_peak", "iteration_tokens_mean", "step_token_budget",
+          "r.rule_plateau_share")),
     Rule("scheduler_budget", lambda f: "step_budget_full", lambda f: _queue_with_room(f) and _budget_full(f),
          ("iteration_tokens_mean", "step_token_budget", "waiting_peak", "kv_usage_peak", "queue_ms_mean",
           "prefill_ms_mean", "r.rule_budget_full_share")),

@@ -106,6 +106,32 @@ def test_weaker_and_other_are_told_apart():
     assert relation("engine_host", "engine_host") == "same"
     assert relation("kv_pool", "unknown") == "silent"
     assert relation("shared_host", "engine_host") == "weaker"
+    # The limit that binds next by the full evidence's own rules, not one it never named.
+    assert relation("frontend", "gpu_compute", ("gpu_compute",)) == "next"
+    assert relation("frontend", "gpu", ("gpu_compute",)) == "next"
+    assert relation("frontend", "kv_pool", ("gpu_compute",)) == "other"
+
+
+def test_the_client_streams_at_the_servers_sequence_cap():
+    # --max-num-seqs 2 at C=2 (a real CPU engine): the client's streams plateau at the cap.
+    _, led = read_bundle_ledger(FIXTURES / "corpus" / "cpu-seqcap-2" / "bundle")
+    assert led.value_of("p.L128-c2.client_streaming_plateau") == 2
+    assert led.value_of("p.L128-c2.client_streaming_mean") <= 2.0
+
+
+def test_a_plateau_is_the_count_held_long_enough_not_a_moment_between_two_requests():
+    from report.derive.occupancy import client_awaiting_mean, client_streaming_mean, client_streaming_plateau
+    # Two streams over the whole 10 s window; a third for 0.5 s (5 %), a fourth for an instant.
+    reqs = [{"t_send": 0.0, "t_first": 0.5, "t_end": 10.0}, {"t_send": 0.0, "t_first": 0.5, "t_end": 10.0},
+            {"t_send": 2.0, "t_first": 4.0, "t_end": 4.5}, {"t_send": 4.0, "t_first": 4.25, "t_end": 4.26},
+            {"t_send": 0.0, "t_first": float("nan"), "t_end": float("nan")}]
+    assert client_streaming_plateau(reqs, 1.0, 11.0, 0.1) == 2
+    assert client_streaming_plateau(reqs, 1.0, 11.0, 0.04) == 3
+    mean = client_streaming_mean(reqs, 1.0, 11.0)
+    assert mean == pytest.approx((9 + 9 + 0.5 + 0.01) / 10)
+    assert client_awaiting_mean(3.0, mean) == pytest.approx(3.0 - mean)
+    with pytest.raises(Absent):
+        client_streaming_mean(reqs, 5.0, 5.0)
 
 
 def test_without_gpu_samples_the_gpu_named_by_the_user_keeps_the_peaks():
@@ -147,3 +173,20 @@ def test_a_budget_sweep_of_three_sets_is_a_curve_with_the_models_tail_beside_it(
     # Each set is named by its flag value wherever it is named.
     labels = rep.facts.point_labels if hasattr(rep.facts, "point_labels") else rep.facts["point_labels"]
     assert "--max-num-batched-tokens 2048" in str(labels["s1-L1024-c64"])
+
+
+@pytest.mark.parametrize("bundle", ["h200-causes", "h200-defaults"])
+def test_relieving_the_queue_predicts_what_the_uncapped_set_measured(bundle):
+    # The capped set (--max-num-seqs 8) and the small-pool set at C=64 each predict the output of
+    # the same server with all 64 running; the base set ran exactly that, so it is the check.
+    rd, led = read_bundle_ledger(FIXTURES / "corpus" / bundle / "bundle")
+    measured = led.value_of("p.s0-L1024-c64.output_tok_s")
+    tol = led.value_of("r.rule_prediction_tol")
+    capped = [a.point for a in rd.verdicts.attribution.values() if a.bottleneck in ("sequence_cap", "kv_pool")
+              and a.point.endswith("c64")]
+    assert len(capped) == 2, capped
+    for pid in capped:
+        predicted = led.value_of(f"p.{pid}.all_running_output_tok_s_model")
+        assert predicted == pytest.approx(measured, rel=tol), pid
+        # …and it is a real change: the capped point itself measured far less.
+        assert led.value_of(f"p.{pid}.all_running_output_gain_model") > 1.5, pid
