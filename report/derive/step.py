@@ -20,7 +20,7 @@ from report.architecture import roofline as RF
 from report.architecture import stepmodel as SM
 from report.derive.analyses import ratio
 from report.ledger import Absent
-from report.registry import point_quantity
+from report.registry import bound_quantity, point_quantity
 
 
 def point_flag(flag: str, engine_command: Any, settings: Mapping | None, log_args: Mapping | None) -> str | None:
@@ -209,52 +209,22 @@ def _sharing(engines_stepping: int | None, gpus_sampled: int | None) -> float:
     return max((engines_stepping or 1) / gpus_sampled, 1.0) if gpus_sampled else 1.0
 
 
-@point_quantity(unit="ms")
-def prefill_step_compute_ms_model(model_config: Mapping[str, Any], kv_cache_dtype: str, step_prefill_chunk_tokens: float,
-                                  step_decode_tokens: float, modelled_input_len: float, modelled_output_len: float,
-                                  compute_ceiling_tflops: float, peak_bandwidth: float,
-                                  tensor_parallel_size: int | None = None, engines_stepping: int | None = None,
-                                  gpus_sampled: int | None = None) -> float:
-    """The compute term of a step that carries a prompt's chunk and the decode tokens: its FLOPs at the compute ceiling."""
-    return _step_terms(model_config, kv_cache_dtype, step_prefill_chunk_tokens, step_decode_tokens, modelled_input_len,
-                       modelled_output_len, tensor_parallel_size, compute_ceiling_tflops, peak_bandwidth,
-                       _sharing(engines_stepping, gpus_sampled))[0]
+def step_term_ms(model_config: Mapping[str, Any], kv_cache_dtype: str, prefill_tokens: float, step_decode_tokens: float,
+                 modelled_input_len: float, modelled_output_len: float, compute_ceiling_tflops: float,
+                 peak_bandwidth: float, term: int, tensor_parallel_size: int | None = None,
+                 engines_stepping: int | None = None, gpus_sampled: int | None = None) -> float:
+    """One term of a step of PREFILL_TOKENS prompt tokens beside the decode tokens on one GPU: TERM 0, compute (its FLOPs at the compute ceiling), or 1, memory (the weights and the decoding requests' KV at peak bandwidth)."""
+    terms = _step_terms(model_config, kv_cache_dtype, prefill_tokens, step_decode_tokens, modelled_input_len,
+                        modelled_output_len, tensor_parallel_size, compute_ceiling_tflops, peak_bandwidth,
+                        _sharing(engines_stepping, gpus_sampled))
+    return terms[term]
 
 
-@point_quantity(unit="ms")
-def prefill_step_memory_ms_model(model_config: Mapping[str, Any], kv_cache_dtype: str, step_prefill_chunk_tokens: float,
-                                 step_decode_tokens: float, modelled_input_len: float, modelled_output_len: float,
-                                 compute_ceiling_tflops: float, peak_bandwidth: float,
-                                 tensor_parallel_size: int | None = None, engines_stepping: int | None = None,
-                                 gpus_sampled: int | None = None) -> float:
-    """The memory term of a step that carries a prompt's chunk and the decode tokens: the weights and the decoding requests' KV at peak bandwidth."""
-    return _step_terms(model_config, kv_cache_dtype, step_prefill_chunk_tokens, step_decode_tokens, modelled_input_len,
-                       modelled_output_len, tensor_parallel_size, compute_ceiling_tflops, peak_bandwidth,
-                       _sharing(engines_stepping, gpus_sampled))[1]
-
-
-@point_quantity(unit="ms")
-def decode_step_compute_ms_model(model_config: Mapping[str, Any], kv_cache_dtype: str, step_decode_tokens: float,
-                                 modelled_input_len: float, modelled_output_len: float,
-                                 compute_ceiling_tflops: float, peak_bandwidth: float,
-                                 tensor_parallel_size: int | None = None, engines_stepping: int | None = None,
-                                 gpus_sampled: int | None = None) -> float:
-    """The compute term of a decode-only step: the running requests' FLOPs at the compute ceiling."""
-    return _step_terms(model_config, kv_cache_dtype, 0.0, step_decode_tokens, modelled_input_len,
-                       modelled_output_len, tensor_parallel_size, compute_ceiling_tflops, peak_bandwidth,
-                       _sharing(engines_stepping, gpus_sampled))[0]
-
-
-@point_quantity(unit="ms")
-def decode_step_memory_ms_model(model_config: Mapping[str, Any], kv_cache_dtype: str, step_decode_tokens: float,
-                                modelled_input_len: float, modelled_output_len: float,
-                                compute_ceiling_tflops: float, peak_bandwidth: float,
-                                tensor_parallel_size: int | None = None, engines_stepping: int | None = None,
-                                gpus_sampled: int | None = None) -> float:
-    """The memory term of a decode-only step: the weights and the running requests' KV at peak bandwidth."""
-    return _step_terms(model_config, kv_cache_dtype, 0.0, step_decode_tokens, modelled_input_len,
-                       modelled_output_len, tensor_parallel_size, compute_ceiling_tflops, peak_bandwidth,
-                       _sharing(engines_stepping, gpus_sampled))[1]
+# The two kinds of step, each with its two terms: a step carrying a prompt's chunk, and a decode-only step.
+for _kind, _prefill in (("prefill", "step_prefill_chunk_tokens"), ("decode", 0.0)):
+    for _term, _name in enumerate(("compute", "memory")):
+        bound_quantity("point", f"{_kind}_step_{_name}_ms_model", step_term_ms, unit="ms",
+                       prefill_tokens=_prefill, term=_term)
 
 
 @point_quantity(unit="ms")
