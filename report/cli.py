@@ -23,11 +23,6 @@ SUMMARY_KEYS = [
 ]
 
 
-def round_id_for(bundle: Path) -> str:
-    """`runs/round-2/bundle` -> `round-2`; any other bundle directory -> its own name."""
-    return bundle.parent.name if bundle.name == "bundle" else bundle.name
-
-
 def is_site_round(path: Path) -> bool:
     """Whether PATH is a round directory this tool wrote: its round.json, and no bundle inside."""
     return path.is_dir() and (path / "round.json").is_file() and \
@@ -35,7 +30,8 @@ def is_site_round(path: Path) -> bool:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from report.publish.compose import compose_rounds, refusal_text
+    from report.judge.result import refusal_text, round_id_for
+    from report.publish.compose import compose_rounds
     from report.publish.site import ROUND_ID, build_site
     if args.bundle:
         pairs = [(Path(args.bundle), args.round or round_id_for(Path(args.bundle)))]
@@ -97,8 +93,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     else:
         # A round whose bundle, previous round, code, templates and formats are unchanged
         # keeps its pages; each stale round is composed with the round before it.
+        from report.judge.result import previous_round_id
         from report.publish.buildkey import code_digest, round_key, up_to_date
-        from report.publish.compose import previous_round_id
         every = {r: b for b, r in ((b, round_id_for(b)) for b in find_bundles(args.runs))}
         code = code_digest()
         stale = []
@@ -197,10 +193,11 @@ def print_warnings(bundle_dir: Path, warnings: list[str]) -> None:
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     from bundle.textsafety import json_text, terminal_line
-    from report.judge.verdicts import read_bundle_ledger
+    from report.judge.result import judge_bundle
     from report.publish.dumps import ledger_json
     from report.publish.numbers import format_value
-    rd, led = read_bundle_ledger(args.run_dir, slo_argument(args), gpu_argument(args))
+    res = judge_bundle(args.run_dir, slo_argument(args), gpu_argument(args))
+    rd, led = res.rd, res.led
     print_warnings(rd.bundle.path, rd.bundle.warnings)
     if args.json:
         print(json_text(json.dumps(ledger_json(led), indent=1, ensure_ascii=False)))
@@ -212,11 +209,11 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
 def cmd_findings(args: argparse.Namespace) -> int:
     from bundle.textsafety import json_text, terminal_line
-    from report.judge.verdicts import read_bundle_ledger
+    from report.judge.result import judge_bundle
     from report.publish.dumps import findings_json
-    rd, led = read_bundle_ledger(args.run_dir, slo_argument(args), gpu_argument(args))
-    print_warnings(rd.bundle.path, rd.bundle.warnings)
-    out = findings_json(rd, led)
+    res = judge_bundle(args.run_dir, slo_argument(args), gpu_argument(args))
+    print_warnings(res.rd.bundle.path, res.rd.bundle.warnings)
+    out = findings_json(res)
     if args.json:
         print(json_text(json.dumps(out, indent=1, ensure_ascii=False)))
         return 0
@@ -265,27 +262,25 @@ def cmd_next(args: argparse.Namespace) -> int:
     import tempfile
 
     from bundle.textsafety import json_text, terminal_line
-    from report.publish.compose import compose_rounds
+    from report.judge.result import judge_bundle
     from report.publish.plans import applied, plan_toml, step_comment
     from report.words import word
-    d = Path(args.run_dir)
-    bundle = d / "bundle" if (d / "bundle" / "manifest.json").exists() else d
-    rid = round_id_for(bundle)
-    rep = compose_rounds([(bundle, rid)], slo=slo_argument(args))[0]
-    print_warnings(bundle, rep.facts.warnings)
-    steps, lang = rep.facts.next_steps, args.lang
+    res = judge_bundle(args.run_dir, slo_argument(args))
+    bundle = res.rd.bundle.path
+    print_warnings(bundle, res.rd.bundle.warnings)
+    steps, lang = res.facts["next_steps"], args.lang
     recorded = read_recorded_plan(bundle)
     if args.json:
         print(json_text(json.dumps(steps, indent=1, ensure_ascii=False)))
     elif not args.write:
         from report.publish.numbers import plain_text
         for i, st in enumerate(steps, 1):
-            print(terminal_line(f"[{i}] {st['id']}: {plain_text(st[lang], rep.ledger, lang)}"))
+            print(terminal_line(f"[{i}] {st['id']}: {plain_text(st[lang], res.led, lang)}"))
             if st.get("plan"):
                 changes = "; ".join(f"[{sec}] {k} = {v!r}" for sec, keys in st["plan"].items()
                                     for k, v in keys.items())
                 print(terminal_line(f"    plan: {changes}"))
-                expect = plain_text(st["expect"][lang], rep.ledger, lang)
+                expect = plain_text(st["expect"][lang], res.led, lang)
                 print(terminal_line(f"    {word('label.plan_comment_expect', lang, text=expect)}"))
             else:
                 print(terminal_line(f"    {word('label.next_no_plan', lang)}"))
@@ -296,7 +291,7 @@ def cmd_next(args: argparse.Namespace) -> int:
         (runnable[0] if runnable else None)
     if chosen is None:
         ids = ", ".join(st["id"] for st in runnable) or "none"
-        print(f"error: --step {args.step or ''}: no step of {rid} with that plan (steps with a plan: {ids})",
+        print(f"error: --step {args.step or ''}: no step of {res.round_id} with that plan (steps with a plan: {ids})",
               file=sys.stderr)
         return 2
     target = Path(args.write)
@@ -307,8 +302,8 @@ def cmd_next(args: argparse.Namespace) -> int:
         print(f"error: --write {target}: no directory {target.parent}", file=sys.stderr)
         return 2
     new_id = target.parent.name if target.name == "plan.toml" else target.stem
-    plan = applied(recorded, chosen["plan"], new_id, word("label.plan_title", "en", round=round_name(rid, "en"), step=chosen["id"]))
-    text = plan_toml(plan, step_comment(chosen, rid, rep.ledger, "en"))
+    plan = applied(recorded, chosen["plan"], new_id, word("label.plan_title", "en", round=round_name(res.round_id, "en"), step=chosen["id"]))
+    text = plan_toml(plan, step_comment(chosen, res.round_id, res.led, "en"))
     check = getattr(args, "check_plan", None)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".plan-", suffix=".toml")
     try:

@@ -42,7 +42,7 @@ TARGET_LEDGER_GB = 4.0
 
 
 def stages(runs: Path, out: Path) -> float:
-    from report.cli import round_id_for
+    from report.judge.result import round_id_for
     from report.publish.compose import compose_rounds
     from report.publish.site import build_site
     pairs = [(b, round_id_for(b)) for b in find_bundles(runs)]

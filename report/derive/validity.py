@@ -98,6 +98,26 @@ ROOF_TERM_SHARE = 2 / 3
 COUNTER_AGREES = (0.8, 1.25)
 # The step budget binds when the mean step carries at least this share of it.
 BUDGET_FULL_SHARE = 0.8
+# A step "carries the batch several times over" at this many tokens per running request, and an
+# ITL tail is a prefill's step when p99 is at least this many times p50.
+STEP_MIX_MIN = 2.0
+# A point ran slower than the C=1 point when the clock-scaled prediction is this much longer.
+CLOCK_SLOWER = 0.05
+# Measured KV peaks equal C requests of whole blocks when they differ by at most this share.
+KV_BLOCKS_MATCH = 0.01
+# A GPU is held at its power cap when the SW power-cap bit is set in at least this share of samples.
+POWER_CAP_BIT_SHARE = 0.5
+# A ratio within this much of 1 (a difference within this much of 0) between server sets is "no change".
+UNCHANGED = 0.05
+# The client's loop lags "a tenth" of the ITL median at most before the page words its lag.
+CLIENT_LAG_SHARE_LIMIT = 0.1
+# From this share of chunks stamped like the one before them, the page explains the zero gaps
+# and prints per-chunk ITL beside per-token ITL.
+ZERO_GAP_NOTE_SHARE = 0.1
+# vLLM's FLOPs counter "closes" against its own formulas within this relative difference.
+FLOPS_CLOSE = 0.01
+# The KV account "balances" when measured and expected usage differ by at most this many points.
+KV_CLOSE_PP = 1.0
 # The client's streams sit at a plateau when the window spends at least this share of its time
 # with that many or more streaming at once (a count touched only between two requests is not one).
 PLATEAU_SHARE = 0.1
@@ -349,3 +369,57 @@ def rule_plateau_share() -> float:
 def rule_host_saturated() -> float:
     """The share of the host's CPU time busy at which the host has no core to spare."""
     return HOST_SATURATED
+
+
+@round_quantity(unit="×")
+def rule_step_mix_min() -> float:
+    """The tokens per running request a step carries, and the ITL p99 over p50, from which a step carries the batch several times over."""
+    return STEP_MIX_MIN
+
+
+@round_quantity(unit="fraction")
+def rule_clock_slower() -> float:
+    """How much longer the clock-scaled prediction must be for a point to have run slower than C=1."""
+    return CLOCK_SLOWER
+
+
+@round_quantity(unit="fraction")
+def rule_kv_blocks_match() -> float:
+    """The largest relative difference between a measured KV peak and C requests of whole blocks for the two to be equal."""
+    return KV_BLOCKS_MATCH
+
+
+@round_quantity(unit="fraction")
+def rule_power_cap_bit_share() -> float:
+    """The share of samples with the SW power-cap bit set for a GPU to be held at its power cap."""
+    return POWER_CAP_BIT_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_unchanged() -> float:
+    """The distance from 1 (a ratio) or 0 (a difference) within which two server sets show no change."""
+    return UNCHANGED
+
+
+@round_quantity(unit="fraction")
+def rule_client_lag_share_limit() -> float:
+    """The share of the ITL median the client's loop may lag before the page words its lag."""
+    return CLIENT_LAG_SHARE_LIMIT
+
+
+@round_quantity(unit="fraction")
+def rule_zero_gap_note_share() -> float:
+    """The share of chunks stamped like the one before them from which the page explains the zero gaps."""
+    return ZERO_GAP_NOTE_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_flops_close() -> float:
+    """The relative difference within which vLLM's FLOP counter closes against its own formulas."""
+    return FLOPS_CLOSE
+
+
+@round_quantity(unit="pp")
+def rule_kv_close_pp() -> float:
+    """The percentage points within which measured and expected KV usage balance."""
+    return KV_CLOSE_PP

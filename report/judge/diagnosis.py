@@ -369,5 +369,5 @@ def _power_capped(get, k: str) -> bool:
     power, limit, share = get(k + "power_median_w"), get(k + "power_limit_w"), get(k + "power_cap_share")
     clock, top = get(k + "sm_clock_load_mhz"), get("r.max_sm_clock_mhz")
     at_cap = (power is not None and limit and power >= V.POWER_CAP_SHARE * limit) or \
-        (share is not None and share >= 0.5)
+        (share is not None and share >= V.POWER_CAP_BIT_SHARE)
     return bool(at_cap and clock is not None and top and clock < top)

@@ -11,16 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from report.derive import validity as V
 from report.derive.prefilltail import rate_reference_point
 from report.judge.diagnosis import BOTTLENECKS, Attribution, Validity, val
 from report.ledger import Ledger
 from report.registry import REGISTRY
 from report.words import LANGS, PLACEHOLDER, in_lang, listed, round_name, word
-
-# A step "carries the batch several times over" at this many tokens per running request.
-STEP_MIX_MIN = 2.0
-# A point ran slower than the C=1 point when the clock-scaled prediction is this much longer.
-CLOCK_SLOWER = 0.05
 
 # Each bottleneck's mechanism (diagnosis.Attribution.mechanism): its sentence is the catalogue's
 # `finding.mechanism_<code>`; a point that fails a check is worded by `finding.invalid_<code>`.
@@ -286,13 +282,13 @@ def step_mix_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None
     """Prefill chunks riding in decode steps, and what they do to ITL p99."""
     ratio = val(led, f"p.{pid}.step_tokens_per_running")
     p50, p99 = val(led, f"p.{pid}.itl_ms_p50"), val(led, f"p.{pid}.itl_ms_p99")
-    if ratio is None or ratio < STEP_MIX_MIN or p50 is None or p99 is None or p99 < 2 * p50:
+    if ratio is None or ratio < V.STEP_MIX_MIN or p50 is None or p99 is None or p99 < V.STEP_MIX_MIN * p50:
         return None
     # The prediction is said only where it explains the tail: within the rule's tolerance; where
     # this point ran at a lower clock than C=1 (a power cap), of the range the two clocks span.
     miss, tol = val(led, f"p.{pid}.itl_p99_over_tail"), val(led, "r.rule_prediction_tol")
     miss_slow = val(led, f"p.{pid}.itl_p99_over_tail_at_clock")
-    slower = (miss is not None and miss_slow is not None and miss_slow < miss / (1 + CLOCK_SLOWER))
+    slower = (miss is not None and miss_slow is not None and miss_slow < miss / (1 + V.CLOCK_SLOWER))
     rate, ref, ref_clock = _prefill_rate_of(led, labels, prev_round, prev_clock)
     if slower and tol is not None and miss >= 1 / (1 + tol) and miss_slow <= 1 + tol:
         f = _make(led, "step_mix", "mechanism",
@@ -349,7 +345,7 @@ def block_rounding_finding(led: Ledger, pids: list[str], labels: dict[str, str] 
     """Measured KV peaks that equal C requests of whole blocks: a line fitted through them
     deviates from slope C by block rounding alone."""
     diffs = [val(led, f"p.{p}.kv_peak_vs_blocks") for p in pids]
-    if len(pids) < 2 or any(d is None or abs(d) > 0.01 for d in diffs):
+    if len(pids) < 2 or any(d is None or abs(d) > V.KV_BLOCKS_MATCH for d in diffs):
         return None
     return _make(led, "kv_block_rounding", "mechanism",
                  _texts("kv_block_rounding", first=pids[0], last=pids[-1], first_at=_at(labels, pids[0]),

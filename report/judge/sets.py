@@ -16,6 +16,7 @@ from typing import Mapping
 
 from bundle.server_flags import server_flag
 from report.derive import analyses as A
+from report.derive import validity as V
 from report.judge.diagnosis import val
 from report.ledger import Ledger
 from report.registry import DOES_NOT_APPLY, RawSources, bound_quantity, resolve_point
@@ -61,9 +62,6 @@ SHOWN: dict[str, tuple[str, ...]] = {
     "eager": ("tpot_ms_mean", "output_tok_s"),
     "api_servers": ("client_tpot_ms_mean", "engine_tpot_ms_mean"),
 }
-# A ratio within this much of 1 (a difference within this much of 0, in its unit's tenth for
-# counts) is "no change": neither as expected nor against it.
-UNCHANGED = 0.05
 
 
 @dataclass
@@ -136,8 +134,8 @@ def _moved(value: float | None, how: str) -> int | None:
     if value is None:
         return None
     if how == "ratio":
-        return 0 if abs(value - 1) <= UNCHANGED else (1 if value > 1 else -1)
-    return 0 if abs(value) <= UNCHANGED else (1 if value > 0 else -1)
+        return 0 if abs(value - 1) <= V.UNCHANGED else (1 if value > 1 else -1)
+    return 0 if abs(value) <= V.UNCHANGED else (1 if value > 0 else -1)
 
 
 def base_raw(led: Ledger, question: str, base: str) -> RawSources:

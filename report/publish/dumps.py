@@ -7,6 +7,7 @@ from typing import Any
 
 from report.ledger import Ledger
 from report.publish.numbers import missing_reason
+from report.words import LANGS
 
 
 def _plain(x: Any) -> Any:
@@ -27,27 +28,27 @@ def ledger_json(led: Ledger) -> dict:
                        for k, v in led.values.items()}}
 
 
-def findings_json(rd, led: Ledger) -> dict:
-    """Each point's validity and bottleneck with evidence, and the round's findings as plain text."""
-    from report.judge.findings import round_findings
+def findings_json(res) -> dict:
+    """Each point's validity and bottleneck with evidence, and the round's findings and next
+    steps as plain text: those of the judged round (report.judge.result.RoundResult) the pages show."""
     from report.publish.numbers import plain_text
+    rd, led = res.rd, res.led
     validity, attribution = rd.verdicts.validity, rd.verdicts.attribution
-    ok = [p.pid for p in rd.points if p.window.status == "ok"]
-    valid = [pid for pid in ok if validity[pid].valid]
     points = []
     for p in rd.points:
         v, a = validity[p.pid], attribution[p.pid]
         points.append({"point": p.pid, "valid": v.valid, "invalid_reasons": v.reasons,
                        "unchecked": v.unchecked, "bottleneck": a.bottleneck,
-                       "mechanism": a.mechanism, "counters": a.counters,
+                       "mechanism": a.mechanism, "counters": a.counters, "confidence": a.confidence,
+                       "knob": a.knob, "also": list(a.also),
                        "disagreed": list(dict.fromkeys(v.disagreed + a.disagreed)),
                        "evidence": {k: _plain(x) for k, x in {**v.evidence, **a.evidence}.items()}})
-    from report.publish.compose import point_labels
-    facts = {"prev_round": None, "sweep_axis": rd.axis, "ok_points": ok, "point_labels": point_labels(rd.points),
-             "set_comparisons": list(rd.verdicts.set_comparisons)}
-    found = round_findings(led, validity, attribution, valid, facts)
-    return {"points": points,
+    return {"round": res.round_id,
+            "previous_round": res.prev[0].round_id if res.prev else None,
+            "points": points,
             "findings": [{"id": f.id, "kind": f.kind,
                           **{f"text_{lang}": plain_text(text, led, lang) for lang, text in f.texts.items()},
                           "evidence": f.evidence}
-                         for f in found]}
+                         for f in res.findings],
+            "next_steps": [{"id": st["id"], **{f"text_{lang}": plain_text(st[lang], led, lang) for lang in LANGS}}
+                           for st in res.facts.get("next_steps") or []]}

@@ -176,7 +176,7 @@ def test_the_chinese_page_has_no_english_sentence_and_the_english_no_chinese(pag
 def test_points_are_named_by_their_settings_never_by_their_id(pages, lang):
     from bundle.store import read_bundle
     from report.derive.round_ledger import read_round
-    from report.publish.compose import point_labels
+    from report.judge.result import point_labels
     for r in ROUNDS:
         rd = read_round(read_bundle(r))
         labels = point_labels(rd.points)
@@ -219,3 +219,32 @@ def test_page_1_names_the_swept_axis_and_says_when_no_slo_was_given(reports, pag
     text4 = _prose(pages[("round-4", "en")])
     assert by_c["en"] in text4 and no_slo["en"] not in text4
     assert ("concurrency", True) in seen and ("concurrency", False) in seen
+
+
+def test_ledger_findings_and_pages_are_three_views_of_one_judged_round(reports):
+    # `ledger --json` and `findings --json` judge a bundle as `build` does (against the round
+    # beside it): every key, value, verdict, finding and next step of the page, none other.
+    from report.judge.result import judge_bundle
+    from report.publish.dumps import findings_json, ledger_json
+    for r in reports:
+        res = judge_bundle(ROOT / "runs" / r.round_id / "bundle")
+        dumped = ledger_json(res.led)["values"]
+        page = ledger_json(r.ledger)["values"]
+        assert dumped == page, r.round_id
+        found = findings_json(res)
+        assert {p["point"]: p["bottleneck"] for p in found["points"] if p["point"] in r.facts.ok_points} == \
+            r.facts.bottlenecks, r.round_id
+        assert [f["id"] for f in found["findings"]] == [f["id"] for f in r.facts.findings], r.round_id
+        assert [s["id"] for s in found["next_steps"]] == [s["id"] for s in r.facts.next_steps], r.round_id
+        assert found["previous_round"] == (r.facts.prev_round and res.prev[0].round_id), r.round_id
+    assert any(r.facts.has_prev for r in reports)      # a round compared with its predecessor is among them
+
+
+def test_the_ledger_verb_prints_the_pages_ledger(capsys):
+    import json
+
+    from serving_ledger.cli import main
+    assert main(["ledger", str(ROOT / "runs" / "round-5"), "--json"]) == 0
+    values = json.loads(capsys.readouterr().out)["values"]
+    # Round 5 is read against round 4 beside it: the comparison's values are there.
+    assert any(k.startswith("x.") for k in values)

@@ -100,8 +100,8 @@ def test_the_smaller_budget_step_stays_silent_where_the_itl_tail_is_not_one_pref
     from bundle.store import read_bundle
     from report.derive.round_ledger import read_round
     from report.judge.next_steps import next_steps
+    from report.judge.result import point_labels
     from report.judge.verdicts import build_ledger
-    from report.publish.compose import point_labels
     rd = read_round(read_bundle(ROOT / "runs" / "round-4" / "bundle"), round_id="round-4")
     led = build_ledger(rd)
     valid = [p for p, v in rd.verdicts.validity.items() if v.valid]

@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from report.publish.compose import compose_round, point_labels
+from report.judge.result import point_labels
+from report.publish.compose import compose_round
 from report.publish.render import Page
 from tests.conftest import ROOT
 

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from report.publish.compose import compose_round, source_facts
+from report.judge.result import source_facts
+from report.publish.compose import compose_round
 from report.publish.render import Page
 from tests.conftest import ROOT
 

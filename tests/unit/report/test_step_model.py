@@ -120,7 +120,11 @@ def test_the_client_streams_at_the_servers_sequence_cap():
 
 
 def test_a_plateau_is_the_count_held_long_enough_not_a_moment_between_two_requests():
-    from report.derive.occupancy import client_awaiting_mean, client_streaming_mean, client_streaming_plateau
+    from report.derive.occupancy import (
+        client_awaiting_mean,
+        client_streaming_mean,
+        client_streaming_plateau,
+    )
     # Two streams over the whole 10 s window; a third for 0.5 s (5 %), a fourth for an instant.
     reqs = [{"t_send": 0.0, "t_first": 0.5, "t_end": 10.0}, {"t_send": 0.0, "t_first": 0.5, "t_end": 10.0},
             {"t_send": 2.0, "t_first": 4.0, "t_end": 4.5}, {"t_send": 4.0, "t_first": 4.25, "t_end": 4.26},
