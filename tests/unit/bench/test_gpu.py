@@ -196,6 +196,45 @@ def test_a_value_no_gpu_gives_is_null_with_why_never_a_number(monkeypatch):
     assert s["errors"]["gpu_util_pct"].startswith("NVML gave 250, outside the gpu_util_pct range")
 
 
+def test_a_power_or_clock_above_the_devices_maximum_is_null_with_why(monkeypatch, tmp_path):
+    fake = FakeNvml()
+    fake.nvmlDeviceGetPowerUsage = lambda h: 5_000_000                      # 5,000 W on a 700 W board
+    fake.nvmlDeviceGetClockInfo = lambda h, c: 2600 if c == 1 else 3201     # past its 1,980 MHz
+    monkeypatch.setattr(gpu, "pynvml", fake)
+    maxima = gpu.device_maxima_of("h0")
+    s = gpu.read_gpu_sample("h0", 0, maxima)
+    assert s["power_w"] is None and s["sm_clock_mhz"] is None and s["mem_clock_mhz"] == 3201
+    assert s["unsupported"] == ["power_w", "temperature_c", "sm_clock_mhz"]
+    assert s["errors"]["power_w"] == ("NVML gave 5000 W, above the device's maximum power_w of "
+                                      "1050 W (1.5 x its highest power limit, 700 W)")
+    assert "above the device's maximum sm_clock_mhz of 2079 MHz" in s["errors"]["sm_clock_mhz"]
+    # Just under each maximum is a measurement; without maxima only the impossible is refused.
+    fake.nvmlDeviceGetPowerUsage = lambda h: 1_050_000
+    fake.nvmlDeviceGetClockInfo = lambda h, c: 2079 if c == 1 else 3201
+    ok = gpu.read_gpu_sample("h0", 0, maxima)
+    assert ok["power_w"] == 1050.0 and ok["sm_clock_mhz"] == 2079
+    fake.nvmlDeviceGetPowerUsage = lambda h: 5_000_000
+    assert gpu.read_gpu_sample("h0", 0)["power_w"] == 5000.0
+    # The sampler reads each GPU's maxima and the bundle holds no such number.
+    w = writer_at(tmp_path)
+    assert gpu.GpuSampler().sample_for(0.05, 0.01, w) >= 1
+    w.close("complete")
+    rows = read_bundle(tmp_path / "b").gpu
+    assert rows and all(r["power_w"] is None and "1050 W" in r["errors"]["power_w"] for r in rows)
+
+
+def test_a_maximum_nvml_refuses_bounds_nothing(monkeypatch):
+    fake = FakeNvml()
+
+    def refused(*a):
+        raise pynvml.NVMLError_NotSupported()
+
+    fake.nvmlDeviceGetMaxClockInfo = refused
+    fake.nvmlDeviceGetEnforcedPowerLimit = fake.nvmlDeviceGetPowerManagementDefaultLimit = refused
+    monkeypatch.setattr(gpu, "pynvml", fake)
+    assert gpu.device_maxima_of("h0") == {}
+
+
 def test_read_gpu_sample_falls_back_to_throttle_reasons(monkeypatch):
     monkeypatch.setattr(gpu, "pynvml", FakeNvml(new_reasons_api=False))
     assert gpu.read_gpu_sample("h0", 0)["throttle_reasons"] == 0x1
