@@ -232,6 +232,7 @@ def test_capacity_bounds_say_why(monkeypatch):
     """Client memory over half of the host's, and more sockets than a process may open."""
     from bench import plan as P
     monkeypatch.setattr(P, "host_memory_bytes", lambda: 8 << 30)
+    monkeypatch.setattr(P, "available_memory_bytes", lambda: 6 << 30)
     monkeypatch.setattr(P, "open_files_limit", lambda: 1024)
     plan = P.Plan(workload=P.WorkloadSpec(input_len=4096),
                   sweep=P.SweepSpec(concurrency=[2048], requests_per_point=100_000))
