@@ -97,3 +97,15 @@ def test_a_sessions_users_histories_count_at_their_longest(one_gib_host):
     plan_from_dict({"workload": w, "sweep": {"concurrency": [64], "requests_per_point": 8}}, "p.toml")
     with pytest.raises(PlanError, match=r"256 users' histories of up to 119,000 tokens \(1.4 GiB\)"):
         plan_from_dict({"workload": w, "sweep": {"concurrency": [256], "requests_per_point": 8}}, "p.toml")
+
+
+def test_run_refuses_such_a_plan_in_one_line_and_exit_2_writing_nothing(tmp_path, one_gib_host, capsys):
+    from serving_ledger.cli import main
+    plan = tmp_path / "p.toml"
+    plan.write_text('[workload]\nkind = "shared-prefix"\ninput_len = 2000\nprefix_len = 1000\n'
+                    'num_prefixes = 20000\n[sweep]\nconcurrency = [1]\nrequests_per_point = 8\n')
+    rc = main(["run", "--plan", str(plan), "--endpoint", "http://127.0.0.1:9", "--out", str(tmp_path / "b")])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert "20,000 shared prefixes of 1,000 tokens" in err
+    assert not (tmp_path / "b").exists()
