@@ -69,7 +69,7 @@ test: setup
 # fresh random seeds until its share is spent (tests/fuzzbudget.py). `make test` runs their
 # fixed examples once, within the budget tests/fuzzbudget.py states.
 fuzz: setup-tool
-	FUZZ_SECONDS=$(FUZZ_SECONDS) $(TOOL_PY) -m pytest -q -m fuzz tests/unit
+	FUZZ_SECONDS=$(FUZZ_SECONDS) $(TOOL_PY) -m pytest -q -m fuzz tests
 
 # Benchmarks (figures and ratios against named baselines, not tests).
 bench-tool: setup
