@@ -2,8 +2,9 @@
 
 Every Hypothesis test of the suite is marked `fuzz` when collected. Run as CI runs it
 (`make test`, `make unit`), each runs the examples its settings fix, from a fixed seed
-(`derandomize=True`), so a run is repeatable and its time bounded: the fuzz set takes about
-CI_SECONDS on this project's two-core test host, and the terminal summary states what it took.
+(`derandomize=True`), so a run is repeatable and its time bounded: the fuzz set stays under
+CI_SECONDS on this project's two-core test host (tests/unit's 21 in 18 s, the concurrent
+writers' of tests/integration in 47 s), and the terminal summary states what it took.
 
 `FUZZ_SECONDS=N` (`make fuzz`, `make fuzz FUZZ_SECONDS=3600`) makes it a longer search instead:
 the N seconds are shared equally among the fuzz tests selected, and each one runs its settings'
@@ -21,8 +22,8 @@ import time
 import pytest
 from hypothesis import is_hypothesis_test, seed
 
-# What the fuzz set costs as CI runs it (s): its examples are chosen to stay under this.
-CI_SECONDS = 240
+# What the fuzz set may cost as CI runs it (s): its examples are chosen to stay under this.
+CI_SECONDS = 120
 ENV = "FUZZ_SECONDS"
 
 

@@ -426,7 +426,7 @@ def power_peak_over_limit(power_peak_w: float, power_limit_w: float) -> float:
 
 
 @lru_cache(maxsize=64)
-def table_maxima(name: str) -> Maxima:
+def _table_maxima(name: str) -> Maxima:
     """The highest power a GPU named NAME may draw, from its rated power in the GPU table
     (report/data/gpus.toml); nothing when the table lacks it."""
     spec = lookup_gpu(name) if name else None
@@ -434,20 +434,20 @@ def table_maxima(name: str) -> Maxima:
                          power_source="its rated power in the GPU table")
 
 
-def gpu_maxima(gpu: dict | None) -> Maxima:
+def _gpu_maxima(gpu: dict | None) -> Maxima:
     """The highest power and clocks the samples of a GPU the manifest describes (NVML's figures)
     may take, the GPU table's rated power where NVML stated no power limit."""
     if not isinstance(gpu, dict):
         return {}
     name = gpu.get("name")
-    return {**table_maxima(name if isinstance(name, str) else ""), **described_maxima(gpu)}
+    return {**_table_maxima(name if isinstance(name, str) else ""), **described_maxima(gpu)}
 
 
 def plausible_gpu_rows(rows: Samples, gpus: Any) -> list[dict]:
-    """gpu.jsonl's rows with a power or a clock above its GPU's maximum (`gpu_maxima`, of the
+    """gpu.jsonl's rows with a power or a clock above its GPU's maximum (`_gpu_maxima`, of the
     manifest's `gpus`) left out: a bundle recorded before the collector withheld them holds such
     values as numbers. A row with none is the row as read."""
-    by_index = {g["index"]: gpu_maxima(g) for g in gpus or () if isinstance(g, dict)
+    by_index = {g["index"]: _gpu_maxima(g) for g in gpus or () if isinstance(g, dict)
                 and isinstance(g.get("index"), int)}
     out = []
     for row in rows:
@@ -475,7 +475,7 @@ def dcgm_gpu_rows(scrapes: Samples) -> list[dict]:
             name, labels = keys.get(key) or keys.setdefault(key, split_key(key))
             if name not in DCGM_FIELDS or "gpu" not in labels or value is None:
                 continue
-            maxima = {**table_maxima(labels.get("modelName", "")),
+            maxima = {**_table_maxima(labels.get("modelName", "")),
                       **stated.get((labels.get("endpoint", ""), labels["gpu"]), {})}
             if dcgm_blank(name, value) or dcgm_value_problem(name, value, maxima):
                 continue    # no reading, or none the GPU can give (kept out by later collectors)
