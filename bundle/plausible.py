@@ -86,11 +86,17 @@ _CLOCK_KEYS = {"max_sm_clock_mhz": ("sm_clock_mhz", "SM clock"),
                "max_mem_clock_mhz": ("mem_clock_mhz", "memory clock")}
 
 
-def _positive(v) -> float | None:
-    """V as a float when it is a finite number above 0, else None (a maximum nobody stated)."""
+# A stated maximum below these is no device's (the smallest board in the GPU table is rated
+# 72 W; no GPU's clock tops out under 100 MHz): it would withhold every sample, so it states nothing.
+LEAST_POWER_LIMIT_W, LEAST_MAX_CLOCK_MHZ = 10.0, 100.0
+
+
+def _positive(v, least: float = 0.0) -> float | None:
+    """V as a float when it is a finite number above 0 and at least LEAST, else None (a maximum
+    nobody stated)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
         return None
-    return float(v)
+    return float(v) if v >= least else None
 
 
 def device_maxima(power_limit_w=None, max_sm_clock_mhz=None, max_mem_clock_mhz=None,
@@ -99,11 +105,11 @@ def device_maxima(power_limit_w=None, max_sm_clock_mhz=None, max_mem_clock_mhz=N
     and its maximum SM and memory clocks (MHz); a figure not given (or no positive number) bounds
     nothing."""
     out: Maxima = {}
-    if (limit := _positive(power_limit_w)) is not None:
+    if (limit := _positive(power_limit_w, LEAST_POWER_LIMIT_W)) is not None:
         why = f"{POWER_HEADROOM:g} x {power_source}, {limit:g} W"
         out["power_w"] = out["power_limit_w"] = (limit * POWER_HEADROOM, why)
     for key, clock in (("max_sm_clock_mhz", max_sm_clock_mhz), ("max_mem_clock_mhz", max_mem_clock_mhz)):
-        if (mhz := _positive(clock)) is not None:
+        if (mhz := _positive(clock, LEAST_MAX_CLOCK_MHZ)) is not None:
             field, words = _CLOCK_KEYS[key]
             out[field] = (mhz * CLOCK_HEADROOM, f"{CLOCK_HEADROOM:g} x its maximum {words}, {mhz:g} MHz")
     return out

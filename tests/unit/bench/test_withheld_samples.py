@@ -139,3 +139,14 @@ def test_the_writer_refuses_a_non_finite_number_in_any_stream(tmp_path, stream, 
         w.append(stream, record)
     w.close("complete")
     assert read_bundle(tmp_path / "b")     # nothing half-written
+
+
+def test_a_maximum_no_device_has_bounds_nothing():
+    from bundle.plausible import device_maxima, screen
+    assert device_maxima(1e-300, 50, 0) == {}
+    # An exporter stating a 0.001 W limit withholds nothing for it; a 700 W one bounds its GPU.
+    samples = {'DCGM_FI_DEV_POWER_MGMT_LIMIT{gpu="0"}': 0.001, 'DCGM_FI_DEV_POWER_USAGE{gpu="0"}': 300.0,
+               'DCGM_FI_DEV_POWER_MGMT_LIMIT{gpu="1"}': 700.0, 'DCGM_FI_DEV_POWER_USAGE{gpu="1"}': 1100.0}
+    kept, withheld = screen(samples)
+    assert list(withheld) == ['DCGM_FI_DEV_POWER_USAGE{gpu="1"}']
+    assert kept['DCGM_FI_DEV_POWER_USAGE{gpu="0"}'] == 300.0
