@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import types
 
 import pynvml
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bench import gpm, gpu
 from bundle.store import BundleWriter, read_bundle
@@ -475,3 +478,41 @@ def test_gpm_nan_from_nvml_is_null_not_written(monkeypatch, tmp_path):
     w.close("complete")
     rows = read_bundle(tmp_path / "b").gpu
     assert any("gpm_dram_bw_util_pct" in r["unsupported"] for r in rows)
+
+
+NVML_VALUES = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10**7),
+                        st.sampled_from([0, 690_500, 5_000_000, 1980, 2600, 3201]))
+
+
+@settings(max_examples=120, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(power_mw=NVML_VALUES, limit_mw=NVML_VALUES, sm=NVML_VALUES, mem=NVML_VALUES,
+       max_sm=NVML_VALUES, max_mem=NVML_VALUES, util=NVML_VALUES)
+def test_any_reading_nvml_gives_is_a_measurement_under_the_devices_maximum_or_null_with_why(
+        tmp_path_factory, power_mw, limit_mw, sm, mem, max_sm, max_mem, util):
+    from bundle.plausible import FIELD_RANGES
+    fake = FakeNvml()
+    fake.nvmlDeviceGetPowerUsage = lambda h: power_mw
+    fake.nvmlDeviceGetEnforcedPowerLimit = fake.nvmlDeviceGetPowerManagementDefaultLimit = lambda h: limit_mw
+    fake.nvmlDeviceGetClockInfo = lambda h, c: sm if c == 1 else mem
+    fake.nvmlDeviceGetMaxClockInfo = lambda h, c: max_sm if c == 1 else max_mem
+    fake.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=util, memory=40)
+    old, gpu.pynvml = gpu.pynvml, fake
+    try:
+        maxima = gpu.device_maxima_of("h0")
+        s = gpu.read_gpu_sample("h0", 0, maxima)
+    finally:
+        gpu.pynvml = old
+    for name in ("power_w", "power_limit_w", "sm_clock_mhz", "mem_clock_mhz", "gpu_util_pct"):
+        v = s[name]
+        if v is None:
+            assert name in s["unsupported"] and s["errors"][name].startswith("NVML gave "), s
+            continue
+        lo, hi, lo_ok = FIELD_RANGES[name]
+        assert math.isfinite(v) and (lo < v or (lo_ok and v == lo)) and v <= hi, (name, v)
+        assert name not in maxima or v <= maxima[name][0], (name, v, maxima)
+    d = tmp_path_factory.mktemp("b")
+    w = BundleWriter(d, {"tool": {"name": "test"}, "engine": None, "plan": {}})
+    w.append("gpu", {"t": 0.0, **s})
+    w.close("complete")
+    assert len(read_bundle(d).gpu) == 1          # what the collector writes, its reader takes
