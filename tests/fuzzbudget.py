@@ -3,7 +3,7 @@
 Every Hypothesis test of the suite is marked `fuzz` when collected. Run as CI runs it
 (`make test`, `make unit`), each runs the examples its settings fix, from a fixed seed
 (`derandomize=True`), so a run is repeatable and its time bounded: the fuzz set stays under
-CI_SECONDS on this project's two-core test host (tests/unit's 21 in 18 s, the concurrent
+CI_SECONDS on this project's two-core test host (tests/unit's in about 20 s, the concurrent
 writers' of tests/integration in 47 s), and the terminal summary states what it took.
 
 `FUZZ_SECONDS=N` (`make fuzz`, `make fuzz FUZZ_SECONDS=3600`) makes it a longer search instead:
