@@ -146,3 +146,64 @@ def test_a_mooncake_traces_records_of_any_shape_are_a_schedule_or_one_line(tmp_p
     for r in trace.requests:
         assert 1 <= r.input_len <= MAX_TOKENS and 1 <= r.output_len <= MAX_TOKENS
         assert all(type(h) is int for h in r.hash_ids)
+
+
+HOSTILE = st.one_of(st.integers(-2, 10 ** 7), st.floats(allow_nan=True, allow_infinity=True),
+                    st.sampled_from([1e308, 10 ** 12, 0.5, 600_000, 3_600_001]), st.text(max_size=2), st.none())
+
+
+def mostly(good):
+    """GOOD four times in five, else a hostile value: enough plans pass to check their draws."""
+    return st.tuples(st.integers(0, 4), good, HOSTILE).map(lambda t: t[1] if t[0] else t[2])
+
+
+COUNT, RATIO = mostly(st.integers(1, 3000)), mostly(st.floats(0, 0.99))
+DIST = st.one_of(
+    st.just({}),
+    st.builds(lambda r: {"kind": "uniform", "range_ratio": r}, RATIO),
+    st.builds(lambda k, m, sd, lo, hi: {"kind": k, "mean": m, "sd": sd, "min": lo, "max": hi},
+              st.sampled_from(["normal", "lognormal"]), COUNT, COUNT, st.integers(-1, 50), COUNT),
+    st.builds(lambda ws: {"kind": "mixture", "components": [{"weight": w, "kind": "uniform", "range_ratio": 0.5}
+                                                            for w in ws]},
+              st.lists(mostly(st.floats(0.1, 10)), min_size=1, max_size=3)))
+
+
+@FAST
+@given(turns=mostly(st.integers(1, 40)), think_ms=mostly(st.integers(0, 5000)), input_len=st.integers(1, 4000), output_len=st.integers(1, 4000),
+       dists=st.dictionaries(st.sampled_from(["turns_dist", "think_dist", "input_dist", "output_dist"]),
+                             DIST, max_size=3),
+       duration=st.sampled_from([0, 3, 60]), concurrency=st.integers(1, 64))
+def test_a_sessions_plan_is_refused_in_one_line_or_its_users_draws_are_bounded(
+        turns, think_ms, input_len, output_len, dists, duration, concurrency):
+    from bench import plan as P
+    from bench.sessions import MAX_THINK_MS, SessionDraws, longest_prompt
+    w = {"kind": "sessions", "api": "completions", "chunk_token_counts": "token_ids",
+         "input_len": input_len, "output_len": output_len, "turns": turns, "think_ms": think_ms,
+         **{k: v for k, v in dists.items() if v}}
+    sweep = {"concurrency": [concurrency], **({"duration_s": duration} if duration else {"requests_per_point": 8})}
+    kept = P.host_memory_bytes, P.available_memory_bytes
+    P.host_memory_bytes, P.available_memory_bytes = (lambda: 8 << 30), (lambda: None)
+    try:
+        plan = P.plan_from_dict({"workload": w, "sweep": sweep}, "p.toml")
+    except PlanError as e:
+        one_line(e, "p.toml")
+        return
+    finally:
+        P.host_memory_bytes, P.available_memory_bytes = kept
+    wl = plan.workload
+    most_in, most_out = longest_prompt(wl, input_len, output_len)
+    # What the memory check counted holds every history the users can draw.
+    parts = dict((words.split(" ", 1)[1], b) for b, words in P.client_memory_parts(plan, plan.points()[0]))
+    assert parts["users' histories of up to " + f"{most_in:,} tokens"] >= concurrency * most_in * P.PROMPT_TOKEN_BYTES
+    draws = SessionDraws(wl, input_len, output_len, seed=1)
+    sent = 0
+    while sent < 40:
+        c, reply = draws.conversation(), []
+        assert 1 <= c.turns
+        while c.turn < c.turns and sent < 40:
+            prompt, think = draws.turn(c, reply)
+            sent += 1
+            assert len(prompt.prompt) == prompt.input_len <= most_in and 1 <= prompt.max_tokens <= most_out
+            if think is not None:
+                assert 0 <= think <= MAX_THINK_MS / 1000 and (not duration or think < duration)
+            reply = [wl.token_id_low] * prompt.max_tokens
