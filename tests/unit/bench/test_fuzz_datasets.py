@@ -207,3 +207,33 @@ def test_a_sessions_plan_is_refused_in_one_line_or_its_users_draws_are_bounded(
             if think is not None:
                 assert 0 <= think <= MAX_THINK_MS / 1000 and (not duration or think < duration)
             reply = [wl.token_id_low] * prompt.max_tokens
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(input_len=mostly(st.integers(2, 3000)), prefix_len=mostly(st.integers(1, 2999)),
+       num_prefixes=mostly(st.integers(1, 400)), concurrency=st.integers(1, 32),
+       requests=st.integers(1, 40), dist=DIST)
+def test_a_shared_prefix_plan_is_refused_in_one_line_or_holds_what_its_check_counted(
+        input_len, prefix_len, num_prefixes, concurrency, requests, dist):
+    from bench import plan as P
+    from bench.workload import make_prompts
+    w = {"kind": "shared-prefix", "input_len": input_len, "prefix_len": prefix_len,
+         "num_prefixes": num_prefixes, **({"input_dist": dist} if dist else {})}
+    kept = P.host_memory_bytes, P.available_memory_bytes
+    P.host_memory_bytes, P.available_memory_bytes = (lambda: 32 << 20), (lambda: None)
+    try:
+        plan = P.plan_from_dict({"workload": w, "sweep": {"concurrency": [concurrency],
+                                                          "requests_per_point": requests}}, "p.toml")
+    except PlanError as e:
+        one_line(e, "p.toml")
+        return
+    finally:
+        P.host_memory_bytes, P.available_memory_bytes = kept
+    point = plan.points()[0]
+    n = P.prompt_pool_size(plan.sweep, concurrency)
+    prompts = make_prompts(plan.workload, point["input_len"], plan.workload.output_len, n, seed=3)
+    held = sum(len(p.prompt) for p in prompts) + max(1, num_prefixes) * prefix_len
+    assert held * P.PROMPT_TOKEN_BYTES <= P.client_memory_bytes(plan, point)
+    for p in prompts:       # each prompt is its group's prefix and at least one token of its own
+        assert len(p.prompt) == p.input_len > prefix_len
+        assert p.prompt[:prefix_len] == prompts[p.group].prompt[:prefix_len]
