@@ -1,6 +1,7 @@
 # Serving Ledger. `make demo` sets everything up and runs a short round end to end;
 # `make test` runs the whole test suite, what CI runs (it starts one embedded engine per
 # session); `make unit` runs tests/unit alone (no engine, no browser, under two minutes).
+# `make fuzz` searches with the property-based tests for FUZZ_SECONDS (default 600).
 PY        ?= python3
 VENV      := .venv
 ENGINE    := .venv-engine
