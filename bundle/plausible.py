@@ -165,6 +165,7 @@ DCGM_POWER_LIMITS = ("DCGM_FI_DEV_POWER_MGMT_LIMIT", "DCGM_FI_DEV_POWER_MGMT_LIM
                      "DCGM_FI_DEV_ENFORCED_POWER_LIMIT")
 DCGM_MAX_CLOCKS = {"DCGM_FI_DEV_MAX_SM_CLOCK": "max_sm_clock_mhz",
                    "DCGM_FI_DEV_MAX_MEM_CLOCK": "max_mem_clock_mhz"}
+_STATING = (*DCGM_POWER_LIMITS, *DCGM_MAX_CLOCKS)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -184,6 +185,8 @@ def page_maxima(samples: dict[str, float]) -> dict[tuple[str, str], Maxima]:
     or a DCGM blank, states nothing."""
     stated: dict[tuple[str, str], dict[str, float]] = {}
     for key, value in samples.items():
+        if not key.startswith(_STATING):     # most keys of a page (and every vLLM key) state none
+            continue
         name = key.split("{", 1)[0]
         if name not in DCGM_POWER_LIMITS and name not in DCGM_MAX_CLOCKS:
             continue
