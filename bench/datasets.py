@@ -62,6 +62,9 @@ def _records(text: str, path: str):
                 return
             try:
                 rec, end = dec.raw_decode(text, pos)
+            except RecursionError:
+                raise PlanError(f"{path} line {line_of(pos)}: a record nested deeper than it can "
+                                "be read (a conversation nests 3 levels)") from None
             except json.JSONDecodeError as e:
                 # A cut record fails at the end of the text, or inside a string the end cut
                 # (a string cannot hold a raw newline, so none runs on past a later line).
@@ -77,12 +80,16 @@ def _records(text: str, path: str):
         if not line.strip():
             continue
         try:
-            yield n, json.loads(line)
+            rec = json.loads(line)
+        except RecursionError:
+            raise PlanError(f"{path} line {n}: a record nested deeper than it can be read (a "
+                            "conversation nests 3 levels)") from None
         except json.JSONDecodeError as e:
             if n == len(lines):   # the last line, with no newline after it: a cut tail
                 yield None, len(line.encode())
                 return
             raise PlanError(f"{path} line {n}: not a JSON record ({e.msg})") from None
+        yield n, rec
 
 
 def _turns(rec, path: str, n: int) -> tuple[str, str] | None:

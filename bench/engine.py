@@ -80,7 +80,7 @@ def json_field(body: bytes, key: str):
     error text)."""
     try:
         value = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):   # nesting past the stack too
         return None
     return value.get(key) if isinstance(value, dict) else None
 

@@ -29,7 +29,7 @@ from bundle.gpu_fields import (  # noqa: F401
     decode_throttle_reasons,
     reason_bits,
 )
-from bundle.plausible import field_problem
+from bundle.plausible import Maxima, described_maxima, field_problem
 
 
 def _nvml():
@@ -75,9 +75,11 @@ def _close() -> None:
         pass
 
 
-def _read(fields: dict, unsupported: list, errors: dict, name: str, fn: Callable[[], Any]):
+def _read(fields: dict, unsupported: list, errors: dict, name: str, fn: Callable[[], Any],
+          maxima: Maxima | None = None):
     """Store fn() under NAME, or null plus NAME in unsupported when NVML refuses it or gives a
-    value that is no measurement of it (bundle/plausible.py: a clock at 0, a share past 100 %)."""
+    value that is no measurement of it (bundle/plausible.py: a clock at 0, a share past 100 %,
+    a power or a clock above the device's MAXIMA)."""
     nv = _nvml()
     try:
         fields[name] = fn()
@@ -87,27 +89,49 @@ def _read(fields: dict, unsupported: list, errors: dict, name: str, fn: Callable
         if not isinstance(e, nv.NVMLError_NotSupported):
             errors[name] = str(e)
         return
-    _keep_plausible(fields, unsupported, errors, name)
+    _keep_plausible(fields, unsupported, errors, name, maxima)
 
 
-def _keep_plausible(fields: dict, unsupported: list, errors: dict, name: str) -> None:
-    """Null FIELDS[NAME], naming why, when it is a number no GPU gives."""
+def _keep_plausible(fields: dict, unsupported: list, errors: dict, name: str,
+                    maxima: Maxima | None = None) -> None:
+    """Null FIELDS[NAME], naming why, when it is a number no GPU gives, or this one cannot (MAXIMA)."""
     v = fields[name]
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and (problem := field_problem(name, v)):
+    if (isinstance(v, (int, float)) and not isinstance(v, bool)
+            and (problem := field_problem(name, v, maxima))):
         fields[name] = None
         unsupported.append(name)
         errors[name] = f"NVML gave {problem}"
 
 
-def read_gpu_sample(handle: Any, index: int) -> dict[str, Any]:
-    """One raw NVML sample of one GPU: the SAMPLE_FIELDS plus `gpu` and `unsupported`."""
+def device_maxima_of(handle: Any) -> Maxima:
+    """The highest power and clocks the GPU's samples may take, from what NVML states of it (its
+    power limits and maximum clocks; a figure NVML refuses bounds nothing)."""
+    nv = _nvml()
+    desc: dict[str, Any] = {}
+    reads = (("power_limit_w", lambda: nv.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0),
+             ("power_limit_default_w", lambda: nv.nvmlDeviceGetPowerManagementDefaultLimit(handle) / 1000.0),
+             ("power_limit_range_w", lambda: [x / 1000.0 for x in
+                                              nv.nvmlDeviceGetPowerManagementLimitConstraints(handle)]),
+             ("max_sm_clock_mhz", lambda: nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_SM)),
+             ("max_mem_clock_mhz", lambda: nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_MEM)))
+    for name, fn in reads:
+        try:
+            desc[name] = fn()
+        except Exception:  # NVML refused it (or the bindings lack the call): it bounds nothing
+            pass
+    return described_maxima(desc)
+
+
+def read_gpu_sample(handle: Any, index: int, maxima: Maxima | None = None) -> dict[str, Any]:
+    """One raw NVML sample of one GPU: the SAMPLE_FIELDS plus `gpu` and `unsupported`; a power or
+    a clock above the GPU's MAXIMA (`device_maxima_of`) is null, with why."""
     nv = _nvml()
     f: dict[str, Any] = {"gpu": index}
     unsupported: list[str] = []
     errors: dict[str, str] = {}
 
     def read(name, fn):
-        _read(f, unsupported, errors, name, fn)
+        _read(f, unsupported, errors, name, fn, maxima)
 
     read("power_w", lambda: nv.nvmlDeviceGetPowerUsage(handle) / 1000.0)
     read("power_limit_w", lambda: nv.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0)
@@ -118,7 +142,7 @@ def read_gpu_sample(handle: Any, index: int) -> dict[str, Any]:
         util = nv.nvmlDeviceGetUtilizationRates(handle)
         f["gpu_util_pct"], f["mem_util_pct"] = util.gpu, util.memory
         for name in ("gpu_util_pct", "mem_util_pct"):
-            _keep_plausible(f, unsupported, errors, name)
+            _keep_plausible(f, unsupported, errors, name, maxima)
     except nv.NVMLError as e:
         for name in ("gpu_util_pct", "mem_util_pct"):
             f[name] = None
@@ -226,13 +250,17 @@ class GpuSampler:
     def __init__(self) -> None:
         self.absent_reason: str | None = None
         self.samples = 0
+        self.maxima: list[Maxima] = []    # each GPU's, read once when the GPUs are opened
 
     def _sample_all(self, handles: list[Any], writer, gpm: list) -> list[dict[str, Any]]:
+        if len(self.maxima) != len(handles):
+            self.maxima = [device_maxima_of(h) for h in handles]
         out = []
         for i, h in enumerate(handles):
             t = writer.now()  # the instant the reads of this GPU begin
             counters = gpm[i].read(t) if gpm[i] is not None else ({}, [], {})
-            out.append(with_counters({"t": round(t, 6), **read_gpu_sample(h, i)}, *counters))
+            out.append(with_counters({"t": round(t, 6), **read_gpu_sample(h, i, self.maxima[i])},
+                                     *counters))
         return out
 
     async def run(self, writer, interval_s: float = 1.0,

@@ -46,7 +46,7 @@ def read_prompt_file(path: str, output_len: int, where: str = "[workload].jsonl"
         try:
             row = json.loads(line)
             prompt = row["prompt"] if "prompt" in row else row["messages"]
-        except (json.JSONDecodeError, KeyError, TypeError):
+        except (json.JSONDecodeError, KeyError, TypeError, RecursionError):
             raise PlanError(f"{path} line {n}: expected an object with \"prompt\" or "
                             "\"messages\"") from None
         max_tokens = row.get("max_tokens", output_len)

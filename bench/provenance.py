@@ -109,7 +109,7 @@ def collect_tokenizer_vocab(path: str | Path | None) -> tuple[int | None, str | 
         tok = json.loads(p.read_text(encoding="utf-8"))
         ids = set((tok.get("model") or {}).get("vocab", {}).values())
         ids |= {t.get("id") for t in tok.get("added_tokens") or [] if isinstance(t, dict)}
-    except (OSError, ValueError, AttributeError, TypeError):
+    except (OSError, ValueError, AttributeError, TypeError, RecursionError):
         return None, None
     ids = {i for i in ids if isinstance(i, int)}
     return (max(ids) + 1 if ids else None), str(p)

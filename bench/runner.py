@@ -593,8 +593,11 @@ def run_round(plan: Plan, out: Path, endpoint_override: str | list[str] | None =
         problem = flags_problem(plan, f"--endpoint over {plan.source or 'the plan'}:")
         if problem:
             raise PlanError(problem)
-    # A plan that names a model config nobody can read records nothing, not even the lock.
+    # A plan that names a model config nobody can read records nothing, not even the lock;
+    # nor one whose dataset cannot be read (it is read once, here, with the served tokenizer).
     model_config_of(plan)
+    if plan.workload.kind == replay.SHAREGPT:
+        replay.load_dataset(plan.workload, dataset_tokenizer(plan))
     # One writer per bundle, from before a resume reads what is there until the bundle closes.
     with BundleLock(out) as lock:
         if lock.took_over:

@@ -66,6 +66,9 @@ def _mooncake_rows(text: str, path: str):
             row = json.loads(line)
         except json.JSONDecodeError as e:
             raise PlanError(f"{path} line {n}: not a JSON object ({e.msg})") from None
+        except RecursionError:
+            raise PlanError(f"{path} line {n}: nested deeper than it can be read; a trace line "
+                            "is one flat object") from None
         if not isinstance(row, dict):
             raise PlanError(f"{path} line {n}: not a JSON object")
         for key in ("timestamp", "input_length", "output_length"):

@@ -199,6 +199,9 @@ def _json_value(text: bytes | str, where: str, pairs_hook=None, whole_file: bool
     except json.JSONDecodeError as e:
         at = f" line {e.lineno}" if whole_file else ""
         raise BundleError(f"{where}{at}: not valid JSON ({e.msg})") from None
+    except RecursionError:
+        raise BundleError(f"{where}: JSON nested deeper than it can be read; no record of a "
+                          "bundle nests past a few levels") from None
 
 
 def no_newline(path: Path, size: int) -> BundleError:

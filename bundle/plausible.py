@@ -1,9 +1,11 @@
 """Which sampled values are measurements: finite, and inside the range the quantity can take.
 
 A GPU row's field (gpu.jsonl, or a DCGM exporter's sample read as one) outside its range is no
-measurement: a power below 0 W, a share outside 0-100 %, a clock at or below 0 MHz. The
-collector keeps such a sample out of the bundle with its reason (`withheld`), and the report
-leaves one out of a bundle recorded before; both ask the functions here.
+measurement: a power below 0 W, a share outside 0-100 %, a clock at or below 0 MHz, and a power
+or a clock above the device's own maximum (`device_maxima`: the highest power limit and the
+maximum clocks NVML states, or what the exporter's page states of its GPU). The collector keeps
+such a sample out of the bundle with its reason (`withheld`), and the report leaves one out of a
+bundle recorded before; both ask the functions here.
 """
 
 from __future__ import annotations
@@ -68,8 +70,67 @@ def dcgm_blank(name: str, value: float) -> bool:
             or (name in DCGM_INT32 and value >= DCGM_BLANK_INT32))
 
 
-def field_problem(field: str, value: float) -> str | None:
-    """Why VALUE of the GPU row's FIELD is no measurement (not finite, out of its range), or None."""
+# A device's maximum of a field: the highest value a sample of it may take (W or MHz), and how
+# that was reached, in words.
+Maxima = dict[str, tuple[float, str]]
+
+# How far above the device's stated maximum a sample may read before it is no measurement. Board
+# power is averaged by the driver and may overshoot the power limit for a moment, never by half
+# again (5,000 W on a 700 W board is no reading; the recorded H200 rounds peak at 710 W under a
+# 700 W limit); a clock never passes NVML's maximum clock (they reach 1,980 MHz of 1,980 exactly),
+# the 5 % leaves room for a board whose clock offsets take it past what NVML states.
+POWER_HEADROOM = 1.5
+CLOCK_HEADROOM = 1.05
+# A device description's key (manifest `gpus[i]`, NVML's figures) -> the row fields it bounds.
+_CLOCK_KEYS = {"max_sm_clock_mhz": ("sm_clock_mhz", "SM clock"),
+               "max_mem_clock_mhz": ("mem_clock_mhz", "memory clock")}
+
+
+# A stated maximum below these is no device's (the smallest board in the GPU table is rated
+# 72 W; no GPU's clock tops out under 100 MHz): it would withhold every sample, so it states nothing.
+LEAST_POWER_LIMIT_W, LEAST_MAX_CLOCK_MHZ = 10.0, 100.0
+
+
+def _positive(v, least: float = 0.0) -> float | None:
+    """V as a float when it is a finite number above 0 and at least LEAST, else None (a maximum
+    nobody stated)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        return None
+    return float(v) if v >= least else None
+
+
+def device_maxima(power_limit_w=None, max_sm_clock_mhz=None, max_mem_clock_mhz=None,
+                  power_source: str = "its highest power limit") -> Maxima:
+    """The highest power and clocks a device's samples may take, from its highest power limit (W)
+    and its maximum SM and memory clocks (MHz); a figure not given (or no positive number) bounds
+    nothing."""
+    out: Maxima = {}
+    if (limit := _positive(power_limit_w, LEAST_POWER_LIMIT_W)) is not None:
+        why = f"{POWER_HEADROOM:g} x {power_source}, {limit:g} W"
+        out["power_w"] = out["power_limit_w"] = (limit * POWER_HEADROOM, why)
+    for key, clock in (("max_sm_clock_mhz", max_sm_clock_mhz), ("max_mem_clock_mhz", max_mem_clock_mhz)):
+        if (mhz := _positive(clock, LEAST_MAX_CLOCK_MHZ)) is not None:
+            field, words = _CLOCK_KEYS[key]
+            out[field] = (mhz * CLOCK_HEADROOM, f"{CLOCK_HEADROOM:g} x its maximum {words}, {mhz:g} MHz")
+    return out
+
+
+def described_maxima(gpu: dict) -> Maxima:
+    """The maxima of a GPU as NVML described it (a manifest's `gpus[i]`): the highest of its power
+    limits (the settable range's top, the default, the enforced one) and its maximum clocks."""
+    if not isinstance(gpu, dict):
+        return {}
+    rng = gpu.get("power_limit_range_w")
+    limits = [gpu.get("power_limit_w"), gpu.get("power_limit_default_w"),
+              *(rng if isinstance(rng, list) else ())]
+    limits = [x for x in map(_positive, limits) if x is not None]
+    return device_maxima(max(limits, default=None), gpu.get("max_sm_clock_mhz"),
+                         gpu.get("max_mem_clock_mhz"))
+
+
+def field_problem(field: str, value: float, maxima: Maxima | None = None) -> str | None:
+    """Why VALUE of the GPU row's FIELD is no measurement (not finite, out of its range, above the
+    device's maximum in MAXIMA), or None."""
     if not math.isfinite(value):
         return f"a non-finite value ({value!r})"
     bounds = FIELD_RANGES.get(field)
@@ -78,19 +139,68 @@ def field_problem(field: str, value: float) -> str | None:
     lo, hi, lo_ok = bounds
     if value < lo or (value == lo and not lo_ok) or value > hi:
         return f"{value:g}, outside the {field} range {'[' if lo_ok else '('}{lo:g}, {hi:g}]"
+    if maxima and field in maxima and value > maxima[field][0]:
+        ceiling, why = maxima[field]
+        unit = "W" if field.startswith("power") else "MHz"
+        return f"{value:g} {unit}, above the device's maximum {field} of {ceiling:g} {unit} ({why})"
     return None
 
 
-def dcgm_value_problem(name: str, value: float) -> str | None:
-    """Why the DCGM exporter's VALUE of NAME is no measurement, None when it is one or a blank
-    (DCGM's own way of saying no reading, kept as recorded and left out by the report)."""
+def dcgm_value_problem(name: str, value: float, maxima: Maxima | None = None) -> str | None:
+    """Why the DCGM exporter's VALUE of NAME is no measurement (MAXIMA: its GPU's, `page_maxima`),
+    None when it is one or a blank (DCGM's own way of saying no reading, kept as recorded and
+    left out by the report)."""
     if not math.isfinite(value):
         return f"a non-finite value ({value!r})"
     if name not in DCGM_FIELDS or dcgm_blank(name, value):
         return None
     field, scale = DCGM_FIELDS[name]
-    problem = field_problem(field, value * scale)
+    problem = field_problem(field, value * scale, maxima)
     return problem and (problem if scale == 1.0 else f"{value:g} reads as {problem}")
+
+
+# What an exporter's page states of its GPU's maxima: its power limits (W; the highest one
+# bounds the power samples) and its maximum clocks (MHz), DCGM's names.
+DCGM_POWER_LIMITS = ("DCGM_FI_DEV_POWER_MGMT_LIMIT", "DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX",
+                     "DCGM_FI_DEV_ENFORCED_POWER_LIMIT")
+DCGM_MAX_CLOCKS = {"DCGM_FI_DEV_MAX_SM_CLOCK": "max_sm_clock_mhz",
+                   "DCGM_FI_DEV_MAX_MEM_CLOCK": "max_mem_clock_mhz"}
+_STATING = (*DCGM_POWER_LIMITS, *DCGM_MAX_CLOCKS)
+
+
+@lru_cache(maxsize=1 << 16)
+def device_of(key: str) -> tuple[str, str] | None:
+    """The device a DCGM sample KEY is of: its (endpoint, gpu) labels, None without a `gpu` label."""
+    try:
+        _, labels = split_key(key)
+    except ValueError:
+        return None
+    gpu = labels.get(GPU_LABEL)
+    return None if gpu is None else (labels.get("endpoint", ""), gpu)
+
+
+def page_maxima(samples: dict[str, float]) -> dict[tuple[str, str], Maxima]:
+    """Each GPU's maxima as one exporter page (or one scrape of several endpoints) states them:
+    the highest of its power limits, its maximum clocks; a figure that is no number above 0,
+    or a DCGM blank, states nothing."""
+    stated: dict[tuple[str, str], dict[str, float]] = {}
+    for key, value in samples.items():
+        if not key.startswith(_STATING):     # most keys of a page (and every vLLM key) state none
+            continue
+        name = key.split("{", 1)[0]
+        if name not in DCGM_POWER_LIMITS and name not in DCGM_MAX_CLOCKS:
+            continue
+        what = DCGM_MAX_CLOCKS.get(name, "power_limit_w")
+        if (value is None or dcgm_blank(name, value)
+                or field_problem("power_limit_w" if what == "power_limit_w" else "sm_clock_mhz", value)):
+            continue
+        if (dev := device_of(key)) is None:
+            continue
+        figures = stated.setdefault(dev, {})
+        figures[what] = max(figures.get(what, 0.0), float(value))
+    return {dev: device_maxima(f.get("power_limit_w"), f.get("max_sm_clock_mhz"), f.get("max_mem_clock_mhz"),
+                               power_source="its highest power limit on the exporter's page")
+            for dev, f in stated.items()}
 
 
 @lru_cache(maxsize=1 << 16)
@@ -106,17 +216,23 @@ def label_problem(key: str) -> str | None:
     return None
 
 
-def sample_problem(key: str, value: float) -> str | None:
+def sample_problem(key: str, value: float,
+                   maxima: dict[tuple[str, str], Maxima] | None = None) -> str | None:
     """Why the scraped sample KEY = VALUE is no measurement, or None: a value that is not finite,
-    and of a DCGM sample, a label that is not typed or a value out of its range."""
+    and of a DCGM sample, a label that is not typed or a value out of its range or above its
+    GPU's maximum (MAXIMA, by device: `page_maxima`)."""
     if not key.startswith(DCGM_PREFIX):
         return None if math.isfinite(value) else f"a non-finite value ({value!r})"
-    return label_problem(key) or dcgm_value_problem(key.split("{", 1)[0], value)
+    if problem := label_problem(key):
+        return problem
+    dev = device_of(key) if maxima else None
+    return dcgm_value_problem(key.split("{", 1)[0], value, maxima.get(dev) if dev else None)
 
 
 def screen(samples: dict[str, float]) -> tuple[dict[str, float], dict[str, str]]:
     """(the samples that are measurements, the others' keys -> why each is kept out)."""
-    withheld = {k: why for k, v in samples.items() if (why := sample_problem(k, v))}
+    maxima = page_maxima(samples)
+    withheld = {k: why for k, v in samples.items() if (why := sample_problem(k, v, maxima))}
     if not withheld:
         return samples, {}
     return {k: v for k, v in samples.items() if k not in withheld}, withheld

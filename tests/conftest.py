@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fuzzbudget import pytest_configure  # noqa: F401 - the fuzz tests' time budget
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 

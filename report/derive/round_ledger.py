@@ -101,7 +101,9 @@ class RoundData:
         """The GPU rows: NVML's on the client's host, else a DCGM exporter's (remote GPUs); read
         once, indexed by GPU (power.GpuRows)."""
         if self._gpu_rows is None:
-            self._gpu_rows = PW.GpuRows(self.bundle.gpu or PW.dcgm_gpu_rows(self.bundle.dcgm))
+            self._gpu_rows = PW.GpuRows(
+                PW.plausible_gpu_rows(self.bundle.gpu, self.bundle.manifest.get("gpus"))
+                or PW.dcgm_gpu_rows(self.bundle.dcgm))
         return self._gpu_rows
 
     @property

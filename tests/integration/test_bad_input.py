@@ -191,7 +191,10 @@ def test_report_build_into_a_file(recorded, tmp_path):
     ("[sampler]\nmetrics_interval_s = 0.001\n", ("[sampler].metrics_interval_s", "0.001")),
     ("[engine]\nport = 70000\n", ("[engine].port", "70000 is out of range")),
     ("[sweep]\nconcurrency = [1000000000]\n", ("point L128-c1000000000 needs about", "GiB of client memory")),
-    ("[workload]\ninput_len = 2000000000\n", ("point L2000000000-c1 needs about", "half of this host's")),
+    ("[workload]\ninput_len = 2000000000\n", ("point L2000000000-c1 needs about",
+                                              "of client memory before it sends a request")),
+    ("[workload]\nkind = 'shared-prefix'\ninput_len = 100001\nprefix_len = 100000\nnum_prefixes = 1048576\n",
+     ("point L100001-c1 needs about", "1,048,576 shared prefixes of 100,000 tokens")),
     ("[workload]\nkind = 'jsonl'\njsonl = '/nonexistent/prompts.jsonl'\n",
      ("[workload].jsonl: /nonexistent/prompts.jsonl: does not exist",)),
     ("[workload]\nkind = 'shared-prefix'\nprefix_len = 200\n", ("[workload].prefix_len: 200",)),
@@ -232,6 +235,7 @@ def test_capacity_bounds_say_why(monkeypatch):
     """Client memory over half of the host's, and more sockets than a process may open."""
     from bench import plan as P
     monkeypatch.setattr(P, "host_memory_bytes", lambda: 8 << 30)
+    monkeypatch.setattr(P, "available_memory_bytes", lambda: 6 << 30)
     monkeypatch.setattr(P, "open_files_limit", lambda: 1024)
     plan = P.Plan(workload=P.WorkloadSpec(input_len=4096),
                   sweep=P.SweepSpec(concurrency=[2048], requests_per_point=100_000))

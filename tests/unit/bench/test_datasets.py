@@ -103,3 +103,18 @@ def test_a_file_cut_anywhere_reads_exactly_its_whole_records(tmp_path_factory, n
     assert len(d.requests) == d.read == whole
     # A cut tail is counted when a record had begun after the last whole one.
     assert ("cut_tail" in d.dropped) == ("{" in text[ends[whole - 1]:cut])
+
+
+def test_a_dataset_that_cannot_be_read_is_refused_before_the_bundle_exists(tmp_path):
+    from bench.plan import plan_from_dict
+    from bench.runner import run_round
+    from bench.tinymodel import write_model_dir
+    model = write_model_dir(tmp_path / "m")
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps(conv("a b c d e", "f g h i j")) + "\n" + "[" * 100_000 + "\n")
+    plan = plan_from_dict({"engine": {"model_config": str(model / "config.json")},
+                           "workload": {"kind": "sharegpt", "dataset": str(data)},
+                           "sweep": {"concurrency": [1], "requests_per_point": 2}}, "p.toml")
+    with pytest.raises(PlanError, match=r"d.jsonl line 2: a record nested deeper than it can be read"):
+        run_round(plan, tmp_path / "b", endpoint_override="http://127.0.0.1:9")
+    assert not (tmp_path / "b").exists()       # not even the lock

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import types
 
 import pynvml
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bench import gpm, gpu
 from bundle.store import BundleWriter, read_bundle
@@ -194,6 +197,45 @@ def test_a_value_no_gpu_gives_is_null_with_why_never_a_number(monkeypatch):
     assert s["unsupported"] == ["temperature_c", "sm_clock_mhz", "gpu_util_pct"]
     assert "sm_clock_mhz range (0" in s["errors"]["sm_clock_mhz"]
     assert s["errors"]["gpu_util_pct"].startswith("NVML gave 250, outside the gpu_util_pct range")
+
+
+def test_a_power_or_clock_above_the_devices_maximum_is_null_with_why(monkeypatch, tmp_path):
+    fake = FakeNvml()
+    fake.nvmlDeviceGetPowerUsage = lambda h: 5_000_000                      # 5,000 W on a 700 W board
+    fake.nvmlDeviceGetClockInfo = lambda h, c: 2600 if c == 1 else 3201     # past its 1,980 MHz
+    monkeypatch.setattr(gpu, "pynvml", fake)
+    maxima = gpu.device_maxima_of("h0")
+    s = gpu.read_gpu_sample("h0", 0, maxima)
+    assert s["power_w"] is None and s["sm_clock_mhz"] is None and s["mem_clock_mhz"] == 3201
+    assert s["unsupported"] == ["power_w", "temperature_c", "sm_clock_mhz"]
+    assert s["errors"]["power_w"] == ("NVML gave 5000 W, above the device's maximum power_w of "
+                                      "1050 W (1.5 x its highest power limit, 700 W)")
+    assert "above the device's maximum sm_clock_mhz of 2079 MHz" in s["errors"]["sm_clock_mhz"]
+    # Just under each maximum is a measurement; without maxima only the impossible is refused.
+    fake.nvmlDeviceGetPowerUsage = lambda h: 1_050_000
+    fake.nvmlDeviceGetClockInfo = lambda h, c: 2079 if c == 1 else 3201
+    ok = gpu.read_gpu_sample("h0", 0, maxima)
+    assert ok["power_w"] == 1050.0 and ok["sm_clock_mhz"] == 2079
+    fake.nvmlDeviceGetPowerUsage = lambda h: 5_000_000
+    assert gpu.read_gpu_sample("h0", 0)["power_w"] == 5000.0
+    # The sampler reads each GPU's maxima and the bundle holds no such number.
+    w = writer_at(tmp_path)
+    assert gpu.GpuSampler().sample_for(0.05, 0.01, w) >= 1
+    w.close("complete")
+    rows = read_bundle(tmp_path / "b").gpu
+    assert rows and all(r["power_w"] is None and "1050 W" in r["errors"]["power_w"] for r in rows)
+
+
+def test_a_maximum_nvml_refuses_bounds_nothing(monkeypatch):
+    fake = FakeNvml()
+
+    def refused(*a):
+        raise pynvml.NVMLError_NotSupported()
+
+    fake.nvmlDeviceGetMaxClockInfo = refused
+    fake.nvmlDeviceGetEnforcedPowerLimit = fake.nvmlDeviceGetPowerManagementDefaultLimit = refused
+    monkeypatch.setattr(gpu, "pynvml", fake)
+    assert gpu.device_maxima_of("h0") == {}
 
 
 def test_read_gpu_sample_falls_back_to_throttle_reasons(monkeypatch):
@@ -436,3 +478,41 @@ def test_gpm_nan_from_nvml_is_null_not_written(monkeypatch, tmp_path):
     w.close("complete")
     rows = read_bundle(tmp_path / "b").gpu
     assert any("gpm_dram_bw_util_pct" in r["unsupported"] for r in rows)
+
+
+NVML_VALUES = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10**7),
+                        st.sampled_from([0, 690_500, 5_000_000, 1980, 2600, 3201]))
+
+
+@settings(max_examples=120, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(power_mw=NVML_VALUES, limit_mw=NVML_VALUES, sm=NVML_VALUES, mem=NVML_VALUES,
+       max_sm=NVML_VALUES, max_mem=NVML_VALUES, util=NVML_VALUES)
+def test_any_reading_nvml_gives_is_a_measurement_under_the_devices_maximum_or_null_with_why(
+        tmp_path_factory, power_mw, limit_mw, sm, mem, max_sm, max_mem, util):
+    from bundle.plausible import FIELD_RANGES
+    fake = FakeNvml()
+    fake.nvmlDeviceGetPowerUsage = lambda h: power_mw
+    fake.nvmlDeviceGetEnforcedPowerLimit = fake.nvmlDeviceGetPowerManagementDefaultLimit = lambda h: limit_mw
+    fake.nvmlDeviceGetClockInfo = lambda h, c: sm if c == 1 else mem
+    fake.nvmlDeviceGetMaxClockInfo = lambda h, c: max_sm if c == 1 else max_mem
+    fake.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=util, memory=40)
+    old, gpu.pynvml = gpu.pynvml, fake
+    try:
+        maxima = gpu.device_maxima_of("h0")
+        s = gpu.read_gpu_sample("h0", 0, maxima)
+    finally:
+        gpu.pynvml = old
+    for name in ("power_w", "power_limit_w", "sm_clock_mhz", "mem_clock_mhz", "gpu_util_pct"):
+        v = s[name]
+        if v is None:
+            assert name in s["unsupported"] and s["errors"][name].startswith("NVML gave "), s
+            continue
+        lo, hi, lo_ok = FIELD_RANGES[name]
+        assert math.isfinite(v) and (lo < v or (lo_ok and v == lo)) and v <= hi, (name, v)
+        assert name not in maxima or v <= maxima[name][0], (name, v, maxima)
+    d = tmp_path_factory.mktemp("b")
+    w = BundleWriter(d, {"tool": {"name": "test"}, "engine": None, "plan": {}})
+    w.append("gpu", {"t": 0.0, **s})
+    w.close("complete")
+    assert len(read_bundle(d).gpu) == 1          # what the collector writes, its reader takes

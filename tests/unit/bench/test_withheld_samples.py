@@ -83,6 +83,26 @@ def test_an_exporters_implausible_and_non_finite_samples_are_kept_out_with_their
     assert "withheld" not in scrape_page(tmp_path / "again", PAGE)
 
 
+def test_a_power_or_clock_above_what_the_page_states_of_its_gpu_is_withheld(tmp_path):
+    # GPU 0's page states a 700 W limit and a 1,980 MHz maximum SM clock; GPU 1's states no clock.
+    page = PAGE + (f'DCGM_FI_DEV_MAX_SM_CLOCK{{{GPU0}}} 1980\n')
+    lines = page.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith((f"DCGM_FI_DEV_POWER_USAGE{{{GPU0}", f"DCGM_FI_DEV_POWER_USAGE{{{GPU1}")):
+            lines[i] = line.rsplit(" ", 1)[0] + " 5000"
+        if line.startswith((f"DCGM_FI_DEV_SM_CLOCK{{{GPU0}", f"DCGM_FI_DEV_SM_CLOCK{{{GPU1}")):
+            lines[i] = line.rsplit(" ", 1)[0] + " 2600"
+    rec = scrape_page(tmp_path, "\n".join(lines) + "\n")
+    why = {k.split("{")[0] + ("/0" if 'gpu="0"' in k else "/1"): v for k, v in rec["withheld"].items()}
+    assert set(why) == {"DCGM_FI_DEV_POWER_USAGE/0", "DCGM_FI_DEV_POWER_USAGE/1", "DCGM_FI_DEV_SM_CLOCK/0"}
+    assert "5000 W, above the device's maximum power_w" in why["DCGM_FI_DEV_POWER_USAGE/0"]
+    assert "exporter's page" in why["DCGM_FI_DEV_POWER_USAGE/1"]
+    assert "2600 MHz, above the device's maximum sm_clock_mhz of 2079 MHz" in why["DCGM_FI_DEV_SM_CLOCK/0"]
+    rows = PW.dcgm_gpu_rows([rec])
+    assert "power_w" not in rows[0] and "power_w" not in rows[1] and "sm_clock_mhz" not in rows[0]
+    assert rows[1]["sm_clock_mhz"] == 2600      # no maximum stated of GPU 1's clock
+
+
 def test_an_exporter_label_that_is_no_gpu_index_is_withheld_and_refused_on_read(tmp_path):
     rec = scrape_page(tmp_path, PAGE.replace('gpu="1"', 'gpu="abc"'))
     assert all('gpu="abc"' not in k for k in rec["samples"])
@@ -119,3 +139,14 @@ def test_the_writer_refuses_a_non_finite_number_in_any_stream(tmp_path, stream, 
         w.append(stream, record)
     w.close("complete")
     assert read_bundle(tmp_path / "b")     # nothing half-written
+
+
+def test_a_maximum_no_device_has_bounds_nothing():
+    from bundle.plausible import device_maxima, screen
+    assert device_maxima(1e-300, 50, 0) == {}
+    # An exporter stating a 0.001 W limit withholds nothing for it; a 700 W one bounds its GPU.
+    samples = {'DCGM_FI_DEV_POWER_MGMT_LIMIT{gpu="0"}': 0.001, 'DCGM_FI_DEV_POWER_USAGE{gpu="0"}': 300.0,
+               'DCGM_FI_DEV_POWER_MGMT_LIMIT{gpu="1"}': 700.0, 'DCGM_FI_DEV_POWER_USAGE{gpu="1"}': 1100.0}
+    kept, withheld = screen(samples)
+    assert list(withheld) == ['DCGM_FI_DEV_POWER_USAGE{gpu="1"}']
+    assert kept['DCGM_FI_DEV_POWER_USAGE{gpu="0"}'] == 300.0

@@ -126,3 +126,13 @@ def test_a_file_without_newlines_is_refused_not_skipped_as_a_truncated_line(tmp_
     p.write_text(p.read_text().replace("\n", ""))
     with pytest.raises(BundleError, match=r"points.jsonl line 1: [0-9,]+ bytes without a newline"):
         read_bundle(tmp_path / "c")
+
+
+def test_a_line_nested_past_what_json_can_read_is_refused_in_one_line(tmp_path):
+    w = BundleWriter(tmp_path / "b", {"engine": {}, "plan": {}, "tool": {}})
+    w.append("points", {"point": "L8-c1", "event": "start", "t": 0.0, "settings": {"concurrency": 1}})
+    w.close("complete")
+    with open(tmp_path / "b" / "points.jsonl", "a") as f:
+        f.write('{"point": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    with pytest.raises(BundleError, match=r"points.jsonl line 2: JSON nested deeper than it can be read"):
+        read_bundle(tmp_path / "b")

@@ -175,3 +175,23 @@ def test_counter_reset_just_outside_the_window_is_absent():
     with pytest.raises(Absent, match="backwards"):
         power.energy_j(s, 0.5, 1.5)
     assert power.energy_j(s, 1.0, 2.0) == pytest.approx(9.1)
+
+
+def test_a_bundle_recorded_before_keeps_a_power_or_clock_above_its_gpus_maximum_out():
+    # HAND-BUILT rows as a collector without device maxima wrote them: 5,000 W and 2,600 MHz on
+    # a GPU NVML described with a 700 W limit and a 1,980 MHz maximum SM clock.
+    gpus = [{"index": 0, "name": "NVIDIA H200", "power_limit_w": 700.0, "power_limit_range_w": [200.0, 700.0],
+             "max_sm_clock_mhz": 1980, "max_mem_clock_mhz": 3201},
+            {"index": 1, "name": "NVIDIA H200"}]        # no NVML figures: the GPU table's rated power
+    rows = [{"t": 1.0, "gpu": 0, "power_w": 5000.0, "sm_clock_mhz": 2600, "mem_clock_mhz": 3201},
+            {"t": 1.0, "gpu": 1, "power_w": 5000.0, "sm_clock_mhz": 2600},
+            {"t": 2.0, "gpu": 0, "power_w": 710.0, "sm_clock_mhz": 1980, "mem_clock_mhz": 3201}]
+    out = power.plausible_gpu_rows(rows, gpus)
+    assert out[0] == {"t": 1.0, "gpu": 0, "power_w": None, "sm_clock_mhz": None, "mem_clock_mhz": 3201}
+    assert out[1] == {"t": 1.0, "gpu": 1, "power_w": None, "sm_clock_mhz": 2600}
+    assert out[2] is rows[2]
+    assert power.peak_power_w(power.GpuRows(out), 0.0, 3.0, gpu=0) == 710.0
+    # An exporter's page with no limit of its own: the table's rated power by its modelName.
+    rec = {"t": 1.0, "ok": True, "samples": {'DCGM_FI_DEV_POWER_USAGE{gpu="0",modelName="NVIDIA H200"}': 5000.0,
+                                             'DCGM_FI_DEV_POWER_USAGE{gpu="1",modelName="Unknown GPU"}': 5000.0}}
+    assert [(r["gpu"], r["power_w"]) for r in power.dcgm_gpu_rows([rec])] == [(1, 5000.0)]
