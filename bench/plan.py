@@ -100,7 +100,11 @@ class SweepSpec:
     burstiness: float = 1.0                # gamma shape; 1.0 is Poisson
     requests_per_point: int = 16
     duration_s: float = 0.0                # >0: a point runs for this long instead of a count
-    warmup_requests: int = -1              # -1: one per concurrency slot
+    warmup_requests: int = -1              # -1: sized to the point (warmup_count)
+    # The warm-up's time bound (s): an open loop warms up with at most this long's arrivals,
+    # even past the point's own window; 0: at most the point's window's worth (warmup_count).
+    # A closed loop also counts every request sent before it ends as warm-up.
+    warmup_s: float = 0.0
     server_flags: list[list[str]] = field(default_factory=lambda: [[]])
     cooldown_s: float = 2.0                # idle gap between points: a scrape falls between them
     # closed loop: the C streams start at seeded random times over ramp_s seconds, so they do
@@ -336,6 +340,7 @@ BOUNDS: dict[tuple[str, str], tuple[float, float, bool]] = {
     ("sweep", "requests_per_point"): (0, 10**9, True),
     ("sweep", "duration_s"): (0, 7 * 86400, True),
     ("sweep", "warmup_requests"): (-1, 10**9, True),
+    ("sweep", "warmup_s"): (0, 7 * 86400, True),
     ("sweep", "cooldown_s"): (0, 3600, True),
     ("sweep", "ramp_s"): (0, 3600, True),
     # a scrape takes ~10 ms of the server's time; below 0.1 s the sampler would load the server
@@ -371,14 +376,35 @@ def _bounded(value, bounds: tuple[float, float, bool], where: str) -> None:
         raise PlanError(f"{where}: {value!r} is out of range ({lo} up to {high:,})")
 
 
-def warmup_count(sweep: SweepSpec, concurrency: int) -> int:
-    """Warm-up requests of a point: the plan's count, or one per concurrency slot."""
-    return sweep.warmup_requests if sweep.warmup_requests >= 0 else concurrency
+def warmup_seconds(sweep: SweepSpec, rate: float) -> float:
+    """How long an open loop at RATE req/s may warm up: the plan's warmup_s, else the point's
+    own window (its duration, or its requests' worth of arrivals)."""
+    if sweep.warmup_s > 0:
+        return sweep.warmup_s
+    return sweep.duration_s if sweep.duration_s > 0 else max(sweep.requests_per_point, 1) / rate
 
 
-def prompt_pool_size(sweep: SweepSpec, concurrency: int) -> int:
+def warmup_count(sweep: SweepSpec, concurrency: int | None, rate: float | None = None) -> int:
+    """Warm-up requests of a point: the plan's count; else in a closed loop one per stream (a
+    request lifetime each); in an open loop the arrivals of warmup_seconds, at most one per
+    slot of its cap (sized by load and by time: never the cap's worth at a slow rate)."""
+    if sweep.warmup_requests >= 0:
+        return sweep.warmup_requests
+    if not rate:
+        return concurrency or 1
+    n = max(1, math.ceil(rate * warmup_seconds(sweep, rate) - 1e-9))
+    return min(n, concurrency) if concurrency else n
+
+
+def warmup_ends_at_first_reply(sweep: SweepSpec, rate: float | None) -> bool:
+    """Whether a point's warm-up also ends when its first warm-up request ends (a request's
+    lifetime): an open loop whose plan sets neither warmup_requests nor warmup_s."""
+    return bool(rate) and sweep.warmup_requests < 0 and sweep.warmup_s <= 0
+
+
+def prompt_pool_size(sweep: SweepSpec, concurrency: int, rate: float | None = None) -> int:
     """Prompts a point draws before it starts (each load process holds them all)."""
-    warmup = warmup_count(sweep, concurrency)
+    warmup = warmup_count(sweep, concurrency, rate)
     if sweep.duration_s > 0:
         return min(warmup + 10**9, 4096)
     return warmup + max(sweep.requests_per_point, 1)
@@ -403,13 +429,14 @@ def client_memory_bytes(plan: Plan, point: dict[str, Any]) -> int:
     if w.kind == replay.TRACE:
         tokens = sum(r.input_len for r in replay.load_trace(w).requests)
     else:
-        tokens = prompt_pool_size(s, C) * longest(w.input_dist, point["input_len"])
+        tokens = prompt_pool_size(s, point.get("concurrency") if point.get("request_rate") else C,
+                                  point.get("request_rate")) * longest(w.input_dist, point["input_len"])
     pool = tokens * PROMPT_TOKEN_BYTES * plan.client.workers
     rate = point.get("request_rate")
     arrivals = 0
     if rate:
         n = (int(rate * s.duration_s) if s.duration_s > 0 else s.requests_per_point)
-        arrivals = (n + warmup_count(s, C)) * ARRIVAL_BYTES
+        arrivals = (n + warmup_count(s, point.get("concurrency"), rate)) * ARRIVAL_BYTES
     return pool + arrivals
 
 
@@ -577,6 +604,12 @@ def check_plan(plan: Plan) -> None:
     if s.ramp_s and s.request_rate:
         raise PlanError(f"{src} [sweep].ramp_s: spreads a closed loop's streams; an open loop "
                         "sends at its arrival times, so it would be recorded and not used")
+    if s.warmup_s > 0 and s.warmup_requests >= 0:
+        raise PlanError(f"{src} [sweep].warmup_s: the warm-up is given as {s.warmup_requests} requests "
+                        "(warmup_requests) and as a time; give one of them")
+    if s.warmup_s > 0 and w.kind == replay.TRACE:
+        raise PlanError(f"{src} [sweep].warmup_s: a trace warms up with warmup_requests of its own "
+                        "requests, so it would be recorded and not used")
     if s.requests_per_point < 1 and s.duration_s <= 0:
         raise PlanError(f"{src} [sweep].requests_per_point: {s.requests_per_point} requests; "
                         "a point needs at least 1 (or a positive duration_s)")

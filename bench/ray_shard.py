@@ -39,7 +39,7 @@ from bench.loop import run as run_loop
 from bench.point_driver import LocalSlots
 from bench.workers import ABORT, READY_TIMEOUT_S, RUN, STOP, ShardWriter, _worker
 
-POINT_COUNTS = ("done", "tokens", "errors", "issued")
+POINT_COUNTS = ("done", "tokens", "errors", "issued", "warm_done")
 
 
 class StrideSlots(LocalSlots):
