@@ -18,6 +18,7 @@ from bundle.store import Bundle
 from report.derive import analyses as A
 from report.derive import clienterror as CE
 from report.derive import delivery as DL
+from report.derive import energy as EN
 from report.derive import occupancy as OC
 from report.derive import power as PW
 from report.derive import prefilltail as PT
@@ -476,7 +477,7 @@ def measured_ledger(rd: RoundData) -> Ledger:
         point_ledger(led, rd, p, raw)
         cross_check_ledger(led, rd, p, raw)
         modelled_raw(led, rd, p, raw)
-        for module in (R.__name__, PW.__name__, SP.__name__):
+        for module in (R.__name__, PW.__name__, SP.__name__, EN.__name__):
             resolve_point(led, module, p.pid, raw)
     return led
 
