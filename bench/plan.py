@@ -25,6 +25,7 @@ from bench.prompts import (  # noqa: F401 - PlanError re-exported
     read_prompt_file,
 )
 from bench.urls import check_endpoint, check_endpoints_differ
+from bundle.cost import CostError, cost_from_dict
 from bundle.expect import MAX_PLAN_FILE_BYTES, ExpectError, expect_from_dict
 from bundle.slo import SloError, slo_from_dict
 from bundle.textfile import read_toml_file
@@ -167,6 +168,9 @@ class Plan:
     expect: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The service-level objective the round is judged against ([slo]; bundle/slo.py), or empty.
     slo: dict[str, float] = field(default_factory=dict)
+    # The price per GPU-hour and the target load the report costs the round at ([cost];
+    # bundle/cost.py), or empty (then the manifest holds no `cost`).
+    cost: dict[str, float] = field(default_factory=dict)
     source: str = ""
 
     def search_point(self, concurrency: int) -> dict[str, Any]:
@@ -207,7 +211,10 @@ class Plan:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if not d["cost"]:
+            d.pop("cost")
+        return d
 
 
 SECTIONS = {"engine": EngineSpec, "workload": WorkloadSpec, "sweep": SweepSpec,
@@ -289,10 +296,10 @@ def check_plan_types(data: dict[str, Any], path: str) -> None:
 
 def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
     """Validate a parsed plan strictly: a typo'd key is an error naming the file and key."""
-    unknown = set(data) - TOP_KEYS - set(SECTIONS) - {"expect", "slo"}
+    unknown = set(data) - TOP_KEYS - set(SECTIONS) - {"expect", "slo", "cost"}
     if unknown:
         raise PlanError(f"{source}: unknown key(s) {sorted(unknown)}; known: "
-                        f"{sorted(TOP_KEYS | set(SECTIONS) | {'expect', 'slo'})}")
+                        f"{sorted(TOP_KEYS | set(SECTIONS) | {'expect', 'slo', 'cost'})}")
     check_plan_types(data, source)
     plan = Plan(source=source)
     for k in TOP_KEYS & set(data):
@@ -314,6 +321,11 @@ def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
         try:
             plan.slo = slo_from_dict(data["slo"], source).to_dict()
         except SloError as e:
+            raise PlanError(str(e)) from None
+    if "cost" in data:
+        try:
+            plan.cost = cost_from_dict(data["cost"], source).to_dict()
+        except CostError as e:
             raise PlanError(str(e)) from None
     check_plan(plan)
     return plan
@@ -733,11 +745,11 @@ def affinity_problem(plan: Plan) -> str | None:
 
 # Plan keys that may differ when a round is resumed: where the plan file lies, its title and
 # expectations, and where the engine listens; anything else changes what the points measure.
-RESUME_FREE = {("source",), ("title",), ("expect",), ("slo",), ("engine", "endpoint"), ("engine", "port"),
+RESUME_FREE = {("source",), ("title",), ("expect",), ("slo",), ("cost",), ("engine", "endpoint"), ("engine", "port"),
                ("engine", "endpoints")}
 # Plan keys a later version added, with the value that means what a plan without them ran.
 ADDED_KEYS = {("engine", "endpoints"): [], ("engine", "commands"): [], ("client", "ray"): "",
-              ("client", "nodes"): 0, ("client", "workers_per_node"): 1}
+              ("client", "nodes"): 0, ("client", "workers_per_node"): 1, ("sweep", "warmup_s"): 0.0}
 
 
 def resume_problem(recorded: dict[str, Any], now: dict[str, Any]) -> str | None:

@@ -265,15 +265,15 @@ def facts_of(rd: RoundData) -> dict:
 
 
 def compose_rounds(pairs: list[tuple[str | Path, str]],
-                   refused: list[str] | None = None, slo=None) -> list[RoundReport]:
+                   refused: list[str] | None = None, slo=None, cost=None) -> list[RoundReport]:
     """Compose every round; each is compared with the round before it (by round id order).
     With REFUSED, a bundle that cannot be read is left out and its error appended there (the
     other rounds go on); without it, the BundleError stops the composition. SLO, a (Slo,
-    where stated) pair, overrides every round's own."""
+    where stated) pair, overrides every round's own; COST, a (Cost, where stated) pair, the keys it gives."""
     rounds = []
     for path, rid in pairs:
         try:
-            rd = read_round(read_bundle(path), slo, rid)
+            rd = read_round(read_bundle(path), slo, rid, cost=cost)
             rounds.append((path, rid, rd, build_ledger(rd)))
         except Exception as e:  # noqa: BLE001 - with REFUSED, one round stops no other
             if refused is None:
