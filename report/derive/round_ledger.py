@@ -140,6 +140,7 @@ def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str
     """Split a bundle into points with their windows and requests; SLO (the Slo and where it
     was stated) overrides the round's own (round_slo); ROUND_ID names it in a series of rounds;
     COST (a Cost and where stated) overrides the keys it gives of the round's own (round_cost)."""
+    reads_slo = slo is not NO_SLO
     wins = ST.point_windows(bundle.points)
     pts = []
     for w in wins.values():
@@ -155,7 +156,8 @@ def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str
     config = (bundle.manifest.get("model") or {}).get("config")
     slo, slo_source = slo if slo is not None else round_slo(bundle)
     others = tuple((name, server_log_facts(text)) for name, text in bundle.other_server_logs())
-    own, own_source = round_cost(bundle) if slo is not NO_SLO else (None, "")
+    # A reader that uses no SLO (`summary`) uses no cost either: the round's slo.toml stays unread.
+    own, own_source = round_cost(bundle) if reads_slo else (None, "")
     if cost is not None and not isinstance(own, Reason):
         own, own_source = cost[0].over(own), ", ".join(x for x in (cost[1], own_source) if x)
     return RoundData(bundle=bundle, points=pts, log=log, config=config, axis=sweep_axis(pts),

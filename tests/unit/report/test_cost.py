@@ -148,3 +148,12 @@ def test_page_one_states_the_cost_only_where_a_price_is_given(tmp_path):
     page = render_round(bare, tmp_path / "bare", formats=("html",))
     html = {p.name: p.read_text() for p in page.paths if p.suffix == ".html"}
     assert "of output" not in conclusion(html, "en") and "美元" not in conclusion(html, "zh")
+
+
+def test_a_bad_cost_in_slo_toml_stops_the_ledger_in_one_line_and_not_the_summary(tmp_path, capsys):
+    shutil.copytree(FIXTURES / "cpu-demo", tmp_path / "round-1" / "bundle")
+    (tmp_path / "round-1" / "slo.toml").write_text("[slo]\nttft_ms = 500\n\n[cost]\ngpu_hour_price = 0\n")
+    assert main(["ledger", str(tmp_path / "round-1")]) == 2
+    err = capsys.readouterr().err
+    assert "slo.toml [cost].gpu_hour_price: must be above 0" in err and err.count("\n") == 1
+    assert main(["summary", str(tmp_path / "round-1")]) == 0
