@@ -205,6 +205,8 @@ def progress_line(head: str, done: int, total: int, tokens: int, errors: int, el
     if phase is None:
         return f"{head}: {done}/{total} requests, {tail}, ETA {_eta(elapsed, done, total - done):,.0f} s"
     wd, wt = phase.warm_done, phase.warm_total
+    if phase.measured_at is None and not wt:
+        return f"{head}: window starting, {tail}"
     if phase.measured_at is None:
         return (f"{head}: warm-up {wd}/{wt} requests, warm-up ETA {_eta(elapsed, wd, wt - wd):,.0f} s, "
                 f"{tail}")

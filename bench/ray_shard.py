@@ -199,7 +199,8 @@ class ShardActor:
     def poll(self) -> dict:
         """The running point's counts so far, and its last transport error."""
         with self.inbox.cv:
-            return {"counts": dict(self.inbox.counts), "transport_error": self.inbox.transport_error}
+            return {"counts": dict(self.inbox.counts), "transport_error": self.inbox.transport_error,
+                    "measure": self.inbox.measure}
 
     def stop(self) -> None:
         """Stop issuing requests (the server is gone): the share ends with what is in flight."""

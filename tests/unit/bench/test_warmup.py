@@ -104,6 +104,7 @@ def test_the_progress_line_shows_the_warm_up_apart_with_its_own_eta():
     assert "window 50 requests" in window and "window ETA 15 s" in window
     counted = progress_line("[1/1] c4", 12, 24, 4000, 0, 20.0, Phase(4, 4, measured_at=10.0))
     assert "window 8/20 requests" in counted and "window ETA 15 s" in counted
+    assert "nan" not in progress_line("[1/1] c4", 0, 20, 0, 0, 0.1, Phase(0, 0))
 
 
 def test_an_open_loop_sized_by_the_point_measures_once_its_first_warm_up_reply_came():
