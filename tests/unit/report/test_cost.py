@@ -130,7 +130,7 @@ def conclusion(html: dict[str, str], lang: str) -> str:
     return html[f"index.{lang}.html"].split(head, 1)[1].split("<h2", 1)[0]
 
 
-def test_page_one_states_the_cost_only_where_a_price_is_given(tmp_path):
+def test_page_one_states_the_cost_only_where_a_price_is_given_and_the_capacitys_energy_always(tmp_path):
     shutil.copytree(H200, tmp_path / "round-4" / "bundle")
     (tmp_path / "round-4" / "slo.toml").write_text(
         "[slo]\nttft_ms = 1000\ntpot_ms = 50\nitl_ms = 60\ne2e_ms = 60000\n\n"
@@ -142,12 +142,15 @@ def test_page_one_states_the_cost_only_where_a_price_is_given(tmp_path):
     html = {p.name: p.read_text() for p in page.paths if p.suffix == ".html"}
     assert "of output" in conclusion(html, "en") and "replicas" in conclusion(html, "en")
     assert "美元" in conclusion(html, "zh") and "个副本" in conclusion(html, "zh")
-    (tmp_path / "round-4" / "slo.toml").write_text("[slo]\nttft_ms = 1000\n")
+    (tmp_path / "round-4" / "slo.toml").write_text("[slo]\nttft_ms = 1000\ntpot_ms = 50\nitl_ms = 60\ne2e_ms = 60000\n")
     bare = compose_rounds([(tmp_path / "round-4" / "bundle", "round-4")])[0]
     (tmp_path / "bare").mkdir()
     page = render_round(bare, tmp_path / "bare", formats=("html",))
     html = {p.name: p.read_text() for p in page.paths if p.suffix == ".html"}
     assert "of output" not in conclusion(html, "en") and "美元" not in conclusion(html, "zh")
+    # The capacity's energy needs no price: the SLO section states it either way.
+    capacity = html["index.en.html"].split("Capacity under the SLO", 1)[1].split("<h2", 1)[0]
+    assert "per token processed, prompt and output" in capacity
 
 
 def test_a_bad_cost_in_slo_toml_stops_the_ledger_in_one_line_and_not_the_summary(tmp_path, capsys):
