@@ -160,3 +160,10 @@ def test_a_bad_cost_in_slo_toml_stops_the_ledger_in_one_line_and_not_the_summary
     err = capsys.readouterr().err
     assert "slo.toml [cost].gpu_hour_price: must be above 0" in err and err.count("\n") == 1
     assert main(["summary", str(tmp_path / "round-1")]) == 0
+
+
+def test_a_price_flag_is_part_of_a_rounds_build_key():
+    from report.publish.buildkey import round_key
+    plain = round_key(H200, None, "code", ("html",))
+    priced = round_key(H200, None, "code", ("html",), None, repr(Cost(3.5)))
+    assert priced != plain and priced != round_key(H200, None, "code", ("html",), None, repr(Cost(4.0)))
