@@ -68,7 +68,10 @@ def add_run_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("--output-len", type=int)
     r.add_argument("--requests-per-point", type=int)
     r.add_argument("--duration", type=float, help="seconds per point instead of a request count")
-    r.add_argument("--warmup", type=int, help="warm-up requests per point (default: concurrency)")
+    r.add_argument("--warmup", type=int, help="warm-up requests per point (default: one per closed-loop "
+                                              "stream; an open loop's sized to its rate and window)")
+    r.add_argument("--warmup-s", type=float, help="warm-up time per point in seconds (default: at most "
+                                                  "the point's window)")
     r.add_argument("--ramp", type=float, help="closed loop: start the C streams spread over this "
                                               "many seconds (requests sent before its end are warm-up)")
     r.add_argument("--metrics-interval", type=float)
@@ -144,6 +147,8 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         s.ramp_s = args.ramp
     if args.warmup is not None:
         s.warmup_requests = args.warmup
+    if args.warmup_s is not None:
+        s.warmup_s = args.warmup_s
     if args.metrics_interval is not None:
         plan.sampler.metrics_interval_s = args.metrics_interval
     if args.gpu_metrics is not None:
@@ -180,6 +185,7 @@ FLAG_KEYS = {
     "burstiness": "[sweep].burstiness", "input_len": "].input_len",
     "output_len": "[workload].output_len", "requests_per_point": "[sweep].requests_per_point",
     "duration": "[sweep].duration_s", "ramp": "[sweep].ramp_s", "warmup": "[sweep].warmup_requests",
+    "warmup_s": "[sweep].warmup_s",
     "metrics_interval": "[sampler].metrics_interval_s", "gpu_metrics": "[sampler].gpu_metrics",
     "seed": "seed",
     "workers": "[client].workers", "worker_cpus": "[client].cpu_affinity",

@@ -25,6 +25,7 @@ from bench.prompts import (  # noqa: F401 - PlanError re-exported
     read_prompt_file,
 )
 from bench.urls import check_endpoint, check_endpoints_differ
+from bundle.cost import CostError, cost_from_dict
 from bundle.expect import MAX_PLAN_FILE_BYTES, ExpectError, expect_from_dict
 from bundle.slo import SloError, slo_from_dict
 from bundle.textfile import read_toml_file
@@ -100,7 +101,11 @@ class SweepSpec:
     burstiness: float = 1.0                # gamma shape; 1.0 is Poisson
     requests_per_point: int = 16
     duration_s: float = 0.0                # >0: a point runs for this long instead of a count
-    warmup_requests: int = -1              # -1: one per concurrency slot
+    warmup_requests: int = -1              # -1: sized to the point (warmup_count)
+    # The warm-up's time bound (s): an open loop warms up with at most this long's arrivals,
+    # even past the point's own window; 0: at most the point's window's worth (warmup_count).
+    # A closed loop also counts every request sent before it ends as warm-up.
+    warmup_s: float = 0.0
     server_flags: list[list[str]] = field(default_factory=lambda: [[]])
     cooldown_s: float = 2.0                # idle gap between points: a scrape falls between them
     # closed loop: the C streams start at seeded random times over ramp_s seconds, so they do
@@ -163,6 +168,9 @@ class Plan:
     expect: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The service-level objective the round is judged against ([slo]; bundle/slo.py), or empty.
     slo: dict[str, float] = field(default_factory=dict)
+    # The price per GPU-hour and the target load the report costs the round at ([cost];
+    # bundle/cost.py), or empty (then the manifest holds no `cost`).
+    cost: dict[str, float] = field(default_factory=dict)
     source: str = ""
 
     def search_point(self, concurrency: int) -> dict[str, Any]:
@@ -203,7 +211,10 @@ class Plan:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if not d["cost"]:
+            d.pop("cost")
+        return d
 
 
 SECTIONS = {"engine": EngineSpec, "workload": WorkloadSpec, "sweep": SweepSpec,
@@ -285,10 +296,10 @@ def check_plan_types(data: dict[str, Any], path: str) -> None:
 
 def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
     """Validate a parsed plan strictly: a typo'd key is an error naming the file and key."""
-    unknown = set(data) - TOP_KEYS - set(SECTIONS) - {"expect", "slo"}
+    unknown = set(data) - TOP_KEYS - set(SECTIONS) - {"expect", "slo", "cost"}
     if unknown:
         raise PlanError(f"{source}: unknown key(s) {sorted(unknown)}; known: "
-                        f"{sorted(TOP_KEYS | set(SECTIONS) | {'expect', 'slo'})}")
+                        f"{sorted(TOP_KEYS | set(SECTIONS) | {'expect', 'slo', 'cost'})}")
     check_plan_types(data, source)
     plan = Plan(source=source)
     for k in TOP_KEYS & set(data):
@@ -310,6 +321,11 @@ def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
         try:
             plan.slo = slo_from_dict(data["slo"], source).to_dict()
         except SloError as e:
+            raise PlanError(str(e)) from None
+    if "cost" in data:
+        try:
+            plan.cost = cost_from_dict(data["cost"], source).to_dict()
+        except CostError as e:
             raise PlanError(str(e)) from None
     check_plan(plan)
     return plan
@@ -336,6 +352,7 @@ BOUNDS: dict[tuple[str, str], tuple[float, float, bool]] = {
     ("sweep", "requests_per_point"): (0, 10**9, True),
     ("sweep", "duration_s"): (0, 7 * 86400, True),
     ("sweep", "warmup_requests"): (-1, 10**9, True),
+    ("sweep", "warmup_s"): (0, 7 * 86400, True),
     ("sweep", "cooldown_s"): (0, 3600, True),
     ("sweep", "ramp_s"): (0, 3600, True),
     # a scrape takes ~10 ms of the server's time; below 0.1 s the sampler would load the server
@@ -375,14 +392,35 @@ def _bounded(value, bounds: tuple[float, float, bool], where: str) -> None:
         raise PlanError(f"{where}: {value!r} is out of range ({lo} up to {high:,})")
 
 
-def warmup_count(sweep: SweepSpec, concurrency: int) -> int:
-    """Warm-up requests of a point: the plan's count, or one per concurrency slot."""
-    return sweep.warmup_requests if sweep.warmup_requests >= 0 else concurrency
+def warmup_seconds(sweep: SweepSpec, rate: float) -> float:
+    """How long an open loop at RATE req/s may warm up: the plan's warmup_s, else the point's
+    own window (its duration, or its requests' worth of arrivals)."""
+    if sweep.warmup_s > 0:
+        return sweep.warmup_s
+    return sweep.duration_s if sweep.duration_s > 0 else max(sweep.requests_per_point, 1) / rate
 
 
-def prompt_pool_size(sweep: SweepSpec, concurrency: int) -> int:
+def warmup_count(sweep: SweepSpec, concurrency: int | None, rate: float | None = None) -> int:
+    """Warm-up requests of a point: the plan's count; else in a closed loop one per stream (a
+    request lifetime each); in an open loop the arrivals of warmup_seconds, at most one per
+    slot of its cap (sized by load and by time: never the cap's worth at a slow rate)."""
+    if sweep.warmup_requests >= 0:
+        return sweep.warmup_requests
+    if not rate:
+        return concurrency or 1
+    n = max(1, math.ceil(rate * warmup_seconds(sweep, rate) - 1e-9))
+    return min(n, concurrency) if concurrency else n
+
+
+def warmup_ends_at_first_reply(sweep: SweepSpec, rate: float | None) -> bool:
+    """Whether a point's warm-up also ends when its first warm-up request ends (a request's
+    lifetime): an open loop whose plan sets neither warmup_requests nor warmup_s."""
+    return bool(rate) and sweep.warmup_requests < 0 and sweep.warmup_s <= 0
+
+
+def prompt_pool_size(sweep: SweepSpec, concurrency: int, rate: float | None = None) -> int:
     """Prompts a point draws before it starts (each load process holds them all)."""
-    warmup = warmup_count(sweep, concurrency)
+    warmup = warmup_count(sweep, concurrency, rate)
     if sweep.duration_s > 0:
         return min(warmup + 10**9, 4096)
     return warmup + max(sweep.requests_per_point, 1)
@@ -455,7 +493,8 @@ def client_memory_parts(plan: Plan, point: dict[str, Any]) -> list[tuple[int, st
                       f"its {'prompt file' if w.kind == 'jsonl' else 'dataset'} of {size / 2**20:,.1f} MiB "
                       f"read whole, about {FILE_BYTE_BYTES} bytes held a byte"))
     else:
-        n, each = prompt_pool_size(s, C), longest(w.input_dist, point["input_len"])
+        n, each = prompt_pool_size(s, point.get("concurrency") if point.get("request_rate") else C,
+                                   point.get("request_rate")), longest(w.input_dist, point["input_len"])
         if w.kind == "shared-prefix":
             # every prefix is drawn, however few prompts use it; a prompt keeps one token of its own
             prefixes = max(1, w.num_prefixes) * w.prefix_len
@@ -471,7 +510,7 @@ def client_memory_parts(plan: Plan, point: dict[str, Any]) -> list[tuple[int, st
     rate = point.get("request_rate")
     if rate:
         n = (int(rate * s.duration_s) if s.duration_s > 0 else s.requests_per_point)
-        parts.append(((n + warmup_count(s, C)) * ARRIVAL_BYTES, f"{n:,} scheduled arrivals"))
+        parts.append(((n + warmup_count(s, point.get("concurrency"), rate)) * ARRIVAL_BYTES, f"{n:,} scheduled arrivals"))
     return parts
 
 
@@ -648,6 +687,12 @@ def check_plan(plan: Plan) -> None:
     if s.ramp_s and s.request_rate:
         raise PlanError(f"{src} [sweep].ramp_s: spreads a closed loop's streams; an open loop "
                         "sends at its arrival times, so it would be recorded and not used")
+    if s.warmup_s > 0 and s.warmup_requests >= 0:
+        raise PlanError(f"{src} [sweep].warmup_s: the warm-up is given as {s.warmup_requests} requests "
+                        "(warmup_requests) and as a time; give one of them")
+    if s.warmup_s > 0 and w.kind == replay.TRACE:
+        raise PlanError(f"{src} [sweep].warmup_s: a trace warms up with warmup_requests of its own "
+                        "requests, so it would be recorded and not used")
     if s.requests_per_point < 1 and s.duration_s <= 0:
         raise PlanError(f"{src} [sweep].requests_per_point: {s.requests_per_point} requests; "
                         "a point needs at least 1 (or a positive duration_s)")
@@ -771,11 +816,11 @@ def affinity_problem(plan: Plan) -> str | None:
 
 # Plan keys that may differ when a round is resumed: where the plan file lies, its title and
 # expectations, and where the engine listens; anything else changes what the points measure.
-RESUME_FREE = {("source",), ("title",), ("expect",), ("slo",), ("engine", "endpoint"), ("engine", "port"),
+RESUME_FREE = {("source",), ("title",), ("expect",), ("slo",), ("cost",), ("engine", "endpoint"), ("engine", "port"),
                ("engine", "endpoints")}
 # Plan keys a later version added, with the value that means what a plan without them ran.
 ADDED_KEYS = {("engine", "endpoints"): [], ("engine", "commands"): [], ("client", "ray"): "",
-              ("client", "nodes"): 0, ("client", "workers_per_node"): 1}
+              ("client", "nodes"): 0, ("client", "workers_per_node"): 1, ("sweep", "warmup_s"): 0.0}
 
 
 def resume_problem(recorded: dict[str, Any], now: dict[str, Any]) -> str | None:

@@ -4,7 +4,9 @@ The caller passes where the point's shared state lives — a `Slots`: the reques
 the measured flag, the deadline and the stop flag; plain attributes in one process, shared
 memory across worker processes — and what becomes of each finished request. Invariants:
 request indices are unique and, counted, end at the point's total; indices below `warmup`
-and every request sent before the ramp ends are warm-up; the first other request marks the
+and every request sent before the ramp (or a closed loop's `warmup_s`) ends are warm-up, save
+that an open loop sized by the point (warmup_ends_at_first_reply) ends its warm-up, in every
+process, once one warm-up request has ended; the first other request marks the
 window's start (exactly once per point, whichever process sends it) and, for a point bound
 by duration, sets its deadline, checked against the time a slot came free.
 """
@@ -33,6 +35,8 @@ class Slots(Protocol):
     def first_measured(self) -> bool: ...
     def set_deadline(self, t: float) -> None: ...
     def stopped(self) -> bool: ...
+    def end_warmup(self) -> None: ...
+    def warmup_over(self) -> bool: ...
 
 
 @dataclass
@@ -45,6 +49,7 @@ class LocalSlots:
     measured: bool = False
     deadline: float = math.inf
     stop: bool = False
+    warm_over: bool = False
 
     def next_index(self, t_slot: float) -> int | None:
         """The next request's index, or None when the point is done (count or deadline)."""
@@ -68,6 +73,12 @@ class LocalSlots:
     def stopped(self) -> bool:
         return self.stop
 
+    def end_warmup(self) -> None:
+        self.warm_over = True
+
+    def warmup_over(self) -> bool:
+        return self.warm_over
+
 
 def is_warmup(i: int, warmup: int, t_slot: float, ramp_end: float) -> bool:
     """Whether request I is warm-up: among the first WARMUP, or sent before the ramp ended."""
@@ -90,11 +101,22 @@ class PointRun:
     on_measure: Callable[[float], None]          # the window's start, once per point
     on_record: Callable[[dict], Awaitable[None]]  # every finished request, warm-up included
     on_issue: Callable[[], None] = lambda: None   # each request issued (for progress)
+    # The warm-up also ends once one warm-up request has ended (its lifetime), in any process.
+    ends_at_first_reply: bool = False
+
+
+def warm_until(point: dict, t_start: float, warmup_s: float) -> float:
+    """Until when a point's sends are warm-up whatever their index: a closed loop's ramp, or
+    its plan's warmup_s where longer; an open loop counts its warm-up (warmup_count)."""
+    if point.get("request_rate"):
+        return t_start
+    return t_start + max(point.get("ramp_s") or 0.0, warmup_s)
 
 
 def warm_or_measure(run: PointRun, i: int, t_slot: float) -> bool:
     """Whether request I is warm-up; the first other one marks the window's start."""
-    is_warm = is_warmup(i, run.warmup, t_slot, run.ramp_end)
+    is_warm = is_warmup(i, run.warmup, t_slot, run.ramp_end) and not (
+        run.ends_at_first_reply and run.slots.warmup_over())
     if not is_warm and run.slots.first_measured():
         t = run.now()
         run.on_measure(t)
@@ -107,6 +129,8 @@ async def send_one(run: PointRun, i: int, t_slot: float, t_sched: float | None) 
     """Send request I and hand its record over."""
     is_warm = warm_or_measure(run, i, t_slot)
     rec = await run.send(run.pool[i % len(run.pool)], i, is_warm, t_slot, t_sched)
+    if is_warm and run.ends_at_first_reply:
+        run.slots.end_warmup()
     await run.on_record(rec)
 
 
@@ -138,6 +162,10 @@ async def drive_open(run: PointRun, arrivals: list[tuple[int, float]], cap: int 
     for i, t_sched in arrivals:
         if run.slots.stopped():
             break
+        # A warm-up ended early leaves arrivals past the window's deadline: they are not sent.
+        if run.ends_at_first_reply and run.by_duration and run.slots.warmup_over() \
+                and run.slots.next_index(t_sched) is None:
+            break
         await sleep_until(t_sched, run.now)
         run.on_issue()
         tasks.append(asyncio.create_task(gated(i, t_sched)))
@@ -152,6 +180,45 @@ class ServerDied(Exception):
     """The server stopped answering during a point."""
 
 
+@dataclass
+class Phase:
+    """Where a point is, for its progress line: its warm-up requests ended of those planned,
+    when its window started (seconds into the point; None: still warming up) and, for a point
+    bound by duration, the window's length."""
+
+    warm_done: int
+    warm_total: int
+    measured_at: float | None = None
+    window_s: float | None = None
+
+
+def _eta(elapsed: float, done: int, left: int) -> float:
+    return elapsed / done * left if done else float("nan")
+
+
+def progress_line(head: str, done: int, total: int, tokens: int, errors: int, elapsed: float,
+                  phase: Phase | None = None) -> str:
+    """A point's progress line: requests ended of TOTAL and the ETA; with a PHASE, the warm-up
+    and the window apart, each with its own ETA (a window bound by duration: the time it has left)."""
+    rate = tokens / elapsed if elapsed > 0 else 0.0
+    tail = f"{rate:,.0f} output tok/s, {errors} errors"
+    if phase is None:
+        return f"{head}: {done}/{total} requests, {tail}, ETA {_eta(elapsed, done, total - done):,.0f} s"
+    wd, wt = phase.warm_done, phase.warm_total
+    if phase.measured_at is None and not wt:
+        return f"{head}: window starting, {tail}"
+    if phase.measured_at is None:
+        return (f"{head}: warm-up {wd}/{wt} requests, warm-up ETA {_eta(elapsed, wd, wt - wd):,.0f} s, "
+                f"{tail}")
+    in_window, since = elapsed - phase.measured_at, max(done - wd, 0)
+    if phase.window_s is not None:
+        counted, eta = f"{since} requests", max(phase.window_s - in_window, 0.0)
+    else:
+        left = max(total - wt - since, 0)
+        counted, eta = f"{since}/{max(total - wt, 0)} requests", _eta(in_window, since, left)
+    return (f"{head}: warm-up {wd}/{wt} ended; window {counted}, {tail}, window ETA {eta:,.0f} s")
+
+
 def lag_sample(t: float, loop_lag_s: float, streams=None) -> dict[str, Any]:
     """One client.jsonl record."""
     rec: dict[str, Any] = {"t": t, "loop_lag_s": loop_lag_s, "tasks": len(asyncio.all_tasks())}
@@ -164,10 +231,13 @@ def point_shape(plan: Plan, point: dict, index: int) -> tuple[int, int, int, boo
     """(concurrency, warm-up requests, total requests, by duration, seed, prompt-pool size)."""
     sw = plan.sweep
     C = point.get("concurrency") or 1
-    warmup = warmup_count(sw, C)
+    rate = point.get("request_rate")
+    # An open loop's concurrency is its cap (none: no cap); a closed loop's, its streams.
+    slots = point.get("concurrency") if rate else C
+    warmup = warmup_count(sw, slots, rate)
     by_duration = sw.duration_s > 0
     total = warmup + (sw.requests_per_point if not by_duration else 10**9)
-    pool_size = min(total, prompt_pool_size(sw, C))
+    pool_size = min(total, prompt_pool_size(sw, slots, rate))
     return C, warmup, total, by_duration, point_seed(plan.seed, index), pool_size
 
 
@@ -214,6 +284,7 @@ def route(urls: list[str], n: int, extra: dict | None = None) -> tuple[str, dict
 def tally(counts: dict, rec: dict) -> bool:
     """Count a finished request into COUNTS (done, tokens, errors); True if it succeeded."""
     counts["done"] += 1
+    counts["warm_done"] = counts.get("warm_done", 0) + bool(rec.get("warmup"))
     if rec["status"] == "ok":
         counts["tokens"] += sum(n or 0 for _, n in rec["chunks"])
         return True

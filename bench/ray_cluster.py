@@ -39,7 +39,7 @@ from typing import Any
 
 from bench.clock_sync import ClockServer
 from bench.plan import Plan
-from bench.point_driver import RoundFailed, end_point, point_shape
+from bench.point_driver import Phase, RoundFailed, end_point, point_shape
 from bench.prompts import Prompt
 from bench.workers import ShardWriter, point_commands, shard_name, share_count
 from bundle.store import BundleWriter
@@ -262,6 +262,7 @@ class RayPool:
         t_start = w.now() + RAY_LEAD_S
         cmds = point_commands(self.plan, point, index, n, engine.endpoints, model, t_start, 0.0)
         total, by_duration = cmds[0]["total"], cmds[0]["by_duration"]
+        phase = Phase(0, cmds[0]["warmup"], window_s=self.plan.sweep.duration_s if by_duration else None)
         futs = [asyncio.wrap_future(a.run_point.remote({**cmd, "stride": n, "record_worker": True})
                                     .future()) if isinstance(clock, dict) else _failed(clock)
                 for a, cmd, clock in zip(used, cmds, clocks)]
@@ -272,15 +273,21 @@ class RayPool:
             await asyncio.wait(futs, timeout=POLL_S)
             polls = await asyncio.gather(*(self._call(a.poll.remote(), POLL_S * 4)
                                            for a, f in zip(used, futs) if not f.done()))
-            counts = {key: sum(p["counts"][key] for p in polls if isinstance(p, dict))
-                      for key in ("done", "tokens", "errors", "issued")}
+            counts = {key: sum(p["counts"].get(key, 0) for p in polls if isinstance(p, dict))
+                      for key in ("done", "tokens", "errors", "issued", "warm_done")}
             for f in futs:
                 if f.done() and not f.exception():
                     for key in counts:
-                        counts[key] += f.result()["counts"][key]
+                        counts[key] += f.result()["counts"].get(key, 0)
+            # For the progress line only: the window started when a worker first says it measured
+            # (within a poll); the bundle's measure event is the earliest send, once shards return.
+            phase.warm_done = counts["warm_done"]
+            if phase.measured_at is None and any(isinstance(p, dict) and p.get("measure") is not None
+                                                 for p in polls):
+                phase.measured_at = w.now() - t_start
             progress.update(index, point["id"], counts["done"],
                             total if not by_duration else counts["issued"],
-                            counts["tokens"], counts["errors"], w.now() - t_start)
+                            counts["tokens"], counts["errors"], w.now() - t_start, phase=phase)
             err = next((p["transport_error"] for p in polls
                         if isinstance(p, dict) and p["transport_error"]), None)
             if err and not stopped and not await asyncio.to_thread(engine.alive):

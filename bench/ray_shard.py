@@ -39,7 +39,7 @@ from bench.loop import run as run_loop
 from bench.point_driver import LocalSlots
 from bench.workers import ABORT, READY_TIMEOUT_S, RUN, STOP, ShardWriter, _worker
 
-POINT_COUNTS = ("done", "tokens", "errors", "issued")
+POINT_COUNTS = ("done", "tokens", "errors", "issued", "warm_done")
 
 
 class StrideSlots(LocalSlots):
@@ -199,7 +199,8 @@ class ShardActor:
     def poll(self) -> dict:
         """The running point's counts so far, and its last transport error."""
         with self.inbox.cv:
-            return {"counts": dict(self.inbox.counts), "transport_error": self.inbox.transport_error}
+            return {"counts": dict(self.inbox.counts), "transport_error": self.inbox.transport_error,
+                    "measure": self.inbox.measure}
 
     def stop(self) -> None:
         """Stop issuing requests (the server is gone): the share ends with what is in flight."""

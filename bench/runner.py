@@ -32,9 +32,17 @@ from bench.exposition import parse_exposition
 from bench.hostcpu import host_monitor
 from bench.loop import collect_between_points
 from bench.loop import run as run_loop
-from bench.plan import Plan, PlanError, context_problem, flags_problem, resume_problem
+from bench.plan import (
+    Plan,
+    PlanError,
+    context_problem,
+    flags_problem,
+    resume_problem,
+    warmup_ends_at_first_reply,
+)
 from bench.point_driver import (
     LocalSlots,
+    Phase,
     PointRun,
     RoundFailed,
     ServerDied,
@@ -45,11 +53,13 @@ from bench.point_driver import (
     lag_sample,
     open_loop_arrivals,
     point_shape,
+    progress_line,
     route,
     send_request,
     tally,
     transport_error,
     warm_or_measure,
+    warm_until,
 )
 from bench.provenance import (
     collect_host_metadata,
@@ -182,15 +192,13 @@ class Progress:
         self.last = 0.0
 
     def update(self, idx: int, pid: str, done: int, total: int, tokens: int, errors: int,
-               elapsed: float, final: bool = False) -> None:
+               elapsed: float, final: bool = False, phase: Phase | None = None) -> None:
         now = time.monotonic()
         if not final and now - self.last < (0.5 if self.tty else 5.0):
             return
         self.last = now
-        rate = tokens / elapsed if elapsed > 0 else 0.0
-        eta = (elapsed / done * (total - done)) if done else float("nan")
-        line = (f"[{idx + 1}/{self.total_points}] {pid}: {done}/{total} requests, "
-                f"{rate:,.0f} output tok/s, {errors} errors, ETA {eta:,.0f} s")
+        line = progress_line(f"[{idx + 1}/{self.total_points}] {pid}", done, total, tokens, errors,
+                             elapsed, None if final else phase)
         if self.tty:
             self.stream.write("\r" + line.ljust(100) + ("\n" if final else ""))
         else:
@@ -211,10 +219,15 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
         await session.prepare(url)
     w.append("points", {"point": point["id"], "event": "start", "t": w.now(), "settings": point,
                         "seed": seed})
-    state = {"issued": 0, "done": 0, "tokens": 0, "errors": 0, "died": None,
+    state = {"issued": 0, "done": 0, "tokens": 0, "errors": 0, "warm_done": 0, "died": None,
              "transport_error": None}
     t_start = w.now()
     slots = LocalSlots(total=total, by_duration=by_duration)
+    phase = Phase(0, warmup, window_s=sw.duration_s if by_duration else None)
+
+    def measure(t: float) -> None:
+        phase.measured_at = t - t_start
+        w.append("points", {"point": point["id"], "event": "measure", "t": t})
 
     async def record(rec: dict) -> None:
         w.append("requests", rec)
@@ -225,8 +238,9 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
             if not state["died"] and not await asyncio.to_thread(engine.alive):
                 state["died"] = rec["error"]
                 slots.stop = True
+        phase.warm_done = state["warm_done"]
         progress.update(index, point["id"], state["done"], total if not by_duration else state["issued"],
-                        state["tokens"], state["errors"], w.now() - t_start)
+                        state["tokens"], state["errors"], w.now() - t_start, phase=phase)
 
     def issued() -> None:
         state["issued"] += 1
@@ -248,6 +262,7 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
         pool = replay.trace_prompts(wl, seed)
         total, warmup = replay.trace_counts(wl, sw.warmup_requests)
         slots.total = total
+        phase.warm_total = warmup
     elif wl.kind == replay.SHAREGPT:
         pool = replay.dataset_prompts(wl, dataset_tokenizer(plan))
     else:
@@ -255,11 +270,13 @@ async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, 
             wl, point["input_len"], point["output_len"], pool_size, seed)
     run = PointRun(
         pool=pool,
-        warmup=warmup, ramp_end=t_start + (point.get("ramp_s") or 0.0), by_duration=by_duration,
+        warmup=warmup, ramp_end=warm_until(point, t_start, sw.warmup_s), by_duration=by_duration,
         duration_s=sw.duration_s, slots=slots, now=w.now,
         send=send,
-        on_measure=lambda t: w.append("points", {"point": point["id"], "event": "measure", "t": t}),
-        on_record=record, on_issue=issued)
+        on_measure=measure,
+        on_record=record, on_issue=issued,
+        ends_at_first_reply=wl.kind not in (replay.TRACE, sessions.KIND)
+        and warmup_ends_at_first_reply(sw, point.get("request_rate")))
     if wl.kind == sessions.KIND:
         await sessions.drive_sessions(
             run, sessions.SessionDraws(wl, point["input_len"], point["output_len"], seed),

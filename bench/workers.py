@@ -52,8 +52,9 @@ from bench import replay
 from bench.client import Timeouts, open_stream_session
 from bench.loop import collect_between_points
 from bench.loop import run as run_loop
-from bench.plan import Plan, PlanError
+from bench.plan import Plan, PlanError, warmup_ends_at_first_reply
 from bench.point_driver import (
+    Phase,
     PointRun,
     RoundFailed,
     Slots,
@@ -68,6 +69,7 @@ from bench.point_driver import (
     send_request,
     tally,
     transport_error,
+    warm_until,
 )
 from bench.prompts import Prompt
 from bench.workload import make_prompts, stream_start_offsets
@@ -141,10 +143,11 @@ class Shared:
         self.deadline = ctx.RawValue("d", math.inf)  # duration mode: last send time
         self.measured = ctx.RawValue("i", 0)      # 1 once a non-warm-up request was sent
         self.stop = ctx.RawValue("i", RUN)
+        self.warm_over = ctx.RawValue("i", 0)     # 1 once a warm-up request ended (when that ends it)
 
     def reset(self) -> None:
         self.counter.value, self.deadline.value, self.measured.value = 0, math.inf, 0
-        self.stop.value = RUN
+        self.stop.value, self.warm_over.value = RUN, 0
 
 
 def worker_main(k: int, plan: Plan, bundle: str, t0: float, secrets: Redactor,
@@ -262,6 +265,12 @@ class SharedSlots:
     def stopped(self) -> bool:
         return bool(self.shared.stop.value)
 
+    def end_warmup(self) -> None:
+        self.shared.warm_over.value = 1
+
+    def warmup_over(self) -> bool:
+        return bool(self.shared.warm_over.value)
+
 
 def share_prompts(plan: Plan, cmd: dict, dataset: list[Prompt] | None) -> list[Prompt]:
     """The prompts a worker's share indexes: the whole trace, the dataset, or drawn ones."""
@@ -285,7 +294,7 @@ async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter,
     """Worker K's share of one point, through the same driver as one process."""
     wl, point = plan.workload, cmd["point"]
     urls, model, now = cmd["urls"], cmd["model"], shard.now
-    counts = {"done": 0, "tokens": 0, "errors": 0, "issued": 0}
+    counts = {"done": 0, "tokens": 0, "errors": 0, "issued": 0, "warm_done": 0}
     sent = dict(counts)
     last = [time.monotonic()]
 
@@ -319,7 +328,8 @@ async def _run_share(k: int, cmd: dict, plan: Plan, session, shard: ShardWriter,
         duration_s=plan.sweep.duration_s,
         slots=slots, now=now,
         send=send,
-        on_measure=lambda t: results.put(("measure", k, t)), on_record=record, on_issue=issued)
+        on_measure=lambda t: results.put(("measure", k, t)), on_record=record, on_issue=issued,
+        ends_at_first_reply=cmd.get("warm_ends", False))
     share = cmd["share"]
     for url in urls:               # within the lead the schedule leaves (OPEN_LOOP_LEAD_S)
         await session.prepare(url)
@@ -374,7 +384,9 @@ def point_commands(plan: Plan, point: dict, index: int, n: int, endpoints: list[
     return [{"point": point, "urls": completion_urls(endpoints, wl.api), "model": model,
              "warmup": warmup, "total": total, "by_duration": by_duration, "seed": seed,
              "pool_size": pool_size, "share": shares[k],
-             "ramp_end": t_start + (point.get("ramp_s") or 0.0)} for k in range(n)]
+             "ramp_end": warm_until(point, t_start, plan.sweep.warmup_s),
+             "warm_ends": not trace and warmup_ends_at_first_reply(plan.sweep, point.get("request_rate"))}
+            for k in range(n)]
 
 
 class WorkerPool:
@@ -500,8 +512,9 @@ class WorkerPool:
         total, by_duration = cmds[0]["total"], cmds[0]["by_duration"]
         for k in range(n):
             self.commands[k].put(cmds[k])
-        state = {"done": 0, "tokens": 0, "errors": 0, "issued": 0, "died": None,
+        state = {"done": 0, "tokens": 0, "errors": 0, "issued": 0, "warm_done": 0, "died": None,
                  "transport_error": None}
+        phase = Phase(0, cmds[0]["warmup"], window_s=self.plan.sweep.duration_s if by_duration else None)
         check: asyncio.Task | None = None
 
         async def check_server(err: str) -> None:
@@ -518,10 +531,12 @@ class WorkerPool:
                 if kind == "progress":
                     for key, v in msg[2].items():
                         state[key] += v
+                    phase.warm_done = state["warm_done"]
                     progress.update(index, point["id"], state["done"],
                                     total if not by_duration else state["issued"],
-                                    state["tokens"], state["errors"], w.now() - t_start)
+                                    state["tokens"], state["errors"], w.now() - t_start, phase=phase)
                 elif kind == "measure":
+                    phase.measured_at = msg[2] - t_start
                     w.append("points", {"point": point["id"], "event": "measure", "t": msg[2]})
                 elif kind == "transport_error":
                     state["transport_error"] = msg[2]

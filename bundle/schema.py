@@ -233,7 +233,7 @@ MANIFEST_FIELDS: dict[str, dict[str, Check]] = {
               "served_name": nullable(text), "tokenizer_vocab_size": nullable(count),
               "load_format": nullable(text)},
     "plan": {"engine": obj, "workload": obj, "sweep": obj, "sampler": obj, "client": obj,
-             "expect": obj, "slo": obj, "seed": integer, "id": text, "title": text},
+             "expect": obj, "slo": obj, "cost": obj, "seed": integer, "id": text, "title": text},
     "plan.engine": {"mode": text, "endpoint": text, "endpoints": array, "commands": array,
                     "flags": array, "env": obj, "model_config": text},
     "plan.sweep": {"concurrency": array, "input_len": array, "request_rate": array,

@@ -87,9 +87,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     keys: dict[str, str] = {}
     refused: list[str] = []     # rounds whose bundle could not be read; the others are built
-    slo = slo_argument(args)
+    slo, cost = slo_argument(args), cost_argument(args)
     if args.bundle:
-        reports = compose_rounds(pairs, slo=slo)
+        reports = compose_rounds(pairs, slo=slo, cost=cost)
     else:
         # A round whose bundle, previous round, code, templates and formats are unchanged
         # keeps its pages; each stale round is composed with the round before it.
@@ -100,7 +100,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         stale = []
         for b, r in pairs:
             try:
-                keys[r] = round_key(b, every.get(previous_round_id(r) or ""), code, formats, args.slo)
+                keys[r] = round_key(b, every.get(previous_round_id(r) or ""), code, formats, args.slo,
+                                    cost and repr(cost[0]))
             except Exception as e:  # noqa: BLE001 - one round that cannot be read stops no other
                 refused.append(f"{r}: {refusal_text(e)}")
                 continue
@@ -111,7 +112,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         wanted = (set(stale) | {previous_round_id(r) for r in stale}) - {
             line.split(":", 1)[0] for line in refused}
         reports = [rep for rep in compose_rounds([(b, r) for r, b in every.items() if r in wanted],
-                                                 refused, slo)
+                                                 refused, slo, cost)
                    if rep.round_id in stale]
         for line in refused:
             from bundle.textsafety import terminal_line
@@ -196,7 +197,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     from report.judge.result import judge_bundle
     from report.publish.dumps import ledger_json
     from report.publish.numbers import format_value
-    res = judge_bundle(args.run_dir, slo_argument(args), gpu_argument(args))
+    res = judge_bundle(args.run_dir, slo_argument(args), gpu_argument(args), cost_argument(args))
     rd, led = res.rd, res.led
     print_warnings(rd.bundle.path, rd.bundle.warnings)
     if args.json:
@@ -211,7 +212,7 @@ def cmd_findings(args: argparse.Namespace) -> int:
     from bundle.textsafety import json_text, terminal_line
     from report.judge.result import judge_bundle
     from report.publish.dumps import findings_json
-    res = judge_bundle(args.run_dir, slo_argument(args), gpu_argument(args))
+    res = judge_bundle(args.run_dir, slo_argument(args), gpu_argument(args), cost_argument(args))
     print_warnings(res.rd.bundle.path, res.rd.bundle.warnings)
     out = findings_json(res)
     if args.json:
@@ -248,6 +249,34 @@ def gpu_argument(args: argparse.Namespace) -> str:
     if name and lookup_gpu(name) is None:
         raise GpuArgumentError(f"--gpu {name!r}: not in the GPU spec table (known: {', '.join(known_gpu_names())})")
     return name
+
+
+COST_FLAGS = {"gpu_hour_price": "--gpu-hour-price", "target_req_s": "--target-rps", "target_tok_s": "--target-tok-s"}
+
+
+def add_cost_arguments(c: argparse.ArgumentParser) -> None:
+    """The flags that cost a round: its price per GPU-hour and a target load (bundle/cost.py)."""
+    c.add_argument("--gpu-hour-price", type=float, metavar="USD",
+                   help="price of one GPU for one hour: prices every point's tokens and the SLO capacity's "
+                        "(overrides the round's slo.toml or plan [cost])")
+    c.add_argument("--target-rps", type=float, metavar="REQ_S",
+                   help="requests per second a deployment must serve: the replicas and GPUs it needs")
+    c.add_argument("--target-tok-s", type=float, metavar="TOK_S",
+                   help="output tokens per second a deployment must serve (where --target-rps is not given)")
+
+
+def cost_argument(args: argparse.Namespace):
+    """The cost flags given as (Cost, "--gpu-hour-price, ..."), or None; a bad value raises CostError naming its flag."""
+    from bundle.cost import CostError, cost_from_dict
+    given = {k: getattr(args, k) for k in COST_FLAGS if getattr(args, k, None) is not None}
+    if not given:
+        return None
+    try:
+        cost = cost_from_dict(given, "command line")
+    except CostError as e:
+        flag = next(f for k, f in COST_FLAGS.items() if f"].{k}:" in str(e))
+        raise CostError(f"{flag}: {str(e).split(': ', 1)[1]}") from None
+    return cost, ", ".join(COST_FLAGS[k] for k in given)
 
 
 def slo_argument(args: argparse.Namespace):
@@ -350,6 +379,7 @@ def add_build_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--jobs", type=int, default=None,
                    help="processes rendering documents at once (default: the usable cores)")
     b.add_argument("--slo", help=SLO_HELP)
+    add_cost_arguments(b)
 
 
 def add_bundle_arguments(c: argparse.ArgumentParser) -> None:
@@ -358,6 +388,7 @@ def add_bundle_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument("--json", action="store_true")
     c.add_argument("--slo", help=SLO_HELP)
     c.add_argument("--gpu", help=GPU_HELP)
+    add_cost_arguments(c)
 
 
 def add_text_arguments(c: argparse.ArgumentParser) -> None:

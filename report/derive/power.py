@@ -1,4 +1,4 @@
-"""Power, temperature, clocks, energy and GPM hardware counters of a window, from a bundle's raw NVML samples.
+"""Power, temperature, clocks and GPM hardware counters of a window, from a bundle's raw NVML samples.
 
 Each function is pure, takes the `gpu` stream's records as read (`Bundle.gpu`) plus a window
 [t_start, t_end] on the bundle's clock, and raises Absent (with the reason in words) when the
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import statistics
 from functools import lru_cache
-from itertools import pairwise
 from typing import Any, Iterable, Mapping
 
 from bundle.gpu_fields import reason_bits
@@ -195,55 +194,6 @@ def median_sm_clock_under_load_mhz(samples: Samples, t_start: float, t_end: floa
                         Reason.of("reason.util_at_least", pct=busy_util_pct))
 
 
-def _counter_at(points: list[tuple[float, int]], t: float, gpu: int) -> float:
-    """The energy counter at T, interpolated linearly between the samples around it (mJ)."""
-    if t < points[0][0] or t > points[-1][0]:
-        raise Absent("reason.outside_energy_samples",
-                     t=t, gpu=gpu, first=points[0][0], last=points[-1][0])
-    for (t0, e0), (t1, e1) in pairwise(points):
-        if t0 <= t <= t1:
-            return e0 if t1 == t0 else e0 + (e1 - e0) * (t - t0) / (t1 - t0)
-    return float(points[-1][1])  # a single sample, exactly at t
-
-
-@point_quantity(unit="J")
-def energy_j(gpu_samples: Samples, t_start: float, t_end: float, gpu: int | None = None) -> float:
-    """Energy used in [t_start, t_end] from NVML's energy counter, summed over GPUs (J).
-
-    The counter (mJ since driver load) is interpolated linearly at both ends of the window;
-    gpu=None sums every GPU in the samples.
-    """
-    if gpu_samples is None:
-        raise Absent("reason.no_gpu_telemetry")
-    samples = list(gpu_samples)
-    gpus = sorted({s.get("gpu", 0) for s in samples}) if gpu is None else [gpu]
-    if not gpus:
-        raise Absent("reason.no_gpu_telemetry")
-    total = 0.0
-    for g in gpus:
-        points = sorted((s["t"], s["energy_mj"]) for s in samples
-                        if s.get("gpu", 0) == g and s.get("energy_mj") is not None)
-        if not points:
-            raise Absent("reason.nvml_no_energy", g=g)
-        # Every sample the interpolation spans, the bracketing ones outside the window too.
-        lo = max([i for i, (t, _) in enumerate(points) if t <= t_start], default=0)
-        hi = min([i for i, (t, _) in enumerate(points) if t >= t_end], default=len(points) - 1)
-        if any(b[1] < a[1] for a, b in pairwise(points[lo:hi + 1])):
-            raise Absent("reason.energy_backwards_reset", g=g)
-        delta = _counter_at(points, t_end, g) - _counter_at(points, t_start, g)
-        if delta < 0:
-            raise Absent("reason.energy_backwards", g=g)
-        total += delta / 1000.0
-    return total
-
-
-def joules_per_output_token(energy_j: float, output_tokens: int) -> float:
-    """GPU energy per generated token in the window (J/token)."""
-    if not output_tokens:
-        raise Absent("reason.no_output_token")
-    return energy_j / output_tokens
-
-
 # The point's quantities of the NVML samples above: each names the point's GPU rows and window.
 
 @point_quantity(unit="W")
@@ -274,12 +224,6 @@ def sm_clock_load_mhz(gpu_samples: Samples, t_start: float, t_end: float) -> flo
 def gpu_util_median_pct(gpu_samples: Samples, t_start: float, t_end: float) -> float:
     """Median of NVML's GPU utilisation (share of time a kernel ran) in the point's window, %."""
     return median_gpu_util_pct(gpu_samples, t_start, t_end)
-
-
-@point_quantity(unit="J/tok")
-def joules_per_token(energy_j: float, output_tokens_in_window: int) -> float:
-    """GPU energy per output token whose chunk arrived in the point's window (J/token)."""
-    return joules_per_output_token(energy_j, output_tokens_in_window)
 
 
 @point_quantity(unit="TFLOP/s")

@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from bundle.cost import Cost, CostError, cost_from_dict, cost_of_file
 from bundle.request_table import RequestTable
 from bundle.slo import Slo, SloError, slo_from_dict, slo_of_file
 from bundle.store import Bundle
 from report.derive import analyses as A
 from report.derive import clienterror as CE
 from report.derive import delivery as DL
+from report.derive import energy as EN
 from report.derive import occupancy as OC
 from report.derive import power as PW
 from report.derive import prefilltail as PT
@@ -81,6 +83,10 @@ class RoundData:
     # The GPU the server ran on as the user names it (`--gpu`), for a bundle whose client sampled
     # none (a server on another host); the bundle's own GPUs win where it has them.
     gpu_name: str = ""
+    # The price per GPU-hour and target load the round is costed at and where they were stated
+    # (None: none given, or the Reason its [cost] could not be read).
+    cost: Cost | Reason | None = None
+    cost_source: str = ""
     # The GPU rows once read (gpu_samples): read on first use, every quantity then shares them.
     _gpu_rows: Any = field(default=None, repr=False, compare=False)
 
@@ -132,9 +138,11 @@ def sweep_axis(points: list[PointData]) -> str:
 
 
 def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str = "",
-               gpu_name: str = "") -> RoundData:
+               gpu_name: str = "", cost: tuple[Cost, str] | None = None) -> RoundData:
     """Split a bundle into points with their windows and requests; SLO (the Slo and where it
-    was stated) overrides the round's own (round_slo); ROUND_ID names it in a series of rounds."""
+    was stated) overrides the round's own (round_slo); ROUND_ID names it in a series of rounds;
+    COST (a Cost and where stated) overrides the keys it gives of the round's own (round_cost)."""
+    reads_slo = slo is not NO_SLO
     wins = ST.point_windows(bundle.points)
     pts = []
     for w in wins.values():
@@ -150,9 +158,13 @@ def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str
     config = (bundle.manifest.get("model") or {}).get("config")
     slo, slo_source = slo if slo is not None else round_slo(bundle)
     others = tuple((name, server_log_facts(text)) for name, text in bundle.other_server_logs())
+    # A reader that uses no SLO (`summary`) uses no cost either: the round's slo.toml stays unread.
+    own, own_source = round_cost(bundle) if reads_slo else (None, "")
+    if cost is not None and not isinstance(own, Reason):
+        own, own_source = cost[0].over(own), ", ".join(x for x in (cost[1], own_source) if x)
     return RoundData(bundle=bundle, points=pts, log=log, config=config, axis=sweep_axis(pts),
                      slo=slo, slo_source=slo_source, round_id=round_id, other_logs=others,
-                     gpu_name=gpu_name)
+                     gpu_name=gpu_name, cost=own, cost_source=own_source)
 
 
 # read_round's SLO for a reader that uses none (`summary`): the round's own is not read, so a
@@ -183,6 +195,32 @@ def round_slo(bundle: Bundle) -> tuple[Slo | Reason | None, str]:
         return slo_from_dict(table, where), where
     except SloError as e:
         return Reason.of("reason.slo_unreadable", problem=str(e)), where
+
+
+def round_cost(bundle: Bundle) -> tuple[Cost | Reason | None, str]:
+    """The round's price and target load and where stated: its slo.toml's [cost], else its
+    plan's [cost]; None when neither gives one. A [cost] in slo.toml that cannot be read raises
+    CostError (as its [slo] would); the plan's is a Reason."""
+    path = slo_file_of(bundle.path)
+    if os.path.lexists(path):
+        found = cost_of_file(path)
+        if found is not None:
+            return found, str(path.name)
+    table = (bundle.manifest.get("plan") or {}).get("cost")
+    if not table:
+        return None, ""
+    where = f"{bundle.name}/manifest.json: plan.cost"
+    try:
+        return cost_from_dict(table, where), where
+    except CostError as e:
+        return Reason.of("reason.cost_unreadable", problem=str(e)), where
+
+
+def cost_raw(rd: RoundData) -> tuple[Any, tuple[str, ...]]:
+    """The round's cost as a raw input: the Cost and where stated, or the Reason there is none."""
+    if rd.cost is None:
+        return Reason.of("reason.no_gpu_hour_price"), ()
+    return rd.cost, (rd.cost_source,) if rd.cost_source else ()
 
 
 def slo_raw(rd: RoundData) -> tuple[Any, tuple[str, ...]]:
@@ -217,6 +255,7 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
                                  for i, g in enumerate(rd.bundle.manifest.get("gpus") or ())},
             (f"{rd.name}/manifest.json: gpus[].gpm_absent_reason",))
     raw.add("slo", *slo_raw(rd))
+    raw.add("cost", *cost_raw(rd))
     # A Ray round's workers at this point (shards.jsonl): each one an item of clienterror.py.
     shards = [s for s in rd.bundle.shards if s["point"] == p.pid]
     shards_src = (f"{rd.name}/{rd.bundle.file_for('shards')}",)
@@ -334,6 +373,7 @@ def round_raw(rd: RoundData, pts: list[PointData]) -> RawSources:
     """The round's raw inputs over the points PTS (valid, in load order)."""
     raw = RawSources()
     raw.add("slo", *slo_raw(rd))
+    raw.add("cost", *cost_raw(rd))
     raw.add("scrapes", rd.bundle.metrics, _src_metrics(rd, float("-inf"), float("inf")))
     # Whether the plan had the sampler on says why there is no scrape; the values cite the scrapes.
     raw.add("metrics_sampler_on", _plan_metrics(rd))
@@ -478,7 +518,7 @@ def measured_ledger(rd: RoundData) -> Ledger:
         point_ledger(led, rd, p, raw)
         cross_check_ledger(led, rd, p, raw)
         modelled_raw(led, rd, p, raw)
-        for module in (R.__name__, PW.__name__, SP.__name__):
+        for module in (R.__name__, PW.__name__, SP.__name__, EN.__name__):
             resolve_point(led, module, p.pid, raw)
     return led
 

@@ -18,6 +18,12 @@ from report.registry import point_quantity, round_quantity
 
 # The server "held" the point when running + waiting averaged at least this share of C.
 HELD_MIN = 0.9
+# The energy counter's delta over a window against the trapezoid of the power samples: the
+# counter is used within this share of the integral. The samples come once a second (NVML's
+# power on Ampere and later is itself a one-second mean), so the trapezoid misses at most about
+# one interval of each edge's ramp: a few per cent of a 20 s window. Past this share the counter
+# is stale, counts something else or was sampled too sparsely to interpolate at the edges.
+ENERGY_TOL = 0.1
 # Send times within this share of the median request lifetime count as "together".
 SYNC_EPS = 0.05
 # Lockstep: a request's send is, on average, together with more than this share of the
@@ -253,6 +259,12 @@ def rule_repro_tput_tol() -> float:
 def rule_repro_ttft_tol() -> float:
     """Largest TTFT p99 difference at shared points for two rounds to reproduce their latency (policy)."""
     return REPRO_TTFT_TOL
+
+
+@round_quantity(unit="fraction")
+def rule_energy_tol() -> float:
+    """Largest relative difference between the energy counter's delta and the power samples' integral over a window for the counter to be used (policy)."""
+    return ENERGY_TOL
 
 
 @round_quantity(unit="fraction")

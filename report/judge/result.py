@@ -145,16 +145,17 @@ def refusal_text(e: Exception) -> str:
 
 
 def judge_rounds(pairs: list[tuple[str | Path, str]], refused: list[str] | None = None,
-                 slo=None, gpu_name: str = "", judge_last_only: bool = False) -> list[RoundResult]:
+                 slo=None, gpu_name: str = "", judge_last_only: bool = False, cost=None) -> list[RoundResult]:
     """Every round of PAIRS (bundle path, round id) judged, each against the round before it
     (by round id). With REFUSED, a round that cannot be read or judged is left out and its error
     appended there (the others go on); without it, the error stops. SLO, a (Slo, where stated)
     pair, overrides every round's own; GPU_NAME names the server's GPU where a bundle sampled none;
-    JUDGE_LAST_ONLY: the rounds before the last are read only as its previous round."""
+    JUDGE_LAST_ONLY: the rounds before the last are read only as its previous round; COST, a
+    (Cost, where stated) pair, overrides the keys it gives."""
     read = []
     for path, rid in pairs:
         try:
-            rd = read_round(read_bundle(path), slo, rid, gpu_name=gpu_name)
+            rd = read_round(read_bundle(path), slo, rid, gpu_name=gpu_name, cost=cost)
             read.append((Path(path), rid, rd, build_ledger(rd)))
         except Exception as e:  # noqa: BLE001 - with REFUSED, one round stops no other
             if refused is None:
@@ -224,7 +225,7 @@ def round_id_for(bundle: Path) -> str:
     return bundle.parent.name if bundle.name == "bundle" else bundle.name
 
 
-def judge_bundle(path: str | Path, slo=None, gpu_name: str = "") -> RoundResult:
+def judge_bundle(path: str | Path, slo=None, gpu_name: str = "", cost=None) -> RoundResult:
     """The bundle at PATH (a run directory or its bundle/) judged as `build` judges it: against
     the previous round where one sits beside it (`runs/round-3` beside `runs/round-4`)."""
     d = Path(path)
@@ -235,4 +236,4 @@ def judge_bundle(path: str | Path, slo=None, gpu_name: str = "") -> RoundResult:
     prev = previous_round_id(rid)
     if prev and d.name == "bundle" and (d.parent.parent / prev / "bundle" / "manifest.json").exists():
         pairs.insert(0, (d.parent.parent / prev / "bundle", prev))
-    return judge_rounds(pairs, slo=slo, gpu_name=gpu_name, judge_last_only=True)[-1]
+    return judge_rounds(pairs, slo=slo, gpu_name=gpu_name, judge_last_only=True, cost=cost)[-1]

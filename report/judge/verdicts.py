@@ -21,7 +21,7 @@ from report.derive.round_ledger import (
     valid_points,
     valid_points_ledger,
 )
-from report.judge import diagnosis, goodput
+from report.judge import cost, diagnosis, goodput
 from report.judge.diagnosis import Attribution, Validity, point_bottleneck, point_validity
 from report.judge.sets import SetComparison, set_comparisons
 from report.ledger import Ledger
@@ -55,8 +55,11 @@ def build_ledger(rd: RoundData) -> Ledger:
         raw = point_raw(rd, p)
         resolve_point(led, occupancy.__name__, p.pid, raw, after_valid_points=True)
         resolve_point(led, goodput.__name__, p.pid, raw)
+        resolve_point(led, cost.__name__, p.pid, raw)
     pts = sorted(valid_points(rd, validity), key=lambda p: load_of(p) or 0)
     resolve_round(led, goodput.__name__, [p.pid for p in pts], round_raw(rd, pts))
+    # What the capacity answer costs: its throughput, energy and price, the replicas a target needs.
+    resolve_round(led, cost.__name__, [p.pid for p in pts], round_raw(rd, pts))
     resolve_round(led, reconcile.__name__, [p.pid for p in pts], round_raw(rd, pts))
     # A round of server sets: each set against the base set, on its question's two signals.
     rd.verdicts = Verdicts(validity=validity, attribution=attribution,
@@ -64,12 +67,12 @@ def build_ledger(rd: RoundData) -> Ledger:
     return led
 
 
-def read_bundle_ledger(path: str | Path, slo=None, gpu_name: str = ""):
+def read_bundle_ledger(path: str | Path, slo=None, gpu_name: str = "", cost=None):
     """(RoundData, Ledger) of the bundle at PATH (a run directory or its bundle/); SLO, a
     (Slo, where stated) pair, overrides the round's own; GPU_NAME names the server's GPU where
-    the bundle sampled none."""
+    the bundle sampled none; COST, a (Cost, where stated) pair, overrides the keys it gives."""
     d = Path(path)
     if (d / "bundle" / "manifest.json").exists():
         d = d / "bundle"
-    rd = read_round(read_bundle(d), slo, gpu_name=gpu_name)
+    rd = read_round(read_bundle(d), slo, gpu_name=gpu_name, cost=cost)
     return rd, build_ledger(rd)

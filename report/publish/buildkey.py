@@ -44,15 +44,15 @@ def bundle_digest(bundle: Path) -> str:
 
 
 def round_key(bundle: Path, prev_bundle: Path | None, code: str, formats: tuple[str, ...],
-              slo_text: str | None = None) -> str:
-    """The key of one round's pages (its SLO too: the --slo given, or its slo.toml)."""
+              slo_text: str | None = None, cost_text: str | None = None) -> str:
+    """The key of one round's pages (its SLO too: the --slo given, or its slo.toml; and the cost flags given)."""
     from report.derive.round_ledger import slo_file_of
     slo_file = slo_file_of(Path(bundle))
     # Read as the ledger reads it (bounded, a regular file): SloError for one it would refuse.
     slo = slo_text or (hashlib.sha256(slo_file_text(slo_file).encode()).hexdigest()
                        if os.path.lexists(slo_file) else "-")
     parts = [bundle_digest(bundle), bundle_digest(prev_bundle) if prev_bundle else "-", code,
-             ",".join(formats), slo]
+             ",".join(formats), slo] + ([cost_text] if cost_text else [])
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 

@@ -191,11 +191,11 @@ def results_table(led: Ledger, pids: list[str], labels: dict[str, str]) -> Table
 
 
 def compose_rounds(pairs: list[tuple[str | Path, str]],
-                   refused: list[str] | None = None, slo=None) -> list[RoundReport]:
+                   refused: list[str] | None = None, slo=None, cost=None) -> list[RoundReport]:
     """The report object of every round of PAIRS, each judged against the round before it
-    (report.judge.result.judge_rounds: REFUSED and SLO as there)."""
+    (report.judge.result.judge_rounds: REFUSED, SLO and COST as there)."""
     out = []
-    for res in judge_rounds(pairs, refused, slo):
+    for res in judge_rounds(pairs, refused, slo, cost=cost):
         try:
             out.append(compose_from(res))
         except Exception as e:  # noqa: BLE001 - with REFUSED, one round stops no other

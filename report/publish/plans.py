@@ -18,8 +18,8 @@ from report.ledger import Ledger
 from report.publish.numbers import plain_text
 from report.words import round_name, word
 
-# The plan's tables in the order a plan file lists them (bench/plan.py's sections, then [slo]).
-SECTIONS = ("engine", "workload", "sweep", "sampler", "client", "slo")
+# The plan's tables in the order a plan file lists them (bench/plan.py's sections, then [slo] and [cost]).
+SECTIONS = ("engine", "workload", "sweep", "sampler", "client", "slo", "cost")
 TOP = ("id", "title", "seed")
 
 
@@ -45,8 +45,9 @@ def applied(recorded: dict, changes: dict, round_id: str, title: str) -> dict:
                 value = list(table.get(key) or []) + [x for x in value if x not in (table.get(key) or [])]
             table[key] = value
     plan["id"], plan["title"] = round_id, title
-    if not plan.get("slo"):
-        plan.pop("slo", None)
+    for table in ("slo", "cost"):
+        if not plan.get(table):
+            plan.pop(table, None)
     return plan
 
 

@@ -70,4 +70,7 @@ def test_a_remote_servers_gpus_are_read_from_its_exporter(engine, exporter, tmp_
         # Energy over the window, every GPU's counter: they advanced at the page's draws.
         window = led.value_of(k + "window_s")
         assert led.value_of(k + "energy_j") == pytest.approx(sum(WATTS) * window, rel=0.15)
+        # The counters agree with the integral of the page's power: the energy is the counters'.
+        assert led[k + "energy_counter_checked_j"].present
+        assert [key for _, key in led[k + "energy_j"].inputs] == [k + "energy_counter_checked_j"]
     assert led.value_of("r.peak_tflops") is not None        # the exporter's modelName: NVIDIA H200

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bench.exposition import parse_exposition
+from report.derive import energy as EN
 from report.derive import power as PW
 from tests.conftest import FIXTURES
 
@@ -45,7 +46,7 @@ def test_dcgm_blanks_are_no_reading_not_a_number():
 def test_the_window_functions_read_the_exporters_rows_as_nvmls():
     rows = PW.dcgm_gpu_rows(scrapes(*[(1_000_000 + 692_847 * i, 0) for i in range(6)]))
     assert PW.median_power_w(rows, 0.0, 5.0) == 692.847
-    assert PW.energy_j(rows, 0.0, 5.0, gpu=0) == pytest.approx(5 * 692.847)
+    assert EN.energy_counter_j(rows, 0.0, 5.0, gpu=0) == pytest.approx(5 * 692.847)
     assert PW.dram_bandwidth_share(rows, 0.0, 5.0) == pytest.approx(0.44)
     assert PW.tensor_active_share(rows, 0.0, 5.0, gpu=1) == 0.0
 

@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 from bundle.store import read_bundle
-from report.derive import power
+from report.derive import energy, power
 from report.ledger import Absent, Ledger
 from tests.conftest import FIXTURES
 
@@ -87,37 +87,37 @@ def mean_power_w(samples, a: float, z: float) -> float:
 
 def test_energy_matches_mean_power_times_duration(samples, phases):
     a, z = phases["steady"]
-    e = power.energy_j(samples, a, z)
+    e = energy.energy_counter_j(samples, a, z)
     assert e > 0
     assert e == pytest.approx(mean_power_w(samples, a, z) * (z - a), rel=0.01)
     assert e / (z - a) == pytest.approx(691, abs=3)
     # Over the whole capture (idle, ramp, load, idle) the two still agree within a few %.
     a, z = samples[0]["t"], samples[-1]["t"]
-    e = power.energy_j(samples, a, z)
+    e = energy.energy_counter_j(samples, a, z)
     assert e == pytest.approx((samples[-1]["energy_mj"] - samples[0]["energy_mj"]) / 1000)
     assert e == pytest.approx(mean_power_w(samples, a, z) * (z - a), rel=0.03)
 
 
 def test_energy_interpolates_between_samples(samples):
-    whole = power.energy_j(samples, 20.0, 30.0)
-    halves = power.energy_j(samples, 20.0, 25.5) + power.energy_j(samples, 25.5, 30.0)
+    whole = energy.energy_counter_j(samples, 20.0, 30.0)
+    halves = energy.energy_counter_j(samples, 20.0, 25.5) + energy.energy_counter_j(samples, 25.5, 30.0)
     assert halves == pytest.approx(whole)
-    assert power.energy_j(samples, 20.0, 30.0, gpu=0) == whole
+    assert energy.energy_counter_j(samples, 20.0, 30.0, gpu=0) == whole
 
 
 def test_joules_per_output_token(samples, phases):
     a, z = phases["steady"]
-    e = power.energy_j(samples, a, z)
-    assert power.joules_per_output_token(e, 1000) == pytest.approx(e / 1000)
+    e = energy.energy_counter_j(samples, a, z)
+    assert energy.joules_per_output_token(e, 1000) == pytest.approx(e / 1000)
     with pytest.raises(Absent):
-        power.joules_per_output_token(e, 0)
+        energy.joules_per_output_token(e, 0)
 
 
 # --- no data -------------------------------------------------------------------------------
 
 ALL = [power.median_power_w, power.peak_power_w, power.power_limit_w, power.max_temperature_c,
        power.power_cap_share, power.median_sm_clock_under_load_mhz, power.median_gpu_util_pct,
-       power.energy_j]
+       energy.energy_counter_j]
 
 
 @pytest.mark.parametrize("fn", ALL, ids=lambda f: f.__name__)
@@ -141,7 +141,7 @@ def test_refused_field_is_absent_not_zero():
           "throttle_reasons": None, "unsupported": ["temperature_c", "energy_mj",
                                                     "throttle_reasons"]} for i in range(5)]
     assert power.median_power_w(s, 0, 4) == 100.0
-    for fn in (power.max_temperature_c, power.energy_j, power.power_cap_share):
+    for fn in (power.max_temperature_c, energy.energy_counter_j, power.power_cap_share):
         with pytest.raises(Absent, match="not supported"):
             fn(s, 0, 4)
 
@@ -149,13 +149,13 @@ def test_refused_field_is_absent_not_zero():
 def test_counter_reset_is_absent():
     s = [{"t": 0.0, "gpu": 0, "energy_mj": 5000}, {"t": 1.0, "gpu": 0, "energy_mj": 100}]
     with pytest.raises(Absent, match="backwards"):
-        power.energy_j(s, 0.0, 1.0)
+        energy.energy_counter_j(s, 0.0, 1.0)
 
 
 def test_energy_sums_gpus():
     s = [{"t": float(t), "gpu": g, "energy_mj": 1000 * t * (g + 1)} for t in range(3) for g in (0, 1)]
-    assert power.energy_j(s, 0.0, 2.0) == pytest.approx(2.0 + 4.0)
-    assert power.energy_j(s, 0.0, 2.0, gpu=1) == pytest.approx(4.0)
+    assert energy.energy_counter_j(s, 0.0, 2.0) == pytest.approx(2.0 + 4.0)
+    assert energy.energy_counter_j(s, 0.0, 2.0, gpu=1) == pytest.approx(4.0)
 
 
 def test_ledger_records_absent_with_reason(samples, phases):
@@ -173,8 +173,9 @@ def test_counter_reset_just_outside_the_window_is_absent():
     s = [{"t": 0.0, "gpu": 0, "energy_mj": 9000}, {"t": 1.0, "gpu": 0, "energy_mj": 100},
          {"t": 2.0, "gpu": 0, "energy_mj": 9200}]
     with pytest.raises(Absent, match="backwards"):
-        power.energy_j(s, 0.5, 1.5)
-    assert power.energy_j(s, 1.0, 2.0) == pytest.approx(9.1)
+        energy.energy_counter_j(s, 0.5, 1.5)
+    assert energy.energy_counter_j(s, 1.0, 2.0) == pytest.approx(9.1)
+
 
 
 def test_a_bundle_recorded_before_keeps_a_power_or_clock_above_its_gpus_maximum_out():
