@@ -70,7 +70,8 @@ def test_build_runs_names_each_round_it_cannot_build_and_builds_the_others(tmp_p
         if rd.round_id == "round-3":
             raise ZeroDivisionError("a fault of the ledger")
         return real(rd)
-    monkeypatch.setattr(compose, "build_ledger", fails_on_round_3)
+    from report.judge import result
+    monkeypatch.setattr(result, "build_ledger", fails_on_round_3)
     refused: list[str] = []
     pairs = [(runs / r / "bundle", r) for r in ("round-1", "round-2", "round-3")]
     reports = compose.compose_rounds(pairs, refused)
