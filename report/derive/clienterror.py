@@ -20,9 +20,10 @@ import numpy as np
 
 from bundle.request_table import RequestTable, as_request_table
 from report.derive import series
+from report.derive import validity as V
 from report.derive.occupancy import late_send_share
 from report.ledger import Absent
-from report.registry import point_quantity, round_quantity
+from report.registry import DOES_NOT_APPLY, point_quantity, round_quantity
 
 ENGINE_ITL = "vllm:inter_token_latency_seconds"
 
@@ -331,6 +332,36 @@ def worker_clock_uncertainty_ms(point_shards: list, worker: int) -> float:
     if u is None:
         raise Absent("reason.worker_no_clock", worker=worker)
     return 1e3 * u
+
+
+def _behind(s: dict, requests: RequestTable | None) -> bool:
+    """Whether one worker's shard fell behind its part of the point: it did not return (lost its
+    connection to Ray or died), sent under its share of the planned requests, or (an open loop)
+    sent more of them late than the schedule check allows."""
+    if s["status"] != "ok":
+        return True
+    if s.get("planned") and int(s["sent"]) < V.NODE_SENT_MIN * int(s["planned"]):
+        return True
+    if requests is None:
+        return False
+    mine = requests.take(np.flatnonzero(requests.col("worker") == s["worker"]))
+    try:
+        return late_send_share(mine) > V.LATE_SEND_MAX
+    except Absent:
+        return False
+
+
+@point_quantity(unit="")
+def client_nodes_behind(point_shards: list, open_loop_requests: RequestTable | None = None) -> str:
+    """The client nodes (with their workers) that fell behind the point's schedule in a Ray round: a worker lost or dead, short of its planned sends, or sending late; "" where every node kept it."""
+    if not point_shards:
+        return DOES_NOT_APPLY
+    reqs = None if open_loop_requests is None else as_request_table(open_loop_requests)
+    nodes: dict[str, list[str]] = {}
+    for s in sorted(point_shards, key=lambda s: s["worker"]):
+        if _behind(s, reqs):
+            nodes.setdefault(str(s.get("node") or "?"), []).append(f"w{s['worker']}")
+    return ", ".join(f"{node} ({' '.join(ws)})" for node, ws in nodes.items())
 
 
 @round_quantity(unit="ms")

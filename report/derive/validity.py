@@ -52,6 +52,8 @@ TTFT_TREND_MAX = 2.0
 # after their scheduled time, with the requests in flight at the cap for most of the window.
 LATE_SEND_MS = 10.0
 LATE_SEND_MAX = 0.05
+# A Ray worker that sent under this share of the requests planned for it fell behind its schedule.
+NODE_SENT_MIN = 0.95
 CAP_HELD_MIN = 0.8
 # Delivery stretches the engine's decode pace by at least this factor: the API server, the
 # network or the client, not the engine, set the pace the client saw.
@@ -435,3 +437,9 @@ def rule_flops_close() -> float:
 def rule_kv_close_pp() -> float:
     """The percentage points within which measured and expected KV usage balance."""
     return KV_CLOSE_PP
+
+
+@round_quantity(unit="fraction")
+def rule_node_sent_min() -> float:
+    """The share of its planned requests a Ray client worker must send for its node to have kept the schedule."""
+    return NODE_SENT_MIN

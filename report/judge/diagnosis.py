@@ -17,8 +17,8 @@ from report.registry import point_quantity
 
 # Every validity check a point can fail.
 VALIDITY_CODES = ("not_held", "lockstep", "not_steady", "pace_drift", "over_saturated",
-                  "open_loop_capped", "schedule_missed", "scrapes_failed", "client_distorted",
-                  "interrupted", "failed")
+                  "open_loop_capped", "schedule_missed", "node_behind", "scrapes_failed",
+                  "client_distorted", "interrupted", "failed")
 
 
 def val(led: Ledger, key: str) -> Any:
@@ -182,6 +182,9 @@ def point_validity(led: Ledger, pid: str, status: str = "ok") -> Validity:
         checks["not_held"] = (users >= V.HELD_MIN, [])
     else:
         checks["not_held"] = held_check(get, C)
+    # A Ray round: every client node kept its part of the schedule (the late ones are named).
+    behind = get("client_nodes_behind")
+    checks["node_behind"] = (None if behind is None else not behind, [])
     checks["not_steady"] = steady_check(get)
     checks["pace_drift"] = drift_check(get)
     scrapes = get("failed_scrape_share")

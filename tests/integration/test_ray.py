@@ -167,6 +167,10 @@ def test_a_killed_worker_fails_its_point_named_and_the_round_goes_on(tmp_path, c
     vals = json.loads(run_bench("ledger", str(out), "--json").stdout)["values"]
     assert victim["node"] in vals[f"p.{first}.w1.worker_sent_requests"]["missing"]
     assert vals[f"p.{first}.w0.worker_sent_share"]["value"] == 1.0
+    # The node whose worker died is named where the point fails its check; the next kept its part.
+    assert "node_behind" in judged[first]["invalid_reasons"]
+    assert vals[f"p.{first}.client_nodes_behind"]["value"] == f"{victim['node']} (w1)"
+    assert vals[f"p.{second}.client_nodes_behind"]["value"] == ""
     assert vals[f"p.{second}.w1.worker_sent_share"]["value"] == 1.0
 
 
