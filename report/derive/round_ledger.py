@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from bundle.peers import PeerResult, external_dir, read_peer_files, round_peer_files
 from bundle.request_table import RequestTable
 from bundle.slo import Slo, SloError, slo_from_dict, slo_of_file
 from bundle.store import Bundle
@@ -19,6 +20,7 @@ from report.derive import analyses as A
 from report.derive import clienterror as CE
 from report.derive import delivery as DL
 from report.derive import occupancy as OC
+from report.derive import peers as PR
 from report.derive import power as PW
 from report.derive import prefilltail as PT
 from report.derive import reconcile as R
@@ -81,6 +83,9 @@ class RoundData:
     # The GPU the server ran on as the user names it (`--gpu`), for a bundle whose client sampled
     # none (a server on another host); the bundle's own GPUs win where it has them.
     gpu_name: str = ""
+    # Other tools' results read beside the round (bundle.peers): its external/ folder's, then
+    # those `build --compare-with` named; empty where there are none.
+    peers: tuple[PeerResult, ...] = ()
     # The GPU rows once read (gpu_samples): read on first use, every quantity then shares them.
     _gpu_rows: Any = field(default=None, repr=False, compare=False)
 
@@ -130,9 +135,11 @@ def sweep_axis(points: list[PointData]) -> str:
 
 
 def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str = "",
-               gpu_name: str = "") -> RoundData:
+               gpu_name: str = "", compare_with: tuple[str, ...] = ()) -> RoundData:
     """Split a bundle into points with their windows and requests; SLO (the Slo and where it
-    was stated) overrides the round's own (round_slo); ROUND_ID names it in a series of rounds."""
+    was stated) overrides the round's own (round_slo); ROUND_ID names it in a series of rounds;
+    other tools' results are read from its external/ folder and COMPARE_WITH (PeerFileError
+    for one that cannot be read)."""
     wins = ST.point_windows(bundle.points)
     pts = []
     for w in wins.values():
@@ -148,9 +155,10 @@ def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str
     config = (bundle.manifest.get("model") or {}).get("config")
     slo, slo_source = slo if slo is not None else round_slo(bundle)
     others = tuple((name, server_log_facts(text)) for name, text in bundle.other_server_logs())
+    peers = tuple(read_peer_files(round_peer_files(bundle.path, tuple(compare_with))))
     return RoundData(bundle=bundle, points=pts, log=log, config=config, axis=sweep_axis(pts),
                      slo=slo, slo_source=slo_source, round_id=round_id, other_logs=others,
-                     gpu_name=gpu_name)
+                     gpu_name=gpu_name, peers=peers)
 
 
 # read_round's SLO for a reader that uses none (`summary`): the round's own is not read, so a
@@ -478,7 +486,42 @@ def measured_ledger(rd: RoundData) -> Ledger:
         modelled_raw(led, rd, p, raw)
         for module in (R.__name__, PW.__name__, SP.__name__):
             resolve_point(led, module, p.pid, raw)
+        if rd.peers:
+            peer_raw(rd, p, raw)
+            resolve_point(led, PR.__name__, p.pid, raw)
+    if rd.peers:
+        resolve_round(led, PR.__name__, [], round_raw(rd, []))
     return led
+
+
+def peer_id(rd: RoundData, peer: PeerResult) -> str:
+    """A result's item name in every point's keys (`peer1`, `peer2`, …: its place among the round's results)."""
+    return f"peer{rd.peers.index(peer) + 1}"
+
+
+def peer_file(rd: RoundData, peer: PeerResult) -> str:
+    """The result's file as a value cites it: under the round's external/ folder, else as it was named."""
+    path = Path(peer.path)
+    ext = external_dir(rd.bundle.path)
+    try:
+        return f"{rd.name}/external/{path.resolve().relative_to(ext.resolve())}"
+    except ValueError:
+        return peer.path
+
+
+def peer_matches(rd: RoundData, p: PointData) -> list[PeerResult]:
+    """The other tools' results that ran point P (same load and lengths: peers.peer_matches)."""
+    return [r for r in rd.peers if PR.peer_matches(r, p.settings)]
+
+
+def peer_raw(rd: RoundData, p: PointData, raw: RawSources) -> None:
+    """The results of other tools that ran point P into RAW: `peer_items` (item -> its result),
+    each citing its own file (`peer_item_sources`)."""
+    matched = peer_matches(rd, p)
+    raw.add("peer_items", {peer_id(rd, r): {"peer": r} for r in matched})
+    raw.add("peer_item_sources", {peer_id(rd, r): (Source.of(peer_file(rd, r), "source.peer_result",
+                                                             tool=r.tool, index=r.index),)
+                                  for r in matched})
 
 
 def valid_points_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) -> None:
