@@ -70,6 +70,11 @@ class PeerResult:
     values: dict[str, float] = field(default_factory=dict)     # METRICS the file states
     version: str = ""           # the tool's own version where the file states it
 
+    def __repr__(self) -> str:
+        # How a ledger value's inputs name it: the tool and the file's name, never the path as
+        # given (which depends on where the command ran).
+        return f"{self.tool} result {self.name}"
+
     @property
     def name(self) -> str:
         """The file's name, with the benchmark's index where the file holds several."""

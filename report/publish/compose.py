@@ -16,6 +16,7 @@ from report.derive.stats import INTERRUPTED
 from report.judge.compare import cross_round_ledger
 from report.judge.findings import round_findings
 from report.judge.next_steps import next_steps
+from report.judge.peers import round_peer_findings
 from report.judge.verdicts import build_ledger
 from report.ledger import Ledger
 from report.publish import figures as F
@@ -404,6 +405,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
                                  "verdict": c.verdict} for c in comparisons]
     facts["slo_source"] = rd.slo_source
     facts["next_steps"] = next_steps(led, rd, facts)
+    peer_facts(led, rd, facts)
     figs = {}
     makers = [F.fig_throughput, F.fig_latency, F.fig_ttft_breakdown, F.fig_queue_vs_prefill,
               F.fig_iteration, F.fig_kv, F.fig_mfu]
@@ -467,7 +469,8 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
         notices.append({lang: lead[lang] + word("label.sentence_sep", lang) + rest[lang] for lang in LANGS})
     title = round_title(bundle.manifest, rd.axis, round_id, [c.question for c in comparisons])
     sections = ["summary", "diagnosis"] + (["sets"] if comparisons else []) + ["slo", "client", "decomposition", "kv", "mfu", "timeline", "power"] \
-        + (["parallel"] if runs_in_parallel(led, facts["headline_point"]) else []) + ["compare", "results", "next", "method"]
+        + (["parallel"] if runs_in_parallel(led, facts["headline_point"]) else []) \
+        + (["peers"] if rd.peers else []) + ["compare", "results", "next", "method"]
     if not pids:
         # No point was measured to the end: the notices say why; only what was recorded applies.
         sections = (["results"] if facts["interrupted_points"] else []) + ["method"]
@@ -481,6 +484,7 @@ def compose_from(bundle_path, round_id: str, rd: RoundData, led: Ledger,
                        tables={"results": results, "results_detail": detail,
                                "slo_table": slo_table(led, facts["valid_points"], labels),
                                **set_tables(led, comparisons, facts["point_labels"]),
+                               **peer_tables(led, facts["peer_matches"]),
                                "gpm_table": point_table(led, pids, "gpm_table", in_langs("label.table_gpm"),
                                                         GPM_COLUMNS, labels),
                                "kv_table": point_table(led, pids, "kv_table", in_langs("label.table_kv"),
@@ -531,3 +535,44 @@ def plan_subtitle(manifest: dict) -> dict[str, str]:
     """The plan's own title (manifest plan.title) as the page's subtitle, quoted; {} where it has none."""
     title = ((manifest.get("plan") or {}).get("title") or "").strip()
     return in_langs("label.plan_subtitle", title=title) if title else {}
+
+
+# Each other tool's number beside ours (report/judge/peers.py): (metric, row label).
+PEER_ROWS = [("output_tok_s", "label.peer_row_output_tok_s"), ("ttft_ms_p50", "label.peer_row_ttft_ms_p50"),
+             ("ttft_ms_p99", "label.peer_row_ttft_ms_p99"), ("itl_ms_p50", "label.peer_row_itl_ms_p50"),
+             ("itl_ms_p99", "label.peer_row_itl_ms_p99"), ("tpot_ms_p50", "label.peer_row_tpot_ms_p50"),
+             ("tpot_ms_p99", "label.peer_row_tpot_ms_p99")]
+
+
+def peer_facts(led: Ledger, rd: RoundData, facts: dict) -> None:
+    """Other tools' results into FACTS: each beside the point it ran, with the reasons they
+    differ (findings of kind "peers"); those no point ran."""
+    from report.derive.round_ledger import peer_file
+    from report.judge.peers import TOOL_NAMES, matches, unmatched
+    labels = facts["point_labels"]
+    found = matches(rd)
+    facts["peer_matches"] = [{"point": m.point, "item": m.item, "tool": m.tool, "file": peer_file(rd, m.result),
+                              "format": m.result.tool, "at": labels.get(m.point, m.point)} for m in found]
+    facts["peers_unmatched"] = [{"tool": TOOL_NAMES[r.tool], "file": peer_file(rd, r)} for r in unmatched(rd)]
+    facts["findings"] += [asdict(f) for f in round_peer_findings(led, rd, labels)]
+
+
+def peer_tables(led: Ledger, found: list[dict]) -> dict[str, Table]:
+    """One table per (point, other tool's result): each metric ours, theirs, and ours counted their way."""
+    from report.judge.peers import OURS, same_definition
+    out = {}
+    for m in found:
+        k, same = f"p.{m['point']}.", same_definition(m["format"])
+        cols = [Column(id="ours", header=in_langs("label.peer_col_ours")),
+                Column(id="theirs", header=in_langs("label.peer_col_theirs", tool=m["tool"])),
+                Column(id="ours_their_way", header=in_langs("label.peer_col_ours_their_way", tool=m["tool"]))]
+        rows, row_labels = [], []
+        for metric, label in PEER_ROWS:
+            cells = [k + OURS[metric], f"{k}{m['item']}.peer_{metric}", k + same[metric] if metric in same else None]
+            rows.append([c if c is not None and c in led else None for c in cells])
+            row_labels.append(in_langs(label))
+        tid = f"peers_{m['point']}_{m['item']}"
+        out[tid] = Table(id=tid, title={lang: word("label.table_peer", lang, tool=m["tool"], file=m["file"],
+                                                   point=in_lang(m["at"], lang)) for lang in LANGS},
+                         columns=cols, rows=rows, row_labels=row_labels)
+    return out
