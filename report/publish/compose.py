@@ -266,15 +266,17 @@ def facts_of(rd: RoundData) -> dict:
 
 
 def compose_rounds(pairs: list[tuple[str | Path, str]],
-                   refused: list[str] | None = None, slo=None) -> list[RoundReport]:
+                   refused: list[str] | None = None, slo=None,
+                   compare_with: dict[str, tuple[str, ...]] | None = None) -> list[RoundReport]:
     """Compose every round; each is compared with the round before it (by round id order).
     With REFUSED, a bundle that cannot be read is left out and its error appended there (the
     other rounds go on); without it, the BundleError stops the composition. SLO, a (Slo,
-    where stated) pair, overrides every round's own."""
+    where stated) pair, overrides every round's own; COMPARE_WITH names other tools' result
+    files to read beside a round (by round id), besides its external/ folder's."""
     rounds = []
     for path, rid in pairs:
         try:
-            rd = read_round(read_bundle(path), slo, rid)
+            rd = read_round(read_bundle(path), slo, rid, compare_with=(compare_with or {}).get(rid, ()))
             rounds.append((path, rid, rd, build_ledger(rd)))
         except Exception as e:  # noqa: BLE001 - with REFUSED, one round stops no other
             if refused is None:
