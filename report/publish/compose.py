@@ -16,7 +16,7 @@ from report.derive.stats import INTERRUPTED
 from report.judge.compare import cross_round_ledger
 from report.judge.findings import round_findings
 from report.judge.next_steps import next_steps
-from report.judge.peers import round_peer_findings
+from report.judge.peer_gaps import round_peer_findings
 from report.judge.verdicts import build_ledger
 from report.ledger import Ledger
 from report.publish import figures as F
@@ -539,7 +539,7 @@ def plan_subtitle(manifest: dict) -> dict[str, str]:
     return in_langs("label.plan_subtitle", title=title) if title else {}
 
 
-# Each other tool's number beside ours (report/judge/peers.py): (metric, row label).
+# Each other tool's number beside ours (report/judge/peer_gaps.py): (metric, row label).
 PEER_ROWS = [("output_tok_s", "label.peer_row_output_tok_s"), ("ttft_ms_p50", "label.peer_row_ttft_ms_p50"),
              ("ttft_ms_p99", "label.peer_row_ttft_ms_p99"), ("itl_ms_p50", "label.peer_row_itl_ms_p50"),
              ("itl_ms_p99", "label.peer_row_itl_ms_p99"), ("tpot_ms_p50", "label.peer_row_tpot_ms_p50"),
@@ -550,31 +550,34 @@ def peer_facts(led: Ledger, rd: RoundData, facts: dict) -> None:
     """Other tools' results into FACTS: each beside the point it ran, with the reasons they
     differ (findings of kind "peers"); those no point ran."""
     from report.derive.round_ledger import peer_file
-    from report.judge.peers import TOOL_NAMES, matches, unmatched
+    from report.judge.peer_gaps import matches, tool_name, unmatched
     labels = facts["point_labels"]
     found = matches(rd)
     facts["peer_matches"] = [{"point": m.point, "item": m.item, "tool": m.tool, "file": peer_file(rd, m.result),
                               "format": m.result.tool, "at": labels.get(m.point, m.point)} for m in found]
-    facts["peers_unmatched"] = [{"tool": TOOL_NAMES[r.tool], "file": peer_file(rd, r)} for r in unmatched(rd)]
+    facts["peers_unmatched"] = [{"tool": tool_name(r.tool), "format": r.tool, "file": peer_file(rd, r)}
+                                for r in unmatched(rd)]
     facts["findings"] += [asdict(f) for f in round_peer_findings(led, rd, labels)]
 
 
 def peer_tables(led: Ledger, found: list[dict]) -> dict[str, Table]:
     """One table per (point, other tool's result): each metric ours, theirs, and ours counted their way."""
-    from report.judge.peers import OURS, same_definition
+    from report.judge.peer_gaps import OURS, same_definition
     out = {}
     for m in found:
         k, same = f"p.{m['point']}.", same_definition(m["format"])
         cols = [Column(id="ours", header=in_langs("label.peer_col_ours")),
-                Column(id="theirs", header=in_langs("label.peer_col_theirs", tool=m["tool"])),
-                Column(id="ours_their_way", header=in_langs("label.peer_col_ours_their_way", tool=m["tool"]))]
+                Column(id="theirs", header={lang: word("label.peer_col_theirs", lang, tool=m["tool"][lang])
+                                            for lang in LANGS}),
+                Column(id="ours_their_way", header={lang: word("label.peer_col_ours_their_way", lang,
+                                                               tool=m["tool"][lang]) for lang in LANGS})]
         rows, row_labels = [], []
         for metric, label in PEER_ROWS:
             cells = [k + OURS[metric], f"{k}{m['item']}.peer_{metric}", k + same[metric] if metric in same else None]
             rows.append([c if c is not None and c in led else None for c in cells])
             row_labels.append(in_langs(label))
         tid = f"peers_{m['point']}_{m['item']}"
-        out[tid] = Table(id=tid, title={lang: word("label.table_peer", lang, tool=m["tool"], file=m["file"],
+        out[tid] = Table(id=tid, title={lang: word("label.table_peer", lang, tool=m["tool"][lang], file=m["file"],
                                                    point=in_lang(m["at"], lang)) for lang in LANGS},
                          columns=cols, rows=rows, row_labels=row_labels)
     return out

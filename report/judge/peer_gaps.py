@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bundle.peers import AIPERF, DEFINITIONS, GUIDELLM, VLLM, PeerResult
+from bundle.peers import DEFINITIONS, VLLM, PeerResult
 from report.derive.round_ledger import RoundData, peer_id, peer_matches
 from report.judge.diagnosis import val
 from report.judge.findings import Finding, _make, _texts
@@ -43,7 +43,6 @@ def same_definition(tool: str) -> dict[str, str]:
 AGREE_SHARE = 0.05
 # Their per-event ITL median below this share of ours per event: their client read events together.
 READ_TOGETHER_SHARE = 0.1
-TOOL_NAMES = {VLLM: "vllm bench serve", GUIDELLM: "GuideLLM", AIPERF: "AIPerf"}
 
 
 @dataclass(frozen=True)
@@ -55,8 +54,14 @@ class PeerMatch:
     result: PeerResult
 
     @property
-    def tool(self) -> str:
-        return TOOL_NAMES[self.result.tool]
+    def tool(self) -> dict[str, str]:
+        """The tool's name in each language (`label.peer_tool_<format>`)."""
+        return tool_name(self.result.tool)
+
+
+def tool_name(fmt: str) -> dict[str, str]:
+    """A result format's tool by name, in each language."""
+    return {lang: word(f"label.peer_tool_{fmt}", lang) for lang in LANGS}
 
 
 def matches(rd: RoundData) -> list[PeerMatch]:
