@@ -221,7 +221,7 @@ def _guidellm(d: dict, where: str) -> list[PeerResult]:
         if conc is not None and (not isinstance(conc, int) or isinstance(conc, bool) or conc < 1):
             raise PeerFileError(f"{where}: GuideLLM benchmark {i}: streams {conc!r} is not a count")
 
-        def stat(name: str, which: str) -> float | None:
+        def stat(name: str, which: str, b: dict = b) -> float | None:
             s = _get(b, "metrics", name, "successful")
             return _num(s.get("mean")) if which == "mean" and isinstance(s, dict) else \
                 _num(_get(s, "percentiles", which))

@@ -8,7 +8,15 @@ import os
 
 import pytest
 
-from bundle.peers import AIPERF, GUIDELLM, VLLM, PeerFileError, detect, read_peer_file, round_peer_files
+from bundle.peers import (
+    AIPERF,
+    GUIDELLM,
+    VLLM,
+    PeerFileError,
+    detect,
+    read_peer_file,
+    round_peer_files,
+)
 from tests.conftest import ROOT
 
 ROUND14 = ROOT / "runs" / "round-14"

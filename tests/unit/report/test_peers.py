@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from bundle.peers import PeerResult, VLLM
+from bundle.peers import VLLM, PeerResult
 from bundle.store import read_bundle
 from report.derive.peers import peer_matches
 from report.derive.round_ledger import read_round
