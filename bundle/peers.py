@@ -73,7 +73,7 @@ class PeerResult:
     def __repr__(self) -> str:
         # How a ledger value's inputs name it: the tool and the file's name, never the path as
         # given (which depends on where the command ran).
-        return f"{self.tool} result {self.name}"
+        return f"{self.tool}: {self.name}"
 
     @property
     def name(self) -> str:
