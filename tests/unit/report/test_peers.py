@@ -133,3 +133,43 @@ def test_build_compare_with_refuses_a_bad_file_or_several_rounds_in_one_line(tmp
     assert err.count("\n") == 1 and str(bad) in err and not (tmp_path / "site").exists()
     assert main(["build", "--out", str(tmp_path / "site"), "--compare-with", str(C4)]) == 2
     assert "one round" in capsys.readouterr().err
+
+
+def test_each_reason_cites_its_numbers_in_the_same_order_in_both_languages():
+    # a number's id on the page is its order of appearance: both languages must agree
+    import tomllib
+
+    from report.words import PLACEHOLDER
+    texts = {lang: tomllib.loads((ROOT / "report" / "data" / "words" / f"finding.{lang}.toml").read_text())
+             for lang in ("en", "zh")}
+    codes = [c for c in texts["en"] if c.startswith("peer_")]
+    assert len(codes) >= 9
+    for code in codes:
+        en, zh = ([m.group(1) for m in PLACEHOLDER.finditer(texts[lang][code])] for lang in ("en", "zh"))
+        assert en == zh, code
+
+
+def test_guidellm_and_aiperf_results_are_set_beside_round_14_by_their_definitions():
+    # HAND-BUILT result files (tests/fixtures/peers): C=4, 128/32, as round 14's second point
+    from report.publish.compose import compose_rounds
+    from report.publish.render import Page
+    fix = ROOT / "tests" / "fixtures" / "peers"
+    files = (str(fix / "guidellm-concurrent.json"), str(fix / "aiperf-profile-export.json"))
+    [rep] = compose_rounds([(ROUND14 / "bundle", "round-14")], compare_with={"round-14": files})
+    found = {(m["point"], m["format"]) for m in rep.facts.peer_matches}
+    assert {("L128-c4", "guidellm"), ("L128-c4", "aiperf"), ("L128-c4", "vllm-bench-serve")} <= found
+    # GuideLLM's second benchmark (2 req/s) ran no point of the round: named, nothing beside it
+    assert [u["format"] for u in rep.facts.peers_unmatched] == ["guidellm"]
+    # their ITL is per request: ours counted their way is our per-request TPOT, not per event
+    g = next(m for m in rep.facts.peer_matches if m["format"] == "guidellm")
+    table = rep.tables[f"peers_L128-c4_{g['item']}"]
+    itl_row = table.rows[[r["en"] for r in table.row_labels].index("ITL p99")]
+    assert itl_row == ["p.L128-c4.itl_ms_p99", f"p.L128-c4.{g['item']}.peer_itl_ms_p99", "p.L128-c4.tpot_ms_p99"]
+    tpot_row = table.rows[[r["en"] for r in table.row_labels].index("TPOT p50")]
+    assert tpot_row[2] == "p.L128-c4.tpot_with_first_ms_p50"
+    said = [f for f in rep.facts.findings if f["id"] == f"peer_itl_L128-c4_{g['item']}"]
+    assert said and "one sample per request" in said[0]["texts"]["en"]
+    # no read-together claim for a per-request ITL
+    assert not [f for f in rep.facts.findings if f["id"] == f"peer_read_L128-c4_{g['item']}"]
+    html = Page(rep, "en").assemble("html")
+    assert "guidellm-concurrent.json" in html and "no point of this round ran its load" in html
