@@ -27,6 +27,9 @@ LENGTH_TOLERANCE = 0.05
 # A p99 leaves out the slowest hundredth of the gaps: steps that carry a prefill set it only
 # when more than this share of the gaps are such steps.
 P99_LEFT_OUT = 0.01
+# The events one engine step sends reach the client within this spread of each other: a first
+# token this soon after a gap's end came out of the step that ended it.
+STEP_SPREAD_S = 0.0005
 
 
 def peer_matches(peer: PeerResult, settings: dict) -> bool:
@@ -107,6 +110,26 @@ def prefill_gap_share_staggered(closed_loop_concurrency: int, modelled_output_le
     if not modelled_output_len or modelled_output_len <= 1:
         raise Absent("reason.no_samples")
     return (closed_loop_concurrency - 1) / (modelled_output_len - 1)
+
+
+@point_quantity(unit="ms")
+def chunk_itl_ms_p99_no_prefill(measured: RequestTable, all_requests: RequestTable) -> float:
+    """p99 of the measured requests' gaps between consecutive events in which no other request's first token arrived: the tail of streams whose prefills stay out of one another's decode steps."""
+    t, _, off = as_request_table(measured).chunks()
+    firsts = as_request_table(all_requests).col("t_first")
+    firsts = np.sort(firsts[~np.isnan(firsts)])
+    gaps = []
+    for i in range(len(off) - 1):
+        ct = t[off[i]:off[i + 1]]
+        if len(ct) < 2:
+            continue
+        a, b = ct[:-1], ct[1:]
+        # another stream's first token that came out of the step ending this gap (or with it)
+        carried = (np.searchsorted(firsts, b + STEP_SPREAD_S, "right")
+                   - np.searchsorted(firsts, a, "right")) > 0
+        gaps.append((b - a)[~carried])
+    kept = np.concatenate(gaps) if gaps else np.zeros(0)
+    return ST.percentile(kept * 1e3, 99)
 
 
 @round_quantity(unit="fraction")

@@ -111,8 +111,13 @@ def peer_findings(led: Ledger, m: PeerMatch, labels: dict[str, str]) -> list[Fin
     if m.result.starts_together and C and C > 1:
         share, left = val(led, f"p.{p}.prefill_gap_share_staggered"), val(led, "r.rule_p99_left_out")
         p99_theirs, p99_ours = val(led, k + "peer_itl_ms_p99"), val(led, f"p.{p}.{same['itl_ms_p99']}")
-        held = None not in (share, left, p99_theirs, p99_ours) and share > left and p99_theirs < p99_ours
-        code = "peer_starts_together_p99" if held else "peer_starts_together"
+        # The prediction for streams kept in step: our per-event tail without the gaps another
+        # stream's first token fell in (a per-event ITL only: a per-request mean has no such gaps).
+        predicted = val(led, f"p.{p}.chunk_itl_ms_p99_no_prefill") if same["itl_ms_p99"] == "chunk_itl_ms_p99" else None
+        spread = None not in (share, left, p99_ours, predicted) and share > left
+        near = spread and p99_theirs is not None and abs(p99_theirs - predicted) < abs(p99_theirs - p99_ours)
+        code = ("peer_starts_together_p99" if near else "peer_starts_together_predicted" if spread
+                else "peer_starts_together")
         out.append(_make(led, f"peer_starts_{p}_{m.item}", "peers",
                          _texts(code, ours_p99=same["itl_ms_p99"], **fill), []))
     if m.result.tool == VLLM:
