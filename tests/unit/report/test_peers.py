@@ -194,3 +194,17 @@ def test_the_prediction_leaves_out_exactly_the_gaps_another_first_token_fell_in(
     assert got == pytest.approx(10.0)
     # without B's first token the 30 ms gap sets the tail
     assert chunk_itl_ms_p99_no_prefill(as_request_table([a]), as_request_table([a])) > 25
+
+
+def test_a_bad_file_in_a_rounds_external_folder_refuses_that_round_in_one_line(tmp_path, capsys):
+    import shutil
+    runs = tmp_path / "runs"
+    shutil.copytree(ROUND14 / "bundle", runs / "round-14" / "bundle")
+    (runs / "round-14" / "external").mkdir()
+    bad = runs / "round-14" / "external" / "notes.json"
+    bad.write_text('{"benchmarks": "none"}')
+    assert main(["build", "--runs", str(runs), "--out", str(tmp_path / "site"), "--formats", "html"]) == 2
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if x.startswith("error: round-14:"))
+    assert "notes.json" in line and "not a result file" in line
+    assert bad.read_text() == '{"benchmarks": "none"}' and not (tmp_path / "site" / "round-14").exists()
