@@ -251,10 +251,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from bundle.textsafety import json_text
     from report.judge.verdicts import read_bundle_ledger
-    from report.publish.llmd import benchmark_reports
+    from report.publish.llmd import ExportError, benchmark_reports
     rd, led = read_bundle_ledger(args.run_dir, slo_argument(args))
     print_warnings(rd.bundle.path, rd.bundle.warnings)
-    reports = benchmark_reports(rd, led)
+    try:
+        reports = benchmark_reports(rd, led)
+    except ExportError as e:
+        print(f"error: {args.run_dir}: {e}", file=sys.stderr)
+        return 2
     if not reports:
         print(f"error: {args.run_dir}: no point was measured to the end; nothing to export", file=sys.stderr)
         return 2

@@ -510,7 +510,11 @@ def peer_file(rd: RoundData, peer: PeerResult) -> str:
 
 
 def peer_matches(rd: RoundData, p: PointData) -> list[PeerResult]:
-    """The other tools' results that ran point P (same load and lengths: peers.peer_matches)."""
+    """The other tools' results that ran point P (same load and lengths: peers.peer_matches); none
+    where each request brings its own lengths (a trace, a dataset, sessions, drawn lengths), whose
+    settings name no one load and length another tool could have run."""
+    if rd.lengths_vary:
+        return []
     return [r for r in rd.peers if PR.peer_matches(r, p.settings)]
 
 

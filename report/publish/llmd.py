@@ -44,6 +44,10 @@ EXPORTED = [
 SAMPLED_KINDS = ("sharegpt", "jsonl", "trace", "sessions")
 
 
+class ExportError(ValueError):
+    """A point the schema cannot take from its ledger; the message names it."""
+
+
 def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -87,11 +91,14 @@ def point_report(rd: RoundData, led: Ledger, index: int, pid: str) -> dict:
     t0 = rd.bundle.manifest["clock"]["t0_wall_unix"]
     window = led.value_of(k + "window_s")
 
-    def length(name: str) -> dict | None:
-        v = led.value_of(k + name)
+    def length(name: str, sent: str) -> dict | None:
+        # Where each request brings its own length, the mean its usage reports; else the plan's.
+        v = led.value_of(k + (sent if rd.lengths_vary else name))
         if v is None:
             return None
         return {"distribution": "other" if rd.lengths_vary else "fixed", "value": v}
+    # A replayed trace sends at the trace's times: no concurrency or rate of its own.
+    trace = (rd.bundle.manifest.get("workload_source") or {}).get("kind") == "trace"
     aggregate: dict[str, dict] = {"requests": {"total": int(led.value_of(k + "requests") or 0)
                                                + int(led.value_of(k + "failed") or 0),
                                                "failures": _int(led.value_of(k + "failed"))}}
@@ -103,10 +110,14 @@ def point_report(rd: RoundData, led: Ledger, index: int, pid: str) -> dict:
     load = {"tool": TOOL, "tool_version": str(tool.get("version") or "unknown"),
             "parallelism": max(1, _int((plan.get("client") or {}).get("workers")) or 1),
             "source": "sampled" if work.get("kind") in SAMPLED_KINDS else "random",
-            "stage": index, "input_seq_len": length("input_len") or {"distribution": "other", "value": 0},
-            "output_seq_len": length("output_len"),
-            "rate_qps": led.value_of(k + "request_rate") if p.settings.get("request_rate") else None,
-            "concurrency": _int(led.value_of(k + "concurrency"))}
+            "stage": index,
+            "input_seq_len": length("input_len", "prompt_tokens_sent_mean"),
+            "output_seq_len": length("output_len", "output_tokens_sent_mean"),
+            "rate_qps": led.value_of(k + "request_rate") if p.settings.get("request_rate") and not trace else None,
+            "concurrency": None if trace else _int(led.value_of(k + "concurrency"))}
+    if load["input_seq_len"] is None:
+        # The schema requires it; a stand-in would be a number the ledger does not hold.
+        raise ExportError(f"point {pid}: the ledger holds no prompt length, which the schema requires")
     return {
         "version": BR_VERSION,
         "run": {"uid": f"{rd.round_id or rd.name}.{pid}", "eid": rd.round_id or rd.name,

@@ -73,3 +73,12 @@ def test_export_writes_new_files_only(tmp_path, capsys):
     assert main(args) == 2
     assert "exists" in capsys.readouterr().err and (out / "L128-c1.json").read_text() == before
     assert main(["export", str(ROOT / "runs" / "round-14"), "--format", "csv"]) == 2
+
+
+def test_lengths_of_their_own_are_the_means_sent_not_the_plans():
+    # round 11: sessions resend their history, so each request has a prompt of its own
+    rd, led = read_bundle_ledger(ROOT / "runs" / "round-11")
+    pid, r = benchmark_reports(rd, led)[0]
+    isl = r["scenario"]["load"]["standardized"]["input_seq_len"]
+    assert isl == {"distribution": "other", "value": led[f"p.{pid}.prompt_tokens_sent_mean"].value}
+    assert isl["value"] != rd.points[0].settings["input_len"]
