@@ -79,6 +79,15 @@ def cmd_build(args: argparse.Namespace) -> int:
             print(f"error: --out {args.out}: the pages of {r} would be written over its bundle "
                   f"{b}; choose another --out", file=sys.stderr)
             return 2
+    compare_with = tuple(getattr(args, "compare_with", None) or ())
+    if compare_with and len(pairs) != 1:
+        print("error: --compare-with: other tools' results are set beside one round; name it with "
+              "--round or --bundle", file=sys.stderr)
+        return 2
+    if compare_with:
+        from bundle.peers import read_peer_files
+        read_peer_files(list(compare_with))    # PeerFileError (one line, exit 2) before any work
+    peer_files = {pairs[0][1]: compare_with} if compare_with else {}
     if args.jobs is not None and args.jobs < 1:
         print(f"error: --jobs must be at least 1, not {args.jobs}", file=sys.stderr)
         return 2
@@ -89,7 +98,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     refused: list[str] = []     # rounds whose bundle could not be read; the others are built
     slo, cost = slo_argument(args), cost_argument(args)
     if args.bundle:
-        reports = compose_rounds(pairs, slo=slo, cost=cost)
+        reports = compose_rounds(pairs, slo=slo, cost=cost, compare_with=peer_files)
     else:
         # A round whose bundle, previous round, code, templates and formats are unchanged
         # keeps its pages; each stale round is composed with the round before it.
@@ -101,7 +110,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         for b, r in pairs:
             try:
                 keys[r] = round_key(b, every.get(previous_round_id(r) or ""), code, formats, args.slo,
-                                    cost and repr(cost[0]))
+                                    cost and repr(cost[0]), peer_files.get(r, ()))
             except Exception as e:  # noqa: BLE001 - one round that cannot be read stops no other
                 refused.append(f"{r}: {refusal_text(e)}")
                 continue
@@ -112,7 +121,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         wanted = (set(stale) | {previous_round_id(r) for r in stale}) - {
             line.split(":", 1)[0] for line in refused}
         reports = [rep for rep in compose_rounds([(b, r) for r, b in every.items() if r in wanted],
-                                                 refused, slo, cost)
+                                                 refused, slo, cost, peer_files)
                    if rep.round_id in stale]
         for line in refused:
             from bundle.textsafety import terminal_line
@@ -228,6 +237,56 @@ def cmd_findings(args: argparse.Namespace) -> int:
     for f in out["findings"]:
         print(terminal_line(f"- {f['text_' + args.lang]}"))
     return 0
+
+
+EXPORT_FORMATS = ("llmd-benchmark-report",)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """A round's points in another tool's result format: one JSON per point under --out, or a JSON list on stdout."""
+    import os
+
+    from bundle.textsafety import json_text
+    from report.judge.result import judge_bundle
+    from report.publish.llmd import ExportError, benchmark_reports
+    res = judge_bundle(args.run_dir, slo_argument(args))
+    rd, led = res.rd, res.led
+    print_warnings(rd.bundle.path, rd.bundle.warnings)
+    try:
+        reports = benchmark_reports(rd, led)
+    except ExportError as e:
+        print(f"error: {args.run_dir}: {e}", file=sys.stderr)
+        return 2
+    if not reports:
+        print(f"error: {args.run_dir}: no point was measured to the end; nothing to export", file=sys.stderr)
+        return 2
+    if not args.out:
+        print(json_text(json.dumps([r for _, r in reports], indent=1, ensure_ascii=False)))
+        return 0
+    out = Path(args.out)
+    if not out.is_dir():
+        print(f"error: --out {out}: not a directory", file=sys.stderr)
+        return 2
+    targets = [(out / f"{pid}.json", r) for pid, r in reports]
+    there = next((t for t, _ in targets if os.path.lexists(t)), None)
+    if there is not None:
+        print(f"error: --out {out}: {there.name} exists; an export is written only as new files", file=sys.stderr)
+        return 2
+    for target, r in targets:
+        with open(target, "x", encoding="utf-8") as f:     # "x": never replaces a file
+            f.write(json.dumps(r, indent=1, ensure_ascii=False) + "\n")
+        print(target)
+    return 0
+
+
+def add_export_arguments(c: argparse.ArgumentParser) -> None:
+    """The flags of `serving-ledger export`."""
+    c.add_argument("run_dir")
+    c.add_argument("--format", required=True, choices=EXPORT_FORMATS,
+                   help="llmd-benchmark-report: llm-d-benchmark's benchmark report v0.2.1, one per point")
+    c.add_argument("--out", help="a directory to write <point>.json into (new files only); "
+                   "without it, a JSON list on stdout")
+    c.add_argument("--slo", help=SLO_HELP)
 
 
 SLO_HELP = ("judge every round against this SLO instead of its own (slo.toml beside the bundle, "
@@ -380,6 +439,10 @@ def add_build_arguments(b: argparse.ArgumentParser) -> None:
                    help="processes rendering documents at once (default: the usable cores)")
     b.add_argument("--slo", help=SLO_HELP)
     add_cost_arguments(b)
+    b.add_argument("--compare-with", action="append", metavar="FILE",
+                   help="another tool's result file (vllm bench serve --save-result, GuideLLM's or "
+                        "AIPerf's JSON) to set beside the round's points, besides its external/*.json; "
+                        "repeatable, with one round (--round or --bundle)")
 
 
 def add_bundle_arguments(c: argparse.ArgumentParser) -> None:
@@ -407,6 +470,8 @@ COMMANDS = {
                  add_text_arguments, cmd_findings),
     "next": ("the next experiments the evidence calls for, each with the plan that runs it",
              add_next_arguments, cmd_next),
+    "export": ("one round's points in another tool's result format (llm-d's benchmark report)",
+               add_export_arguments, cmd_export),
 }
 
 

@@ -270,8 +270,11 @@ def resolve_point(led: Ledger, module: str, pid: str, raw: RawSources,
         if not isinstance(items, dict):
             continue        # no items of that kind here (a round without GPU samples)
         cites = raw.sources.get(f"{per}_items", ())
+        # An item with a source of its own (`<per>_item_sources`: item -> sources) cites that alone.
+        own = raw.values.get(f"{per}_item_sources") or {}
         for item, binds in items.items():
-            sub = RawSources({**raw.values, **binds}, {**raw.sources, **{k: cites for k in binds}})
+            c = own.get(item, cites)
+            sub = RawSources({**raw.values, **binds}, {**raw.sources, **{k: c for k in binds}})
             _resolve_at(led, _phase(declared("point", module, per), after_valid_points),
                         f"{prefix}{item}.", sub, prefix)
 

@@ -1,4 +1,4 @@
-"""`python -m serving_ledger run | build | summary | ledger | findings | next | explain`."""
+"""`python -m serving_ledger run | build | summary | ledger | findings | next | export | explain`."""
 
 import sys
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from bundle.cost import Cost, CostError, cost_from_dict, cost_of_file
+from bundle.peers import PeerResult, external_dir, read_peer_files, round_peer_files
 from bundle.request_table import RequestTable
 from bundle.slo import Slo, SloError, slo_from_dict, slo_of_file
 from bundle.store import Bundle
@@ -21,6 +22,7 @@ from report.derive import clienterror as CE
 from report.derive import delivery as DL
 from report.derive import energy as EN
 from report.derive import occupancy as OC
+from report.derive import peers as PR
 from report.derive import power as PW
 from report.derive import prefilltail as PT
 from report.derive import reconcile as R
@@ -87,6 +89,9 @@ class RoundData:
     # (None: none given, or the Reason its [cost] could not be read).
     cost: Cost | Reason | None = None
     cost_source: str = ""
+    # Other tools' results read beside the round (bundle.peers): its external/ folder's, then
+    # those `build --compare-with` named; empty where there are none.
+    peers: tuple[PeerResult, ...] = ()
     # The GPU rows once read (gpu_samples): read on first use, every quantity then shares them.
     _gpu_rows: Any = field(default=None, repr=False, compare=False)
 
@@ -138,10 +143,13 @@ def sweep_axis(points: list[PointData]) -> str:
 
 
 def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str = "",
-               gpu_name: str = "", cost: tuple[Cost, str] | None = None) -> RoundData:
+               gpu_name: str = "", cost: tuple[Cost, str] | None = None,
+               compare_with: tuple[str, ...] = ()) -> RoundData:
     """Split a bundle into points with their windows and requests; SLO (the Slo and where it
     was stated) overrides the round's own (round_slo); ROUND_ID names it in a series of rounds;
-    COST (a Cost and where stated) overrides the keys it gives of the round's own (round_cost)."""
+    COST (a Cost and where stated) overrides the keys it gives of the round's own (round_cost);
+    other tools' results are read from its external/ folder and COMPARE_WITH (PeerFileError
+    for one that cannot be read)."""
     reads_slo = slo is not NO_SLO
     wins = ST.point_windows(bundle.points)
     pts = []
@@ -162,9 +170,10 @@ def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str
     own, own_source = round_cost(bundle) if reads_slo else (None, "")
     if cost is not None and not isinstance(own, Reason):
         own, own_source = cost[0].over(own), ", ".join(x for x in (cost[1], own_source) if x)
+    peers = tuple(read_peer_files(round_peer_files(bundle.path, tuple(compare_with))))
     return RoundData(bundle=bundle, points=pts, log=log, config=config, axis=sweep_axis(pts),
                      slo=slo, slo_source=slo_source, round_id=round_id, other_logs=others,
-                     gpu_name=gpu_name, cost=own, cost_source=own_source)
+                     gpu_name=gpu_name, cost=own, cost_source=own_source, peers=peers)
 
 
 # read_round's SLO for a reader that uses none (`summary`): the round's own is not read, so a
@@ -520,7 +529,46 @@ def measured_ledger(rd: RoundData) -> Ledger:
         modelled_raw(led, rd, p, raw)
         for module in (R.__name__, PW.__name__, SP.__name__, EN.__name__):
             resolve_point(led, module, p.pid, raw)
+        if rd.peers:
+            peer_raw(rd, p, raw)
+            resolve_point(led, PR.__name__, p.pid, raw)
+    if rd.peers:
+        resolve_round(led, PR.__name__, [], round_raw(rd, []))
     return led
+
+
+def peer_id(rd: RoundData, peer: PeerResult) -> str:
+    """A result's item name in every point's keys (`peer1`, `peer2`, …: its place among the round's results)."""
+    return f"peer{rd.peers.index(peer) + 1}"
+
+
+def peer_file(rd: RoundData, peer: PeerResult) -> str:
+    """The result's file as a value cites it: under the round's external/ folder, else as it was named."""
+    path = Path(peer.path)
+    ext = external_dir(rd.bundle.path)
+    try:
+        return f"{rd.name}/external/{path.resolve().relative_to(ext.resolve())}"
+    except ValueError:
+        return peer.path
+
+
+def peer_matches(rd: RoundData, p: PointData) -> list[PeerResult]:
+    """The other tools' results that ran point P (same load and lengths: peers.peer_matches); none
+    where each request brings its own lengths (a trace, a dataset, sessions, drawn lengths), whose
+    settings name no one load and length another tool could have run."""
+    if rd.lengths_vary:
+        return []
+    return [r for r in rd.peers if PR.peer_matches(r, p.settings)]
+
+
+def peer_raw(rd: RoundData, p: PointData, raw: RawSources) -> None:
+    """The results of other tools that ran point P into RAW: `peer_items` (item -> its result),
+    each citing its own file (`peer_item_sources`)."""
+    matched = peer_matches(rd, p)
+    raw.add("peer_items", {peer_id(rd, r): {"peer": r} for r in matched})
+    raw.add("peer_item_sources", {peer_id(rd, r): (Source.of(peer_file(rd, r), "source.peer_result",
+                                                             tool=r.tool, index=r.index),)
+                                  for r in matched})
 
 
 def valid_points_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) -> None:

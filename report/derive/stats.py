@@ -370,6 +370,12 @@ def tpot_ms_mean(measured: RequestTable) -> float:
 
 
 @point_quantity(unit="ms")
+def e2e_ms_mean(measured: RequestTable) -> float:
+    """Mean end-to-end latency of the measured requests."""
+    return mean(e2es_ms(measured))
+
+
+@point_quantity(unit="ms")
 def e2e_ms_p50(measured: RequestTable) -> float:
     """Median end-to-end latency of the measured requests."""
     return percentile(e2es_ms(measured), 50)

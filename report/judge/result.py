@@ -145,17 +145,20 @@ def refusal_text(e: Exception) -> str:
 
 
 def judge_rounds(pairs: list[tuple[str | Path, str]], refused: list[str] | None = None,
-                 slo=None, gpu_name: str = "", judge_last_only: bool = False, cost=None) -> list[RoundResult]:
+                 slo=None, gpu_name: str = "", judge_last_only: bool = False, cost=None,
+                 compare_with: dict[str, tuple[str, ...]] | None = None) -> list[RoundResult]:
     """Every round of PAIRS (bundle path, round id) judged, each against the round before it
     (by round id). With REFUSED, a round that cannot be read or judged is left out and its error
     appended there (the others go on); without it, the error stops. SLO, a (Slo, where stated)
     pair, overrides every round's own; GPU_NAME names the server's GPU where a bundle sampled none;
     JUDGE_LAST_ONLY: the rounds before the last are read only as its previous round; COST, a
-    (Cost, where stated) pair, overrides the keys it gives."""
+    (Cost, where stated) pair, overrides the keys it gives; COMPARE_WITH names other tools'
+    result files to read beside a round (by round id), besides its external/ folder's."""
     read = []
     for path, rid in pairs:
         try:
-            rd = read_round(read_bundle(path), slo, rid, gpu_name=gpu_name, cost=cost)
+            rd = read_round(read_bundle(path), slo, rid, gpu_name=gpu_name, cost=cost,
+                            compare_with=(compare_with or {}).get(rid, ()))
             read.append((Path(path), rid, rd, build_ledger(rd)))
         except Exception as e:  # noqa: BLE001 - with REFUSED, one round stops no other
             if refused is None:
@@ -217,7 +220,21 @@ def judge(bundle_path: Path, round_id: str, rd: RoundData, led: Ledger,
                                  "verdict": c.verdict} for c in comparisons]
     facts["slo_source"] = rd.slo_source
     facts["next_steps"] = next_steps(led, rd, facts)
+    found += peer_facts(led, rd, facts)
     return RoundResult(bundle_path, round_id, rd, led, facts, found, prev)
+
+
+def peer_facts(led: Ledger, rd: RoundData, facts: dict) -> list[Finding]:
+    """Other tools' results into FACTS, each beside the point it ran, and those no point ran;
+    the findings of the reasons they differ (kind "peers")."""
+    from report.derive.round_ledger import peer_file
+    from report.judge.peer_gaps import matches, round_peer_findings, tool_name, unmatched
+    labels = facts["point_labels"]
+    facts["peer_matches"] = [{"point": m.point, "item": m.item, "tool": m.tool, "file": peer_file(rd, m.result),
+                              "format": m.result.tool, "at": labels.get(m.point, m.point)} for m in matches(rd)]
+    facts["peers_unmatched"] = [{"tool": tool_name(r.tool), "format": r.tool, "file": peer_file(rd, r)}
+                                for r in unmatched(rd)]
+    return list(round_peer_findings(led, rd, labels))
 
 
 def round_id_for(bundle: Path) -> str:

@@ -1,7 +1,8 @@
 """When a round's pages are already up to date: a key over everything its pages are made from.
 
 A round's pages depend on its bundle, the previous round's bundle (the comparison), the
-code that reads and reports (bench/, report/), the templates and the formats. The key is a
+code that reads and reports (bench/, report/), the templates, the formats and other tools'
+results read beside it (its external/ folder, `--compare-with`). The key is a
 SHA-256 over all of them; `report build` skips a round whose round.json carries the same key
 and whose pages all exist.
 """
@@ -44,15 +45,19 @@ def bundle_digest(bundle: Path) -> str:
 
 
 def round_key(bundle: Path, prev_bundle: Path | None, code: str, formats: tuple[str, ...],
-              slo_text: str | None = None, cost_text: str | None = None) -> str:
-    """The key of one round's pages (its SLO too: the --slo given, or its slo.toml; and the cost flags given)."""
+              slo_text: str | None = None, cost_text: str | None = None,
+              compare_with: tuple[str, ...] = ()) -> str:
+    """The key of one round's pages (its SLO too: the --slo given, or its slo.toml; the cost
+    flags given; and the other tools' results read beside it: its external/ folder's and COMPARE_WITH)."""
+    from bundle.peers import round_peer_files
     from report.derive.round_ledger import slo_file_of
     slo_file = slo_file_of(Path(bundle))
     # Read as the ledger reads it (bounded, a regular file): SloError for one it would refuse.
     slo = slo_text or (hashlib.sha256(slo_file_text(slo_file).encode()).hexdigest()
                        if os.path.lexists(slo_file) else "-")
     parts = [bundle_digest(bundle), bundle_digest(prev_bundle) if prev_bundle else "-", code,
-             ",".join(formats), slo] + ([cost_text] if cost_text else [])
+             ",".join(formats), slo, peers_digest(round_peer_files(bundle, tuple(compare_with)))] + \
+        ([cost_text] if cost_text else [])
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
@@ -65,3 +70,17 @@ def up_to_date(out_dir: Path, round_id: str, key: str) -> bool:
         return False
     return data.get("build_key") == key and all(
         (manifest.parent / f["name"]).exists() for f in data.get("files", []))
+
+
+def peers_digest(files: list[str]) -> str:
+    """SHA-256 over other tools' result files, by name and content ("-" for none)."""
+    if not files:
+        return "-"
+    from bundle.peers import MAX_BYTES, PeerFileError
+    from bundle.textfile import read_text_file
+    h = hashlib.sha256()
+    for f in files:
+        # Read as the report reads it (bounded, a regular file): a FIFO is refused, never waited on.
+        text = read_text_file(f, f, MAX_BYTES, PeerFileError)
+        h.update(Path(f).name.encode() + b"\0" + hashlib.sha256(text.encode()).digest())
+    return h.hexdigest()

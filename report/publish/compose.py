@@ -191,11 +191,12 @@ def results_table(led: Ledger, pids: list[str], labels: dict[str, str]) -> Table
 
 
 def compose_rounds(pairs: list[tuple[str | Path, str]],
-                   refused: list[str] | None = None, slo=None, cost=None) -> list[RoundReport]:
+                   refused: list[str] | None = None, slo=None, cost=None,
+                   compare_with: dict[str, tuple[str, ...]] | None = None) -> list[RoundReport]:
     """The report object of every round of PAIRS, each judged against the round before it
-    (report.judge.result.judge_rounds: REFUSED, SLO and COST as there)."""
+    (report.judge.result.judge_rounds: REFUSED, SLO, COST and COMPARE_WITH as there)."""
     out = []
-    for res in judge_rounds(pairs, refused, slo, cost=cost):
+    for res in judge_rounds(pairs, refused, slo, cost=cost, compare_with=compare_with):
         try:
             out.append(compose_from(res))
         except Exception as e:  # noqa: BLE001 - with REFUSED, one round stops no other
@@ -305,7 +306,8 @@ def compose_from(res: RoundResult) -> RoundReport:
         notices.append({lang: lead[lang] + word("label.sentence_sep", lang) + rest[lang] for lang in LANGS})
     title = round_title(bundle.manifest, rd.axis, round_id, [c.question for c in comparisons])
     sections = ["summary", "diagnosis"] + (["sets"] if comparisons else []) + ["slo", "client", "decomposition", "kv", "mfu", "timeline", "power"] \
-        + (["parallel"] if runs_in_parallel(led, facts["headline_point"]) else []) + ["compare", "results", "next", "method"]
+        + (["parallel"] if runs_in_parallel(led, facts["headline_point"]) else []) \
+        + (["peers"] if rd.peers else []) + ["compare", "results", "next", "method"]
     if not pids:
         # No point was measured to the end: the notices say why; only what was recorded applies.
         sections = (["results"] if facts["interrupted_points"] else []) + ["method"]
@@ -319,6 +321,7 @@ def compose_from(res: RoundResult) -> RoundReport:
                        tables={"results": results, "results_detail": detail,
                                "slo_table": slo_table(led, facts["valid_points"], labels),
                                **set_tables(led, comparisons, facts["point_labels"]),
+                               **peer_tables(led, facts["peer_matches"]),
                                "gpm_table": point_table(led, pids, "gpm_table", in_langs("label.table_gpm"),
                                                         GPM_COLUMNS, labels),
                                "kv_table": point_table(led, pids, "kv_table", in_langs("label.table_kv"),
@@ -369,3 +372,33 @@ def plan_subtitle(manifest: dict) -> dict[str, str]:
     """The plan's own title (manifest plan.title) as the page's subtitle, quoted; {} where it has none."""
     title = ((manifest.get("plan") or {}).get("title") or "").strip()
     return in_langs("label.plan_subtitle", title=title) if title else {}
+
+
+# Each other tool's number beside ours (report/judge/peer_gaps.py): (metric, row label).
+PEER_ROWS = [("output_tok_s", "label.peer_row_output_tok_s"), ("ttft_ms_p50", "label.peer_row_ttft_ms_p50"),
+             ("ttft_ms_p99", "label.peer_row_ttft_ms_p99"), ("itl_ms_p50", "label.peer_row_itl_ms_p50"),
+             ("itl_ms_p99", "label.peer_row_itl_ms_p99"), ("tpot_ms_p50", "label.peer_row_tpot_ms_p50"),
+             ("tpot_ms_p99", "label.peer_row_tpot_ms_p99")]
+
+
+def peer_tables(led: Ledger, found: list[dict]) -> dict[str, Table]:
+    """One table per (point, other tool's result): each metric ours, theirs, and ours counted their way."""
+    from report.judge.peer_gaps import OURS, same_definition
+    out = {}
+    for m in found:
+        k, same = f"p.{m['point']}.", same_definition(m["format"])
+        cols = [Column(id="ours", header=in_langs("label.peer_col_ours")),
+                Column(id="theirs", header={lang: word("label.peer_col_theirs", lang, tool=m["tool"][lang])
+                                            for lang in LANGS}),
+                Column(id="ours_their_way", header={lang: word("label.peer_col_ours_their_way", lang,
+                                                               tool=m["tool"][lang]) for lang in LANGS})]
+        rows, row_labels = [], []
+        for metric, label in PEER_ROWS:
+            cells = [k + OURS[metric], f"{k}{m['item']}.peer_{metric}", k + same[metric] if metric in same else None]
+            rows.append([c if c is not None and c in led else None for c in cells])
+            row_labels.append(in_langs(label))
+        tid = f"peers_{m['point']}_{m['item']}"
+        out[tid] = Table(id=tid, title={lang: word("label.table_peer", lang, tool=m["tool"][lang], file=m["file"],
+                                                   point=in_lang(m["at"], lang)) for lang in LANGS},
+                         columns=cols, rows=rows, row_labels=row_labels)
+    return out

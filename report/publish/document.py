@@ -124,6 +124,10 @@ class RoundFacts:
     # A round of server sets: each set's point against the base's (report/judge/sets.py).
     set_comparisons: list[dict[str, Any]] = field(default_factory=list)
     next_steps: list[dict[str, Any]] = field(default_factory=list)
+    # Other tools' results (report/judge/peer_gaps.py): each beside the point it ran (point, item,
+    # tool, file), and those no point ran (tool, file).
+    peer_matches: list[dict[str, Any]] = field(default_factory=list)
+    peers_unmatched: list[dict[str, Any]] = field(default_factory=list)
     figures: list[str] = field(default_factory=list)
 
 

@@ -12,7 +12,7 @@ import pytest
 from serving_ledger.cli import build_parser, main
 from tests.conftest import ROOT
 
-VERBS = ("run", "build", "summary", "ledger", "findings", "next", "explain")
+VERBS = ("run", "build", "summary", "ledger", "findings", "next", "export", "explain")
 
 
 def test_every_verb_is_a_sub_command_of_the_one_tree():

@@ -1,6 +1,6 @@
 """Every quantity reaches a ledger of the committed bundles; a quantity module holds quantities and their steps only.
 
-The ledgers: each committed bundle (runs/round-1, 2, 3, 5, 6, 10 and the bundles in tests/fixtures,
+The ledgers: each committed bundle (runs/round-1, 2, 3, 5, 6, 10, 14 and the bundles in tests/fixtures,
 whose h200-round-4 is runs/round-4 trimmed to three points: the whole round takes ~40 s to
 build and reaches no other function), each round compared with its predecessor as the site
 does, the hand-built bundle of test_ledger_contract.py sent as an open loop capped at its
@@ -43,6 +43,7 @@ ROUND_CHAINS = ([ROOT / "runs" / f"round-{n}" / "bundle" for n in (1, 2, 3)],
                 [ROOT / "runs" / "round-5" / "bundle"],
                 [ROOT / "runs" / "round-6" / "bundle"],
                 [ROOT / "runs" / "round-10" / "bundle"],     # a replayed trace on two server sets
+                [ROOT / "runs" / "round-14" / "bundle"],     # vllm bench serve's results beside ours
                 [FIXTURES / "cpu-demo"],
                 [FIXTURES / "ray-two-nodes"])    # two Ray nodes, an open loop, a worker killed
 
