@@ -199,8 +199,19 @@ def _input(led: Ledger, raw: RawSources, d: Declared, param: str, prefix: str,
     for key in (prefix + param, *((outer + param,) if outer else ()), "r." + param):
         if key in led:
             return led[key], ()
-    # A quantity the ledger did not derive here (its own inputs were not there to derive it).
+    # A quantity the ledger did not derive here (its own inputs were not there to derive it);
+    # an input no quantity declares and no raw source gave is a fault of the declaration, said
+    # at once rather than left as a silent absence.
+    if not _declared_name(param):
+        raise LookupError(f"quantity {d.name!r} ({d.module}) reads {param!r}: no quantity declares it and "
+                          "its raw sources do not give it (a raw input is added with a Reason where it is missing)")
     return Value(key=param, value=None, missing=Reason.of("reason.not_derived", key=prefix + param)), ()
+
+
+def _declared_name(param: str) -> bool:
+    """Whether some quantity is named PARAM, or PARAM reads one across points (`each_`, `prev_`, `first_valid_`)."""
+    names = {d.name for d in REGISTRY.values()}
+    return any(param.removeprefix(pre) in names for pre in ("", "each_", "prev_", "first_valid_"))
 
 
 def _bound(d: Declared, param: str, raw: RawSources, led: Ledger, prefix: str, outer: str = "") -> bool:

@@ -17,7 +17,7 @@ import pytest
 
 from report import registry as RG
 from report.derive import analyses as A
-from report.ledger import Ledger
+from report.ledger import Ledger, Reason
 from report.registry import (
     DOES_NOT_APPLY,
     RawSources,
@@ -172,3 +172,31 @@ def test_a_bound_quantity_is_its_declaring_modules_and_recorded_as_its_function(
     assert v.inputs == (("itl_ms_p99", "p.a.itl_ms_p99"), ("step_ms", "8"))
     assert v.sources == ("metrics.jsonl", "requests.jsonl")
     assert led.value_of("p.a.fast") is True and "p.a.step_under_ten_ms" not in led
+
+
+def test_an_input_nothing_declares_and_no_raw_source_gives_is_a_fault_not_an_absence(fresh):
+    @point_quantity(unit="req")
+    def sent(requests: list) -> int:
+        """Requests sent."""
+        return len(requests)
+
+    @point_quantity(unit="req")
+    def sent_per_worker(sent: int, worker_count: int) -> float:
+        """Requests sent per worker (WORKER_COUNT: a raw input this test's raw sources lack)."""
+        return sent / worker_count
+
+    @point_quantity(unit="req")
+    def doubled(sent: int) -> int:
+        """Twice the requests sent."""
+        return 2 * sent
+
+    led, raw = Ledger(), RawSources()
+    raw.add("requests", [1, 2])
+    with pytest.raises(LookupError, match="worker_count"):
+        resolve_point(led, __name__, "p", raw)
+    # A declared quantity that could not be derived is an absence with its reason, as before.
+    led, raw = Ledger(), RawSources()
+    raw.add("requests", Reason.of("reason.no_samples"))
+    raw.add("worker_count", 2)
+    resolve_point(led, __name__, "p", raw)
+    assert not led["p.p.doubled"].present
