@@ -77,7 +77,9 @@ def dump_bundle(b: Path, name: str, out: Path) -> None:
 def dump_pages(reports, out: Path, svg: bool) -> None:
     """Each composed round's ledger, next steps and pages (HTML, and the PDF's source)."""
     from report.publish.dumps import ledger_json
-    from report.publish.render import Page, figure_svg, page_name
+    from report.publish.render.output import page_name
+    from report.publish.render.page import Page
+    from report.publish.render.vega import figure_svg
     from report.words import LANGS
     for rep in reports:
         name = _name(rep.round_id)

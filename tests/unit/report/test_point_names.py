@@ -10,7 +10,7 @@ import re
 import pytest
 
 from report.publish.compose import compose_round, point_labels
-from report.publish.render import Page
+from report.publish.render.page import Page
 from tests.conftest import ROOT
 
 

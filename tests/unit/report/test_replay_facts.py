@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from report.publish.compose import compose_round, source_facts
-from report.publish.render import Page
+from report.publish.render.page import Page
 from tests.conftest import ROOT
 
 
