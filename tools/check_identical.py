@@ -12,7 +12,8 @@ planner's JSON and text for every model config under tests/fixtures/models on a 
 The PDF itself is not printed (slow, and a function of the page it is printed from). The
 site's build key (round.json) is never written, so nothing differs by the code's digest
 alone. `compare` diffs two folders file by file, JSON key by key, and prints what differs.
-A bundle that cannot be read writes its refusal in place of its files, so that compares too.
+A bundle that cannot be read, or a page that cannot be rendered, writes its error in place of
+its files, so that compares too.
 """
 
 from __future__ import annotations
@@ -87,7 +88,11 @@ def dump_pages(reports, out: Path, svg: bool) -> None:
         _json(out / f"{name}.next.json", rep.facts.next_steps)
         links = {f"{lg}.{fm}": page_name(lg, fm) for lg in LANGS for fm in ("html", "pdf")}
         for lang in LANGS:
-            page = Page(rep, lang)
+            try:
+                page = Page(rep, lang)
+            except Exception as e:  # noqa: BLE001 - a page that cannot be rendered is an output too
+                (out / f"{name}.{lang}.error.txt").write_text(f"{type(e).__name__}: {e}\n", encoding="utf-8")
+                continue
             (out / f"{name}.{lang}.html").write_text(page.assemble("html", links=links), encoding="utf-8")
             if svg:
                 svgs = {b.ref: figure_svg(b.ref, rep.figures[b.ref].specs[lang])
