@@ -47,14 +47,13 @@ def _json(path: Path, obj) -> None:
 
 
 def bundles() -> list[tuple[Path, str]]:
-    """(bundle, name in the output) of every committed bundle, runs/ first."""
+    """(bundle, name in the output) of every committed bundle, runs/ first (run from the root)."""
     from bundle.store import find_bundles
     from report.cli import round_id_for
     out = []
-    for root in BUNDLE_ROOTS:
-        for b in find_bundles(ROOT / root):
-            rel = b.relative_to(ROOT)
-            out.append((b, round_id_for(b) if root == "runs" else _name(str(rel.parent if b.name == "bundle" else rel))))
+    for root in BUNDLE_ROOTS:     # paths from the checkout's root, as a page names its bundle
+        for b in find_bundles(Path(root)):
+            out.append((b, round_id_for(b) if root == "runs" else _name(str(b.parent if b.name == "bundle" else b))))
     return out
 
 
@@ -132,7 +131,7 @@ def build(out: Path, svg: bool = True) -> int:
         print(f"bundle {name}", file=sys.stderr)
         dump_bundle(b, name, out)
     refused: list[str] = []
-    runs = [(b, n) for b, n in found if b.is_relative_to(ROOT / "runs")]
+    runs = [(b, n) for b, n in found if b.is_relative_to("runs")]
     print("pages of runs/", file=sys.stderr)
     dump_pages(compose_rounds(runs, refused), out, svg)
     for b, name in found:
