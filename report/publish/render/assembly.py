@@ -92,9 +92,7 @@ class Assembly(Provenance):
         has_figs = any(b.kind == "figure" for b in page.blocks)
         tdir = page.templates_dir
         css = static_file(tdir, "report.css") + ("\n" + static_file(tdir, "print.css") if mode == "pdf" else "")
-        script = page_script(tdir)
-        scripts = [vega_bundle(), script] if (mode == "html" and has_figs) else (
-            [script] if mode == "html" else [])
+        scripts = ([vega_bundle()] if has_figs else []) + [page_script(tdir)] if mode == "html" else []
         csp = None
         if mode == "html":
             csp = "; ".join([
