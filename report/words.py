@@ -25,7 +25,7 @@ SECTIONS = ("reason", "label", "quantity", "source", "finding", "prose")
 # Chinese runs on without spaces: a space between two CJK characters or full-width marks is a
 # leftover of joining sentences or filling a slot (the catalogue spaces a slot from Chinese, as
 # from a Latin word: "由 {limit} 决定"), never a word break, and a reader sees it ("两个 直方图",
-# "。 拐点"). One rule for every text printed: the pages' (publish.render.close_cjk_gaps) and
+# "。 拐点"). One rule for every text printed: the pages' (publish.render.text.close_cjk_gaps) and
 # the command line's (`closed`).
 CJK = r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]"
 # Full-width punctuation carries its own spacing: no space beside it, whatever stands on the

@@ -204,7 +204,7 @@ def templates_with(tmp_path, name: str, source: str):
     """A copy of the templates in TMP_PATH with section NAME's template set to SOURCE."""
     import shutil
 
-    from report.publish.render import TEMPLATES_DIR
+    from report.publish.render.templating import TEMPLATES_DIR
     tdir = tmp_path / "templates"
     shutil.copytree(TEMPLATES_DIR, tdir)
     (tdir / f"{name}.md.j2").write_text(source, encoding="utf-8")
@@ -215,7 +215,7 @@ def render_section(tmp_path, source: str, **report_changes) -> str:
     """The zh HTML of the hand-built report with one section whose template is SOURCE."""
     from dataclasses import replace
 
-    from report.publish.render import Page
+    from report.publish.render.page import Page
     tdir = templates_with(tmp_path, "_t", source)
     report = replace(hand_built_report(), sections=["_t"], **report_changes)
     return Page(report, "zh", tdir).assemble("html")

@@ -29,7 +29,7 @@ def _hash_files(h, files: list[Path], base: Path) -> None:
 
 def code_digest(root: Path = ROOT) -> str:
     """SHA-256 over the tool's own sources and templates (wherever they are installed)."""
-    from report.publish.render import TEMPLATES_DIR
+    from report.publish.render.templating import TEMPLATES_DIR
     h = hashlib.sha256()
     for d in [root / name for name in CODE_DIRS[:-1]] + [TEMPLATES_DIR]:
         _hash_files(h, [p for p in d.rglob("*") if p.is_file()

@@ -1,7 +1,7 @@
 """How a ledger Value is printed: digits, thousands separators, percent, unit, missing reason.
 
 Plain text only; the HTML/PDF markup around a number (popup, superscript id) lives in
-render.py and the templates. A Value with value None is never printed as 0: it becomes a
+report/publish/render/ and the templates. A Value with value None is never printed as 0: it becomes a
 sentence in the page's language that gives the ledger's reason.
 """
 

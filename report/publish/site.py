@@ -24,14 +24,9 @@ import jinja2
 from markupsafe import Markup
 
 from report.publish.document import RoundReport
-from report.publish.render import (
-    TEMPLATES_DIR,
-    Timing,
-    _sha256,
-    _static,
-    page_name,
-    render_round,
-)
+from report.publish.render.assembly import csp_hash
+from report.publish.render.output import Timing, page_name, render_round
+from report.publish.render.templating import TEMPLATES_DIR, static_file
 from report.words import LANGS, word
 
 log = logging.getLogger(__name__)
@@ -83,8 +78,8 @@ def build_index(out_dir: Path, templates_dir: Path = TEMPLATES_DIR) -> Path:
         files = [dict(f, label=FILE_LABEL.get((f["lang"], f["format"]), f["name"]))
                  for f in data["files"] if (m.parent / f["name"]).exists()]
         rounds.append(dict(data, files=files))
-    css = _static(templates_dir, "report.css")
-    csp = "; ".join(["default-src 'none'", "style-src " + _sha256(css), "base-uri 'none'",
+    css = static_file(templates_dir, "report.css")
+    csp = "; ".join(["default-src 'none'", "style-src " + csp_hash(css), "base-uri 'none'",
                      "form-action 'none'"])
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir)), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True,

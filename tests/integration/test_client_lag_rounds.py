@@ -41,7 +41,7 @@ metrics_interval_s = 0.5
 
 def html_pages(rep, site: Path) -> dict[str, str]:
     """REP rendered as HTML into SITE: page name -> text."""
-    from report.publish.render import render_round
+    from report.publish.render.output import render_round
     site.mkdir(exist_ok=True)
     return {q.name: q.read_text() for q in render_round(rep, site, formats=("html",)).paths
             if q.suffix == ".html"}

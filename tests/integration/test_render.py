@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from report.publish import render
 from report.publish.document import RoundFacts
-from report.publish.render import Page, RenderError
+from report.publish.render import templating, vega
+from report.publish.render.page import Page
+from report.publish.render.templating import RenderError
 from report.publish.site import build_site
 from tests.render_fixture import ROUND_ID, hand_built_report, render_section
 
@@ -26,9 +27,9 @@ NUM_SPAN = re.compile(r'<span class="num([^"]*)" tabindex="0" data-key="([^"]+)"
 
 
 def _clear_caches() -> None:
-    render._svg_cached.cache_clear()
-    render.vega_bundle.cache_clear()
-    render._static.cache_clear()
+    vega._svg_cached.cache_clear()
+    vega.vega_bundle.cache_clear()
+    templating.static_file.cache_clear()
 
 
 @pytest.fixture(scope="module")

@@ -130,7 +130,7 @@ def _method_text(bundle: Path, lang: str) -> str:
     from dataclasses import replace
 
     from report.publish.compose import compose_round
-    from report.publish.render import Page
+    from report.publish.render.page import Page
     report = replace(compose_round(bundle, "replay"), sections=["method"])
     return Page(report, lang).assemble("html")
 

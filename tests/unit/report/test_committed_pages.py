@@ -12,7 +12,7 @@ import pytest
 
 from report.judge.diagnosis import point_bottleneck, val
 from report.publish.compose import compose_rounds
-from report.publish.render import Page
+from report.publish.render.page import Page
 from tests.conftest import ROOT
 
 ROUNDS = sorted((ROOT / "runs").glob("round-*/bundle"))
@@ -118,7 +118,7 @@ def test_a_space_between_chinese_characters_is_seen_through_markup():
 
 
 def test_the_gaps_close_around_markup_a_number_pop_up_and_its_id_but_not_beside_a_digit():
-    from report.publish.render import close_cjk_gaps
+    from report.publish.render.text import close_cjk_gaps
     pop = ('<span class="pop" role="tooltip"><span class="pop-head"><code>k</code></span>'
            '<span class="pop-see">见附录 N1</span></span>')
     html = (f'<p>两个 <b>直方图</b>。 拐点 <span class="num"><span class="num-v">未测得</span>{pop}</span> 的'

@@ -21,7 +21,7 @@ from report.judge import cost as C
 from report.judge.verdicts import build_ledger
 from report.ledger import Absent
 from report.publish.compose import compose_rounds
-from report.publish.render import render_round
+from report.publish.render.output import render_round
 from serving_ledger.cli import main
 from tests.conftest import FIXTURES
 

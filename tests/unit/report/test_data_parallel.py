@@ -109,7 +109,7 @@ def test_round12_page_one_says_several_engines_shared_one_gpu(lang):
     from html import unescape
 
     from report.publish.compose import compose_round
-    from report.publish.render import Page
+    from report.publish.render.page import Page
     from report.words import section
     path = ROOT / "runs" / "round-12" / "bundle"
     if not path.is_dir():

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from report.planner.explain import JSON_KEYS
+from report.planner.listing import JSON_KEYS
 from serving_ledger.cli import main as serving_ledger_main
 from tests.conftest import FIXTURES, ROOT
 

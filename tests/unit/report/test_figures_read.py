@@ -19,7 +19,7 @@ from report.publish.figures import (
     wide_span,
 )
 from report.publish.numbers import format_number
-from report.publish.render import _walk  # every dict inside a spec (layers, facets, encodings)
+from report.publish.render.vega import _walk  # every dict inside a spec (layers, facets, encodings)
 from report.words import LANGS
 from tests.conftest import ROOT
 

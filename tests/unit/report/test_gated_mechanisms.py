@@ -13,7 +13,7 @@ import pytest
 from report.derive.power import power_peak_over_limit
 from report.ledger import Absent
 from report.publish.compose import compose_round
-from report.publish.render import Page
+from report.publish.render.page import Page
 from report.words import closed
 from tests.conftest import ROOT
 

@@ -15,7 +15,7 @@ import pytest
 
 from bundle.store import read_bundle
 from report.publish.compose import compose_rounds
-from report.publish.render import render_round
+from report.publish.render.output import render_round
 from tests.conftest import FIXTURES, ROOT
 
 ROUND = ROOT / "runs" / "round-3" / "bundle"

@@ -30,7 +30,7 @@ from report.judge.compare import cross_round_ledger
 from report.judge.verdicts import build_ledger
 from report.ledger import quantity_name
 from report.planner import notes as N
-from report.planner.explain import plan, plan_raw
+from report.planner.capacity import plan, plan_raw
 from report.registry import REGISTRY
 from tests.conftest import FIXTURES, ROOT
 from tests.unit.report.test_ledger_contract import QUANTITY_MODULES, write_fixture_bundle

@@ -155,7 +155,7 @@ def test_each_reason_cites_its_numbers_in_the_same_order_in_both_languages():
 def test_guidellm_and_aiperf_results_are_set_beside_round_14_by_their_definitions():
     # HAND-BUILT result files (tests/fixtures/peers): C=4, 128/32, as round 14's second point
     from report.publish.compose import compose_rounds
-    from report.publish.render import Page
+    from report.publish.render.page import Page
     fix = ROOT / "tests" / "fixtures" / "peers"
     files = (str(fix / "guidellm-concurrent.json"), str(fix / "aiperf-profile-export.json"))
     [rep] = compose_rounds([(ROUND14 / "bundle", "round-14")], compare_with={"round-14": files})

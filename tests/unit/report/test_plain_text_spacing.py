@@ -1,7 +1,7 @@
 """The command line's plain text follows the page's rule: no space between two Chinese
 characters, where a slot or a value in words holds Chinese ("GPU 算力 限制了" is
 "GPU 算力限制了"); a space beside a Latin word or a number stays. One rule
-(report.words.closed), read by the page (render.close_cjk_gaps) and the command line."""
+(report.words.closed), read by the page (render.text.close_cjk_gaps) and the command line."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from report.ledger import Ledger, Reason
 from report.publish.numbers import format_value, plain_text
-from report.publish.render import close_cjk_gaps
+from report.publish.render.text import close_cjk_gaps
 from report.words import CJK, closed, word
 from serving_ledger.cli import main
 from tests.conftest import ROOT

@@ -11,7 +11,7 @@ import pytest
 
 from report.judge.result import point_labels
 from report.publish.compose import compose_round
-from report.publish.render import Page
+from report.publish.render.page import Page
 from tests.conftest import ROOT
 
 

@@ -9,10 +9,11 @@ from dataclasses import replace
 import pytest
 
 from report.ledger import Reason, Value
-from report.publish import render
 from report.publish.document import RoundFacts
 from report.publish.numbers import Format, format_number, format_value
-from report.publish.render import Page, RenderError
+from report.publish.render import assembly, vega
+from report.publish.render.page import Page
+from report.publish.render.templating import RenderError
 from report.publish.site import build_site
 from tests.render_fixture import hand_built_report, render_section, templates_with
 
@@ -83,7 +84,7 @@ def test_template_html_and_markdown_pass(tmp_path):
 
 def test_figure_spec_loading_data_from_url_fails():
     with pytest.raises(RenderError, match="inline the values"):
-        render.prepare_spec("f", {"data": {"url": "https://example.com/x.csv"}, "mark": "bar"})
+        vega.prepare_spec("f", {"data": {"url": "https://example.com/x.csv"}, "mark": "bar"})
 
 
 @pytest.mark.parametrize("x,fmt,unit,zh,en", [
@@ -135,7 +136,8 @@ def test_bidi_and_invisible_characters_are_shown_not_obeyed(tmp_path):
 
 
 def test_a_pdf_with_chinese_text_and_no_font_for_it_is_refused_in_one_line():
-    from report.publish.render import RenderError, check_glyph_fonts
+    from report.publish.render.pdf import check_glyph_fonts
+    from report.publish.render.templating import RenderError
     with pytest.raises(RenderError, match=r"no installed font has a glyph for '结' .*fonts-noto-cjk"):
         check_glyph_fonts("<p>结论</p>", fonts_for=lambda ch: [])
     check_glyph_fonts("<p>结论</p>", fonts_for=lambda ch: ["Noto Sans CJK SC"])
@@ -146,9 +148,9 @@ def test_a_pdf_with_chinese_text_and_no_font_for_it_is_refused_in_one_line():
 def test_a_table_that_fits_a_page_is_kept_whole_and_a_long_one_repeats_its_header(tmp_path):
     report = hand_built_report()
     short = report.tables["points"]
-    assert len(short.rows) <= render.SHORT_TABLE_ROWS
-    long = replace(short, id="long", rows=short.rows * (render.SHORT_TABLE_ROWS // len(short.rows) + 1),
-                   row_labels=short.row_labels * (render.SHORT_TABLE_ROWS // len(short.rows) + 1))
+    assert len(short.rows) <= assembly.SHORT_TABLE_ROWS
+    long = replace(short, id="long", rows=short.rows * (assembly.SHORT_TABLE_ROWS // len(short.rows) + 1),
+                   row_labels=short.row_labels * (assembly.SHORT_TABLE_ROWS // len(short.rows) + 1))
     report.tables["long"] = long
     tdir = templates_with(tmp_path, "_t", '{{ table("points") }}\n\n{{ table("long") }}')
     text = Page(replace(report, sections=["_t"]), "zh", tdir).assemble("pdf")

@@ -14,7 +14,7 @@ from bundle.request_table import RequestTable
 from report.derive import stats as ST
 from report.ledger import Absent
 from report.publish.compose import compose_round
-from report.publish.render import Page
+from report.publish.render.page import Page
 from tests.conftest import ROOT
 
 

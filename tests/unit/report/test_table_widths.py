@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from report.publish.compose import compose_rounds
-from report.publish.render import Page
+from report.publish.render.page import Page
 from tests.conftest import ROOT
 from tests.render_fixture import templates_with
 

@@ -35,7 +35,7 @@ class Source:
 
 
 def sections(lang: str) -> list[Source]:
-    from report.publish.render import section_source
+    from report.publish.render.templating import section_source
     return [Source(p.name, section_source(TEMPLATES, p.name.removesuffix(".md.j2"), lang))
             for p in sorted(TEMPLATES.glob("*.md.j2")) if not p.name.startswith("_")]
 
@@ -109,7 +109,7 @@ def test_both_languages_have_the_same_sections_and_keys():
 
 
 def test_a_section_is_one_template_whose_prose_is_the_catalogues():
-    from report.publish.render import PROSE
+    from report.publish.render.templating import PROSE
     from report.words import section
     en, zh = section("prose", "en"), section("prose", "zh")
     assert en.keys() == zh.keys() and len(en) > 100

@@ -15,7 +15,7 @@ from report.judge.findings import knee, thesis_findings
 from report.ledger import Ledger
 from report.publish.compose import compose_round
 from report.publish.numbers import format_value, plain_text
-from report.publish.render import Page
+from report.publish.render.page import Page
 from report.words import word
 from tests.conftest import ROOT
 

@@ -15,7 +15,7 @@ from report.derive.analyses import QUEUE_FLOOR_MS, frontend_over_queue
 from report.ledger import Absent, Reason
 from report.publish.compose import compose_round
 from report.publish.numbers import format_value
-from report.publish.render import Page
+from report.publish.render.page import Page
 from report.words import section
 from tests.conftest import ROOT
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from report.ledger import Value, quantity_name
-from report.publish.render import quantity_code, render_round
+from report.publish.render.appendix import quantity_code
+from report.publish.render.output import render_round
 from report.words import fields_of, section
 from tests.conftest import ROOT  # noqa: E402
 
@@ -41,10 +42,10 @@ def _stage_module(name: str) -> str:
 
 # Label prefixes read as a table by name (words.group); the files that name their entries.
 GROUPS = {
-    "page_": [REPORT / "publish" / "render.py", TEMPLATES / "macros.j2", TEMPLATES / "base.html.j2",
+    "page_": [*sorted((REPORT / "publish" / "render").glob("*.py")), TEMPLATES / "macros.j2", TEMPLATES / "base.html.j2",
               TEMPLATES / "index.html.j2"],
     "fig_": [REPORT / "publish" / "figures.py", REPORT / "publish" / "compose.py"],
-    "plan_": [REPORT / "planner" / "explain.py"],
+    "plan_": [REPORT / "planner" / "listing.py"],
     "note_": [REPORT / "planner" / "notes.py"],
     # the diagnosis table words a point's bottleneck and failed checks by their codes
     "bottleneck_": [REPORT / "judge" / "rules.py"],

@@ -17,7 +17,7 @@ CJK = re.compile(r"[\u3400-\u9fff\u3000-\u303f\uff01-\uff5e]")
 SENTENCE = re.compile(r"\b[A-Za-z]{2,}\b(?: +\b[A-Za-z']{2,}\b){2,}")
 # Strings of the stages that print pages which are not words of a page, by where they stand.
 NOT_PAGE_WORDS = {
-    "report/publish/render.py": "the CSS font stack and the page's script",
+    "report/publish/render/vega.py": "the CSS font stack of the figures",
     "report/judge/conformance.py": "the conformance tool's plain-text table for a terminal",
 }
 

@@ -1,6 +1,6 @@
 """The Chinese catalogue writes a space between a Chinese character and a Latin word, a number,
 a slot, a ledger key or a code span ("GPU 显存带宽"); the renderer closes a space between two
-Chinese characters (render.close_cjk_gaps), so a slot that holds Chinese reads as one run."""
+Chinese characters (render.text.close_cjk_gaps), so a slot that holds Chinese reads as one run."""
 
 from __future__ import annotations
 
