@@ -55,8 +55,11 @@ in groups that `resolve_scope` resolves once the caller has selected their input
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from report.ledger import Absent, Ledger, Reason, Source, Value
@@ -209,9 +212,19 @@ def _input(led: Ledger, raw: RawSources, d: Declared, param: str, prefix: str,
 
 
 def _declared_name(param: str) -> bool:
-    """Whether some quantity is named PARAM, or PARAM reads one across points (`each_`, `prev_`, `first_valid_`)."""
+    """Whether some quantity is named PARAM, PARAM reads one across points (`each_`, `prev_`,
+    `first_valid_`), or some builder of raw inputs adds one of that name (`raw.add("name", ...)`)."""
     names = {d.name for d in REGISTRY.values()}
-    return any(param.removeprefix(pre) in names for pre in ("", "each_", "prev_", "first_valid_"))
+    return param in _raw_input_names() or \
+        any(param.removeprefix(pre) in names for pre in ("", "each_", "prev_", "first_valid_"))
+
+
+@lru_cache(maxsize=1)
+def _raw_input_names() -> frozenset[str]:
+    """The raw inputs the report's builders add by a literal name (report/**/*.py)."""
+    root = Path(__file__).parent
+    return frozenset(name for f in root.rglob("*.py")
+                     for name in re.findall(r"\.add\(\s*\"([a-z_0-9]+)\"", f.read_text(encoding="utf-8")))
 
 
 def _bound(d: Declared, param: str, raw: RawSources, led: Ledger, prefix: str, outer: str = "") -> bool:

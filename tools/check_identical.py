@@ -59,16 +59,17 @@ def bundles() -> list[tuple[Path, str]]:
 
 def dump_bundle(b: Path, name: str, out: Path) -> None:
     """The `ledger --json`, `findings --json` and `ledger` (text) views of one bundle."""
-    from report.judge.verdicts import read_bundle_ledger
+    from report.judge.result import judge_bundle
     from report.publish.dumps import findings_json, ledger_json
     from report.publish.numbers import format_value
     try:
-        rd, led = read_bundle_ledger(b)
+        res = judge_bundle(b)
     except Exception as e:  # noqa: BLE001 - a refusal is an output too
         (out / f"{name}.refused.txt").write_text(f"{type(e).__name__}: {e}\n", encoding="utf-8")
         return
+    led = res.led
     _json(out / f"{name}.ledger.json", ledger_json(led))
-    _json(out / f"{name}.findings.json", findings_json(rd, led))
+    _json(out / f"{name}.findings.json", findings_json(res))
     for lang in ("en", "zh"):
         (out / f"{name}.ledger.{lang}.txt").write_text(
             "".join(f"{k}\t{format_value(v, lang)}\n" for k, v in led.values.items()), encoding="utf-8")

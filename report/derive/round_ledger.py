@@ -20,10 +20,8 @@ from bundle.store import Bundle
 from report.derive import analyses as A
 from report.derive import clienterror as CE
 from report.derive import delivery as DL
-from report.derive import energy as EN
 from report.derive import occupancy as OC
 from report.derive import peers as PR
-from report.derive import power as PW
 from report.derive import prefilltail as PT
 from report.derive import reconcile as R
 from report.derive import series as S
@@ -31,6 +29,8 @@ from report.derive import serverlog as SL
 from report.derive import stats as ST
 from report.derive import step as SP
 from report.derive import validity as V
+from report.derive.gpu import energy as EN
+from report.derive.gpu import power as PW
 from report.derive.serverlog import ServerLogFacts, server_log_facts
 from report.ledger import Absent, Ledger, Reason, Source, Value
 from report.registry import DOES_NOT_APPLY, RawSources, resolve_across, resolve_point, resolve_round

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from report.derive import validity as V
-from report.derive.power import PEAK_DTYPE, gpu_absent_reason
+from report.derive.gpu.power import PEAK_DTYPE, gpu_absent_reason
 from report.derive.round_ledger import OWN_LENGTH_KINDS
 from report.judge.result import RoundResult, judge_rounds, refusal_text
 from report.ledger import Ledger

@@ -24,8 +24,9 @@ from bundle.plausible import DCGM_FIELDS, FIELD_RANGES, screen
 from bundle.schema import record_problem
 from bundle.slo import Slo, SloError, slo_of_file
 from bundle.store import BundleWriter, read_bundle
-from report.derive.power import dcgm_gpu_rows
+from report.derive.gpu.power import dcgm_gpu_rows
 from report.derive.round_ledger import NO_SLO, read_round
+from report.judge.result import judge
 from report.judge.verdicts import build_ledger
 from report.publish.dumps import findings_json
 from report.words import PLACEHOLDER
@@ -235,4 +236,4 @@ def test_a_manifest_field_of_any_value_is_read_into_findings_or_refused_in_one_l
         one_line(e, f"{d}/manifest.json")
         return
     rd = read_round(bundle, slo=NO_SLO)
-    findings_json(rd, build_ledger(rd))           # no exception escapes the readers
+    findings_json(judge(d, "b", rd, build_ledger(rd), None))   # no exception escapes the readers

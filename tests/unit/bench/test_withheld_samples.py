@@ -14,7 +14,7 @@ from aiohttp import web
 from bench.runner import MetricsSampler
 from bundle.files import BundleError
 from bundle.store import BundleWriter, read_bundle
-from report.derive import power as PW
+from report.derive.gpu import power as PW
 from tests.conftest import FIXTURES
 
 PAGE = (FIXTURES / "dcgm" / "exporter-page.txt").read_text().replace(

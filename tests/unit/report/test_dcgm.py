@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from bench.exposition import parse_exposition
-from report.derive import energy as EN
-from report.derive import power as PW
+from report.derive.gpu import energy as EN
+from report.derive.gpu import power as PW
 from tests.conftest import FIXTURES
 
 PAGE = (FIXTURES / "dcgm" / "exporter-page.txt").read_text()

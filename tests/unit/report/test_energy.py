@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from bench.exposition import parse_exposition
-from report.derive import energy as EN
-from report.derive import power as PW
 from report.derive import validity
+from report.derive.gpu import energy as EN
+from report.derive.gpu import power as PW
 from report.ledger import Absent, Ledger, Reason
 from report.registry import RawSources, resolve_point, resolve_round
 from tests.conftest import FIXTURES

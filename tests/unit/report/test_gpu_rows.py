@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from report.derive import power as PW
+from report.derive.gpu import power as PW
 from report.ledger import Ledger
 from report.publish.compose import GPU_COLUMNS, item_table
 from report.registry import RawSources, resolve_point

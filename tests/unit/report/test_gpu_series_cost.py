@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from report.derive import power as PW
+from report.derive.gpu import power as PW
 
 READS = [0]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bundle.store import read_bundle
-from report.derive import power as G
+from report.derive.gpu import power as G
 from report.ledger import Absent
 from tests.conftest import ROOT
 

@@ -35,7 +35,7 @@ from report.ledger import Ledger, Value
 from tests.standin_round import TINY_CONFIG
 
 QUANTITY_MODULES = ("report.architecture.theory", "report.derive.analyses", "report.derive.stats", "report.derive.series",
-                    "report.derive.power", "report.derive.reconcile", "report.derive.serverlog",
+                    "report.derive.gpu.power", "report.derive.reconcile", "report.derive.serverlog",
                     "report.judge.goodput")
 SERVER_FILES = ("metrics.jsonl", "server.log")
 

@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 from bundle.store import read_bundle
-from report.derive import energy, power
+from report.derive.gpu import energy, power
 from report.ledger import Absent, Ledger
 from tests.conftest import FIXTURES
 

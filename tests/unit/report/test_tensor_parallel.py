@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from report.derive import power as G
+from report.derive.gpu import power as G
 from report.ledger import Absent
 from tests.conftest import FIXTURES
 

@@ -34,8 +34,8 @@ STAGES = ("architecture", "derive", "judge", "publish", "planner")
 
 
 def _stage_module(name: str) -> str:
-    """The report module a short name ("stats") is in, whatever its stage ("report.derive.stats")."""
-    found = [f"report.{s}.{name}" for s in STAGES if (REPORT / s / f"{name}.py").is_file()]
+    """The report module a short name ("stats", "gpu.power") is in, whatever its stage ("report.derive.stats")."""
+    found = [f"report.{s}.{name}" for s in STAGES if (REPORT / s / f"{name.replace('.', '/')}.py").is_file()]
     if len(found) != 1:
         raise ImportError(f"{name!r} is in {len(found)} of the report's stages")
     return found[0]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any, Iterable
 
-from report.derive.power import rows_of_gpu
+from report.derive.gpu.power import rows_of_gpu
 from report.ledger import Absent
 from report.registry import point_quantity
 
