@@ -122,6 +122,15 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
                 "sweep": {**at["gpu_compute"]["sweep"], "concurrency": [_point_setting(rd, pid, "concurrency")],
                           "server_flags": [["--max-num-batched-tokens", str(int(budget * m))]
                                            for m in SMALLER_BUDGET_SWEEP]}}))
+    eager = [pid for pid in by_kind.get("engine_host", [])
+             if attribution[pid].mechanism == "step_host_side" and val(led, f"p.{pid}.eager_engine")]
+    if eager:
+        # A GPU engine without CUDA graphs whose step the roofs explain only in part: the launches
+        # graphs remove are host time; the step can fall at most to the roofs' (step_ms_model).
+        pid = eager[0]
+        st = step("cuda_graphs", "cuda_graphs", labels, pid=pid)
+        out.append(with_plan(st, "cuda_graphs", {"sweep": {**at["engine_host"]["sweep"], "server_flags": [
+            [], ["--no-enforce-eager"]]}}))
     if "sequence_cap" in by_kind:
         pid = by_kind["sequence_cap"][0]
         C = _point_setting(rd, pid, "concurrency")

@@ -194,3 +194,16 @@ def test_relieving_the_queue_predicts_what_the_uncapped_set_measured(bundle):
         assert predicted == pytest.approx(measured, rel=tol), pid
         # …and it is a real change: the capped point itself measured far less.
         assert led.value_of(f"p.{pid}.all_running_output_gain_model") > 1.5, pid
+
+
+def test_an_eager_gpu_engine_bound_by_its_host_side_is_offered_cuda_graphs_with_the_roofs_bound():
+    # h200-causes set 3 ran --enforce-eager on the H200: its step is mostly host time.
+    from report.judge.result import judge_bundle
+    res = judge_bundle(FIXTURES / "corpus" / "h200-causes" / "bundle")
+    steps = {s["id"]: s for s in res.facts["next_steps"]}
+    st = steps["cuda_graphs"]
+    assert st["plan"]["sweep"]["server_flags"] == [[], ["--no-enforce-eager"]]
+    assert "[[p.s3-L1024-c8.step_ms_model]]" in st["en"] and "--no-enforce-eager" in st["zh"]
+    # The CPU engine (also eager) is never offered a device feature it does not have.
+    cpu = judge_bundle(FIXTURES / "corpus" / "cpu-seqcap" / "bundle")
+    assert "cuda_graphs" not in {s["id"] for s in cpu.facts["next_steps"]}
