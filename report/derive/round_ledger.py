@@ -594,6 +594,7 @@ def cross_point_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) 
         raws = {p.pid: settings_raw(p) for p in ok_points(rd)}
         resolve_across(led, ST.__name__, ok, valid, raws)
         resolve_across(led, A.__name__, valid, valid, raws)
+        resolve_across(led, SP.__name__, valid, valid, raws)
         if len(pts) >= 2:
             resolve_round(led, A.__name__, [p.pid for p in pts], round_raw(rd, pts), over_points=True)
 

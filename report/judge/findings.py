@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from report.derive import validity as V
+from report.derive.step import TAIL_PERCENTILE
 from report.derive.prefilltail import rate_reference_point
 from report.judge.diagnosis import BOTTLENECKS, Attribution, Validity, val
 from report.ledger import Ledger
@@ -313,20 +314,34 @@ def first_step_finding(led: Ledger, pids: list[str], labels: dict[str, str] | No
         return None
     a, b = pids[0], pids[1]
     tol = val(led, "r.rule_prediction_tol")
-    itl, ttft = val(led, f"p.{b}.itl_p99_over_prefill_step"), val(led, f"p.{b}.ttft_p99_over_behind_step")
-    if tol is None or itl is None or ttft is None:
+    itl, ttft = val(led, f"p.{b}.itl_p99_over_first_step"), val(led, f"p.{b}.ttft_p99_over_behind_step")
+    share, gaps = val(led, f"p.{b}.prefill_gap_share"), val(led, f"p.{b}.itl_prefill_gaps_over_step")
+    if tol is None or itl is None or ttft is None or share is None:
         return None
 
     def held(ratio: float) -> bool:
         return 1 / (1 + tol) <= ratio <= 1 + tol
+    # How often the other stream's prefill lands in a decode gap decides what p99 reads: where
+    # those gaps are fewer than the top share p99 reads, ITL p99 is a decode step and the prefill
+    # steps sit further up the tail, at the percentile the page names.
+    rare = share < 1.0 - TAIL_PERCENTILE / 100.0
     # A tail already as long with one stream fits the prediction without showing the second made it.
     before, after = val(led, f"p.{a}.itl_ms_p99"), val(led, f"p.{b}.itl_ms_p99")
     grew = before is not None and after is not None and after > before * (1 + tol)
+    if rare:
+        itl_code = "first_step_itl_rare_explained" if held(itl) else "first_step_itl_rare_not"
+    else:
+        itl_code = (("first_step_itl_explained" if grew else "first_step_itl_already") if held(itl)
+                    else "first_step_itl_not")
+    gaps_code = (None if gaps is None else "first_step_gaps_explained" if held(gaps)
+                 else "first_step_gaps_short" if gaps < 1 else "first_step_gaps_long")
+    empty = {lang: "" for lang in LANGS}
     # The TTFT bound is an upper one: a tail under it is within the mechanism too.
     return _make(led, "first_step", "mechanism", _texts(
         "first_step", a=a, b=b, a_at=_at(labels, a), b_at=_at(labels, b),
-        itl=_texts(("first_step_itl_explained" if grew else "first_step_itl_already") if held(itl)
-                   else "first_step_itl_not", a=a, b=b, a_at=_at(labels, a)),
+        itl=_texts(itl_code, a=a, b=b, a_at=_at(labels, a)),
+        gaps=({lang: word("finding.counters_sep", lang) + t for lang, t in _texts(gaps_code, a=a, b=b).items()}
+              if gaps_code else empty),
         ttft=_texts("first_step_ttft_explained" if ttft <= 1 else "first_step_ttft_near" if ttft <= 1 + tol
                     else "first_step_ttft_not", a=a, b=b)),
         ["r.rule_prediction_tol"])

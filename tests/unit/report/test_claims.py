@@ -1,0 +1,43 @@
+"""Claims the committed rounds' pages make, each a prediction checked against a measurement with
+every term it needs and a tolerance that can fail: the numbers behind each sentence, read from
+the round's own ledger."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+
+from report.judge.result import RoundResult, judge_bundle
+from tests.conftest import ROOT
+
+
+@cache
+def judged(rid: str) -> RoundResult:
+    return judge_bundle(ROOT / "runs" / rid / "bundle")
+
+
+def value(rid: str, key: str):
+    return judged(rid).led.value_of(key)
+
+
+def finding_text(rid: str, fid: str, lang: str = "en") -> str:
+    return " ".join(f.texts[lang] for f in judged(rid).findings if f.id == fid)
+
+
+def test_round_4_c2_itl_tail_counts_how_often_a_prefill_lands_in_a_gap():
+    # One prompt of 1,024 tokens in one step of the budget per reply of 256 tokens: 1 gap in 255.
+    share = value("round-4", "p.L1024-c2.prefill_gap_share")
+    assert share == pytest.approx(1 / 255)
+    assert value("round-4", "p.L1024-c2.prefill_gap_percentile") == pytest.approx(100 * (1 - 1 / 255))
+    # Under 1 %, p99 reads a decode step: the single stream's ITL p99, not the 27.4 ms prefill step.
+    assert value("round-4", "p.L1024-c2.itl_p99_first_step_predicted") == pytest.approx(
+        value("round-4", "p.L1024-c1.itl_ms_p99"))
+    tol = value("round-4", "r.rule_prediction_tol")
+    assert 1 / (1 + tol) <= value("round-4", "p.L1024-c2.itl_p99_over_first_step") <= 1 + tol
+    text = finding_text("round-4", "first_step")
+    assert "does not explain the ITL tail" not in text
+    assert "too few for p99 to reach them" in text and "p[[p.L1024-c2.prefill_gap_percentile]]" in text
+    # The percentile the prefill gaps reach is checked too, with a tolerance that fails there.
+    assert value("round-4", "p.L1024-c2.itl_prefill_gaps_over_step") < 1 / (1 + tol)
+    assert "short of it: fewer gaps than one a reply carried a whole prefill" in text
