@@ -285,22 +285,26 @@ def step_mix_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None
     p50, p99 = val(led, f"p.{pid}.itl_ms_p50"), val(led, f"p.{pid}.itl_ms_p99")
     if ratio is None or ratio < V.STEP_MIX_MIN or p50 is None or p99 is None or p99 < V.STEP_MIX_MIN * p50:
         return None
-    # The prediction is said only where it explains the tail: within the rule's tolerance; where
-    # this point ran at a lower clock than C=1 (a power cap), of the range the two clocks span.
+    # The prediction is at the clock the point ran at (the reference's where the clock did not
+    # fall), and it is said to explain the tail only within the rule's tolerance; otherwise the
+    # sentence says it does not, with both numbers.
     miss, tol = val(led, f"p.{pid}.itl_p99_over_tail"), val(led, "r.rule_prediction_tol")
     miss_slow = val(led, f"p.{pid}.itl_p99_over_tail_at_clock")
     slower = (miss is not None and miss_slow is not None and miss_slow < miss / (1 + V.CLOCK_SLOWER))
     rate, ref, ref_clock = _prefill_rate_of(led, labels, prev_round, prev_clock)
-    if slower and tol is not None and miss >= 1 / (1 + tol) and miss_slow <= 1 + tol:
-        f = _make(led, "step_mix", "mechanism",
-                  _texts("step_mix_predicted_clocks", p=pid, at=_at(labels, pid), ref=ref, rate=rate,
-                         ref_clock=ref_clock), ["r.rule_prediction_tol"])
-        if f is not None:
-            return f
-    if not slower and miss is not None and tol is not None and 1 / (1 + tol) <= miss <= 1 + tol:
-        f = _make(led, "step_mix", "mechanism", _texts("step_mix_predicted", p=pid, at=_at(labels, pid),
-                                                                ref=ref, rate=rate, ref_clock=ref_clock),
-                  ["r.rule_prediction_tol"])
+    at_clock = miss_slow if slower else miss
+    if at_clock is not None and tol is not None:
+        held = 1 / (1 + tol) <= at_clock <= 1 + tol
+        fill = dict(p=pid, at=_at(labels, pid), ref=ref, rate=rate, ref_clock=ref_clock)
+        if slower:
+            unscaled = (_texts("step_mix_unscaled_fits", p=pid) if not held and 1 / (1 + tol) <= miss <= 1 + tol
+                        else {lang: "" for lang in LANGS})
+            code = "step_mix_predicted_clocks" if held else "step_mix_predicted_clocks_not"
+            f = _make(led, "step_mix", "mechanism", _texts(code, unscaled=unscaled, **fill), ["r.rule_prediction_tol"])
+        else:
+            f = _make(led, "step_mix", "mechanism",
+                      _texts("step_mix_predicted" if held else "step_mix_predicted_not", **fill),
+                      ["r.rule_prediction_tol"])
         if f is not None:
             return f
     return _make(led, "step_mix", "mechanism", _texts("step_mix", p=pid, at=_at(labels, pid)), [])

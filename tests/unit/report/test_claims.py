@@ -41,3 +41,19 @@ def test_round_4_c2_itl_tail_counts_how_often_a_prefill_lands_in_a_gap():
     # The percentile the prefill gaps reach is checked too, with a tolerance that fails there.
     assert value("round-4", "p.L1024-c2.itl_prefill_gaps_over_step") < 1 / (1 + tol)
     assert "short of it: fewer gaps than one a reply carried a whole prefill" in text
+
+
+@pytest.mark.parametrize("rid, pid", [("round-4", "L1024-c128"), ("round-5", "L8192-c16")])
+def test_the_prefill_tail_is_judged_at_the_clock_the_point_ran_at(rid, pid):
+    # The prediction at the measured clock, against the rule's tolerance (not a band of two
+    # predictions): round 4's C=128 at 1,530 MHz predicts 235 ms against 180 ms measured.
+    tol = value(rid, "r.rule_prediction_tol")
+    at_clock = value(rid, f"p.{pid}.itl_p99_over_tail_at_clock")
+    assert at_clock < 1 / (1 + tol)
+    text = finding_text(rid, "step_mix")
+    assert "within [[r.rule_prediction_tol|pct0]] of that range" not in text
+    assert f"[[p.{pid}.itl_p99_over_tail_at_clock]] of that prediction, more than" in text
+    assert "does not explain ITL p99" in text
+    # the prediction at the reference clock is printed beside it, and said to fit only within tolerance
+    assert 1 / (1 + tol) <= value(rid, f"p.{pid}.itl_p99_over_tail") <= 1 + tol
+    assert f"[[p.{pid}.itl_p99_over_tail]] of that, within" in text
