@@ -277,6 +277,9 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
             else Reason.of("reason.no_shared_prefix", kind=work.get("kind") or "?"),
             (f"{rd.name}/manifest.json: plan.workload",))
     raw.add("workload_kind", work.get("kind") or "?", (f"{rd.name}/manifest.json: plan.workload",))
+    raw.add("shared_prefixes", work.get("num_prefixes") if work.get("kind") == "shared-prefix"
+            else Reason.of("reason.no_shared_prefix", kind=work.get("kind") or "?"),
+            (f"{rd.name}/manifest.json: plan.workload",))
     raw.add("trace_requests", p.requests if work.get("kind") == "trace"
             else Reason.of("reason.no_shared_prefix", kind=work.get("kind") or "?"), src)
     sa, sb = p.steady
@@ -350,6 +353,7 @@ def loop_raw(rd: RoundData, p: PointData, raw: RawSources) -> None:
     raw.add("open_loop_requests", p.measured if is_open else DOES_NOT_APPLY, _src_requests(rd, p))
     raw.add("capped_concurrency", C if is_open and C and not trace else DOES_NOT_APPLY)
     raw.add("closed_loop_concurrency", DOES_NOT_APPLY if is_open else C)
+    raw.add("open_loop", is_open, _src_window(rd, p))
 
 
 def set_raw(rd: RoundData, p: PointData, raw: RawSources) -> None:

@@ -22,7 +22,7 @@ TITLED_WORKLOADS = ("trace", "sharegpt", "jsonl", "sessions", "shared-prefix")
 KV_COLUMNS = [
     ("concurrency", "label.col_concurrency", "", 0),
     ("input_len", "label.col_input_len", "tok", 0),
-    ("effective_concurrency", "label.col_effective_concurrency", "", None),   # a count, or a median of counts
+    ("kv_running_requests", "label.col_effective_concurrency", "", None),   # a count, or a median of counts
     ("kv_expected_median", "label.col_kv_expected_median", "%", 1),
     ("kv_usage_p50", "label.col_kv_measured_p50", "%", 1),
     ("kv_error_pp", "label.col_kv_error_pp", "pp", 2),

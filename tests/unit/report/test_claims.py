@@ -57,3 +57,26 @@ def test_the_prefill_tail_is_judged_at_the_clock_the_point_ran_at(rid, pid):
     # the prediction at the reference clock is printed beside it, and said to fit only within tolerance
     assert 1 / (1 + tol) <= value(rid, f"p.{pid}.itl_p99_over_tail") <= 1 + tol
     assert f"[[p.{pid}.itl_p99_over_tail]] of that, within" in text
+
+
+def test_round_7s_kv_account_counts_the_shared_prefix_blocks_once():
+    # 60 running requests of 3 blocks of 128 tokens; each shares one whole block of its prefix
+    # (192 tokens) with the others of its prefix, stored once for each of the 4 prefixes.
+    pid = "s1-L256-c64"
+    assert value("round-7", f"p.{pid}.kv_running_requests") == 60
+    assert value("round-7", f"p.{pid}.kv_prefix_tokens_saved") == 128 * (60 - 4)
+    assert value("round-7", f"p.{pid}.kv_expected_mean_effective") == pytest.approx(0.7799, abs=1e-4)
+    assert value("round-7", f"p.{pid}.kv_usage_p50") == pytest.approx(0.780, abs=1e-3)
+    assert abs(value("round-7", f"p.{pid}.kv_error_pp")) < 1      # was -34.6 pp
+    # without the prefix cache nothing is shared
+    assert value("round-7", "p.s0-L256-c64.kv_prefix_tokens_saved") == 0
+
+
+@pytest.mark.parametrize("pid, running", [("s0-L128-c1", 5), ("s1-L128-c1", 4)])
+def test_round_10s_open_loop_kv_account_counts_the_requests_running(pid, running):
+    # A replayed trace sets no concurrency: the account counts the running gauge's median, not 1.
+    assert value("round-10", f"p.{pid}.concurrency") == 1
+    assert value("round-10", f"p.{pid}.kv_running_requests") == running
+    assert abs(value("round-10", f"p.{pid}.kv_error_pp")) < 0.25
+    waste_one = value("round-10", f"p.{pid}.block_waste_tokens") / running
+    assert 0 <= waste_one < 16       # under a block per request
