@@ -445,6 +445,14 @@ def pool_tokens_usable(pool_tokens_set: int, block_size: int) -> int:
     return A.usable_pool_tokens(pool_tokens_set, block_size)
 
 
+@round_quantity(unit="fraction")
+def itl_slope_bandwidth_efficiency(itl_slope_vs_theory: float) -> float:
+    """The share of the peak bandwidth the KV reads ran at, as the ITL slope implies: the slope at peak bandwidth over the fitted one (at most 1: no GPU reads faster than its peak)."""
+    if itl_slope_vs_theory <= 0:
+        raise Absent("reason.denominator_zero")
+    return 1.0 / itl_slope_vs_theory
+
+
 # ============================================================================ each point against the model
 #
 # Point quantities (report/registry.py). `modelled_input_len` / `modelled_output_len` are the
