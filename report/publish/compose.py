@@ -296,6 +296,7 @@ def compose_from(res: RoundResult) -> RoundReport:
         notices.append(in_langs("label.notice_vocab", vocab=vocab, model_vocab=model_vocab))
     if facts["origin"] != "recorded":
         notices.append(in_langs("label.notice_fixture"))
+    facts["lengths_vary"] = bool(rd.lengths_vary)
     if rd.lengths_vary:
         # Each request had lengths of its own: the sections that model the architecture read
         # them (round_ledger.modelled_lengths), and the percentiles mix them; said here.
