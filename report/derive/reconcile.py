@@ -527,9 +527,18 @@ def kv_expected_mean_effective(kv_running_requests: float, request_mean_tokens: 
             - per_engine(kv_prefix_tokens_saved or 0.0, engine_items) / pool_tokens_usable)
 
 
+@point_quantity(unit="")
+def running_gauges_stale(server_running_median: float, client_inflight_mean: float) -> bool:
+    """Whether the running gauge is stale: its median counts no request (under one) while the client kept at least one in flight, so the engine served requests it did not count."""
+    return server_running_median < 1.0 <= client_inflight_mean
+
+
 @point_quantity(unit="req")
-def kv_running_requests(concurrency: float, server_running_median: float, open_loop: bool = False) -> float:
-    """Requests holding KV that the pool's account counts: the running gauge's median in an open loop (it sets no concurrency), else the smaller of C and that median."""
+def kv_running_requests(concurrency: float, server_running_median: float, open_loop: bool = False,
+                        running_gauges_stale: bool | None = None) -> float:
+    """Requests holding KV that the pool's account counts: the running gauge's median in an open loop (it sets no concurrency), else the smaller of C and that median; absent where the gauges read stale values."""
+    if running_gauges_stale:
+        raise Absent("reason.running_gauges_stale")
     T._non_negative("server_running_median", server_running_median)
     return server_running_median if open_loop else effective_concurrency(concurrency, server_running_median)
 

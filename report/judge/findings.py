@@ -281,6 +281,9 @@ def _prefill_rate_of(led: Ledger, labels: dict[str, str] | None, prev_round: str
 def step_mix_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None,
                      prev_round: str | None = None, prev_clock: str | None = None) -> Finding | None:
     """Prefill chunks riding in decode steps, and what they do to ITL p99."""
+    # The tokens per running request rest on the running gauge: nothing is said where it read stale values.
+    if val(led, f"p.{pid}.running_gauges_stale"):
+        return None
     ratio = val(led, f"p.{pid}.step_tokens_per_running")
     p50, p99 = val(led, f"p.{pid}.itl_ms_p50"), val(led, f"p.{pid}.itl_ms_p99")
     if ratio is None or ratio < V.STEP_MIX_MIN or p50 is None or p99 is None or p99 < V.STEP_MIX_MIN * p50:

@@ -125,3 +125,105 @@ def test_round_5s_itl_figure_draws_the_fit_and_the_theory_line():
         spec = json.dumps(fig.specs[lang], ensure_ascii=False)
         assert all(n in spec for n in names)
     assert {"r.itl_slope", "r.itl_intercept", "r.itl_slope_theory"} <= set(fig.keys)
+
+
+# ---------------------------------------------------------------- no two sections contradict one another
+
+ROUNDS = sorted((ROOT / "runs").glob("round-*/bundle"))
+# Phrases of one page that state a fact about one point, and the phrases elsewhere on that page
+# that state its contrary: (what one section says, what another must then not say), per language.
+CONTRARY = {
+    "en": [("This round sampled no /metrics", "The sampler scraped /metrics"),
+           ("read stale values and are not used", "requests actually running"),
+           ("read stale values and are not used", "are decode tokens (the median of running requests)")],
+    "zh": [("本轮没有采样 /metrics", "采样器共抓取 /metrics"),
+           ("读到的是过时的数，不予采用", "实际在跑的请求为")],
+}
+# Sentences no page may print: a relation without a test that can fail, or a reason that is none.
+NEVER = {"en": ("within 25% of that range", "outside the accepted", "the diagnosis gives the limit"),
+         "zh": ("落在这个范围的", "超出可接受的", "限制见“诊断”一节")}
+
+
+def _text(report, lang: str) -> str:
+    html = Page(report, lang).assemble("html")
+    html = re.sub(r'<span class="pop" role="tooltip">.*?<span class="pop-see">[^<]*</span></span>', "", html, flags=re.S)
+    html = re.sub(r"<(script|style)[^>]*>.*?</\1>", "", html, flags=re.S)
+    return unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html)))
+
+
+@pytest.fixture(scope="module")
+def every_round():
+    from report.publish.compose import compose_rounds
+    reports = compose_rounds([(b, b.parent.name) for b in ROUNDS])
+    return [(r, {lang: _text(r, lang) for lang in ("en", "zh")}) for r in reports]
+
+
+def test_no_two_sections_state_contrary_facts(every_round):
+    seen = 0
+    for report, pages in every_round:
+        for lang, pairs in CONTRARY.items():
+            for said, contrary in pairs:
+                if said in pages[lang]:
+                    seen += 1
+                    assert contrary not in pages[lang], f"{report.round_id} ({lang}): {said!r} beside {contrary!r}"
+        for lang, phrases in NEVER.items():
+            for phrase in phrases:
+                assert phrase not in pages[lang], f"{report.round_id} ({lang}) prints {phrase!r}"
+    assert len(every_round) == len(ROUNDS)
+
+
+def test_a_stale_running_gauge_carries_no_count_of_running_requests(every_round):
+    stale = 0
+    for report, pages in every_round:
+        led = report.ledger
+        for key, v in led.values.items():
+            if not (key.endswith(".running_gauges_stale") and v.present and v.value):
+                continue
+            stale += 1
+            point = key[len("p."):-len(".running_gauges_stale")]
+            assert led.value_of(f"p.{point}.kv_running_requests") is None
+            assert led.value_of(f"p.{point}.kv_expected_median") is None
+            if point == report.facts.headline_point:
+                assert "are decode tokens (the median of running requests)" not in pages["en"]
+                assert "running gauge that would count them read stale values" in pages["en"]
+    assert stale      # round 2's C=2 and round 11's L=64: a running median under one, requests in flight
+
+
+def test_the_clock_is_called_throttled_only_below_the_tolerance(every_round):
+    for report, pages in every_round:
+        led, last = report.ledger, f"p.{report.facts.headline_point}."
+        below, tol = led.value_of(last + "sm_clock_below_max"), led.value_of("r.rule_clock_slower")
+        if "actually throttling the clocks" in pages["en"]:
+            assert below is not None and below > tol, report.round_id
+        if "without slowing the clocks measurably" in pages["en"]:
+            assert below <= tol and "功耗上限压住了功率，频率却没有明显降下来" in pages["zh"]
+    said = {r.round_id for r, p in every_round if "without slowing the clocks measurably" in p["en"]}
+    assert {"round-9", "round-10"} <= said      # 1,965 of 1,980 MHz
+
+
+def test_the_first_step_says_the_tail_is_unexplained_only_where_p99_reaches_the_prefill_gaps(every_round):
+    for report, pages in every_round:
+        for f in report.facts.findings:
+            if f["id"] != "first_step":
+                continue
+            b = next(k.split(".")[1] for k in re.findall(r"\[\[(p\.[^\]|]+)", f["texts"]["en"]) if "prefill_gap_share" in k)
+            share = report.ledger.value_of(f"p.{b}.prefill_gap_share")
+            if share < 0.01:
+                assert "too few for p99 to reach them" in pages["en"], report.round_id
+
+
+def test_page_one_gives_the_lengths_the_requests_brought(every_round):
+    for report, pages in every_round:
+        if report.facts.lengths_vary:
+            head = pages["en"].split("Diagnosis")[0]
+            assert "an output length of" not in head, report.round_id
+    round9 = next(p for r, p in every_round if r.round_id == "round-9")
+    assert "each request with lengths of its own: at C=16 prompts of 130 tok and outputs of 203 tok" in round9["en"]
+
+
+def test_a_prefill_dominated_trace_gets_energy_per_token_processed(every_round):
+    round10 = next(r for r, _ in every_round if r.round_id == "round-10")
+    pid = round10.facts.headline_point
+    assert round10.ledger.value_of(f"p.{pid}.joules_per_total_token") is not None
+    pages = next(p for r, p in every_round if r.round_id == "round-10")
+    assert "per token processed, prompt or output" in pages["en"]
