@@ -603,16 +603,17 @@ def cross_point_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) 
             resolve_round(led, A.__name__, [p.pid for p in pts], round_raw(rd, pts), over_points=True)
 
 
-def prefill_reference(pts: list[PointData]) -> PointData | None:
+def prefill_reference(pts: list[PointData], replayed_trace: bool = False) -> PointData | None:
     """The point the round's prefill rate is measured at: its first valid closed-loop C=1 point of PTS (None where none)."""
-    return next((p for p in pts if p.settings.get("concurrency") == 1
-                 and not p.settings.get("request_rate")), None)
+    # A replayed trace is an open loop whatever concurrency its settings carry: no prompt ran alone.
+    return next((p for p in pts if not OC.open_loop(p.settings, replayed_trace)
+                 and p.settings.get("concurrency") == 1), None)
 
 
 def prefill_tail_ledger(led: Ledger, rd: RoundData, pts: list[PointData]) -> None:
     """The prefill FLOP rate measured alone (a valid closed-loop C=1 point of PTS), and at each point the
     engine step its fullest prefill makes: what ITL p99 is when a prefill rides in a decode step."""
-    ref = prefill_reference(pts)
+    ref = prefill_reference(pts, (rd.bundle.manifest.get("workload_source") or {}).get("kind") == "trace")
     raw = RawSources()
     raw.add("model_config", *_model_config_raw(rd))
     no_ref = Reason.of("reason.no_c1_point")

@@ -296,9 +296,13 @@ def all_running_output_gain_model(all_running_output_tok_s_model: float, output_
 
 
 @point_quantity(unit="tok")
-def tail_step_prefill_tokens(modelled_input_len: float, waiting_peak: float, step_token_budget: int) -> float:
-    """Prompt tokens the fullest step of the point carries: the waiting prompts (at least one), up to the step budget."""
-    return RF.largest_prefill_step_tokens(modelled_input_len, waiting_peak, step_token_budget)
+def tail_step_prefill_tokens(modelled_input_len: float, waiting_peak: float, step_token_budget: int,
+                             prefix_cache_hit_rate: float | None = None) -> float:
+    """Prompt tokens the fullest step of the point computes: the waiting prompts' uncached tokens (at least one prompt's), up to the step budget."""
+    computed = modelled_input_len * (1.0 - (prefix_cache_hit_rate or 0.0))
+    if computed <= 0:
+        raise Absent("reason.step_carries_no_token")
+    return RF.largest_prefill_step_tokens(computed, waiting_peak, step_token_budget)
 
 
 @point_quantity(unit="ms")

@@ -310,6 +310,13 @@ def step_mix_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None
                       ["r.rule_prediction_tol"])
         if f is not None:
             return f
+    # No prefill rate measured alone: the step model's fullest prefill step, where it has one.
+    model = val(led, f"p.{pid}.itl_p99_over_tail_model")
+    if model is not None and tol is not None:
+        code = "step_mix_model" if 1 / (1 + tol) <= model <= 1 + tol else "step_mix_model_not"
+        f = _make(led, "step_mix", "mechanism", _texts(code, p=pid, at=_at(labels, pid)), ["r.rule_prediction_tol"])
+        if f is not None:
+            return f
     return _make(led, "step_mix", "mechanism", _texts("step_mix", p=pid, at=_at(labels, pid)), [])
 
 

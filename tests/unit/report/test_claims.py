@@ -227,3 +227,18 @@ def test_a_prefill_dominated_trace_gets_energy_per_token_processed(every_round):
     assert round10.ledger.value_of(f"p.{pid}.joules_per_total_token") is not None
     pages = next(p for r, p in every_round if r.round_id == "round-10")
     assert "per token processed, prompt or output" in pages["en"]
+
+
+def test_round_10s_prefill_tail_is_predicted_with_its_terms():
+    # A replayed trace ran no prompt alone: no "prefill rate measured alone" at its template C=1.
+    assert value("round-10", "r.prefill_flop_rate") is None
+    # The step model's fullest step computes the uncached prompt tokens (28 % of them were hits).
+    pid = "s1-L128-c1"
+    hit = value("round-10", f"p.{pid}.prefix_cache_hit_rate")
+    assert value("round-10", f"p.{pid}.tail_step_prefill_tokens") == pytest.approx(
+        value("round-10", f"p.{pid}.prompt_tokens_sent_mean") * (1 - hit), rel=1e-3)
+    tol = value("round-10", "r.rule_prediction_tol")
+    assert 1 / (1 + tol) <= value("round-10", f"p.{pid}.itl_p99_over_tail_model") <= 1 + tol
+    text = finding_text("round-10", "step_mix")
+    assert "measured alone" not in text and "which is what puts spikes" not in text
+    assert f"[[p.{pid}.itl_p99_over_tail_model]] of it, within" in text
