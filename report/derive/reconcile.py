@@ -505,8 +505,11 @@ def itl_over_decode_floor(itl_ms_p50: float, decode_floor_ms: float) -> float:
 
 @point_quantity(unit="fraction")
 def kv_expected_peak(concurrency: float, request_peak_tokens: float, pool_tokens_usable: float,
-                     engine_items: dict | None = None) -> float:
-    """Expected peak KV usage: C (per engine) × block-rounded peak tokens ÷ the usable pool."""
+                     engine_items: dict | None = None, open_loop: bool = False,
+                     kv_running_requests: float | None = None) -> float:
+    """Expected peak KV usage: C (per engine; the requests running in an open loop, which sets none) × block-rounded peak tokens ÷ the usable pool."""
+    if open_loop and kv_running_requests is not None:
+        concurrency = kv_running_requests
     return T.expected_kv_peak_fraction(per_engine(concurrency, engine_items), request_peak_tokens, pool_tokens_usable)
 
 

@@ -16,10 +16,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bundle.request_table import RequestTable
 from bundle.server_flags import has_flag, server_flag
 from report.architecture import roofline as RF
 from report.architecture import stepmodel as SM
-from bundle.request_table import RequestTable
 from report.derive.analyses import ratio
 from report.derive.stats import itl_gaps_ms, percentile
 from report.ledger import Absent

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from report.derive import validity as V
-from report.derive.step import TAIL_PERCENTILE
 from report.derive.prefilltail import rate_reference_point
+from report.derive.step import TAIL_PERCENTILE
 from report.judge.diagnosis import BOTTLENECKS, Attribution, Validity, val
 from report.ledger import Ledger
 from report.registry import REGISTRY

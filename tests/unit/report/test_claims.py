@@ -242,3 +242,11 @@ def test_round_10s_prefill_tail_is_predicted_with_its_terms():
     text = finding_text("round-10", "step_mix")
     assert "measured alone" not in text and "which is what puts spikes" not in text
     assert f"[[p.{pid}.itl_p99_over_tail_model]] of it, within" in text
+
+
+def test_round_10s_demand_on_the_pool_counts_the_requests_running():
+    # Demand ÷ pool of an open loop: the running requests' peak tokens, not the template's one request.
+    pid = "s0-L128-c1"
+    assert value("round-10", f"p.{pid}.kv_expected_peak") == pytest.approx(
+        value("round-10", f"p.{pid}.kv_running_requests") * value("round-10", f"p.{pid}.request_peak_tokens")
+        / value("round-10", f"p.{pid}.pool_tokens_usable"))
