@@ -445,6 +445,14 @@ def pool_tokens_usable(pool_tokens_set: int, block_size: int) -> int:
     return A.usable_pool_tokens(pool_tokens_set, block_size)
 
 
+@round_quantity(unit="fraction")
+def itl_slope_bandwidth_efficiency(itl_slope_vs_theory: float) -> float:
+    """The share of the peak bandwidth the KV reads ran at, as the ITL slope implies: the slope at peak bandwidth over the fitted one (at most 1: no GPU reads faster than its peak)."""
+    if itl_slope_vs_theory <= 0:
+        raise Absent("reason.denominator_zero")
+    return 1.0 / itl_slope_vs_theory
+
+
 # ============================================================================ each point against the model
 #
 # Point quantities (report/registry.py). `modelled_input_len` / `modelled_output_len` are the
@@ -497,8 +505,11 @@ def itl_over_decode_floor(itl_ms_p50: float, decode_floor_ms: float) -> float:
 
 @point_quantity(unit="fraction")
 def kv_expected_peak(concurrency: float, request_peak_tokens: float, pool_tokens_usable: float,
-                     engine_items: dict | None = None) -> float:
-    """Expected peak KV usage: C (per engine) × block-rounded peak tokens ÷ the usable pool."""
+                     engine_items: dict | None = None, open_loop: bool = False,
+                     kv_running_requests: float | None = None) -> float:
+    """Expected peak KV usage: C (per engine; the requests running in an open loop, which sets none) × block-rounded peak tokens ÷ the usable pool."""
+    if open_loop and kv_running_requests is not None:
+        concurrency = kv_running_requests
     return T.expected_kv_peak_fraction(per_engine(concurrency, engine_items), request_peak_tokens, pool_tokens_usable)
 
 
@@ -510,25 +521,57 @@ def kv_expected_mean(concurrency: float, request_mean_tokens: float, pool_tokens
 
 
 @point_quantity(unit="fraction")
-def kv_expected_mean_effective(effective_concurrency: float, request_mean_tokens: float,
-                               pool_tokens_usable: float, engine_items: dict | None = None) -> float:
-    """Expected steady-state KV usage at the effective concurrency (the median running count where the pool caps it), per engine."""
-    return T.expected_kv_mean_fraction(per_engine(effective_concurrency, engine_items), request_mean_tokens,
-                                       pool_tokens_usable)
+def kv_expected_mean_effective(kv_running_requests: float, request_mean_tokens: float,
+                               pool_tokens_usable: float, engine_items: dict | None = None,
+                               kv_prefix_tokens_saved: float | None = None) -> float:
+    """Expected steady-state KV usage of the running requests (the median running count where the pool caps C, or in an open loop), per engine, less the shared prefix blocks stored once."""
+    return (T.expected_kv_mean_fraction(per_engine(kv_running_requests, engine_items), request_mean_tokens,
+                                        pool_tokens_usable)
+            - per_engine(kv_prefix_tokens_saved or 0.0, engine_items) / pool_tokens_usable)
+
+
+@point_quantity(unit="")
+def running_gauges_stale(server_running_median: float, client_inflight_mean: float) -> bool:
+    """Whether the running gauge is stale: its median counts no request (under one) while the client kept at least one in flight, so the engine served requests it did not count."""
+    return server_running_median < 1.0 <= client_inflight_mean
+
+
+@point_quantity(unit="req")
+def kv_running_requests(concurrency: float, server_running_median: float, open_loop: bool = False,
+                        running_gauges_stale: bool | None = None) -> float:
+    """Requests holding KV that the pool's account counts: the running gauge's median in an open loop (it sets no concurrency), else the smaller of C and that median; absent where the gauges read stale values."""
+    if running_gauges_stale:
+        raise Absent("reason.running_gauges_stale")
+    T._non_negative("server_running_median", server_running_median)
+    return server_running_median if open_loop else effective_concurrency(concurrency, server_running_median)
+
+
+@point_quantity(unit="tok")
+def kv_prefix_tokens_saved(block_size: int, shared_prefix_len: int, shared_prefixes: int, kv_running_requests: float,
+                           prefix_cache_hit_rate: float | None = None) -> float:
+    """KV tokens the running requests do not hold apart because the prefix cache stores a shared prefix's whole blocks once per prefix in use: those blocks times the running requests beyond one per prefix (0 where the cache did not hit)."""
+    if not prefix_cache_hit_rate:
+        return 0.0
+    shared = (shared_prefix_len // block_size) * block_size
+    return shared * max(0.0, kv_running_requests - min(float(shared_prefixes or 1), kv_running_requests))
 
 
 @point_quantity(unit="fraction")
-def kv_expected_median(concurrency: float, server_running_median: float, block_size: int,
+def kv_expected_median(kv_running_requests: float, block_size: int,
                        pool_tokens_usable: float, modelled_input_len: float, modelled_output_len: float,
-                       own_lengths: RequestTable | None = None, engine_items: dict | None = None) -> float:
-    """Expected median KV usage of C requests at uniform decode progress, at min(C, median running), per engine (reconcile.py)."""
-    concurrency = per_engine(concurrency, engine_items)
-    server_running_median = per_engine(server_running_median, engine_items)
+                       own_lengths: RequestTable | None = None, engine_items: dict | None = None,
+                       kv_prefix_tokens_saved: float | None = None) -> float:
+    """Expected median KV usage of the running requests at uniform decode progress, per engine, less the shared prefix blocks the prefix cache stores once (reconcile.py)."""
+    running = per_engine(kv_running_requests, engine_items)
+    # The helpers take C and the running median and count the smaller: here both are the running
+    # count (a C of at least one, so an idle gauge's 0 gives 0).
+    c = max(running, 1.0)
     if own_lengths is not None:
-        return expected_kv_usage_median_fraction_sent(concurrency, server_running_median, own_lengths,
-                                                        block_size, pool_tokens_usable)
-    return expected_kv_usage_median_fraction_effective(concurrency, server_running_median, modelled_input_len,
-                                                         modelled_output_len, block_size, pool_tokens_usable)
+        held = expected_kv_usage_median_fraction_sent(c, running, own_lengths, block_size, pool_tokens_usable)
+    else:
+        held = expected_kv_usage_median_fraction_effective(c, running, modelled_input_len, modelled_output_len,
+                                                           block_size, pool_tokens_usable)
+    return held - per_engine(kv_prefix_tokens_saved or 0.0, engine_items) / pool_tokens_usable
 
 
 @point_quantity(unit="pp")
@@ -552,8 +595,11 @@ def kv_error_pp_nominal(kv_usage_p50: float, kv_expected_mean: float) -> float:
 @point_quantity(unit="tok")
 def block_waste_tokens(block_size: int, concurrency: float, modelled_input_len: float,
                        modelled_output_len: float, own_lengths: RequestTable | None = None,
-                       engine_items: dict | None = None) -> float:
-    """KV tokens lost to block rounding at a request's end, times C per engine (the requests' mean where each has its own lengths)."""
+                       engine_items: dict | None = None, open_loop: bool = False,
+                       kv_running_requests: float | None = None) -> float:
+    """KV tokens lost to block rounding at a request's end, times C per engine (the requests running in an open loop; the requests' mean where each has its own lengths)."""
+    if open_loop and kv_running_requests is not None:
+        concurrency = kv_running_requests
     concurrency = per_engine(concurrency, engine_items)
     if own_lengths is not None:
         return block_alignment_waste_tokens_sent(own_lengths, block_size, concurrency)

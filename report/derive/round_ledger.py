@@ -286,6 +286,9 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
             else Reason.of("reason.no_shared_prefix", kind=work.get("kind") or "?"),
             (f"{rd.name}/manifest.json: plan.workload",))
     raw.add("workload_kind", work.get("kind") or "?", (f"{rd.name}/manifest.json: plan.workload",))
+    raw.add("shared_prefixes", work.get("num_prefixes") if work.get("kind") == "shared-prefix"
+            else Reason.of("reason.no_shared_prefix", kind=work.get("kind") or "?"),
+            (f"{rd.name}/manifest.json: plan.workload",))
     raw.add("trace_requests", p.requests if work.get("kind") == "trace"
             else Reason.of("reason.no_shared_prefix", kind=work.get("kind") or "?"), src)
     sa, sb = p.steady
@@ -359,6 +362,7 @@ def loop_raw(rd: RoundData, p: PointData, raw: RawSources) -> None:
     raw.add("open_loop_requests", p.measured if is_open else DOES_NOT_APPLY, _src_requests(rd, p))
     raw.add("capped_concurrency", C if is_open and C and not trace else DOES_NOT_APPLY)
     raw.add("closed_loop_concurrency", DOES_NOT_APPLY if is_open else C)
+    raw.add("open_loop", is_open, _src_window(rd, p))
 
 
 def set_raw(rd: RoundData, p: PointData, raw: RawSources) -> None:
@@ -642,20 +646,22 @@ def cross_point_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) 
         raws = {p.pid: settings_raw(p) for p in ok_points(rd)}
         resolve_across(led, ST.__name__, ok, valid, raws)
         resolve_across(led, A.__name__, valid, valid, raws)
+        resolve_across(led, SP.__name__, valid, valid, raws)
         if len(pts) >= 2:
             resolve_round(led, A.__name__, [p.pid for p in pts], round_raw(rd, pts), over_points=True)
 
 
-def prefill_reference(pts: list[PointData]) -> PointData | None:
+def prefill_reference(pts: list[PointData], replayed_trace: bool = False) -> PointData | None:
     """The point the round's prefill rate is measured at: its first valid closed-loop C=1 point of PTS (None where none)."""
-    return next((p for p in pts if p.settings.get("concurrency") == 1
-                 and not p.settings.get("request_rate")), None)
+    # A replayed trace is an open loop whatever concurrency its settings carry: no prompt ran alone.
+    return next((p for p in pts if not OC.open_loop(p.settings, replayed_trace)
+                 and p.settings.get("concurrency") == 1), None)
 
 
 def prefill_tail_ledger(led: Ledger, rd: RoundData, pts: list[PointData]) -> None:
     """The prefill FLOP rate measured alone (a valid closed-loop C=1 point of PTS), and at each point the
     engine step its fullest prefill makes: what ITL p99 is when a prefill rides in a decode step."""
-    ref = prefill_reference(pts)
+    ref = prefill_reference(pts, (rd.bundle.manifest.get("workload_source") or {}).get("kind") == "trace")
     raw = RawSources()
     raw.add("model_config", *_model_config_raw(rd))
     no_ref = Reason.of("reason.no_c1_point")

@@ -12,15 +12,18 @@ second signals (report/judge/rules.py).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bundle.request_table import RequestTable
 from bundle.server_flags import has_flag, server_flag
 from report.architecture import roofline as RF
 from report.architecture import stepmodel as SM
 from report.derive.analyses import ratio
+from report.derive.stats import itl_gaps_ms, percentile
 from report.ledger import Absent
-from report.registry import bound_quantity, point_quantity
+from report.registry import DOES_NOT_APPLY, bound_quantity, point_quantity
 
 
 def point_flag(flag: str, engine_command: Any, settings: Mapping | None, log_args: Mapping | None) -> str | None:
@@ -293,9 +296,13 @@ def all_running_output_gain_model(all_running_output_tok_s_model: float, output_
 
 
 @point_quantity(unit="tok")
-def tail_step_prefill_tokens(modelled_input_len: float, waiting_peak: float, step_token_budget: int) -> float:
-    """Prompt tokens the fullest step of the point carries: the waiting prompts (at least one), up to the step budget."""
-    return RF.largest_prefill_step_tokens(modelled_input_len, waiting_peak, step_token_budget)
+def tail_step_prefill_tokens(modelled_input_len: float, waiting_peak: float, step_token_budget: int,
+                             prefix_cache_hit_rate: float | None = None) -> float:
+    """Prompt tokens the fullest step of the point computes: the waiting prompts' uncached tokens (at least one prompt's), up to the step budget."""
+    computed = modelled_input_len * (1.0 - (prefix_cache_hit_rate or 0.0))
+    if computed <= 0:
+        raise Absent("reason.step_carries_no_token")
+    return RF.largest_prefill_step_tokens(computed, waiting_peak, step_token_budget)
 
 
 @point_quantity(unit="ms")
@@ -323,3 +330,71 @@ def itl_p99_over_tail_model(itl_ms_p99: float, itl_tail_ms_model: float) -> floa
 def step_flops_counter_ratio(step_gflop: float, step_gflop_model: float) -> float:
     """vLLM's FLOP counter per step over the model's FLOPs per step (1: the counter confirms the compute term's size)."""
     return ratio(step_gflop, step_gflop_model)
+
+
+# ---------------------------------------------------------------- how often a prefill lands in a decode gap
+# In a closed loop of C streams each of the C - 1 others prefills one prompt per lifetime of a
+# request, that is once per out - 1 token gaps of a decoding stream, in as many steps as the step
+# budget splits its uncached prompt into. Those gaps are the longest, so they fill the top of the
+# ITL distribution from the percentile 100 (1 - share) up: at C=2 with 256 output tokens, one gap
+# in 255, the top 0.4 %, above what p99 reads.
+
+# The percentile the pages read the ITL tail at.
+TAIL_PERCENTILE = 99.0
+
+
+@point_quantity(unit="")
+def prefill_steps_per_prompt(modelled_input_len: float, step_token_budget: int | None = None,
+                             prefix_cache_hit_rate: float | None = None) -> int:
+    """Engine steps one prompt's prefill takes: its uncached tokens over the step budget, rounded up (one step without a budget)."""
+    computed = modelled_input_len * (1.0 - (prefix_cache_hit_rate or 0.0))
+    if computed <= 0:
+        raise Absent("reason.step_carries_no_token")
+    return max(1, math.ceil(computed / step_token_budget)) if step_token_budget else 1
+
+
+@point_quantity(unit="fraction")
+def prefill_gap_share(closed_loop_concurrency: int, modelled_output_len: float, prefill_steps_per_prompt: int) -> float:
+    """The share of a decoding stream's token gaps whose step carries another stream's prefill: C - 1 prompts, each in its prefill steps, per lifetime of out - 1 gaps (at most 1)."""
+    if not closed_loop_concurrency or closed_loop_concurrency < 2:
+        return DOES_NOT_APPLY
+    gaps = modelled_output_len - 1
+    if gaps <= 0:
+        raise Absent("reason.denominator_zero")
+    return min(1.0, (closed_loop_concurrency - 1) * prefill_steps_per_prompt / gaps)
+
+
+@point_quantity(unit="")
+def prefill_gap_percentile(prefill_gap_share: float) -> float:
+    """The ITL percentile from which up the gaps carrying another stream's prefill lie: 100 × (1 - their share)."""
+    return 100.0 * (1.0 - prefill_gap_share)
+
+
+@point_quantity(unit="ms")
+def itl_ms_at_prefill_gaps(measured: RequestTable, prefill_gap_percentile: float) -> float:
+    """The measured inter-token latency at the percentile where the gaps carrying another stream's prefill begin, ms."""
+    return percentile(itl_gaps_ms(measured), prefill_gap_percentile)
+
+
+@point_quantity(unit="ms")
+def itl_p99_first_step_predicted(prefill_gap_share: float, itl_p99_with_prefill_predicted: float,
+                                 first_valid_itl_ms_p99: float) -> float:
+    """ITL p99 one step up from a single stream, with how often a prefill lands in a decode gap: that step where such gaps are at least 1 % of all, else the single stream's ITL p99 (decode steps alone), ms."""
+    if prefill_gap_share >= 1.0 - TAIL_PERCENTILE / 100.0:
+        return itl_p99_with_prefill_predicted
+    return first_valid_itl_ms_p99
+
+
+@point_quantity(unit="×")
+def itl_p99_over_first_step(itl_ms_p99: float, itl_p99_first_step_predicted: float) -> float:
+    """The measured ITL p99 over its prediction with the prefill's frequency counted (1: the prediction holds)."""
+    return ratio(itl_ms_p99, itl_p99_first_step_predicted)
+
+
+@point_quantity(unit="×")
+def itl_prefill_gaps_over_step(itl_ms_at_prefill_gaps: float, itl_p99_with_prefill_predicted: float,
+                               first_valid_concurrency: int) -> float:
+    """One step up from a single stream, the measured ITL at the percentile the prefill gaps begin over the decode step predicted to carry a whole prefill (1: those gaps are such steps)."""
+    if first_valid_concurrency != 1:
+        raise Absent("reason.not_step_to_two_streams")
+    return ratio(itl_ms_at_prefill_gaps, itl_p99_with_prefill_predicted)

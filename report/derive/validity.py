@@ -81,8 +81,6 @@ POOL_ROOM_SHARE = 0.9
 LAG_MIN_MS = 5.0
 LAG_SHARE_OF_ITL = 0.5
 DELIVERY_TTFT_FACTOR = 3.0      # client TTFT over the engine's
-# The seeds accept a measured ITL slope within this range of the KV-bandwidth theory.
-ITL_SLOPE_AGREES = (0.8, 1.2)
 # Two rounds reproduce when output throughput at their common points differs by at most this.
 REPRO_TPUT_TOL = 0.05
 # Tail latency moves more between runs than throughput: the TTFT p99 difference at shared
@@ -237,18 +235,6 @@ def rule_scrape_fail_max() -> float:
 def rule_client_error_max() -> float:
     """Largest client timing error as a share of the ITL p50 (policy)."""
     return CLIENT_ERROR_MAX
-
-
-@round_quantity(unit="fraction")
-def rule_itl_slope_min() -> float:
-    """Least measured/theory ITL slope accepted (policy)."""
-    return ITL_SLOPE_AGREES[0]
-
-
-@round_quantity(unit="fraction")
-def rule_itl_slope_max() -> float:
-    """Largest measured/theory ITL slope accepted (policy)."""
-    return ITL_SLOPE_AGREES[1]
 
 
 @round_quantity(unit="fraction")

@@ -13,6 +13,7 @@ from typing import Any
 
 from report.derive import validity as V
 from report.derive.prefilltail import rate_reference_point
+from report.derive.step import TAIL_PERCENTILE
 from report.judge.diagnosis import BOTTLENECKS, Attribution, Validity, val
 from report.ledger import Ledger
 from report.registry import REGISTRY
@@ -280,26 +281,40 @@ def _prefill_rate_of(led: Ledger, labels: dict[str, str] | None, prev_round: str
 def step_mix_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None,
                      prev_round: str | None = None, prev_clock: str | None = None) -> Finding | None:
     """Prefill chunks riding in decode steps, and what they do to ITL p99."""
+    # The tokens per running request rest on the running gauge: nothing is said where it read stale values.
+    if val(led, f"p.{pid}.running_gauges_stale"):
+        return None
     ratio = val(led, f"p.{pid}.step_tokens_per_running")
     p50, p99 = val(led, f"p.{pid}.itl_ms_p50"), val(led, f"p.{pid}.itl_ms_p99")
     if ratio is None or ratio < V.STEP_MIX_MIN or p50 is None or p99 is None or p99 < V.STEP_MIX_MIN * p50:
         return None
-    # The prediction is said only where it explains the tail: within the rule's tolerance; where
-    # this point ran at a lower clock than C=1 (a power cap), of the range the two clocks span.
+    # The prediction is at the clock the point ran at (the reference's where the clock did not
+    # fall), and it is said to explain the tail only within the rule's tolerance; otherwise the
+    # sentence says it does not, with both numbers.
     miss, tol = val(led, f"p.{pid}.itl_p99_over_tail"), val(led, "r.rule_prediction_tol")
     miss_slow = val(led, f"p.{pid}.itl_p99_over_tail_at_clock")
     slower = (miss is not None and miss_slow is not None and miss_slow < miss / (1 + V.CLOCK_SLOWER))
     rate, ref, ref_clock = _prefill_rate_of(led, labels, prev_round, prev_clock)
-    if slower and tol is not None and miss >= 1 / (1 + tol) and miss_slow <= 1 + tol:
-        f = _make(led, "step_mix", "mechanism",
-                  _texts("step_mix_predicted_clocks", p=pid, at=_at(labels, pid), ref=ref, rate=rate,
-                         ref_clock=ref_clock), ["r.rule_prediction_tol"])
+    at_clock = miss_slow if slower else miss
+    if at_clock is not None and tol is not None:
+        held = 1 / (1 + tol) <= at_clock <= 1 + tol
+        fill = dict(p=pid, at=_at(labels, pid), ref=ref, rate=rate, ref_clock=ref_clock)
+        if slower:
+            unscaled = (_texts("step_mix_unscaled_fits", p=pid) if not held and 1 / (1 + tol) <= miss <= 1 + tol
+                        else {lang: "" for lang in LANGS})
+            code = "step_mix_predicted_clocks" if held else "step_mix_predicted_clocks_not"
+            f = _make(led, "step_mix", "mechanism", _texts(code, unscaled=unscaled, **fill), ["r.rule_prediction_tol"])
+        else:
+            f = _make(led, "step_mix", "mechanism",
+                      _texts("step_mix_predicted" if held else "step_mix_predicted_not", **fill),
+                      ["r.rule_prediction_tol"])
         if f is not None:
             return f
-    if not slower and miss is not None and tol is not None and 1 / (1 + tol) <= miss <= 1 + tol:
-        f = _make(led, "step_mix", "mechanism", _texts("step_mix_predicted", p=pid, at=_at(labels, pid),
-                                                                ref=ref, rate=rate, ref_clock=ref_clock),
-                  ["r.rule_prediction_tol"])
+    # No prefill rate measured alone: the step model's fullest prefill step, where it has one.
+    model = val(led, f"p.{pid}.itl_p99_over_tail_model")
+    if model is not None and tol is not None:
+        code = "step_mix_model" if 1 / (1 + tol) <= model <= 1 + tol else "step_mix_model_not"
+        f = _make(led, "step_mix", "mechanism", _texts(code, p=pid, at=_at(labels, pid)), ["r.rule_prediction_tol"])
         if f is not None:
             return f
     return _make(led, "step_mix", "mechanism", _texts("step_mix", p=pid, at=_at(labels, pid)), [])
@@ -313,20 +328,34 @@ def first_step_finding(led: Ledger, pids: list[str], labels: dict[str, str] | No
         return None
     a, b = pids[0], pids[1]
     tol = val(led, "r.rule_prediction_tol")
-    itl, ttft = val(led, f"p.{b}.itl_p99_over_prefill_step"), val(led, f"p.{b}.ttft_p99_over_behind_step")
-    if tol is None or itl is None or ttft is None:
+    itl, ttft = val(led, f"p.{b}.itl_p99_over_first_step"), val(led, f"p.{b}.ttft_p99_over_behind_step")
+    share, gaps = val(led, f"p.{b}.prefill_gap_share"), val(led, f"p.{b}.itl_prefill_gaps_over_step")
+    if tol is None or itl is None or ttft is None or share is None:
         return None
 
     def held(ratio: float) -> bool:
         return 1 / (1 + tol) <= ratio <= 1 + tol
+    # How often the other stream's prefill lands in a decode gap decides what p99 reads: where
+    # those gaps are fewer than the top share p99 reads, ITL p99 is a decode step and the prefill
+    # steps sit further up the tail, at the percentile the page names.
+    rare = share < 1.0 - TAIL_PERCENTILE / 100.0
     # A tail already as long with one stream fits the prediction without showing the second made it.
     before, after = val(led, f"p.{a}.itl_ms_p99"), val(led, f"p.{b}.itl_ms_p99")
     grew = before is not None and after is not None and after > before * (1 + tol)
+    if rare:
+        itl_code = "first_step_itl_rare_explained" if held(itl) else "first_step_itl_rare_not"
+    else:
+        itl_code = (("first_step_itl_explained" if grew else "first_step_itl_already") if held(itl)
+                    else "first_step_itl_not")
+    gaps_code = (None if gaps is None else "first_step_gaps_explained" if held(gaps)
+                 else "first_step_gaps_short" if gaps < 1 else "first_step_gaps_long")
+    empty = {lang: "" for lang in LANGS}
     # The TTFT bound is an upper one: a tail under it is within the mechanism too.
     return _make(led, "first_step", "mechanism", _texts(
         "first_step", a=a, b=b, a_at=_at(labels, a), b_at=_at(labels, b),
-        itl=_texts(("first_step_itl_explained" if grew else "first_step_itl_already") if held(itl)
-                   else "first_step_itl_not", a=a, b=b, a_at=_at(labels, a)),
+        itl=_texts(itl_code, a=a, b=b, a_at=_at(labels, a)),
+        gaps=({lang: word("finding.counters_sep", lang) + t for lang, t in _texts(gaps_code, a=a, b=b).items()}
+              if gaps_code else empty),
         ttft=_texts("first_step_ttft_explained" if ttft <= 1 else "first_step_ttft_near" if ttft <= 1 + tol
                     else "first_step_ttft_not", a=a, b=b)),
         ["r.rule_prediction_tol"])

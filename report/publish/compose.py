@@ -22,7 +22,7 @@ TITLED_WORKLOADS = ("trace", "sharegpt", "jsonl", "sessions", "shared-prefix")
 KV_COLUMNS = [
     ("concurrency", "label.col_concurrency", "", 0),
     ("input_len", "label.col_input_len", "tok", 0),
-    ("effective_concurrency", "label.col_effective_concurrency", "", None),   # a count, or a median of counts
+    ("kv_running_requests", "label.col_effective_concurrency", "", None),   # a count, or a median of counts
     ("kv_expected_median", "label.col_kv_expected_median", "%", 1),
     ("kv_usage_p50", "label.col_kv_measured_p50", "%", 1),
     ("kv_error_pp", "label.col_kv_error_pp", "pp", 2),
@@ -128,10 +128,30 @@ def in_langs(code: str, **fields) -> dict[str, str]:
     return {lang: word(code, lang, **fields) for lang in LANGS}
 
 
+# The plan's template settings a point did not hold, and what it measured in their place: the
+# mean prompt where each request brought its own lengths, the mean requests in flight where an
+# open loop (an arrival rate, a replayed trace) set no concurrency.
+MEASURED_IN_PLACE = {
+    "input_len": ("prompt_tokens_sent_mean", ("prompt_tokens_sent_mean", "label.col_prompt_tokens_mean", "tok", 0)),
+    "concurrency": ("open_loop", ("client_inflight_mean", "label.col_inflight_mean", "", 1)),
+}
+
+
+def as_measured(led: Ledger, pids: list[str], columns: list) -> list:
+    """COLUMNS with a setting the points did not hold replaced by what they measured (MEASURED_IN_PLACE)."""
+    out = []
+    for col in columns:
+        marker, measured = MEASURED_IN_PLACE.get(col[0], (None, None))
+        if marker and pids and all(led.value_of(f"p.{pid}.{marker}") not in (None, False) for pid in pids):
+            col = measured
+        out.append(col)
+    return out
+
+
 def point_table(led: Ledger, pids: list[str], table_id: str, title: dict[str, str],
                 columns: list, labels: dict[str, str]) -> Table:
     """A table with one row per point, labelled by its name (LABELS: C=128); each cell a ledger key."""
-    cols = [Column(id=c, header=in_langs(h), unit=u, digits=d) for c, h, u, d in columns]
+    cols = [Column(id=c, header=in_langs(h), unit=u, digits=d) for c, h, u, d in as_measured(led, pids, columns)]
     rows = [[f"p.{pid}.{c.id}" if f"p.{pid}.{c.id}" in led else None for c in cols] for pid in pids]
     return Table(id=table_id, title=title, columns=cols, rows=rows,
                  row_labels=[{lang: in_lang(labels.get(pid, pid), lang) for lang in LANGS} for pid in pids])
@@ -297,6 +317,7 @@ def compose_from(res: RoundResult) -> RoundReport:
         notices.append(in_langs("label.notice_vocab", vocab=vocab, model_vocab=model_vocab))
     if facts["origin"] != "recorded":
         notices.append(in_langs("label.notice_fixture"))
+    facts["lengths_vary"] = bool(rd.lengths_vary)
     if rd.lengths_vary:
         # Each request had lengths of its own: the sections that model the architecture read
         # them (round_ledger.modelled_lengths), and the percentiles mix them; said here.

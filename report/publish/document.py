@@ -72,6 +72,7 @@ class RoundFacts:
     prefix_caching: bool | None = None         # as the server log's arguments say; None: not said
     cuda_graphs: bool | None = None
     prefix_caching_off: bool = False
+    lengths_vary: bool = False                 # each request brought lengths of its own
     mfu_enabled: bool = False
     warnings: list[str] = field(default_factory=list)
     # A replayed trace or dataset (the manifest's workload_source): kind, path, format and the

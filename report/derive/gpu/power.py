@@ -220,6 +220,14 @@ def sm_clock_load_mhz(gpu_samples: Samples, t_start: float, t_end: float) -> flo
     return median_sm_clock_under_load_mhz(gpu_samples, t_start, t_end)
 
 
+@point_quantity(unit="fraction")
+def sm_clock_below_max(sm_clock_load_mhz: float, max_sm_clock_mhz: float) -> float:
+    """How far the SM clock under load ran below the GPU's maximum: 1 - clock / maximum (0 at the maximum)."""
+    if max_sm_clock_mhz <= 0:
+        raise Absent("reason.denominator_zero")
+    return 1.0 - sm_clock_load_mhz / max_sm_clock_mhz
+
+
 @point_quantity(unit="%")
 def gpu_util_median_pct(gpu_samples: Samples, t_start: float, t_end: float) -> float:
     """Median of NVML's GPU utilisation (share of time a kernel ran) in the point's window, %."""

@@ -69,7 +69,14 @@ def test_each_tail_is_said_explained_only_within_the_tolerance(round2):
     assert "over it by less than" in near.texts["en"] and "under it" not in near.texts["en"]
     assert "超出不到规则允许的" in near.texts["zh"]
     # Forced: the ITL tail twice the prediction: not explained
-    off = _with(led, itl_p99_over_prefill_step=2.0)
+    off = _with(led, itl_p99_over_first_step=2.0)
     assert "this mechanism does not explain the ITL tail" in first_step_finding(off, valid, LABELS).texts["en"]
+    # Forced: a prefill in one gap of 255 (under the 1 % p99 reads): p99 is predicted a decode
+    # step, and the sentence says so whether or not the measurement holds it
+    rare = first_step_finding(_with(led, prefill_gap_share=1 / 255, itl_p99_over_first_step=1.1), valid, LABELS)
+    assert "too few for p99 to reach them" in rare.texts["en"] and "as predicted" in rare.texts["en"]
+    assert "does not explain" not in rare.texts["en"] and "p99 够不着" in rare.texts["zh"]
+    rare_off = first_step_finding(_with(led, prefill_gap_share=1 / 255, itl_p99_over_first_step=2.0), valid, LABELS)
+    assert "something besides the other stream's prefill" in rare_off.texts["en"]
     # one valid point: silent
     assert first_step_finding(led, valid[:1], LABELS) is None
