@@ -157,7 +157,7 @@ def point_table(led: Ledger, pids: list[str], table_id: str, title: dict[str, st
                  row_labels=[{lang: in_lang(labels.get(pid, pid), lang) for lang in LANGS} for pid in pids])
 
 
-# One row per GPU sampled (report/derive/power.py: the per-GPU quantities of a point).
+# One row per GPU sampled (report/derive/gpu/power.py: the per-GPU quantities of a point).
 GPU_COLUMNS = [
     ("gpu_row_power_median_w", "label.col_gpu_power", "", 0),
     ("gpu_row_sm_clock_load_mhz", "label.col_gpu_sm_clock", "", 0),

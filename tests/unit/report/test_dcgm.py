@@ -1,4 +1,4 @@
-"""A DCGM exporter's page read as GPU rows (report/derive/power.py): fields mapped and scaled,
+"""A DCGM exporter's page read as GPU rows (report/derive/gpu/power.py): fields mapped and scaled,
 DCGM's blanks left out, one row per GPU, and the GPUs described by the exporter's labels.
 The page is tests/fixtures/dcgm/exporter-page.txt, built by hand from the documented format."""
 

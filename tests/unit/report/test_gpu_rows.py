@@ -1,4 +1,4 @@
-"""One row per GPU: each sampled GPU's quantities under `p.<point>.gpu<k>.` (report/derive/power.py,
+"""One row per GPU: each sampled GPU's quantities under `p.<point>.gpu<k>.` (report/derive/gpu/power.py,
 per="gpu" in report/registry.py) and the page's table of them (report/publish/compose.py).
 
 No multi-GPU round could be recorded (no machine with two GPUs was lent): the two-GPU samples

@@ -1,4 +1,4 @@
-"""report/derive/power.py over round 6's GPM counters (an H200) and over hand-made rows."""
+"""report/derive/gpu/power.py over round 6's GPM counters (an H200) and over hand-made rows."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""report/derive/power.py over a real NVML capture from an H200 (idle, bf16 matmul loop, idle)."""
+"""report/derive/gpu/power.py over a real NVML capture from an H200 (idle, bf16 matmul loop, idle)."""
 
 from __future__ import annotations
 
