@@ -1,4 +1,4 @@
-"""The energy of a window checked two ways (report/derive/energy.py): the counter's delta at the
+"""The energy of a window checked two ways (report/derive/gpu/energy.py): the counter's delta at the
 window's edges against the power samples' trapezoid; a counter that resets, stands still while
 the board draws power or disagrees is absent with its reason and the integral is used, the
 ledger citing which. NVML rows and a DCGM exporter's page are read alike. Fixtures are
