@@ -14,7 +14,7 @@ import pytest
 from report.judge.result import RoundResult, judge_bundle
 from report.publish.compose import compose_from
 from report.publish.document import RoundReport
-from report.publish.render import Page
+from report.publish.render.page import Page
 from tests.conftest import ROOT
 
 
