@@ -305,11 +305,19 @@ def compose_from(res: RoundResult) -> RoundReport:
         lead, rest = in_langs(f"label.notice_lengths_{source}"), in_langs("label.notice_length_dist")
         notices.append({lang: lead[lang] + word("label.sentence_sep", lang) + rest[lang] for lang in LANGS})
     title = round_title(bundle.manifest, rd.axis, round_id, [c.question for c in comparisons])
+    facts["lengths_vary"] = bool(rd.lengths_vary)
+    facts["not_measured"] = not_measured(led, facts, axis)
+    left_out = {NOT_MEASURED_SECTION[code] for code in facts["not_measured"]}
     sections = ["summary", "diagnosis"] + (["sets"] if comparisons else []) + ["slo", "client", "decomposition", "kv", "mfu", "timeline", "power"] \
         + (["parallel"] if runs_in_parallel(led, facts["headline_point"]) else []) \
-        + (["peers"] if rd.peers else []) + ["compare", "results", "next", "method"]
+        + (["peers"] if rd.peers else []) + ["compare", "results", "next"]
+    # A section with nothing to report is one line of "not measured here"; the reading notes
+    # and the method close the page, once.
+    sections = [s for s in sections if s not in left_out] + (["notmeasured"] if left_out else []) \
+        + ["reading", "method"]
     if not pids:
         # No point was measured to the end: the notices say why; only what was recorded applies.
+        facts["not_measured"] = []
         sections = (["results"] if facts["interrupted_points"] else []) + ["method"]
     labels = facts["point_labels"]
     results = results_table(led, pids + facts["interrupted_points"], labels)
@@ -337,6 +345,35 @@ def compose_from(res: RoundResult) -> RoundReport:
                                                         for lang in LANGS},
                                                        GPU_COLUMNS, "label.row_gpu")}, facts=RoundFacts(**facts), notices=notices,
                        bundles=[str(bundle_path)])
+
+
+# The section each line of "not measured here" stands in for (templates/notmeasured.md.j2).
+NOT_MEASURED_SECTION = {"slo": "slo", "compare_first": "compare", "compare_differs": "compare",
+                        "kv_small": "kv", "kv_unsampled": "kv"}
+# Below this peak share of the KV pool the requests' blocks are too few for the account of
+# PagedAttention to test anything (a policy): the KV section is one line instead.
+KV_ACCOUNT_MIN_SHARE = 0.01
+
+
+def not_measured(led: Ledger, facts: dict, axis: str) -> list[str]:
+    """What the round cannot answer, as the codes of "not measured here": no SLO given; no
+    previous round, or one that does not compare; a KV account at a sliver of the pool or
+    not sampled (a length sweep keeps its section: its linearity is the answer)."""
+    out = []
+    if not led["r.slo_percentile"].present:
+        out.append("slo")
+    if not facts.get("has_prev"):
+        out.append("compare_first")
+    elif not facts.get("comparable"):
+        out.append("compare_differs")
+    head = facts.get("headline_point")
+    if head is not None and axis != "input_len":
+        usage, peak = led.get(f"p.{head}.kv_usage_p50"), led.get(f"p.{head}.kv_usage_peak")
+        if usage is not None and not usage.present:
+            out.append("kv_unsampled")
+        elif peak is not None and peak.present and peak.value < KV_ACCOUNT_MIN_SHARE:
+            out.append("kv_small")
+    return out
 
 
 def interrupted_label(pid: str) -> dict[str, str]:

@@ -129,6 +129,11 @@ class RoundFacts:
     peer_matches: list[dict[str, Any]] = field(default_factory=list)
     peers_unmatched: list[dict[str, Any]] = field(default_factory=list)
     figures: list[str] = field(default_factory=list)
+    # Each request brought its own lengths (a trace, a dataset, sessions, drawn lengths).
+    lengths_vary: bool = False
+    # What the round leaves unanswered, one line each in place of a section with nothing to
+    # report (compose.not_measured): "slo", "compare_first", "compare_differs", "kv_small", ...
+    not_measured: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -299,8 +299,9 @@ class Page:
     # -- assembly ----------------------------------------------------------------------
 
     def assemble(self, mode: str, svgs: dict[str, str] | None = None,
-                 links: dict[str, str] | None = None) -> str:
-        """The whole page for MODE ("html" or "pdf"); PDF mode needs each figure's SVG."""
+                 links: dict[str, str] | None = None, part: str = "review") -> str:
+        """The whole page for MODE ("html" or "pdf"); PDF mode needs each figure's SVG and prints
+        PART: "review" (the sections) or "audit" (the provenance of every number)."""
         if mode not in MODES:
             raise RenderError(f"unknown mode {mode!r}")
-        return Assembly(self, mode, svgs or {}, links or {}).run()
+        return Assembly(self, mode, svgs or {}, links or {}, part).run()
