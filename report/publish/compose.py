@@ -306,6 +306,7 @@ def compose_from(res: RoundResult) -> RoundReport:
         notices.append({lang: lead[lang] + word("label.sentence_sep", lang) + rest[lang] for lang in LANGS})
     title = round_title(bundle.manifest, rd.axis, round_id, [c.question for c in comparisons])
     facts["lengths_vary"] = bool(rd.lengths_vary)
+    facts["headline"] = headline(facts["findings"])
     facts["not_measured"] = not_measured(led, facts, axis)
     left_out = {NOT_MEASURED_SECTION[code] for code in facts["not_measured"]}
     sections = ["summary", "diagnosis"] + (["sets"] if comparisons else []) + ["slo", "client", "decomposition", "kv", "mfu", "timeline", "power"] \
@@ -345,6 +346,24 @@ def compose_from(res: RoundResult) -> RoundReport:
                                                         for lang in LANGS},
                                                        GPU_COLUMNS, "label.row_gpu")}, facts=RoundFacts(**facts), notices=notices,
                        bundles=[str(bundle_path)])
+
+
+# Where a sentence of a finding ends, per language: outside a [[key]] (which holds no space).
+SENTENCE_END = {"en": re.compile(r"(?<=[.:;]) (?=[A-Z])"), "zh": re.compile(r"(?<=。)")}
+
+
+def headline(findings: list[dict]) -> dict[str, list[str]]:
+    """Page 1's first sentence and the rest of the thesis (the finding "thesis": what limits the
+    server, from which load, then the prediction that confirms it), per language; {} without one."""
+    thesis = next((f for f in findings if f["id"] == "thesis"), None)
+    if thesis is None:
+        return {}
+    out = {}
+    for lang in LANGS:
+        text = thesis["texts"][lang]
+        m = SENTENCE_END[lang].search(text)
+        out[lang] = [text[:m.start()].rstrip(), text[m.end():]] if m else [text, ""]
+    return out
 
 
 # The section each line of "not measured here" stands in for (templates/notmeasured.md.j2).

@@ -131,6 +131,9 @@ class RoundFacts:
     figures: list[str] = field(default_factory=list)
     # Each request brought its own lengths (a trace, a dataset, sessions, drawn lengths).
     lengths_vary: bool = False
+    # Page 1's first sentence (what limits the server, from which load) and the rest of the
+    # thesis after it, per language (compose.headline).
+    headline: dict[str, list[str]] = field(default_factory=dict)
     # What the round leaves unanswered, one line each in place of a section with nothing to
     # report (compose.not_measured): "slo", "compare_first", "compare_differs", "kv_small", ...
     not_measured: list[str] = field(default_factory=list)
