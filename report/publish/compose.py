@@ -348,21 +348,18 @@ def compose_from(res: RoundResult) -> RoundReport:
                        bundles=[str(bundle_path)])
 
 
-# Where a sentence of a finding ends, per language: outside a [[key]] (which holds no space).
-SENTENCE_END = {"en": re.compile(r"(?<=[.:;]) (?=[A-Z])"), "zh": re.compile(r"(?<=。)")}
-
-
 def headline(findings: list[dict]) -> dict[str, list[str]]:
     """Page 1's first sentence and the rest of the thesis (the finding "thesis": what limits the
-    server, from which load, then the prediction that confirms it), per language; {} without one."""
+    server, from which load, then the prediction that confirms it), per language; {} without one.
+    A sentence ends at the catalogue's separator of a finding's sentences, which no [[key]] holds."""
     thesis = next((f for f in findings if f["id"] == "thesis"), None)
     if thesis is None:
         return {}
     out = {}
     for lang in LANGS:
-        text = thesis["texts"][lang]
-        m = SENTENCE_END[lang].search(text)
-        out[lang] = [text[:m.start()].rstrip(), text[m.end():]] if m else [text, ""]
+        text, sep = thesis["texts"][lang], word("finding.sentence_sep", lang)
+        i = text.find(sep)
+        out[lang] = [text[:i + len(sep.rstrip())], text[i + len(sep):]] if 0 <= i < len(text) - len(sep) else [text, ""]
     return out
 
 
