@@ -244,10 +244,11 @@ def compose_from(res: RoundResult) -> RoundReport:
     comparisons = list(rd.verdicts.set_comparisons)
     facts["findings"] = [asdict(f) for f in res.findings]
     figs = {}
+    line_axis = sets_axis(led, pids) if rd.axis == "server" else axis
     makers = [F.fig_throughput, F.fig_latency, F.fig_ttft_breakdown, F.fig_queue_vs_prefill,
               F.fig_iteration, F.fig_kv, F.fig_mfu]
-    for make in makers:
-        fig = make(led, pids, axis)
+    for make in makers if line_axis else ():
+        fig = make(led, pids, line_axis)
         if fig is not None:
             figs[fig.id] = fig
     if rd.axis == "input_len":
@@ -361,6 +362,21 @@ def headline(findings: list[dict]) -> dict[str, list[str]]:
         i = text.find(sep)
         out[lang] = [text[:i + len(sep.rstrip())], text[i + len(sep):]] if 0 <= i < len(text) - len(sep) else [text, ""]
     return out
+
+
+# The server flag a round of sets may sweep, as the point quantity that holds its value there.
+SET_AXES = ("step_token_budget",)
+
+
+def sets_axis(led: Ledger, pids: list[str]) -> str | None:
+    """The axis the sweep's line figures draw a round of server sets on: the value of the flag
+    the sets sweep, each set at its own (SET_AXES); None where no flag gives every set a value of
+    its own, since the sets' one load would lay their marks over each other (fig_sets draws them)."""
+    for key in SET_AXES:
+        xs = [led.value_of(f"p.{pid}.{key}") if f"p.{pid}.{key}" in led else None for pid in pids]
+        if len(pids) > 1 and None not in xs and len(set(xs)) == len(xs):
+            return key
+    return None
 
 
 # The section each line of "not measured here" stands in for (templates/notmeasured.md.j2).
