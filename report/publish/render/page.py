@@ -210,8 +210,10 @@ class Page:
             raise RenderError(f"{kind} {ref!r} placed twice on one page")
         self._placed[(kind, ref)] = len(self.blocks)
 
-    def fig(self, fig_id: str) -> Markup:
-        """Place a figure: interactive chart (HTML) or static SVG (PDF), with caption."""
+    def fig(self, fig_id: str, caption: Markup | None = None) -> Markup:
+        """Place a figure: interactive chart (HTML) or static SVG (PDF), with its caption: CAPTION,
+        the sentence its section renders of what the figure shows (`{% set cap %}...{% endset %}`),
+        else the figure's own."""
         figure = self.report.figures.get(fig_id)
         if figure is None:
             raise RenderError(f"no figure {fig_id!r} in round {self.report.round_id}")
@@ -219,7 +221,9 @@ class Page:
             raise RenderError(f"figure {fig_id!r} has no {self.lang} spec")
         self._place("figure", fig_id)
         caption = Markup("")
-        if figure.caption.get(self.lang):
+        if caption is not None and str(caption).strip():
+            caption = Markup(self._md.renderInline(str(caption).strip()))
+        elif figure.caption.get(self.lang):
             src = self.env.from_string(figure.caption[self.lang]).render()
             caption = Markup(self._md.renderInline(src))
         keys = self._keyref_list(figure.keys)
