@@ -308,6 +308,8 @@ def compose_from(res: RoundResult) -> RoundReport:
     title = round_title(bundle.manifest, rd.axis, round_id, [c.question for c in comparisons])
     facts["lengths_vary"] = bool(rd.lengths_vary)
     facts["headline"] = headline(facts["findings"])
+    facts["capacity_card"] = all(k in led and led[k].present
+                                 for k in ("r.slo_capacity", "r.slo_capacity_low", "r.slo_capacity_high"))
     facts["not_measured"] = not_measured(led, facts, axis)
     left_out = {NOT_MEASURED_SECTION[code] for code in facts["not_measured"]}
     sections = ["summary", "diagnosis"] + (["sets"] if comparisons else []) + ["slo", "client", "decomposition", "kv", "mfu", "timeline", "power"] \
