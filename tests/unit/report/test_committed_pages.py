@@ -283,7 +283,6 @@ def test_page_one_opens_with_the_limit_and_the_load_it_holds_from(reports, pages
 
 
 def test_page_one_gives_the_answer_before_the_cards_in_order(reports, pages):
-    from report.words import word
     for r in reports:
         if not r.facts.headline:
             continue
