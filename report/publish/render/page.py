@@ -220,9 +220,9 @@ class Page:
         if self.lang not in figure.specs:
             raise RenderError(f"figure {fig_id!r} has no {self.lang} spec")
         self._place("figure", fig_id)
-        caption = Markup("")
-        if caption is not None and str(caption).strip():
-            caption = Markup(self._md.renderInline(str(caption).strip()))
+        said, caption = caption, Markup("")
+        if said is not None and str(said).strip():
+            caption = Markup(self._md.renderInline(str(said).strip()))
         elif figure.caption.get(self.lang):
             src = self.env.from_string(figure.caption[self.lang]).render()
             caption = Markup(self._md.renderInline(src))
