@@ -325,3 +325,24 @@ def test_how_to_read_this_is_said_once_at_the_back(reports, pages):
         assert "Each point is checked before it is judged" in secs["reading"], r.round_id
         assert html.count("Each point is checked before it is judged") == 1, r.round_id
         assert "Engine: vLLM" not in secs["summary"] and "Engine: vLLM" in secs["reading"], r.round_id
+
+
+_CAPTION = re.compile(r'<figure class="figure" id="fig-([\w-]+)">.*?<figcaption class="fig-caption">(.*?)</figcaption>', re.S)
+_POP = re.compile(r'<span class="pop" role="tooltip">.*?</span></span>', re.S)
+
+
+def test_a_sweeps_figures_say_what_they_show(reports, pages):
+    """Where a sweep has two ends, the throughput and latency figures' captions state what the
+    figure shows (its two ends, from the ledger), not only the ids of their data."""
+    said = 0
+    for r in reports:
+        if r.facts.first_point == r.facts.headline_point:
+            continue
+        for lang in ("en", "zh"):
+            captions = {fid: unescape(_TAGS.sub("", _POP.sub("", cap))).strip()
+                        for fid, cap in _CAPTION.findall(pages[(r.round_id, lang)])}
+            for fid in ("throughput", "latency"):
+                if fid in captions and fid in r.figures:
+                    assert not captions[fid].startswith(("Data", "数据")), (r.round_id, lang, fid, captions[fid][:60])
+                    said += 1
+    assert said
