@@ -185,9 +185,20 @@ def item_table(led: Ledger, pid: str | None, per: str, table_id: str, title: dic
                                       else item[len(per):]) for item in items])
 
 
-def results_table(led: Ledger, pids: list[str], labels: dict[str, str]) -> Table:
+def results_table(led: Ledger, pids: list[str], labels: dict[str, str], lengths_vary: bool = False) -> Table:
     """Every point's main figures."""
-    return point_table(led, pids, "results", in_langs("label.table_results"), RESULT_COLUMNS, labels)
+    return point_table(led, pids, "results", in_langs("label.table_results"),
+                       as_measured(RESULT_COLUMNS, lengths_vary), labels)
+
+
+# Where each request brought its own lengths, a table prints the mean prompt its point sent
+# in place of the plan's template length.
+MEASURED_LENGTH = ("prompt_tokens_sent_mean", "label.col_input_len_mean", "tok", 0)
+
+
+def as_measured(columns: list, lengths_vary: bool) -> list:
+    """COLUMNS with the set input length replaced by the mean one sent, where LENGTHS_VARY."""
+    return [MEASURED_LENGTH if lengths_vary and c[0] == "input_len" else c for c in columns]
 
 
 def compose_rounds(pairs: list[tuple[str | Path, str]],
@@ -324,10 +335,10 @@ def compose_from(res: RoundResult) -> RoundReport:
         facts["not_measured"] = []
         sections = (["results"] if facts["interrupted_points"] else []) + ["method"]
     labels = facts["point_labels"]
-    results = results_table(led, pids + facts["interrupted_points"], labels)
+    results = results_table(led, pids + facts["interrupted_points"], labels, rd.lengths_vary)
     results.row_labels[len(pids):] = [interrupted_label(pid) for pid in facts["interrupted_points"]]
     detail = point_table(led, pids, "results_detail", in_langs("label.table_results_detail"),
-                         DETAIL_COLUMNS, labels)
+                         as_measured(DETAIL_COLUMNS, rd.lengths_vary), labels)
     # The facts are a builder dict until here; the report holds them typed and frozen.
     return RoundReport(round_id=round_id, title=title, subtitle=plan_subtitle(bundle.manifest), ledger=led, sections=sections, figures=figs,
                        tables={"results": results, "results_detail": detail,
@@ -337,7 +348,7 @@ def compose_from(res: RoundResult) -> RoundReport:
                                "gpm_table": point_table(led, pids, "gpm_table", in_langs("label.table_gpm"),
                                                         GPM_COLUMNS, labels),
                                "kv_table": point_table(led, pids, "kv_table", in_langs("label.table_kv"),
-                                                 KV_COLUMNS, labels),
+                                                 as_measured(KV_COLUMNS, rd.lengths_vary), labels),
                                "engine_table": item_table(led, facts["headline_point"], "engine", "engine_table",
                                                           {lang: word("label.table_engines", lang, point=in_lang(
                                                               labels.get(facts["headline_point"], ""), lang))
