@@ -115,7 +115,7 @@ class Page:
         )
         env.filters["code"] = self._code
         env.globals.update(
-            n=self.n, c=self.c, why=self.why, span=self.span, v=self.v, say=self.say, w=self.w, fig=self.fig, table=self.table, ref=self.ref,
+            n=self.n, c=self.c, why=self.why, span=self.span, v=self.v, has=self.has, say=self.say, w=self.w, fig=self.fig, table=self.table, ref=self.ref,
             card=self.card, cards=self.cards,
             facts=self.report.facts, notices=self.report.notices, lang=self.lang,
         )
@@ -140,6 +140,11 @@ class Page:
     def v(self, key: str) -> Value:
         """The raw Value, for conditions in templates."""
         return self.value(key)
+
+    def has(self, key: str) -> bool:
+        """Whether the ledger holds KEY with a value: a condition on a key some rounds do not
+        record at all (a figure's caption at the ends of a sweep)."""
+        return key in self.report.ledger and self.report.ledger[key].present
 
     def _use(self, key: str, fmt: Format, where: str) -> Markup:
         value = self.value(key)
