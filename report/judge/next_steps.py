@@ -33,6 +33,7 @@ def with_effect(st: dict, led: Ledger, pid: str, key: str, code: str) -> dict:
     if val(led, f"p.{pid}.{key}") is not None:
         for lang in LANGS:
             st[lang] = f"{st[lang]} {word(f'label.next_effect_{code}', lang, pid=pid)}"
+        st["effect"] = code   # page 1 leads with the first step that predicts its effect
     return st
 
 

@@ -206,7 +206,7 @@ def item_table(led: Ledger, pid: str | None, per: str, table_id: str, title: dic
 
 
 def results_table(led: Ledger, pids: list[str], labels: dict[str, str]) -> Table:
-    """Every point's main figures."""
+    """Every point's main figures (the settings it measured in place of those it did not hold: as_measured)."""
     return point_table(led, pids, "results", in_langs("label.table_results"), RESULT_COLUMNS, labels)
 
 
@@ -264,10 +264,11 @@ def compose_from(res: RoundResult) -> RoundReport:
     comparisons = list(rd.verdicts.set_comparisons)
     facts["findings"] = [asdict(f) for f in res.findings]
     figs = {}
+    line_axis = sets_axis(led, pids) if rd.axis == "server" else axis
     makers = [F.fig_throughput, F.fig_latency, F.fig_ttft_breakdown, F.fig_queue_vs_prefill,
               F.fig_iteration, F.fig_kv, F.fig_mfu]
-    for make in makers:
-        fig = make(led, pids, axis)
+    for make in makers if line_axis else ():
+        fig = make(led, pids, line_axis)
         if fig is not None:
             figs[fig.id] = fig
     if rd.axis == "input_len":
@@ -326,11 +327,21 @@ def compose_from(res: RoundResult) -> RoundReport:
         lead, rest = in_langs(f"label.notice_lengths_{source}"), in_langs("label.notice_length_dist")
         notices.append({lang: lead[lang] + word("label.sentence_sep", lang) + rest[lang] for lang in LANGS})
     title = round_title(bundle.manifest, rd.axis, round_id, [c.question for c in comparisons])
+    facts["headline"] = headline(facts["findings"])
+    facts["capacity_card"] = all(k in led and led[k].present
+                                 for k in ("r.slo_capacity", "r.slo_capacity_low", "r.slo_capacity_high"))
+    facts["not_measured"] = not_measured(led, facts, axis)
+    left_out = {NOT_MEASURED_SECTION[code] for code in facts["not_measured"]}
     sections = ["summary", "diagnosis"] + (["sets"] if comparisons else []) + ["slo", "client", "decomposition", "kv", "mfu", "timeline", "power"] \
         + (["parallel"] if runs_in_parallel(led, facts["headline_point"]) else []) \
-        + (["peers"] if rd.peers else []) + ["compare", "results", "next", "method"]
+        + (["peers"] if rd.peers else []) + ["compare", "results", "next"]
+    # A section with nothing to report is one line of "not measured here"; the reading notes
+    # and the method close the page, once.
+    sections = [s for s in sections if s not in left_out] + (["notmeasured"] if left_out else []) \
+        + ["reading", "method"]
     if not pids:
         # No point was measured to the end: the notices say why; only what was recorded applies.
+        facts["not_measured"] = []
         sections = (["results"] if facts["interrupted_points"] else []) + ["method"]
     labels = facts["point_labels"]
     results = results_table(led, pids + facts["interrupted_points"], labels)
@@ -358,6 +369,65 @@ def compose_from(res: RoundResult) -> RoundReport:
                                                         for lang in LANGS},
                                                        GPU_COLUMNS, "label.row_gpu")}, facts=RoundFacts(**facts), notices=notices,
                        bundles=[str(bundle_path)])
+
+
+def headline(findings: list[dict]) -> dict[str, list[str]]:
+    """Page 1's first sentence and the rest of the thesis (the finding "thesis": what limits the
+    server, from which load, then the prediction that confirms it), per language; {} without one.
+    A sentence ends at the catalogue's separator of a finding's sentences, which no [[key]] holds."""
+    thesis = next((f for f in findings if f["id"] == "thesis"), None)
+    if thesis is None:
+        return {}
+    out = {}
+    for lang in LANGS:
+        text, sep = thesis["texts"][lang], word("finding.sentence_sep", lang)
+        i = text.find(sep)
+        out[lang] = [text[:i + len(sep.rstrip())], text[i + len(sep):]] if 0 <= i < len(text) - len(sep) else [text, ""]
+    return out
+
+
+# The server flag a round of sets may sweep, as the point quantity that holds its value there.
+SET_AXES = ("step_token_budget",)
+
+
+def sets_axis(led: Ledger, pids: list[str]) -> str | None:
+    """The axis the sweep's line figures draw a round of server sets on: the value of the flag
+    the sets sweep, each set at its own (SET_AXES); None where no flag gives every set a value of
+    its own, since the sets' one load would lay their marks over each other (fig_sets draws them)."""
+    for key in SET_AXES:
+        xs = [led.value_of(f"p.{pid}.{key}") if f"p.{pid}.{key}" in led else None for pid in pids]
+        if len(pids) > 1 and None not in xs and len(set(xs)) == len(xs):
+            return key
+    return None
+
+
+# The section each line of "not measured here" stands in for (templates/notmeasured.md.j2).
+NOT_MEASURED_SECTION = {"slo": "slo", "compare_first": "compare", "compare_differs": "compare",
+                        "kv_small": "kv", "kv_unsampled": "kv"}
+# Below this peak share of the KV pool the requests' blocks are too few for the account of
+# PagedAttention to test anything (a policy): the KV section is one line instead.
+KV_ACCOUNT_MIN_SHARE = 0.01
+
+
+def not_measured(led: Ledger, facts: dict, axis: str) -> list[str]:
+    """What the round cannot answer, as the codes of "not measured here": no SLO given; no
+    previous round, or one that does not compare; a KV account at a sliver of the pool or
+    not sampled (a length sweep keeps its section: its linearity is the answer)."""
+    out = []
+    if not led["r.slo_percentile"].present:
+        out.append("slo")
+    if not facts.get("has_prev"):
+        out.append("compare_first")
+    elif not facts.get("comparable"):
+        out.append("compare_differs")
+    head = facts.get("headline_point")
+    if head is not None and axis != "input_len":
+        usage, peak = led.get(f"p.{head}.kv_usage_p50"), led.get(f"p.{head}.kv_usage_peak")
+        if usage is not None and not usage.present:
+            out.append("kv_unsampled")
+        elif peak is not None and peak.present and peak.value < KV_ACCOUNT_MIN_SHARE:
+            out.append("kv_small")
+    return out
 
 
 def interrupted_label(pid: str) -> dict[str, str]:

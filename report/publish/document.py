@@ -130,6 +130,16 @@ class RoundFacts:
     peer_matches: list[dict[str, Any]] = field(default_factory=list)
     peers_unmatched: list[dict[str, Any]] = field(default_factory=list)
     figures: list[str] = field(default_factory=list)
+    # Each request brought its own lengths (a trace, a dataset, sessions, drawn lengths).
+    lengths_vary: bool = False
+    # Page 1's first sentence (what limits the server, from which load) and the rest of the
+    # thesis after it, per language (compose.headline).
+    headline: dict[str, list[str]] = field(default_factory=dict)
+    # The capacity under the SLO and its measured bracket are all present: page 1 cards them.
+    capacity_card: bool = False
+    # What the round leaves unanswered, one line each in place of a section with nothing to
+    # report (compose.not_measured): "slo", "compare_first", "compare_differs", "kv_small", ...
+    not_measured: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -325,19 +325,19 @@ def fig_itl_vs_len(led: Ledger, pids: list[str]) -> Figure | None:
     if len(rows_any) < 2:
         return None
 
-    # The fit the page quotes and the slope at peak bandwidth through the fit's intercept, at
-    # each measured length: the gap between the two lines is the bandwidth efficiency.
-    a, b, theory = _val(led, "r.itl_intercept"), _val(led, "r.itl_slope"), _val(led, "r.itl_slope_theory")
-    lines = {"itl_fit_line": b, "itl_theory_line": theory} if a is not None and b is not None else {}
-    if lines:
-        keys = [*keys, "r.itl_intercept", "r.itl_slope"] + (["r.itl_slope_theory"] if theory is not None else [])
+    # The slope the page quotes, drawn: the fit (its intercept and slope) and, from the same
+    # intercept, the slope the KV reads at peak bandwidth predict.
+    a, b, theory = (_val(led, k) for k in ("r.itl_intercept", "r.itl_slope", "r.itl_slope_theory"))
+    ends = sorted({r["x"] for r in rows_any})   # at each length, so a log axis draws the curve
+    lines = [(name, slope) for name, slope in (("itl_fit_line", b), ("itl_theory_line", theory))
+             if a is not None and slope is not None]
+    keys += [k for k in ("r.itl_intercept", "r.itl_slope", "r.itl_slope_theory")
+             if lines and _val(led, k) is not None]
 
     def make(t):
         rows, _ = _rows(led, pids, "input_len", {t["itl_p50"]: "itl_ms_p50"})
-        xs = sorted({r["x"] for r in rows if r["valid"]})
-        for name, slope in lines.items():
-            if slope is not None:
-                rows += [{"x": x, "y": a + slope * x, "series": t[name], "point": "", "valid": True} for x in xs]
+        rows += [{"x": x, "y": a + slope * x, "series": t[name], "point": "", "valid": True}
+                 for name, slope in lines for x in ends]
         return _line(rows, t, "input_len", t["ms"], t["itl_fit_title"], log_x=wide_span(rows))
     return Figure("itl_vs_len", per_lang(make), {lang: TEXT[lang]["itl_fit_title"] for lang in LANGS},
                   keys=tuple(keys))

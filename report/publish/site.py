@@ -1,7 +1,8 @@
 """Build the static site: every round's pages in both languages plus an index of rounds.
 
     site/index.html
-    site/<round>/index.zh.html  index.en.html  report.zh.pdf  report.en.pdf  round.json
+    site/<round>/index.zh.html  index.en.html  report.zh.pdf  report.en.pdf
+                 audit.zh.pdf  audit.en.pdf  round.json
 
 `round.json` lets the index list rounds built earlier without rebuilding them. Only the
 directories of the rounds being built are replaced (staged, then swapped in), so a
@@ -25,7 +26,7 @@ from markupsafe import Markup
 
 from report.publish.document import RoundReport
 from report.publish.render.assembly import csp_hash
-from report.publish.render.output import Timing, page_name, render_round
+from report.publish.render.output import Timing, files_of, page_name, render_round
 from report.publish.render.templating import TEMPLATES_DIR, static_file
 from report.words import LANGS, word
 
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 
 ROUND_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # The index's link text per page, each page named in its own language: `label.file_<format>`.
-FILE_LABEL = {(lang, fmt): word(f"label.file_{fmt}", lang) for lang in LANGS for fmt in ("html", "pdf")}
+FILE_LABEL = {(lang, fmt): word(f"label.file_{fmt}", lang) for lang in LANGS for fmt in ("html", "pdf", "audit")}
 
 
 class Built(list):
@@ -66,7 +67,7 @@ def _manifest(report: RoundReport, formats: tuple[str, ...], key: str | None) ->
         "round_id": report.round_id,
         "title": {lang: report.title.get(lang, report.round_id) for lang in LANGS},
         "files": [{"lang": lang, "format": fmt, "name": page_name(lang, fmt)}
-                  for fmt in formats for lang in LANGS],
+                  for fmt in files_of(formats) for lang in LANGS],
     }
 
 

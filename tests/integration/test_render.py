@@ -66,6 +66,7 @@ def test_every_page_is_written(site):
         "index.html", f"{ROUND_ID}/round.json",
         *(f"{ROUND_ID}/index.{lang}.html" for lang in LANGS),
         *(f"{ROUND_ID}/report.{lang}.pdf" for lang in LANGS),
+        *(f"{ROUND_ID}/audit.{lang}.pdf" for lang in LANGS),
     ])
     assert not list(out.glob(".*.building"))
 
@@ -76,6 +77,7 @@ def test_site_index_links_every_page(site):
     for lang in LANGS:
         assert f'href="{ROUND_ID}/index.{lang}.html"' in index
         assert f'href="{ROUND_ID}/report.{lang}.pdf"' in index
+        assert f'href="{ROUND_ID}/audit.{lang}.pdf"' in index
     assert "手工样例" in index and "Hand-built fixture" in index
     assert 'http-equiv="Content-Security-Policy"' in index
 
@@ -229,13 +231,23 @@ def test_pdf_ids_match_html_ids():
         html = page.assemble("html")
         svgs = {f: "<svg xmlns='http://www.w3.org/2000/svg' width='10' height='10'/>"
                 for f in report.figures}
-        pdf = page.assemble("pdf", svgs=svgs)
         html_ids = {key: nid for _, key, nid in NUM_SPAN.findall(html)}
-        pdf_ids = dict(re.findall(r'data-key="([^"]+)" data-nid="(N\d+)"><span class="num-v">.*?'
-                                  r'<sup class="nid"><a href="#prov-\2">\2</a></sup>', pdf))
-        assert pdf_ids == html_ids
-        assert 'class="pop"' not in pdf and "Content-Security-Policy" not in pdf
-        assert "<script" not in pdf
+        # The audit PDF: every number of the page under the id the web page gives it, each
+        # linked to its entry.
+        audit = page.assemble("pdf", svgs=svgs, part="audit")
+        audit_ids = dict(re.findall(r'<div class="prov prov-print[^"]*" id="prov-(N\d+)"><b>\1&#8195;[^<]*</b>[^·]*· ([^ <]+)', audit))
+        assert {k: v for v, k in audit_ids.items() if k in html_ids} == html_ids
+        assert 'class="section"' not in audit
+        # The review PDF: the numbers in prose keep their id as a plain superscript, the same
+        # as the web page's; no appendix, no link to one.
+        review = page.assemble("pdf", svgs=svgs)
+        prose_ids = dict(re.findall(r'data-key="([^"]+)" data-nid="(N\d+)"><span class="num-v">[^<]*</span>'
+                                    r'(?:<span class="num-u">[^<]*</span>)?</span><sup class="nid">\2</sup>', review))
+        assert prose_ids and all(html_ids[k] == v for k, v in prose_ids.items())
+        assert 'id="provenance"' not in review and 'href="#prov-' not in review
+        for pdf in (audit, review):
+            assert 'class="pop"' not in pdf and "Content-Security-Policy" not in pdf
+            assert "<script" not in pdf
 
 
 # -- template contract ---------------------------------------------------------------------
@@ -295,15 +307,14 @@ def test_pdf_text(site, lang, footer, notice):
     text = _pdftext(pdf)
     assert notice in text
     assert HOSTILE in text  # escaped in HTML, shown literally as text
-    assert re.search(r"976\s+ms\s*N1\b", text)  # superscript id after the number (a card; -layout may space its unit)
-    # ... and in a table cell, on the line under its number, in the same column
-    lines = text.splitlines()
-    row = next(i for i, line in enumerate(lines) if re.search(r"\b976\.0\b", line))
-    col = lines[row].index("976.0")
-    assert re.match(r"\s*N1\b", lines[row + 1][col - 2:]), lines[row:row + 2]
-    assert "N1 976 ms" in re.sub(r"\s+", " ", text)  # ... and its appendix entry
+    # A card and a table cell print the number alone; the audit PDF lists it under its id.
+    assert re.search(r"976\s+ms", text) and not re.search(r"976\s+ms\s*N1\b", text)
+    assert "N1 976 ms" not in re.sub(r"\s+", " ", text)
+    audit = _pdftext(out / ROUND_ID / f"audit.{lang}.pdf")
+    assert "N1 976 ms" in re.sub(r"\s+", " ", audit)  # ... and its appendix entry
     title = hand_built_report().title[lang]
-    assert text.count(title.split(" ")[0]) >= 3  # running header on the following pages
+    assert text.count(title.split(" ")[0]) >= 2  # running header on the following pages
+    assert audit.count(title.split(" ")[0]) >= 2  # ... and the audit PDF's
 
 
 def test_pdf_info_has_no_dates(site):
@@ -362,7 +373,7 @@ def test_timings_per_stage(site):
     _, built = site
     stages = {(t.lang, t.stage) for t in built.timings}
     for lang in LANGS:
-        assert {(lang, s) for s in ("sections", "html", "figures", "pdf")} <= stages
+        assert {(lang, s) for s in ("sections", "html", "figures", "pdf", "audit")} <= stages
     totals = built.stage_totals()
     assert all(v >= 0 for v in totals.values())
     assert "pdf" in built.summary()

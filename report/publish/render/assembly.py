@@ -33,6 +33,8 @@ from report.publish.render.text import (
 from report.publish.render.vega import prepare_spec, spec_json, vega_bundle
 
 HTML_LANG = {"zh": "zh-CN", "en": "en"}
+# What a "pdf" assembly prints: the review (the sections) or the audit (the provenance appendix).
+PARTS = ("review", "audit")
 # A table of at most this many rows fits on one A4 page of the PDF, so it is never split
 # (print.css: .table-short); a longer one breaks between rows and repeats its header row.
 SHORT_TABLE_ROWS = 24
@@ -54,15 +56,19 @@ def page_script(templates_dir) -> str:
 class Assembly(Provenance):
     """Resolves a page's placeholders for one mode (see the module docstring for the order)."""
 
-    def __init__(self, page, mode: str, svgs: dict[str, str], links: dict[str, str]):
-        self.page, self.mode, self.svgs, self.links = page, mode, svgs, links
+    def __init__(self, page, mode: str, svgs: dict[str, str], links: dict[str, str], part: str = "review"):
+        # PART, in "pdf" mode: "review" (the sections, no appendix: what a reviewer reads) or
+        # "audit" (the appendix alone, its ids those of the review PDF and the web page).
+        if part not in PARTS:
+            raise RenderError(f"unknown part {part!r}")
+        self.page, self.mode, self.svgs, self.links, self.part = page, mode, svgs, links, part
         self.lang, self.words, self.report = page.lang, page.words, page.report
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(str(page.templates_dir)), autoescape=True,
             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
         )
         self.macros = self.env.get_template("macros.j2").make_module(
-            {"w": self.words, "mode": mode, "lang": self.lang})
+            {"w": self.words, "mode": mode, "lang": self.lang, "part": part})
         self.numbers: dict[tuple[str, str], int] = {}  # (kind, id) -> its number on the page
         self.ids: dict[str, str] = {}         # ledger key -> "N3"
         self.shown: set[str] = set()          # keys shown on the page (not only inputs)
@@ -75,7 +81,12 @@ class Assembly(Provenance):
         doc = self.expand_blocks(doc)
         doc = PH.sub(self._ref_sub, doc)
         self.assign_ids(doc)
-        doc = doc.replace(APPENDIX_PH, str(self.appendix()))
+        if self.mode == "pdf" and self.part == "audit":
+            # The same ids as the review PDF's, under the title, with no section of its own.
+            doc = self.skeleton(sections=False)
+        # The review PDF leaves the per-number provenance to the web page and the audit PDF.
+        appendix = "" if self.mode == "pdf" and self.part == "review" else str(self.appendix())
+        doc = doc.replace(APPENDIX_PH, appendix)
         doc = PH.sub(self._final_sub, doc)
         if self.lang == "zh":
             doc = close_cjk_gaps(doc)
@@ -87,7 +98,7 @@ class Assembly(Provenance):
 
     # -- skeleton --
 
-    def skeleton(self) -> str:
+    def skeleton(self, sections: bool = True) -> str:
         page, mode = self.page, self.mode
         has_figs = any(b.kind == "figure" for b in page.blocks)
         tdir = page.templates_dir
@@ -107,8 +118,9 @@ class Assembly(Provenance):
         return tpl.render(
             mode=mode, lang=self.lang, html_lang=HTML_LANG[self.lang], w=self.words,
             title=title, subtitle=self.report.subtitle.get(self.lang, ""), round_id=self.report.round_id, css=Markup(css), csp=csp,
-            scripts=[Markup(s) for s in scripts], sections=page.sections,
-            notices=[n.get(self.lang) or next(iter(n.values()), "") for n in self.report.notices],
+            scripts=[Markup(s) for s in scripts], sections=page.sections if sections else [],
+            notices=[n.get(self.lang) or next(iter(n.values()), "") for n in self.report.notices] if sections else [],
+            part=self.part,
             bundles=self.report.bundles, links=self.links, appendix=Markup(APPENDIX_PH),
             footer=Markup(self.words["footer"]),
         )

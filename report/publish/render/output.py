@@ -19,7 +19,7 @@ class Timing:
 
     round_id: str
     lang: str
-    stage: str      # "sections", "bundle", "html", "figures", "pdf"
+    stage: str      # "sections", "bundle", "html", "figures", "pdf", "audit"
     seconds: float
 
 
@@ -31,8 +31,14 @@ class RoundOutput:
 
 
 def page_name(lang: str, fmt: str) -> str:
-    """File name of a round's page: index.zh.html, report.en.pdf, ..."""
-    return f"index.{lang}.html" if fmt == "html" else f"report.{lang}.pdf"
+    """File name of a round's page: index.zh.html, report.en.pdf (what a reviewer reads),
+    audit.en.pdf (where each of its numbers comes from), ..."""
+    return {"html": f"index.{lang}.html", "audit": f"audit.{lang}.pdf"}.get(fmt, f"report.{lang}.pdf")
+
+
+def files_of(formats: tuple[str, ...]) -> tuple[str, ...]:
+    """The kinds of file FORMATS write: a PDF comes with its audit PDF."""
+    return tuple(f for fmt in formats for f in ((fmt, "audit") if fmt == "pdf" else (fmt,)))
 
 
 def render_round(report: RoundReport, round_dir: Path, formats: tuple[str, ...] = ("html", "pdf"),
@@ -51,7 +57,7 @@ def render_round(report: RoundReport, round_dir: Path, formats: tuple[str, ...] 
 
     for lang in langs:
         # every page links to both languages, also when this call renders only one
-        links = {f"{lg}.{fm}": page_name(lg, fm) for lg in LANGS for fm in formats}
+        links = {f"{lg}.{fm}": page_name(lg, fm) for lg in LANGS for fm in files_of(formats)}
         t0 = time.perf_counter()
         page = Page(report, lang, templates_dir)
         timed(lang, "sections", t0)
@@ -75,4 +81,9 @@ def render_round(report: RoundReport, round_dir: Path, formats: tuple[str, ...] 
             path.write_bytes(html_to_pdf(page.assemble("pdf", svgs=svgs, links=links)))
             out.paths.append(path)
             timed(lang, "pdf", t0)
+            t0 = time.perf_counter()
+            path = round_dir / page_name(lang, "audit")
+            path.write_bytes(html_to_pdf(page.assemble("pdf", svgs=svgs, links=links, part="audit")))
+            out.paths.append(path)
+            timed(lang, "audit", t0)
     return out

@@ -115,7 +115,7 @@ class Page:
         )
         env.filters["code"] = self._code
         env.globals.update(
-            n=self.n, c=self.c, why=self.why, span=self.span, v=self.v, say=self.say, w=self.w, fig=self.fig, table=self.table, ref=self.ref,
+            n=self.n, c=self.c, why=self.why, span=self.span, v=self.v, has=self.has, say=self.say, w=self.w, fig=self.fig, table=self.table, ref=self.ref,
             card=self.card, cards=self.cards,
             facts=self.report.facts, notices=self.report.notices, lang=self.lang,
         )
@@ -140,6 +140,11 @@ class Page:
     def v(self, key: str) -> Value:
         """The raw Value, for conditions in templates."""
         return self.value(key)
+
+    def has(self, key: str) -> bool:
+        """Whether the ledger holds KEY with a value: a condition on a key some rounds do not
+        record at all (a figure's caption at the ends of a sweep)."""
+        return key in self.report.ledger and self.report.ledger[key].present
 
     def _use(self, key: str, fmt: Format, where: str) -> Markup:
         value = self.value(key)
@@ -210,16 +215,20 @@ class Page:
             raise RenderError(f"{kind} {ref!r} placed twice on one page")
         self._placed[(kind, ref)] = len(self.blocks)
 
-    def fig(self, fig_id: str) -> Markup:
-        """Place a figure: interactive chart (HTML) or static SVG (PDF), with caption."""
+    def fig(self, fig_id: str, caption: Markup | None = None) -> Markup:
+        """Place a figure: interactive chart (HTML) or static SVG (PDF), with its caption: CAPTION,
+        the sentence its section renders of what the figure shows (`{% set cap %}...{% endset %}`),
+        else the figure's own."""
         figure = self.report.figures.get(fig_id)
         if figure is None:
             raise RenderError(f"no figure {fig_id!r} in round {self.report.round_id}")
         if self.lang not in figure.specs:
             raise RenderError(f"figure {fig_id!r} has no {self.lang} spec")
         self._place("figure", fig_id)
-        caption = Markup("")
-        if figure.caption.get(self.lang):
+        said, caption = caption, Markup("")
+        if said is not None and str(said).strip():
+            caption = Markup(self._md.renderInline(str(said).strip()))
+        elif figure.caption.get(self.lang):
             src = self.env.from_string(figure.caption[self.lang]).render()
             caption = Markup(self._md.renderInline(src))
         keys = self._keyref_list(figure.keys)
@@ -299,8 +308,9 @@ class Page:
     # -- assembly ----------------------------------------------------------------------
 
     def assemble(self, mode: str, svgs: dict[str, str] | None = None,
-                 links: dict[str, str] | None = None) -> str:
-        """The whole page for MODE ("html" or "pdf"); PDF mode needs each figure's SVG."""
+                 links: dict[str, str] | None = None, part: str = "review") -> str:
+        """The whole page for MODE ("html" or "pdf"); PDF mode needs each figure's SVG and prints
+        PART: "review" (the sections) or "audit" (the provenance of every number)."""
         if mode not in MODES:
             raise RenderError(f"unknown mode {mode!r}")
-        return Assembly(self, mode, svgs or {}, links or {}).run()
+        return Assembly(self, mode, svgs or {}, links or {}, part).run()

@@ -248,3 +248,101 @@ def test_the_ledger_verb_prints_the_pages_ledger(capsys):
     values = json.loads(capsys.readouterr().out)["values"]
     # Round 5 is read against round 4 beside it: the comparison's values are there.
     assert any(k.startswith("x.") for k in values)
+
+
+_SECTION = re.compile(r'<section class="section" id="sec-([\w-]+)">(.*?)</section>', re.S)
+_TAGS = re.compile(r"<[^>]+>")
+
+
+def _sections(html: str) -> dict[str, str]:
+    return dict(_SECTION.findall(html))
+
+
+def test_page_one_opens_with_the_limit_and_the_load_it_holds_from(reports, pages):
+    from report.words import group, in_lang
+    checked = 0
+    for r in reports:
+        if not r.facts.headline:
+            continue
+        top = r.facts.valid_points[-1]
+        for lang in ("en", "zh"):
+            summary = _sections(pages[(r.round_id, lang)])["summary"]
+            first = re.search(r"<p>(.*?)</p>", summary, re.S).group(1)
+            assert first.startswith("<strong>"), (r.round_id, lang, first[:80])
+            sentence = r.facts.headline[lang][0]
+            assert sentence.strip(), r.round_id
+            # the load: a valid point as the page names it
+            labels = [in_lang(r.facts.point_labels[p], lang) for p in r.facts.valid_points]
+            assert any(lab in sentence for lab in labels), (r.round_id, lang, sentence)
+            # the limit, unless no limit was reached: no verdict, or an open loop that kept up
+            if r.facts.bottlenecks[top] not in ("unknown", "under_driven") and val(r.ledger, f"p.{top}.open_loop") is not True:
+                limits = group("finding.thesis_limit_", lang).values()
+                assert any(w in sentence for w in limits), (r.round_id, lang, sentence)
+            checked += 1
+    assert checked >= 10
+
+
+def test_page_one_gives_the_answer_before_the_cards_in_order(reports, pages):
+    for r in reports:
+        if not r.facts.headline:
+            continue
+        summary = _sections(pages[(r.round_id, "en")])["summary"]
+        text = unescape(_TAGS.sub("", summary))
+        cards = summary.index('class="cards')
+        head = text.index(r.facts.headline["en"][0].split("[[")[0].strip()[:30])
+        slo = (text.index("No SLO was given") if not r.ledger["r.slo_percentile"].present
+               else text.index("SLO ("))
+        assert head < slo, r.round_id
+        if r.facts.next_steps:
+            assert slo < text.index("Next step:"), r.round_id
+            assert summary.index("Next step:") < cards, r.round_id
+
+
+def test_sections_with_nothing_to_report_are_a_line_of_not_measured_here(reports, pages):
+    from report.publish.compose import NOT_MEASURED_SECTION
+    listed = 0
+    for r in reports:
+        if not r.facts.ok_points:
+            continue
+        assert r.sections[-2:] == ["reading", "method"], r.round_id
+        if not r.ledger["r.slo_percentile"].present:
+            assert "slo" in r.facts.not_measured and "slo" not in r.sections, r.round_id
+        for code in r.facts.not_measured:
+            assert NOT_MEASURED_SECTION[code] not in r.sections, (r.round_id, code)
+            listed += 1
+        if r.facts.not_measured:
+            items = re.findall(r"<li>", _sections(pages[(r.round_id, "en")])["notmeasured"])
+            assert len(items) == len(r.facts.not_measured), r.round_id
+    assert listed
+
+
+def test_how_to_read_this_is_said_once_at_the_back(reports, pages):
+    for r in reports:
+        if not r.facts.ok_points:
+            continue
+        html = pages[(r.round_id, "en")]
+        secs = _sections(html)
+        assert "Each point is checked before it is judged" in secs["reading"], r.round_id
+        assert html.count("Each point is checked before it is judged") == 1, r.round_id
+        assert "Engine: vLLM" not in secs["summary"] and "Engine: vLLM" in secs["reading"], r.round_id
+
+
+_CAPTION = re.compile(r'<figure class="figure" id="fig-([\w-]+)">.*?<figcaption class="fig-caption">(.*?)</figcaption>', re.S)
+_POP = re.compile(r'<span class="pop" role="tooltip">.*?</span></span>', re.S)
+
+
+def test_a_sweeps_figures_say_what_they_show(reports, pages):
+    """Where a sweep has two ends, the throughput and latency figures' captions state what the
+    figure shows (its two ends, from the ledger), not only the ids of their data."""
+    said = 0
+    for r in reports:
+        if r.facts.first_point == r.facts.headline_point:
+            continue
+        for lang in ("en", "zh"):
+            captions = {fid: unescape(_TAGS.sub("", _POP.sub("", cap))).strip()
+                        for fid, cap in _CAPTION.findall(pages[(r.round_id, lang)])}
+            for fid in ("throughput", "latency"):
+                if fid in captions and fid in r.figures:
+                    assert not captions[fid].startswith(("Data", "数据")), (r.round_id, lang, fid, captions[fid][:60])
+                    said += 1
+    assert said
