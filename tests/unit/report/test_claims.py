@@ -121,7 +121,8 @@ def test_round_5s_itl_slope_reads_as_the_bandwidth_efficiency_it_implies():
 
 def test_round_5s_itl_figure_draws_the_fit_and_the_theory_line():
     fig = compose("round-5").figures["itl_vs_len"]
-    for lang, names in (("en", ("Least-squares fit", "KV read at peak bandwidth")), ("zh", ("最小二乘拟合", "按峰值带宽读 KV"))):
+    for lang, names in (("en", ("Least-squares fit", "Theory: KV reads at peak bandwidth")),
+                        ("zh", ("最小二乘拟合", "理论值：按峰值带宽读 KV"))):
         spec = json.dumps(fig.specs[lang], ensure_ascii=False)
         assert all(n in spec for n in names)
     assert {"r.itl_slope", "r.itl_intercept", "r.itl_slope_theory"} <= set(fig.keys)
