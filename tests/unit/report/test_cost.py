@@ -149,7 +149,7 @@ def test_page_one_states_the_cost_only_where_a_price_is_given_and_the_capacitys_
     html = {p.name: p.read_text() for p in page.paths if p.suffix == ".html"}
     assert "of output" not in conclusion(html, "en") and "美元" not in conclusion(html, "zh")
     # The capacity's energy needs no price: the SLO section states it either way.
-    capacity = html["index.en.html"].split("Capacity under the SLO", 1)[1].split("<h2", 1)[0]
+    capacity = html["index.en.html"].split('id="sec-slo"', 1)[1].split("</section>", 1)[0]
     assert "per token processed, prompt and output" in capacity
 
 
