@@ -49,7 +49,7 @@ def _json(path: Path, obj) -> None:
 def bundles() -> list[tuple[Path, str]]:
     """(bundle, name in the output) of every committed bundle, runs/ first (run from the root)."""
     from bundle.store import find_bundles
-    from report.cli import round_id_for
+    from report.judge.result import round_id_for
     out = []
     for root in BUNDLE_ROOTS:     # paths from the checkout's root, as a page names its bundle
         for b in find_bundles(Path(root)):
