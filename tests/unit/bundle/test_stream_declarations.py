@@ -45,3 +45,10 @@ def test_docs_bundle_names_every_field_of_every_stream():
         return re.search(rf'"{field}"|`[^`\n]*\b{field}\b[^`\n]*`', text) is not None
     missing = [f"{s.name}.{f}" for s in STREAMS for f in s.fields if not named(f)]
     assert missing == [], "fields bundle/schema.py declares that docs/bundle.md never names"
+
+
+def test_the_reader_keeps_each_declared_stream_in_a_field_of_its_name():
+    # requests are the columnar request table; every other stream is a list of records.
+    from dataclasses import fields
+    have = {f.name for f in fields(store.Bundle)}
+    assert [s.name for s in STREAMS if s.name != "requests" and s.name not in have] == []
