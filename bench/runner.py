@@ -28,8 +28,6 @@ import aiohttp
 from bench import replay, sessions
 from bench.client import Timeouts, open_stream_session
 from bench.engine import TINY_MODEL_DIR, Engine, EngineError, EngineGroup, free_port
-from bench.exposition import parse_exposition
-from bench.hostcpu import host_monitor
 from bench.loop import collect_between_points
 from bench.loop import run as run_loop
 from bench.plan import (
@@ -50,7 +48,6 @@ from bench.point_driver import (
     drive_closed,
     drive_open,
     end_point,
-    lag_sample,
     open_loop_arrivals,
     point_shape,
     progress_line,
@@ -68,17 +65,13 @@ from bench.provenance import (
     collect_tool_metadata,
     model_dirs_of_command,
 )
+from bench.samplers import AT_ROUND, AT_SERVER, Context, round_samplers
 from bench.search import SloSearch
 from bench.workload import make_prompts, stream_start_offsets
 from bundle.files import server_log_name
 from bundle.lock import BundleLock
-from bundle.metric_keys import ENDPOINT_LABEL, sample_key, split_key
-from bundle.plausible import screen
 from bundle.redact import Redactor, url_credentials
 from bundle.store import BundleWriter, read_bundle
-
-# Host CPU is sampled at least this often: a short point still gets two samples.
-HOST_INTERVAL_S = 0.5
 
 
 def make_engine(plan: Plan, port: int, flags: list[str]) -> Engine | EngineGroup:
@@ -92,95 +85,6 @@ def make_engine(plan: Plan, port: int, flags: list[str]) -> Engine | EngineGroup
         members = [Engine.launch(cmd, url, flags=e.flags + flags, env=e.env)
                    for cmd, url in zip(e.all_commands(), e.all_endpoints())]
     return members[0] if len(members) == 1 else EngineGroup(members)
-
-
-class MetricsSampler:
-    """Scrapes a Prometheus page on a fixed grid (t0 + k·interval) and appends raw samples or
-    gaps to STREAM: the server's /metrics, or a DCGM exporter's page (its full URL).
-
-    GET_ENDPOINT gives one base URL, or a list of several (data parallel): each tick then
-    scrapes them all at once into one record, every sample labelled `endpoint="k"` (k its
-    index); the record is a gap, naming the endpoint, unless every one answered."""
-
-    def __init__(self, writer: BundleWriter, get_endpoint, interval_s: float,
-                 stream: str = "metrics", path: str = "/metrics", prefix: str = "vllm:"):
-        self.writer, self.get_endpoint, self.interval_s = writer, get_endpoint, interval_s
-        self.stream, self.path, self.prefix = stream, path, prefix
-
-    async def _page(self, session: aiohttp.ClientSession, base: str, limit: float) -> tuple[float, dict]:
-        """When one page had been read (on the bundle's clock) and its samples; raises what stopped it."""
-        timeout = aiohttp.ClientTimeout(total=limit)
-        async with session.get(base + self.path, timeout=timeout) as r:
-            text = await r.text()
-            if r.status != 200:
-                raise ValueError(f"HTTP {r.status}")
-        return self.writer.now(), parse_exposition(text, self.prefix)
-
-    async def scrape_once(self, session: aiohttp.ClientSession) -> None:
-        """One scrape: its raw samples, or a gap with the error."""
-        w = self.writer
-        t = w.now()
-        rec: dict[str, Any] = {"t": t}
-        limit = max(2.0, self.interval_s * 2)
-        bases = self.get_endpoint()
-        several = isinstance(bases, list)
-        # Every page at once (one endpoint: one page); any exception is kept, not raised.
-        pages = await asyncio.gather(*(self._page(session, b, limit)
-                                       for b in (bases if several else [bases])),
-                                     return_exceptions=True)
-        failed = [(k, p) for k, p in enumerate(pages) if isinstance(p, BaseException)]
-        if failed:
-            k, e = failed[0]
-            if isinstance(e, (KeyboardInterrupt, SystemExit, asyncio.CancelledError)):
-                raise e
-            error = (f"TimeoutError: no answer within {limit:g} s"
-                     if isinstance(e, asyncio.TimeoutError) else f"{type(e).__name__}: {e}")
-            # Any failed scrape is a gap (of every endpoint's samples); the round goes on.
-            rec.update(dt=w.now() - t, ok=False,
-                       error=(f"endpoint {k} ({bases[k]}): {error}" if several else error)[:300])
-        else:
-            # dt: until the last page was read (the parsing after it is not the scrape's).
-            samples = (pages[0][1] if not several else
-                       {labelled(key, k): v for k, (_, page) in enumerate(pages) for key, v in page.items()})
-            # A sample that is no measurement (NaN, a negative power) is kept out, with why.
-            samples, withheld = screen(samples)
-            rec.update(dt=max(done for done, _ in pages) - t, ok=True, samples=samples)
-            if withheld:
-                rec["withheld"] = withheld
-        w.append(self.stream, rec)
-
-    async def run(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
-        """Scrape until STOP is set, then once more so the last counters are in the bundle."""
-        w = self.writer
-        next_t = w.now()
-        while not stop.is_set():
-            await self.scrape_once(session)
-            next_t += self.interval_s
-            now = w.now()
-            if next_t < now:  # fell behind: skip missed ticks rather than burst
-                next_t = now + self.interval_s - ((now - next_t) % self.interval_s)
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=next_t - now)
-            except asyncio.TimeoutError:
-                pass
-        await self.scrape_once(session)
-
-
-def labelled(key: str, k: int) -> str:
-    """Sample KEY with the label `endpoint="K"` added (labels stay sorted by name)."""
-    name, labels = split_key(key)
-    return sample_key(name, {**labels, ENDPOINT_LABEL: str(k)})
-
-
-async def lag_monitor(writer: BundleWriter, stop: asyncio.Event, interval_s: float = 0.5,
-                      streams=None) -> None:
-    """Record the client's own lag: how late a timer fires on its event loop, and (from the
-    stream pool STREAMS) its reads since the last sample and the longest time bytes waited in
-    a socket buffer before the client read them."""
-    while not stop.is_set():
-        t = writer.now()
-        await asyncio.sleep(interval_s)
-        writer.append("client", lag_sample(t, writer.now() - t - interval_s, streams))
 
 
 class Progress:
@@ -398,15 +302,18 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
                                 "exit_status": status})
         engine = None
 
+    def engine_groups() -> int | list[int] | None:
+        return (engine.pids if isinstance(engine, EngineGroup) else
+                engine.proc.pid if engine is not None and engine.proc is not None else None)
+
+    samplers = round_samplers(plan.sampler, bool(w.manifest.get("gpus")))
+    ctx = Context(w, session, endpoint, engine_groups, streams)
+
+    def start_samplers(when: str) -> None:
+        side.extend(asyncio.create_task(s.sample(ctx, stop)) for s in samplers if s.starts == when)
+
     try:
-        if plan.sampler.gpu and w.manifest.get("gpus"):
-            from bench.gpu import GpuSampler
-            side.append(asyncio.create_task(GpuSampler().run(w, plan.sampler.gpu_interval_s, stop)))
-        side.append(asyncio.create_task(lag_monitor(w, stop, streams=streams)))
-        side.append(asyncio.create_task(host_monitor(
-            w, lambda: (engine.pids if isinstance(engine, EngineGroup) else
-                        engine.proc.pid if engine is not None and engine.proc is not None else None),
-            stop, min(plan.sampler.metrics_interval_s, HOST_INTERVAL_S))))
+        start_samplers(AT_ROUND)
         if (plan.client.workers > 1 or plan.client.ray) and any(p["id"] not in skip for p in points):
             if plan.client.ray:      # the load from a Ray cluster's nodes
                 from bench.ray_cluster import RayPool as Pool
@@ -423,16 +330,10 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
                 await stop_engine()
                 engine = await start_engine(point["server_flags"], point["server_set"])
                 current_set = point["server_set"]
-                if plan.sampler.metrics and not sampling:
+                if not sampling:
                     # From the first healthy server on; later restarts show up as gaps.
                     sampling = True
-                    side.append(asyncio.create_task(
-                        MetricsSampler(w, endpoint, plan.sampler.metrics_interval_s).run(session, stop)))
-                    if plan.sampler.gpu_metrics:
-                        # The remote GPUs' exporter, on the same clock as /metrics.
-                        side.append(asyncio.create_task(MetricsSampler(
-                            w, lambda url=plan.sampler.gpu_metrics: url, plan.sampler.metrics_interval_s,
-                            stream="dcgm", path="", prefix="DCGM_FI_").run(session, stop)))
+                    start_samplers(AT_SERVER)
                 # Describe every (re)started server: its flags may differ.
                 info = await asyncio.to_thread(engine.describe)
                 if info.get("models") is None and headers:
@@ -538,7 +439,7 @@ def model_config_of(plan: Plan) -> tuple[dict | None, str | None]:
 
 def initial_manifest(plan: Plan, endpoint_override: str | list[str] | None) -> dict[str, Any]:
     """Provenance known before the engine starts."""
-    from bench.gpu import describe_gpus
+    from bench.samplers.gpu import describe_gpus
     gpus, absent = describe_gpus()
     cfg_path, tok_path, cfg_how = served_model_paths(plan)
     config, cfg_src = model_config_of(plan)

@@ -222,7 +222,7 @@ async def _worker(k: int, plan: Plan, shard: ShardWriter, headers: dict | None, 
 
 async def _lag_monitor(k: int, shard: ShardWriter, results, stop: asyncio.Event,
                        streams=None, interval_s: float = 0.5) -> None:
-    """The worker's own lag, sent to the coordinator (runner.lag_monitor's record)."""
+    """The worker's own lag, sent to the coordinator (bench/samplers/lag.py's record)."""
     while not stop.is_set():
         t = shard.now()
         await asyncio.sleep(interval_s)

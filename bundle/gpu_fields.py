@@ -64,7 +64,7 @@ def decode_throttle_reasons(mask: int) -> list[str]:
         b <<= 1
     return names
 
-# GPM counter fields (bench/gpm.py), present from a GPM-capable GPU's second sample on: the
+# GPM counter fields (bench/samplers/gpm.py), present from a GPM-capable GPU's second sample on: the
 # interval the counters cover (s, ending at the row's t), then NVML's GPM metrics over it:
 # shares in % (0-100) and bandwidths in MiB/s (2**20 bytes per second).
 GPM_FIELDS = (

@@ -1,4 +1,5 @@
-"""The types of every sample stream's fields, checked where a record is written and where it is read.
+"""Every sample stream of a bundle, declared once (`STREAMS`: its file, its fields' types, the
+fields it requires, its order), checked where a record is written and where it is read.
 
 A record may hold fields not listed here (a later collector's additions); a listed field, when
 present, must have its type. `null` is allowed only where the collector writes it (a value the
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from bundle.gpu_fields import GPM_FIELDS
@@ -112,59 +114,103 @@ SETTINGS: dict[str, Check] = {
     "request_rate": nullable(number), "ramp_s": number, "ramp": text,
 }
 
-STREAMS: dict[str, dict[str, Check]] = {
-    "points": {"t": number, "event": text, "point": nullable(point_id), "settings": obj,
-               "status": text, "reason": nullable(text), "seed": integer, "server_set": count,
-               "command": nullable(array), "mode": text, "met_slo": boolean},
-    # withheld: the scraped samples that were no measurement (not finite, out of range), each
-    # key with its reason, kept out of `samples` (bundle/plausible.py).
-    "metrics": {"t": number, "dt": number, "ok": boolean, "samples": numbers_by_name,
-                "error": text, "withheld": texts_by_name},
-    "dcgm": {"t": number, "dt": number, "ok": boolean, "samples": numbers_by_name, "error": text,
-             "withheld": texts_by_name},
-    "gpu": {"t": number, "gpu": count, "power_w": nullable(number),
-            "power_limit_w": nullable(number), "temperature_c": nullable(number),
-            "sm_clock_mhz": nullable(number), "mem_clock_mhz": nullable(number),
-            "gpu_util_pct": nullable(number), "mem_util_pct": nullable(number),
-            "mem_used_bytes": nullable(number), "energy_mj": nullable(number),
-            "throttle_reasons": nullable(count), "pstate": nullable(integer),
-            "unsupported": array, "errors": obj,
-            **{name: nullable(number) for name in GPM_FIELDS}},
-    "client": {"t": number, "loop_lag_s": number, "tasks": count, "reads": count,
-               "reads_kernel_stamped": count, "read_wait_max_s": number},
-    # A Ray round's worker per point (bench/ray_cluster.py): status "ok", "died" or "lost".
-    "shards": {"t": number, "point": text, "worker": count, "node": nullable(text),
-               "status": text, "error": nullable(text), "planned": nullable(count),
-               "sent": nullable(count), "done": nullable(count), "errors": nullable(count),
-               "clock_offset_s": nullable(number), "clock_uncertainty_s": nullable(number),
-               "clock_rtt_s": nullable(number), "clock_probes": nullable(count)},
-    "host": {"t": number, "cores": count, "cpu_busy_s": number, "cpu_total_s": number,
-             "client_cpu_s": number, "engine_cpu_s": nullable(number),
-             # The client's event loop's run-queue wait (runnable, not running), cumulative.
-             "client_wait_s": nullable(number)},
-}
+@dataclass(frozen=True)
+class Stream:
+    """One sample stream of a bundle, declared once: the writer checks what it appends by it, the
+    reader what it reads, and docs/bundle.md's table of files lists it (a test holds them equal)."""
+
+    name: str       # its file is `<name>.jsonl` (`.jsonl.gz` once compressed)
+    what: str       # what a record is, as docs/bundle.md's table of files says it
+    # Each listed field's type; a record may hold others (a later collector's additions).
+    fields: dict[str, Check]
+    # The fields every record carries (the report reads them unguarded); a "t" among them a number.
+    required: tuple[str, ...]
+    # Written by one sampler on the bundle's clock: its `t` never goes back, and the reader
+    # refuses a line whose `t` is before the one above it.
+    ordered: bool = False
+    # Small records read with every key checked for a repeat (the request and scrape streams
+    # are read in bulk, their fields checked by type).
+    unique_keys: bool = False
+
+    @property
+    def file(self) -> str:
+        """The stream's file name in the bundle."""
+        return f"{self.name}.jsonl"
+
+
+SCRAPE: dict[str, Check] = {"t": number, "dt": number, "ok": boolean, "samples": numbers_by_name,
+                            "error": text, "withheld": texts_by_name}
 
 # A trace request's prompt is blocks of this many tokens (Mooncake's hash ids); its record's
 # `shared_blocks` counts the leading ones an earlier request of the trace sent.
 TRACE_BLOCK_TOKENS = 512
 
-# Request records (bundle/request_table.py reads them into columns).
-REQUEST: dict[str, Check] = {
-    "point": text, "i": integer, "warmup": boolean, "status": text, "error": nullable(text),
-    "t_slot": nullable(number), "t_sched": nullable(number), "t_send": nullable(number),
-    "t_headers": nullable(number), "t_first": nullable(number), "t_end": nullable(number),
-    "input_len": nullable(number), "usage": nullable(obj), "server_metrics": nullable(numbers_by_name),
-    "chunks": nullable(chunk_pairs), "max_tokens": nullable(count), "http_status": nullable(integer),
-    "finish_reason": nullable(text),
-    # A sessions workload's turn: its conversation, turn index (0 first), think time after it.
-    "session": nullable(count), "turn": nullable(count), "think_s": nullable(number),
-    # A trace workload's request: of its 512-token blocks, how many an earlier request sent.
-    "shared_blocks": nullable(count),
-    # A round against several endpoints: the index (in plan.engine.endpoints) it was sent to.
-    "endpoint": count,
-    # A Ray round's request: the worker (bundle manifest `ray.workers`: its node) that sent it.
-    "worker": count,
-}
+# Every sample stream, in the order the writer compresses and the reader reads them.
+STREAMS: tuple[Stream, ...] = (
+    Stream("points", "a point or server event", {
+        "t": number, "event": text, "point": nullable(point_id), "settings": obj,
+        "status": text, "reason": nullable(text), "seed": integer, "server_set": count,
+        "command": nullable(array), "mode": text, "met_slo": boolean},
+        required=("event", "t"), unique_keys=True),
+    # Read into columns by bundle/request_table.py; `requests.w{k}` (worker k's) share it.
+    Stream("requests", "one request, every timestamp raw", {
+        "point": text, "i": integer, "warmup": boolean, "status": text, "error": nullable(text),
+        "t_slot": nullable(number), "t_sched": nullable(number), "t_send": nullable(number),
+        "t_headers": nullable(number), "t_first": nullable(number), "t_end": nullable(number),
+        "input_len": nullable(number), "usage": nullable(obj),
+        "server_metrics": nullable(numbers_by_name), "chunks": nullable(chunk_pairs),
+        "max_tokens": nullable(count), "http_status": nullable(integer),
+        "finish_reason": nullable(text),
+        # A sessions workload's turn: its conversation, turn index (0 first), think time after it.
+        "session": nullable(count), "turn": nullable(count), "think_s": nullable(number),
+        # A trace workload's request: of its 512-token blocks, how many an earlier request sent.
+        "shared_blocks": nullable(count),
+        # A round against several endpoints: the index (in plan.engine.endpoints) it was sent to.
+        "endpoint": count,
+        # A Ray round's request: the worker (bundle manifest `ray.workers`: its node) that sent it.
+        "worker": count},
+        required=("point",)),
+    # withheld: the scraped samples that were no measurement (not finite, out of range), each
+    # key with its reason, kept out of `samples` (bundle/plausible.py).
+    Stream("metrics", "one `/metrics` scrape or a gap", SCRAPE, required=("t", "ok"), ordered=True),
+    Stream("gpu", "one GPU's NVML sample, with its GPM counters where the GPU has them", {
+        "t": number, "gpu": count, "power_w": nullable(number),
+        "power_limit_w": nullable(number), "temperature_c": nullable(number),
+        "sm_clock_mhz": nullable(number), "mem_clock_mhz": nullable(number),
+        "gpu_util_pct": nullable(number), "mem_util_pct": nullable(number),
+        "mem_used_bytes": nullable(number), "energy_mj": nullable(number),
+        "throttle_reasons": nullable(count), "pstate": nullable(integer),
+        "unsupported": array, "errors": obj,
+        **{name: nullable(number) for name in GPM_FIELDS}},
+        required=("t",), ordered=True, unique_keys=True),
+    Stream("client", "the client's own lag: event loop and socket reads", {
+        "t": number, "loop_lag_s": number, "tasks": count, "reads": count,
+        "reads_kernel_stamped": count, "read_wait_max_s": number},
+        required=("t",), unique_keys=True),
+    Stream("host", "cumulative CPU seconds of the host, the engine's processes, the client", {
+        "t": number, "cores": count, "cpu_busy_s": number, "cpu_total_s": number,
+        "client_cpu_s": number, "engine_cpu_s": nullable(number),
+        # The client's event loop's run-queue wait (runnable, not running), cumulative.
+        "client_wait_s": nullable(number)},
+        required=("t",), ordered=True, unique_keys=True),
+    # Scrapes of an NVIDIA DCGM exporter's page (remote GPUs), recorded as metrics are.
+    Stream("dcgm", "one scrape of an NVIDIA DCGM exporter's page (the `DCGM_FI_*` samples, as "
+           "`metrics.jsonl` holds vLLM's) or a gap", SCRAPE,
+           required=("t", "ok"), ordered=True),
+    # A Ray round's worker per point (bench/ray_cluster.py): status "ok", "died" or "lost".
+    Stream("shards", "one worker of the point: its node, what it was asked to send and sent, "
+           "its clock offset (ray.md)", {
+        "t": number, "point": text, "worker": count, "node": nullable(text),
+        "status": text, "error": nullable(text), "planned": nullable(count),
+        "sent": nullable(count), "done": nullable(count), "errors": nullable(count),
+        "clock_offset_s": nullable(number), "clock_uncertainty_s": nullable(number),
+        "clock_rtt_s": nullable(number), "clock_probes": nullable(count)},
+        required=("t", "point", "worker", "status")),
+)
+# Each stream by its name; a request shard `requests.w{k}` is read as "requests".
+STREAM: dict[str, Stream] = {s.name: s for s in STREAMS}
+REQUEST = STREAM["requests"].fields
+
 USAGE: dict[str, Check] = {"prompt_tokens": nullable(count), "completion_tokens": nullable(count),
                            "total_tokens": nullable(count)}
 
@@ -194,7 +240,7 @@ def record_problem(stream: str, rec: dict) -> str | None:
             bad = field_problem(rec["usage"], USAGE)
             bad = bad and f"usage {bad}"
         return bad
-    bad = field_problem(rec, STREAMS.get(stream, {}))
+    bad = field_problem(rec, STREAM[stream].fields if stream in STREAM else {})
     if bad is None and stream == "dcgm" and isinstance(rec.get("samples"), dict):
         bad = next((f"sample {k!r:.80}: {why}" for k in rec["samples"] if k.startswith(DCGM_PREFIX)
                     and (why := label_problem(k))), None)

@@ -1,16 +1,9 @@
 """Run bundles: a directory of raw samples written append-only, and a strict reader.
 
-Layout (format v1, documented in docs/bundle.md):
-    manifest.json      provenance and status; rewritten atomically, never partially
-    points.jsonl       one line per point event (start, measure, end)
-    requests.jsonl     one line per finished request, raw timestamps only
-    requests.w{k}.jsonl  the same, from load-generating worker process k (0, 1, ...)
-    metrics.jsonl      one line per /metrics scrape (or a gap with its error)
-    gpu.jsonl          one line per GPU per telemetry sample
-    client.jsonl       the client's own lag samples (event-loop delay)
-    shards.jsonl       a Ray round's workers per point: asked to send, sent, node, clock offset
-    host.jsonl         cumulative CPU seconds: the host, the engine's processes, the client
-    server.log         the engine's log, when the tool launched the engine
+Layout (documented in docs/bundle.md): `manifest.json`, provenance and status, rewritten
+atomically, never partially; one `<stream>.jsonl` per sample stream bundle/schema.py declares
+(`STREAMS`: points, requests, metrics, gpu, ...), and `requests.w{k}.jsonl` from
+load-generating worker process k; `server.log`, the engine's log, when the tool launched it.
 
 Invariants: every `t` is seconds since the bundle's t0 on the monotonic clock; a sample
 line is flushed as soon as it is written, so a crash loses at most the last line; nothing
@@ -47,13 +40,12 @@ from bundle.files import (
 )
 from bundle.redact import REDACTED, SECRET_MIN_LEN, Redactor  # noqa: F401 - REDACTED re-exported
 from bundle.request_table import RequestTable, line_blocks, read_request_files
-from bundle.schema import manifest_problem, not_finite, record_problem
+from bundle.schema import STREAMS, manifest_problem, not_finite, record_problem
 
 SCHEMA_VERSION = 3
 KIND = "serving-ledger/bundle"
-# dcgm: scrapes of an NVIDIA DCGM exporter's page (remote GPUs), recorded as metrics are.
-# shards: per point, what each worker of a Ray round was asked to send, sent, and its clock.
-SAMPLE_FILES = ("points", "requests", "metrics", "gpu", "client", "host", "dcgm", "shards")
+# The sample streams, as bundle/schema.py declares them (STREAMS), in their order.
+SAMPLE_FILES = tuple(s.name for s in STREAMS)
 
 # Every manifest key of the current version; the reader refuses any other.
 MANIFEST_KEYS = {
@@ -67,9 +59,7 @@ STATUSES = {"running", "complete", "interrupted", "failed"}
 OBJECT_KEYS = ("clock", "tool", "host", "engine", "model", "plan", "files", "workload_source", "ray")
 LIST_KEYS = ("gpus",)
 # Fields every record of a stream must carry (the report reads them unguarded); "t" a number.
-RECORD_FIELDS = {"points": ("event", "t"), "requests": ("point",), "metrics": ("t", "ok"),
-                 "gpu": ("t",), "client": ("t",), "host": ("t",), "dcgm": ("t", "ok"),
-                 "shards": ("t", "point", "worker", "status")}
+RECORD_FIELDS = {s.name: s.required for s in STREAMS}
 
 ORIGINS = {"recorded", "hand-built-fixture"}
 # Request shards: worker process k appends its finished requests to requests.w{k}.jsonl.
@@ -390,11 +380,9 @@ def upgrade_to_3(manifest: dict[str, Any]) -> dict[str, Any]:
 UPGRADES: dict[int, Any] = {2: upgrade_to_2, 3: upgrade_to_3}
 
 
-# Streams read with every key checked for a repeat (small records; the request and scrape
-# streams are read in bulk, and their fields are checked by type).
-UNIQUE_KEY_STREAMS = ("points", "gpu", "client", "host")
-# Streams written by one sampler on the bundle's clock: their `t` never goes back.
-ORDERED_STREAMS = ("metrics", "gpu", "host", "dcgm")
+# Streams read with every key checked for a repeat, and those whose `t` never goes back.
+UNIQUE_KEY_STREAMS = tuple(s.name for s in STREAMS if s.unique_keys)
+ORDERED_STREAMS = tuple(s.name for s in STREAMS if s.ordered)
 
 
 def iter_jsonl(path: Path, warnings: list[str], fields: tuple[str, ...] = (),

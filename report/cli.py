@@ -7,6 +7,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from bundle.slo import SloError
 from bundle.store import BundleError, find_bundles
@@ -460,30 +461,18 @@ def add_text_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument("--lang", choices=LANGS, default="en", help="language of the plain text (default en)")
 
 
-# The report's commands: name -> (what it does, its flags, what runs it).
-COMMANDS = {
-    "build": ("recompute every round's ledger and render site/", add_build_arguments, cmd_build),
-    "summary": ("per-point client statistics of one bundle", add_bundle_arguments, cmd_summary),
-    "ledger": ("every ledger value of one bundle, with its unit or why it is absent",
-               add_text_arguments, cmd_ledger),
-    "findings": ("each point's validity and bottleneck with evidence, and the findings",
-                 add_text_arguments, cmd_findings),
-    "next": ("the next experiments the evidence calls for, each with the plan that runs it",
-             add_next_arguments, cmd_next),
-    "export": ("one round's points in another tool's result format (llm-d's benchmark report)",
-               add_export_arguments, cmd_export),
-}
-
-
-def run(args: argparse.Namespace) -> int:
-    """One report command; bad input is one line on stderr and exit 2."""
-    try:
-        return COMMANDS[args.cmd][2](args)
-    except (BundleError, SloError, GpuArgumentError) as e:
-        from bundle.textsafety import terminal_line
-        print(terminal_line(f"error: {e}"), file=sys.stderr)
-        return 2
-    except OSError as e:  # an unwritable --out, a file where a directory should be
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
-        return 2
+def guarded(cmd: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """CMD, a report command, with bad input said in one line on stderr and exit 2."""
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return cmd(args)
+        except (BundleError, SloError, GpuArgumentError) as e:
+            from bundle.textsafety import terminal_line
+            print(terminal_line(f"error: {e}"), file=sys.stderr)
+            return 2
+        except OSError as e:  # an unwritable --out, a file where a directory should be
+            where = f"{e.filename}: " if e.filename else ""
+            print(f"error: {where}{e.strerror or e}", file=sys.stderr)
+            return 2
+    run.__doc__ = cmd.__doc__
+    return run

@@ -474,7 +474,8 @@ def sampler_jitter(url: str, interval: float, seconds: float, load: int, max_tok
 
     from bench.client import completion_payload, open_stream_session, stream_request
     from bench.loop import run as run_loop
-    from bench.runner import MetricsSampler
+    from bench.samplers import Context
+    from bench.samplers.scrape import MetricsSampler
     from bundle.store import BundleWriter, read_bundle
 
     out = tmp / f"sampler-{interval:g}-{load}"
@@ -485,7 +486,7 @@ def sampler_jitter(url: str, interval: float, seconds: float, load: int, max_tok
         streams = open_stream_session()
         async with aiohttp.ClientSession() as session:
             sampler = asyncio.create_task(
-                MetricsSampler(w, lambda: url, interval).run(session, stop))
+                MetricsSampler(interval, url=url).sample(Context(w, session), stop))
             end = time.monotonic() + seconds
             errors = 0
 

@@ -5,7 +5,7 @@ Run on a machine with an NVIDIA GPU, PyTorch and nvidia-ml-py:
     PYTHONUNBUFFERED=1 python3 tools/gpu_load.py --out OUT/gpu-h200 --seconds 60
 
 It writes a bundle (manifest.json, gpu.jsonl: one line per GPU per sample, written by
-bench/gpu.py) plus hardware.json: describe_gpus() output, the torch and NVML versions, what
+bench/samplers/gpu.py) plus hardware.json: describe_gpus() output, the torch and NVML versions, what
 load ran and the phase boundaries on the bundle's clock. The tests' fixture
 tests/fixtures/gpu-h200/ was made with it.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import gpu as gpu_mod  # noqa: E402
+from bench.samplers import gpu as gpu_mod  # noqa: E402
 from bundle.store import BundleWriter  # noqa: E402
 
 

@@ -55,3 +55,26 @@ def test_python_m_serving_ledger_runs_the_tree():
     r = subprocess.run([sys.executable, "-m", "serving_ledger", "--help"], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and all(v in r.stdout for v in VERBS)
+
+
+def test_each_verb_is_one_module_of_serving_ledger_verbs():
+    from serving_ledger.verbs import VERBS
+    modules = sorted(p.stem for p in (ROOT / "serving_ledger" / "verbs").glob("*.py")
+                     if p.stem != "__init__")
+    assert sorted(v.name for v in VERBS) == modules
+    assert all(v.help and "\n" not in v.help for v in VERBS)
+
+
+def test_help_lists_every_verb_with_its_help_line(capsys):
+    from serving_ledger.verbs import VERBS
+    assert main(["--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert all(f"{v.name} {v.help}" in out for v in VERBS)
+
+
+def test_the_readme_lists_the_registered_verbs_with_their_help():
+    # tools/verb_list.py --write makes the list; a verb added or reworded without it fails here.
+    from serving_ledger.cli import verb_list
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    listed = text.split("<!-- verbs -->\n", 1)[1].split("<!-- /verbs -->", 1)[0]
+    assert listed == verb_list()

@@ -36,7 +36,7 @@ GpmTexts = Mapping[int, str | None] | None
 SW_POWER_CAP = dict((name, bit) for bit, name in reason_bits())["sw_power_cap"]
 # The dtype whose dense tensor peak r.peak_flops is (report/data/gpus.toml).
 PEAK_DTYPE = "bf16"
-# What bench/gpu.py records in the manifest when it sampled no GPU, as catalogue codes.
+# What bench/samplers/gpu.py records in the manifest when it sampled no GPU, as catalogue codes.
 GPU_ABSENT_CODES = ("reason.nvml_no_bindings", "reason.nvml_no_library", "reason.nvml_driver_not_loaded",
                     "reason.nvml_init_failed", "reason.nvml_load_failed", "reason.nvml_no_gpu",
                     "reason.nvml_list_failed")
@@ -246,7 +246,7 @@ def mfu_at_clock(tflops_s: float, peak_tflops_at_clock: float) -> float:
     return ratio(tflops_s, peak_tflops_at_clock)
 
 
-# GPM hardware counters over a window, from a bundle's gpu.jsonl rows (bench/gpm.py).
+# GPM hardware counters over a window, from a bundle's gpu.jsonl rows (bench/samplers/gpm.py).
 #
 # Each row's counters are NVML's figures over the interval (t - gpm_interval_s, t]; a window
 # [t_start, t_end] takes the rows whose whole interval lies inside it, and a mean weights each

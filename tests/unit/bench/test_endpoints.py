@@ -11,7 +11,9 @@ import pytest
 from bench.cli import plan_from_args
 from bench.plan import PlanError, plan_from_dict
 from bench.point_driver import route
-from bench.runner import MetricsSampler, run_round
+from bench.runner import run_round
+from bench.samplers import Context
+from bench.samplers.scrape import MetricsSampler
 from bench.standin import StandInThread
 from bundle.metric_keys import split_key
 from bundle.store import BundleWriter, read_bundle
@@ -110,7 +112,7 @@ def test_a_scrape_is_a_gap_naming_the_endpoint_that_did_not_answer(tmp_path):
 
     async def scrape(bases):
         async with aiohttp.ClientSession() as session:
-            await MetricsSampler(w, lambda: bases, 0.5).scrape_once(session)
+            await MetricsSampler(0.5).scrape_once(Context(w, session, lambda: bases))
 
     w = BundleWriter(tmp_path / "b", {"engine": {}, "plan": {}, "tool": {}})
     with StandInThread(step_ms=5) as a:

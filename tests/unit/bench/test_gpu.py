@@ -1,4 +1,4 @@
-"""bench/gpu.py: NVML description and sampling, with no GPU here and against a fake NVML."""
+"""bench/samplers/gpu.py: NVML description and sampling, with no GPU here and against a fake NVML."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench import gpm, gpu
+from bench.samplers import gpm, gpu
 from bundle.store import BundleWriter, read_bundle
 
 
@@ -80,7 +80,7 @@ def test_decode_uses_pynvml_constants():
 # --- a fake NVML with one GPU ------------------------------------------------------------
 
 class FakeNvml(types.SimpleNamespace):
-    """Enough of pynvml for bench/gpu.py: one H200-like GPU, temperature not supported."""
+    """Enough of pynvml for bench/samplers/gpu.py: one H200-like GPU, temperature not supported."""
 
     def __init__(self, gpus=1, temperature_supported=False, new_reasons_api=True):
         super().__init__()

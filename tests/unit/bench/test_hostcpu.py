@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from bench import hostcpu as H
+from bench.samplers import hostcpu as H
 
 
 def test_host_busy_time_grows_and_never_exceeds_the_total():

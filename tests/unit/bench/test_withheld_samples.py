@@ -11,7 +11,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from bench.runner import MetricsSampler
+from bench.samplers import Context
+from bench.samplers.scrape import MetricsSampler
 from bundle.files import BundleError
 from bundle.store import BundleWriter, read_bundle
 from report.derive.gpu import power as PW
@@ -53,8 +54,8 @@ def scrape_page(tmp_path, text: str) -> dict:
         port = site._server.sockets[0].getsockname()[1]
         try:
             async with aiohttp.ClientSession() as session:
-                await MetricsSampler(w, lambda: f"http://127.0.0.1:{port}/metrics", 0.5,
-                                     stream="dcgm", path="", prefix="DCGM_FI_").scrape_once(session)
+                await MetricsSampler(0.5, stream="dcgm", path="", prefix="DCGM_FI_",
+                                     url=f"http://127.0.0.1:{port}/metrics").scrape_once(Context(w, session))
         finally:
             await runner.cleanup()
 

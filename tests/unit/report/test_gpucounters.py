@@ -121,9 +121,9 @@ def test_collector_texts_read_back_as_codes(text, code):
 
 
 def _collector_gpm_messages() -> list[str]:
-    """Every reason text bench/gpm.py returns for a GPU without GPM, each {field} filled by a word."""
+    """Every reason text bench/samplers/gpm.py returns for a GPU without GPM, each {field} filled by a word."""
     import ast
-    tree = ast.parse((ROOT / "bench" / "gpm.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "bench" / "samplers" / "gpm.py").read_text(encoding="utf-8"))
     out = []
     for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef)
                and n.name in ("gpm_absent_reason", "refusal_text")):

@@ -170,8 +170,8 @@ def test_a_reason_parameter_is_worded_in_the_same_language():
 
 
 def _collector_messages() -> list[str]:
-    """Every reason bench/gpu.py's _open can record, with each {field} filled by a sample word."""
-    tree = ast.parse((ROOT / "bench" / "gpu.py").read_text(encoding="utf-8"))
+    """Every reason bench/samplers/gpu.py's _open can record, with each {field} filled by a sample word."""
+    tree = ast.parse((ROOT / "bench" / "samplers" / "gpu.py").read_text(encoding="utf-8"))
     fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_open")
     out = []
     for node in ast.walk(fn):

@@ -13,7 +13,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from bench.samplers.base import AT_ROUND, Context, Sampler
+
 TICKS = os.sysconf("SC_CLK_TCK")
+# Host CPU is sampled at least this often (the /metrics interval, where shorter): a short
+# point still gets two samples.
+HOST_INTERVAL_S = 0.5
 
 
 def host_cpu_seconds(proc: Path = Path("/proc")) -> tuple[float, float]:
@@ -78,13 +83,24 @@ def host_sample(t: float, engine_pgid: int | list[int] | None) -> dict[str, Any]
     return rec
 
 
-async def host_monitor(writer, engine_pgid, stop: asyncio.Event, interval_s: float) -> None:
-    """Append a host sample every INTERVAL_S until STOP; ENGINE_PGID() names the engine's group."""
-    if not Path("/proc/stat").exists():
-        return
-    while not stop.is_set():
-        writer.append("host", await asyncio.to_thread(host_sample, writer.now(), engine_pgid()))
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=interval_s)
-        except asyncio.TimeoutError:
-            pass
+class HostSampler(Sampler):
+    """A host sample (host.jsonl) every INTERVAL_S, the engine's CPU seconds from the round's
+    engine process groups; nothing where /proc/stat is not there."""
+
+    stream, starts = "host", AT_ROUND
+
+    def __init__(self, interval_s: float = HOST_INTERVAL_S) -> None:
+        self.interval_s = interval_s
+
+    async def sample(self, ctx: Context, stop: asyncio.Event) -> None:
+        """Append a host sample every interval until STOP."""
+        if not Path("/proc/stat").exists():
+            return
+        writer = ctx.writer
+        while not stop.is_set():
+            writer.append(self.stream, await asyncio.to_thread(host_sample, writer.now(),
+                                                               ctx.engine_groups()))
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=self.interval_s)
+            except asyncio.TimeoutError:
+                pass

@@ -1,7 +1,7 @@
 """GPU telemetry through NVML: a description of each GPU and raw per-second samples.
 
 Invariants: a sample holds only what NVML reported at that instant (no averages of ours;
-the GPM counters of bench/gpm.py are NVML's own figures over the interval since the GPU's
+the GPM counters of bench/samplers/gpm.py are NVML's own figures over the interval since the GPU's
 previous sample, and the row says how long it was); a field
 NVML refuses is null and named in the sample's `unsupported` list, never 0; power is in W,
 clocks in MHz, memory in bytes and energy as NVML's raw counter in mJ (it counts from driver
@@ -21,7 +21,8 @@ try:  # the package is a dependency, but a missing one must read as "no NVML", n
 except ImportError:  # pragma: no cover - exercised by monkeypatching _nvml in tests
     pynvml = None
 
-from bench.gpm import close_streams, gpm_absent_reason, open_streams
+from bench.samplers.base import AT_ROUND, Context, Sampler
+from bench.samplers.gpm import close_streams, gpm_absent_reason, open_streams
 from bundle.gpu_fields import (  # noqa: F401
     GPM_FIELDS,
     REASON_TEXT,
@@ -241,13 +242,16 @@ def _supported_reasons(nv, handle) -> int:
     return int(nv.nvmlDeviceGetSupportedClocksThrottleReasons(handle))
 
 
-class GpuSampler:
+class GpuSampler(Sampler):
     """Samples every GPU through NVML at a fixed interval into a bundle's `gpu` stream.
 
     After a run, `absent_reason` says in words why nothing was sampled (None when it was).
     """
 
-    def __init__(self) -> None:
+    stream, starts = "gpu", AT_ROUND
+
+    def __init__(self, interval_s: float = 1.0) -> None:
+        self.interval_s = interval_s
         self.absent_reason: str | None = None
         self.samples = 0
         self.maxima: list[Maxima] = []    # each GPU's, read once when the GPUs are opened
@@ -263,6 +267,10 @@ class GpuSampler:
                                      *counters))
         return out
 
+    async def sample(self, ctx: Context, stop: asyncio.Event) -> None:
+        """Sample every interval until STOP is set (the round's `gpu` stream)."""
+        await self.run(ctx.writer, self.interval_s, stop)
+
     async def run(self, writer, interval_s: float = 1.0,
                   stop: asyncio.Event | None = None) -> None:
         """Sample until STOP is set (or the task is cancelled); NVML calls run in a thread."""
@@ -276,7 +284,7 @@ class GpuSampler:
             next_t = time.monotonic()
             while not stop.is_set():
                 for rec in await asyncio.to_thread(self._sample_all, handles, writer, gpm):
-                    writer.append("gpu", rec)
+                    writer.append(self.stream, rec)
                     self.samples += 1
                 next_t = _next_tick(next_t, interval_s)
                 try:
@@ -302,7 +310,7 @@ class GpuSampler:
             next_t = time.monotonic()
             while not stop.is_set() and time.monotonic() < end:
                 for rec in self._sample_all(handles, writer, gpm):
-                    writer.append("gpu", rec)
+                    writer.append(self.stream, rec)
                     n += 1
                 next_t = _next_tick(next_t, interval_s)
                 stop.wait(max(0.0, min(next_t, end) - time.monotonic()))

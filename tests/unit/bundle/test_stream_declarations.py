@@ -1,0 +1,54 @@
+"""Each sample stream is declared once (bundle/schema.py STREAMS): the writer and the reader take
+its file, fields, required fields and order from it, and docs/bundle.md's table of files lists
+every declared stream with what a record is, and names each of its fields."""
+
+from __future__ import annotations
+
+import re
+
+from bundle import store
+from bundle.schema import STREAM, STREAMS, record_problem
+from tests.conftest import ROOT
+
+DOC = ROOT / "docs" / "bundle.md"
+# A row of the table of files: `file` | written | one line / content |
+FILE_ROW = re.compile(r"^\| `([a-z]+)\.jsonl` \| [^|]* \| (.*) \|$", re.M)
+LINK = re.compile(r"\[([^\]]+)\]\([^)]+\)")
+
+
+def test_the_writer_and_the_reader_take_the_streams_from_their_declaration():
+    assert store.SAMPLE_FILES == tuple(s.name for s in STREAMS)
+    assert store.RECORD_FIELDS == {s.name: s.required for s in STREAMS}
+    assert set(store.ORDERED_STREAMS) == {s.name for s in STREAMS if s.ordered}
+    assert set(store.UNIQUE_KEY_STREAMS) == {s.name for s in STREAMS if s.unique_keys}
+    assert all(set(s.required) <= set(s.fields) for s in STREAMS)
+    assert STREAM["requests"].file == "requests.jsonl"
+
+
+def test_a_record_is_checked_against_its_streams_fields():
+    assert record_problem("host", {"t": 1.0, "cores": -1}) is not None
+    assert record_problem("requests.w3", {"point": 1}) is not None
+    assert record_problem("shards", {"t": 1.0, "point": "p", "worker": 0, "status": "ok"}) is None
+
+
+def test_docs_bundle_lists_every_declared_stream_and_what_a_record_is():
+    rows = {name: LINK.sub(r"\1", what) for name, what in FILE_ROW.findall(DOC.read_text(encoding="utf-8"))}
+    assert sorted(rows) == sorted(STREAM), "docs/bundle.md's table of files is not bundle/schema.py's STREAMS"
+    assert {n: rows[n] for n in STREAM} == {n: s.what for n, s in STREAM.items()}
+
+
+def test_docs_bundle_names_every_field_of_every_stream():
+    text = DOC.read_text(encoding="utf-8")
+
+    def named(field: str) -> bool:
+        """In backticks, or a key of a JSON example."""
+        return re.search(rf'"{field}"|`[^`\n]*\b{field}\b[^`\n]*`', text) is not None
+    missing = [f"{s.name}.{f}" for s in STREAMS for f in s.fields if not named(f)]
+    assert missing == [], "fields bundle/schema.py declares that docs/bundle.md never names"
+
+
+def test_the_reader_keeps_each_declared_stream_in_a_field_of_its_name():
+    # requests are the columnar request table; every other stream is a list of records.
+    from dataclasses import fields
+    have = {f.name for f in fields(store.Bundle)}
+    assert [s.name for s in STREAMS if s.name != "requests" and s.name not in have] == []
