@@ -12,6 +12,7 @@ quantities of its own phase or an earlier one (`check`, run by tests/unit/report
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from graphlib import CycleError, TopologicalSorter
@@ -210,6 +211,9 @@ def check(phases: tuple[Phase, ...] = PHASES) -> None:
 def module_order(phase: Phase) -> list[str]:
     """PHASE's modules in dependency order: a module after those whose quantities its own read,
     the table's order among independent ones (PhaseError on a cycle between modules)."""
+    absent = [m for m in phase.modules if m not in sys.modules]
+    if absent:
+        raise PhaseError(f"phase {phase.name!r}: {absent} not imported, so their quantities are not registered")
     mine = members(phase)
     home = {d.name: d.module for d in mine}
     deps = {m: set() for m in phase.modules}
