@@ -18,7 +18,8 @@ from functools import lru_cache
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
-from report.registry import EACH, FIRST, PREV, REGISTRY, Declared, _raw_input_names, across_points
+from report import registry as RG
+from report.registry import EACH, FIRST, PREV, Declared, _raw_input_names, across_points
 
 # The modules whose quantities the phases resolve: named here once.
 STATS, DELIVERY, VALIDITY, SERIES = "report.derive.stats", "report.derive.delivery", "report.derive.validity", "report.derive.series"
@@ -94,7 +95,7 @@ def members(phase: Phase) -> list[Declared]:
     out = []
     for module in phase.modules:
         across = across_points(module) if scope == "point" else set()
-        for d in REGISTRY.values():
+        for d in RG.REGISTRY.values():
             if d.scope != scope or d.module != module:
                 continue
             if phase.scope == "point" and (d.name in across or phase.after_valid_points not in (None, d.after_valid_points)):
@@ -162,7 +163,7 @@ def graph(phases: tuple[Phase, ...] = PHASES) -> dict[str, set[str]]:
     PhaseError naming the quantity and input where an input names nothing declared and no raw
     input, is produced only by a later phase, or where a quantity belongs to no phase or two."""
     at: dict[str, tuple[int, Phase, Declared]] = {}
-    entries = {id(d): k for k, d in REGISTRY.items()}
+    entries = {id(d): k for k, d in RG.REGISTRY.items()}
     for i, phase in enumerate(phases):
         for d in members(phase):
             entry = entries[id(d)]
@@ -170,7 +171,7 @@ def graph(phases: tuple[Phase, ...] = PHASES) -> dict[str, set[str]]:
                 raise PhaseError(f"quantity {d.name!r} ({d.module}) is resolved by two phases: "
                                  f"{at[entry][1].name!r} and {phase.name!r}")
             at[entry] = (i, phase, d)
-    for entry, d in REGISTRY.items():
+    for entry, d in RG.REGISTRY.items():
         if entry not in at:
             raise PhaseError(f"quantity {d.name!r} ({d.module}, {d.scope}) is resolved by no phase: "
                              "its module is in none of report/derive/phases.py's phases of its scope")
