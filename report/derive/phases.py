@@ -18,7 +18,7 @@ from functools import lru_cache
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
-from report import registry as RG
+import report.registry as RG
 from report.registry import EACH, FIRST, PREV, Declared, _raw_input_names, across_points
 
 # The modules whose quantities the phases resolve: named here once.

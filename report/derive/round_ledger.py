@@ -713,10 +713,3 @@ def resolve_stage(led: Ledger, rd: RoundData, stage: str, validity: Mapping[str,
                 for module in module_order(q):
                     resolve_point(led, module, p.pid, _point_phase_raw(led, st, q.raw, p, made), q.after_valid_points)
 
-
-def measured_ledger(rd: RoundData) -> Ledger:
-    """Every number of one round that does not need the points' validity: the round's settings,
-    pool and peaks, and each point's own quantities."""
-    led = Ledger()
-    resolve_stage(led, rd, "measured")
-    return led
