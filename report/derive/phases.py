@@ -41,9 +41,9 @@ class Phase:
     scope: str                    # "round", "point", "across" (a point's, reading other points), "cross", "plan"
     modules: tuple[str, ...]
     stage: str                    # "measured", "checked" (each point's checks known), "valid_points", or "elsewhere"
-    raw: str = ""                 # the raw inputs it reads (round_ledger.RAWS); "" for "elsewhere"
+    raw: str = ""                 # the raw inputs it reads (round_ledger._point_phase_raw, _round_phase); "" elsewhere
     points: str = "all"           # "all", "ok" (measured to the end), "valid", "valid_by_load"
-    when: str = ""                # its condition (round_ledger.CONDITIONS); "" always
+    when: str = ""                # its condition (round_ledger._Stage.holds); "" always
     after_valid_points: bool | None = None    # point phases: only those declared so, or only the others
     over_points: bool | None = None           # round phases: only those over the valid points, or only the others
     groups: tuple[str, ...] | None = None     # cross and plan phases: the groups it resolves (None: all), each apart
