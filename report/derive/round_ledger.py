@@ -657,38 +657,51 @@ def _with(raw: RawSources) -> RawSources:
 
 
 def _point_phase_raw(led: Ledger, st: _Stage, kind: str, p: PointData, made: dict[str, RawSources]) -> RawSources:
-    """Point P's raw inputs of KIND: its point_raw; with the lengths the models read (`modelled`);
-    with the other tools' results too (`peers`); its failed checks (`checks`); the prefill tail's."""
-    if kind not in made:
-        rd = st.rd
-        if kind == "point":
-            made[kind] = _point_raw_once(rd, p)
-        elif kind == "modelled":     # the lengths the point's own quantities measured
-            made[kind] = _with(_point_raw_once(rd, p))
-            modelled_raw(led, rd, p, made[kind])
-        elif kind == "peers":
-            made[kind] = _with(_point_phase_raw(led, st, "modelled", p, made))
-            peer_raw(rd, p, made[kind])
-        elif kind == "checks":
-            v, made[kind] = st.validity[p.pid], RawSources()
-            made[kind].add("failed_checks", tuple(v.reasons), tuple(v.evidence))
-        elif kind == "prefill_tail_point":
-            ref = prefill_reference(st.valid, rd.replayed_trace)
-            made[kind] = prefill_tail_raw(led, rd, p, led["r.prefill_flop_rate"], led[f"p.{ref.pid}.sm_clock_load_mhz"])
-    return made[kind]
+    """Point P's raw inputs of KIND, each built once for the point (MADE): its point_raw; with the
+    lengths the models read (`modelled`); with the other tools' results too (`peers`); its failed
+    checks (`checks`); the inputs of its prefill tail (`prefill_tail_point`)."""
+    if kind in made:
+        return made[kind]
+    rd = st.rd
+    if kind == "point":
+        raw = _point_raw_once(rd, p)
+    elif kind == "modelled":        # the lengths the point's own quantities measured
+        raw = _with(_point_raw_once(rd, p))
+        modelled_raw(led, rd, p, raw)
+    elif kind == "peers":
+        raw = _with(_point_phase_raw(led, st, "modelled", p, made))
+        peer_raw(rd, p, raw)
+    elif kind == "checks":
+        v, raw = st.validity[p.pid], RawSources()
+        raw.add("failed_checks", tuple(v.reasons), tuple(v.evidence))
+    elif kind == "prefill_tail_point":
+        ref = prefill_reference(st.valid, rd.replayed_trace)
+        raw = prefill_tail_raw(led, rd, p, led["r.prefill_flop_rate"], led[f"p.{ref.pid}.sm_clock_load_mhz"])
+    else:
+        raise ValueError(f"no point phase reads raw inputs {kind!r}")
+    made[kind] = raw
+    return raw
 
 
-def _round_phase(led: Ledger, st: _Stage, ph: Phase) -> None:
+def _round_phase(led: Ledger, st: _Stage, ph: Phase, order: list[str]) -> None:
+    """One phase of round quantities, or of point quantities across points, over its points; ORDER: its modules'."""
     pts = st.points(ph.points)
-    if ph.scope == "across":
+    pids = [p.pid for p in pts]
+    if ph.raw == "settings":        # across points: each point's settings, the others' values
         raws = {p.pid: settings_raw(p) for p in ok_points(st.rd)}
-        for module in module_order(ph):
-            resolve_across(led, module, [p.pid for p in pts], [p.pid for p in st.valid], raws)
+        for module in order:
+            resolve_across(led, module, pids, [p.pid for p in st.valid], raws)
         return
-    raw = _prefill_rate_raw(led, st.rd, pts) if ph.raw == "prefill_tail" else \
-        round_raw(st.rd, pts if ph.raw == "valid" else [])
-    for module in module_order(ph):
-        resolve_round(led, module, [p.pid for p in pts] if ph.raw != "round" else [], raw, ph.over_points)
+    if ph.raw == "round":           # before the points' validity: over no point
+        raw, pids = round_raw(st.rd, []), []
+    elif ph.raw == "valid":
+        raw = round_raw(st.rd, pts)
+    elif ph.raw == "prefill_tail":
+        raw = _prefill_rate_raw(led, st.rd, pts)
+    else:
+        raise ValueError(f"no round phase reads raw inputs {ph.raw!r}")
+    for module in order:
+        resolve_round(led, module, pids, raw, ph.over_points)
 
 
 def resolve_stage(led: Ledger, rd: RoundData, stage: str, validity: Mapping[str, Any] | None = None) -> None:
@@ -697,11 +710,12 @@ def resolve_stage(led: Ledger, rd: RoundData, stage: str, validity: Mapping[str,
     VALIDITY: each point's (report.judge.diagnosis), once the judge has found it."""
     st = _Stage(rd, validity or {}, valid_points(rd, validity or {}))
     todo = [ph for ph in PHASES if ph.stage == stage]
+    order = {ph: module_order(ph) for ph in todo}
     while todo:
         ph = todo.pop(0)
         if ph.scope != "point":
             if st.holds(ph.when):
-                _round_phase(led, st, ph)
+                _round_phase(led, st, ph, order[ph])
             continue
         run = [ph]
         while todo and todo[0].scope == "point" and todo[0].points == ph.points:
@@ -710,6 +724,5 @@ def resolve_stage(led: Ledger, rd: RoundData, stage: str, validity: Mapping[str,
         for p in st.points(ph.points) if run else ():
             made: dict[str, RawSources] = {}
             for q in run:
-                for module in module_order(q):
+                for module in order[q]:
                     resolve_point(led, module, p.pid, _point_phase_raw(led, st, q.raw, p, made), q.after_valid_points)
-
