@@ -5,7 +5,7 @@ law over the engine's counters (Δ`e2e_request_latency_seconds_sum` ÷ window: t
 of requests inside the server) are independent signals of one quantity; a gauge that the
 other two contradict is stale, not a point that was not held. Each is a pure function.
 
-A length sweep's fits over its valid points (round quantities, resolved by length_axis_ledger
+A length sweep's fits over its valid points (round quantities, resolved by the phase "length fits"
 alone): how peak KV and ITL grow with the prompt, how throughput diverges, and the longest
 prompt the pool holds at the sweep's concurrency.
 """
@@ -687,7 +687,7 @@ def endpoint_request_balance(endpoint_requests_sent: tuple[int, ...]) -> float:
 
 # ---------------------------------------------------------------- the length sweep
 # Round quantities over the valid points of a length sweep (in load order, None where a point's
-# value is absent), resolved by length_axis_ledger alone: KV linearity, the ITL slope against
+# value is absent), resolved by the phase "length fits" alone: KV linearity, the ITL slope against
 # its theory, how throughput diverges, and the longest prompt the pool holds at the sweep's C.
 
 def _present(values: Sequence[float | None], name: str) -> list[float]:

@@ -23,14 +23,15 @@ from report.derive import delivery as DL
 from report.derive import occupancy as OC
 from report.derive import peers as PR
 from report.derive import prefilltail as PT
-from report.derive import reconcile as R
+from report.derive import reconcile as R  # noqa: F401 (registers what the phases resolve)
 from report.derive import series as S
-from report.derive import serverlog as SL
+from report.derive import serverlog as SL  # noqa: F401 (registers what the phases resolve)
 from report.derive import stats as ST
-from report.derive import step as SP
-from report.derive import validity as V
-from report.derive.gpu import energy as EN
+from report.derive import step as SP  # noqa: F401 (registers what the phases resolve)
+from report.derive import validity as V  # noqa: F401 (registers what the phases resolve)
+from report.derive.gpu import energy as EN  # noqa: F401 (registers what the phases resolve)
 from report.derive.gpu import power as PW
+from report.derive.phases import PHASES, Phase, module_order
 from report.derive.serverlog import ServerLogFacts, server_log_facts
 from report.ledger import Absent, Ledger, Reason, Source, Value
 from report.registry import DOES_NOT_APPLY, RawSources, resolve_across, resolve_point, resolve_round
@@ -94,6 +95,8 @@ class RoundData:
     peers: tuple[PeerResult, ...] = ()
     # The GPU rows once read (gpu_samples): read on first use, every quantity then shares them.
     _gpu_rows: Any = field(default=None, repr=False, compare=False)
+    # Each point's raw inputs once built (point_raw), by point id: every phase then shares them.
+    _point_raws: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -106,6 +109,11 @@ class RoundData:
         work = (self.bundle.manifest.get("plan") or {}).get("workload") or {}
         return bool(work.get("input_dist") or work.get("output_dist")
                     or work.get("kind") in OWN_LENGTH_KINDS)
+
+    @property
+    def replayed_trace(self) -> bool:
+        """Whether the round replayed a trace (an open loop whatever concurrency its settings carry)."""
+        return (self.bundle.manifest.get("workload_source") or {}).get("kind") == "trace"
 
     @property
     def gpu_samples(self) -> list[dict]:
@@ -456,21 +464,6 @@ def _src_window(rd: RoundData, p: PointData) -> tuple[Source, ...]:
                       point=p.pid, a=p.window.t_measure, b=p.window.t_end),)
 
 
-def point_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> None:
-    """The point's settings and counts, client statistics and server-side decompositions (RAW: its point_raw)."""
-    for module in (ST, DL, V, S, A):
-        resolve_point(led, module.__name__, p.pid, raw)
-
-
-def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> None:
-    """The second signals of each verdict: requests in flight seen by the client and by Little's
-    law, queue trends, the client's measured timing error, the log's stats lines."""
-    # Occupancy's admission queue reads the prefill step of the valid points: it waits for them.
-    resolve_point(led, OC.__name__, p.pid, raw, after_valid_points=False)
-    for module in (CE, SL):
-        resolve_point(led, module.__name__, p.pid, raw)
-
-
 def _population_window(sc: list, p: PointData, a: float,
                        b: float) -> tuple[float, float, str, bool]:
     """The histogram window of one population (see point_raw) and whether it leaves the
@@ -513,34 +506,6 @@ def _plan_metrics(rd: RoundData) -> bool:
     return bool(((rd.bundle.manifest.get("plan") or {}).get("sampler") or {}).get("metrics", True))
 
 
-def measured_ledger(rd: RoundData) -> Ledger:
-    """Every number of one round that does not need the points' validity: the round's settings,
-    pool and peaks, and each point's own quantities."""
-    led = Ledger()
-    raw = round_raw(rd, [])
-    # The sampler, cache_config_info's pool, the GPU's peaks and what the log states, before
-    # the round quantities over them; then the round's requests and the client host.
-    for module in (S.__name__, PW.__name__, SL.__name__, CE.__name__):
-        resolve_round(led, module, [], raw)
-    resolve_round(led, A.__name__, [], raw, over_points=False)
-    resolve_round(led, ST.__name__, [], raw)
-    # The validity thresholds (policy), so the page prints them traced, and the points measured.
-    resolve_round(led, V.__name__, [], raw, over_points=False)
-    for p in rd.points:
-        raw = point_raw(rd, p)
-        point_ledger(led, rd, p, raw)
-        cross_check_ledger(led, rd, p, raw)
-        modelled_raw(led, rd, p, raw)
-        for module in (R.__name__, PW.__name__, SP.__name__, EN.__name__):
-            resolve_point(led, module, p.pid, raw)
-        if rd.peers:
-            peer_raw(rd, p, raw)
-            resolve_point(led, PR.__name__, p.pid, raw)
-    if rd.peers:
-        resolve_round(led, PR.__name__, [], round_raw(rd, []))
-    return led
-
-
 def peer_id(rd: RoundData, peer: PeerResult) -> str:
     """A result's item name in every point's keys (`peer1`, `peer2`, …: its place among the round's results)."""
     return f"peer{rd.peers.index(peer) + 1}"
@@ -575,14 +540,6 @@ def peer_raw(rd: RoundData, p: PointData, raw: RawSources) -> None:
                                   for r in matched})
 
 
-def valid_points_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) -> None:
-    """The quantities over a round's valid points (fits, scaling, the length axis), once the
-    judge has found each point's VALIDITY."""
-    cross_point_ledger(led, rd, validity)
-    if rd.axis == "input_len":
-        length_axis_ledger(led, rd, validity)
-
-
 def modelled_lengths(led: Ledger, rd: RoundData, p: PointData) -> tuple[Any, Any]:
     """The prompt and output lengths the KV, theory and MFU sections model at point P: the
     means of its requests' own (as their usage reports them) where the workload varies them,
@@ -605,13 +562,6 @@ def modelled_raw(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> N
             _src_requests(rd, p) if rd.lengths_vary else ())
 
 
-def length_axis_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) -> None:
-    """Length-sweep fits over the valid points: KV linearity, ITL slope, throughput divergence (items 12, 18, 19)."""
-    pts = valid_points(rd, validity)
-    if len(pts) >= 2:
-        resolve_round(led, OC.__name__, [p.pid for p in pts], round_raw(rd, pts))
-
-
 def ok_points(rd: RoundData) -> list[PointData]:
     return [p for p in rd.points if p.window.status == "ok"]
 
@@ -631,26 +581,6 @@ def settings_raw(p: PointData) -> RawSources:
     return raw
 
 
-def cross_point_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) -> None:
-    """Quantities across the valid points of one round: scaling, growth, crossover (items 2, 3)."""
-    pts = valid_points(rd, validity)
-    resolve_round(led, V.__name__, [p.pid for p in pts], round_raw(rd, pts), over_points=True)
-    if not pts:
-        return
-    prefill_tail_ledger(led, rd, pts)
-    if rd.axis == "concurrency":
-        # Every point's scaling against the single stream; then what each step up in concurrency
-        # bought and cost, valid point to valid point: the knee is where TTFT p99 (read through
-        # its running maximum) starts growing faster than throughput.
-        ok, valid = [p.pid for p in ok_points(rd)], [p.pid for p in pts]
-        raws = {p.pid: settings_raw(p) for p in ok_points(rd)}
-        resolve_across(led, ST.__name__, ok, valid, raws)
-        resolve_across(led, A.__name__, valid, valid, raws)
-        resolve_across(led, SP.__name__, valid, valid, raws)
-        if len(pts) >= 2:
-            resolve_round(led, A.__name__, [p.pid for p in pts], round_raw(rd, pts), over_points=True)
-
-
 def prefill_reference(pts: list[PointData], replayed_trace: bool = False) -> PointData | None:
     """The point the round's prefill rate is measured at: its first valid closed-loop C=1 point of PTS (None where none)."""
     # A replayed trace is an open loop whatever concurrency its settings carry: no prompt ran alone.
@@ -658,27 +588,141 @@ def prefill_reference(pts: list[PointData], replayed_trace: bool = False) -> Poi
                  and p.settings.get("concurrency") == 1), None)
 
 
-def prefill_tail_ledger(led: Ledger, rd: RoundData, pts: list[PointData]) -> None:
-    """The prefill FLOP rate measured alone (a valid closed-loop C=1 point of PTS), and at each point the
-    engine step its fullest prefill makes: what ITL p99 is when a prefill rides in a decode step."""
-    ref = prefill_reference(pts, (rd.bundle.manifest.get("workload_source") or {}).get("kind") == "trace")
+def prefill_tail_raw(led: Ledger, rd: RoundData, p: PointData, rate: Value, reference_clock: Value) -> RawSources:
+    """Point P's inputs of the engine step its fullest prefill makes at the prefill RATE measured
+    alone (at the SM clock REFERENCE_CLOCK)."""
     raw = RawSources()
     raw.add("model_config", *_model_config_raw(rd))
-    no_ref = Reason.of("reason.no_c1_point")
-    raw.add("reference_input_len", no_ref if ref is None else modelled_lengths(led, rd, ref)[0])
-    raw.add("reference_prefill_ms", no_ref if ref is None else led[f"p.{ref.pid}.prefill_ms_mean"])
-    resolve_round(led, PT.__name__, [p.pid for p in pts], raw)
-    if rd.config is not None and ref is not None:
-        prefill_tail_points(led, rd, led["r.prefill_flop_rate"], led[f"p.{ref.pid}.sm_clock_load_mhz"])
+    raw.add("modelled_input_len", modelled_lengths(led, rd, p)[0])
+    raw.add("prefill_flop_rate", rate)
+    raw.add("reference_clock_mhz", reference_clock)
+    return raw
 
 
 def prefill_tail_points(led: Ledger, rd: RoundData, rate: Value, reference_clock: Value) -> None:
     """At each point, the engine step its fullest prefill makes at the prefill RATE measured alone
     (at the SM clock REFERENCE_CLOCK), against the measured ITL p99."""
     for p in ok_points(rd):
-        raw = RawSources()
-        raw.add("model_config", *_model_config_raw(rd))
-        raw.add("modelled_input_len", modelled_lengths(led, rd, p)[0])
-        raw.add("prefill_flop_rate", rate)
-        raw.add("reference_clock_mhz", reference_clock)
-        resolve_point(led, PT.__name__, p.pid, raw)
+        resolve_point(led, PT.__name__, p.pid, prefill_tail_raw(led, rd, p, rate, reference_clock))
+
+
+def _prefill_rate_raw(led: Ledger, rd: RoundData, pts: list[PointData]) -> RawSources:
+    """The round's inputs of the prefill FLOP rate measured alone: its reference point's (prefill_reference) prompt and prefill."""
+    ref = prefill_reference(pts, rd.replayed_trace)
+    raw = RawSources()
+    raw.add("model_config", *_model_config_raw(rd))
+    no_ref = Reason.of("reason.no_c1_point")
+    raw.add("reference_input_len", no_ref if ref is None else modelled_lengths(led, rd, ref)[0])
+    raw.add("reference_prefill_ms", no_ref if ref is None else led[f"p.{ref.pid}.prefill_ms_mean"])
+    return raw
+
+
+# The ledger, phase by phase (report/derive/phases.py): what each phase's `points`, `when` and
+# `raw` name.
+
+
+@dataclass
+class _Stage:
+    """What the phases of one stage read: the round, its points' validity, the valid points."""
+
+    rd: RoundData
+    validity: Mapping[str, Any]
+    valid: list[PointData]
+
+    def points(self, which: str) -> list[PointData]:
+        """The points a phase runs over, in load order where it says so."""
+        return {"all": self.rd.points, "ok": ok_points(self.rd), "valid": self.valid,
+                "valid_by_load": sorted(self.valid, key=lambda p: load_of(p) or 0)}[which]
+
+    def holds(self, when: str) -> bool:
+        """Whether a phase's condition holds for the round."""
+        rd, n = self.rd, len(self.valid)
+        return {"": True, "peers": bool(rd.peers), "valid_points": n > 0,
+                "prefill_reference": n > 0 and rd.config is not None
+                and prefill_reference(self.valid, rd.replayed_trace) is not None,
+                "concurrency_axis": n > 0 and rd.axis == "concurrency",
+                "concurrency_fits": n >= 2 and rd.axis == "concurrency",
+                "length_fits": n >= 2 and rd.axis == "input_len"}[when]
+
+
+def _point_raw_once(rd: RoundData, p: PointData) -> RawSources:
+    """Point P's raw inputs (point_raw), built once per round and shared by every phase that reads them."""
+    if p.pid not in rd._point_raws:
+        rd._point_raws[p.pid] = point_raw(rd, p)
+    return rd._point_raws[p.pid]
+
+
+def _with(raw: RawSources) -> RawSources:
+    return RawSources(dict(raw.values), dict(raw.sources))
+
+
+def _point_phase_raw(led: Ledger, st: _Stage, kind: str, p: PointData, made: dict[str, RawSources]) -> RawSources:
+    """Point P's raw inputs of KIND, each built once for the point (MADE): its point_raw; with the
+    lengths the models read (`modelled`); with the other tools' results too (`peers`); its failed
+    checks (`checks`); the inputs of its prefill tail (`prefill_tail_point`)."""
+    if kind in made:
+        return made[kind]
+    rd = st.rd
+    if kind == "point":
+        raw = _point_raw_once(rd, p)
+    elif kind == "modelled":        # the lengths the point's own quantities measured
+        raw = _with(_point_raw_once(rd, p))
+        modelled_raw(led, rd, p, raw)
+    elif kind == "peers":
+        raw = _with(_point_phase_raw(led, st, "modelled", p, made))
+        peer_raw(rd, p, raw)
+    elif kind == "checks":
+        v, raw = st.validity[p.pid], RawSources()
+        raw.add("failed_checks", tuple(v.reasons), tuple(v.evidence))
+    elif kind == "prefill_tail_point":
+        ref = prefill_reference(st.valid, rd.replayed_trace)
+        raw = prefill_tail_raw(led, rd, p, led["r.prefill_flop_rate"], led[f"p.{ref.pid}.sm_clock_load_mhz"])
+    else:
+        raise ValueError(f"no point phase reads raw inputs {kind!r}")
+    made[kind] = raw
+    return raw
+
+
+def _round_phase(led: Ledger, st: _Stage, ph: Phase, order: list[str]) -> None:
+    """One phase of round quantities, or of point quantities across points, over its points; ORDER: its modules'."""
+    pts = st.points(ph.points)
+    pids = [p.pid for p in pts]
+    if ph.raw == "settings":        # across points: each point's settings, the others' values
+        raws = {p.pid: settings_raw(p) for p in ok_points(st.rd)}
+        for module in order:
+            resolve_across(led, module, pids, [p.pid for p in st.valid], raws)
+        return
+    if ph.raw == "round":           # before the points' validity: over no point
+        raw, pids = round_raw(st.rd, []), []
+    elif ph.raw == "valid":
+        raw = round_raw(st.rd, pts)
+    elif ph.raw == "prefill_tail":
+        raw = _prefill_rate_raw(led, st.rd, pts)
+    else:
+        raise ValueError(f"no round phase reads raw inputs {ph.raw!r}")
+    for module in order:
+        resolve_round(led, module, pids, raw, ph.over_points)
+
+
+def resolve_stage(led: Ledger, rd: RoundData, stage: str, validity: Mapping[str, Any] | None = None) -> None:
+    """Every phase of STAGE (report/derive/phases.py) into LED, in the table's order, each where its
+    condition holds; consecutive point phases over the same points run point after point.
+    VALIDITY: each point's (report.judge.diagnosis), once the judge has found it."""
+    st = _Stage(rd, validity or {}, valid_points(rd, validity or {}))
+    todo = [ph for ph in PHASES if ph.stage == stage]
+    order = {ph: module_order(ph) for ph in todo}
+    while todo:
+        ph = todo.pop(0)
+        if ph.scope != "point":
+            if st.holds(ph.when):
+                _round_phase(led, st, ph, order[ph])
+            continue
+        run = [ph]
+        while todo and todo[0].scope == "point" and todo[0].points == ph.points:
+            run.append(todo.pop(0))
+        run = [q for q in run if st.holds(q.when)]
+        for p in st.points(ph.points) if run else ():
+            made: dict[str, RawSources] = {}
+            for q in run:
+                for module in order[q]:
+                    resolve_point(led, module, p.pid, _point_phase_raw(led, st, q.raw, p, made), q.after_valid_points)

@@ -10,22 +10,12 @@ from types import MappingProxyType
 from typing import Mapping
 
 from bundle.store import read_bundle
-from report.derive import occupancy, reconcile
-from report.derive.round_ledger import (
-    RoundData,
-    load_of,
-    measured_ledger,
-    point_raw,
-    read_round,
-    round_raw,
-    valid_points,
-    valid_points_ledger,
-)
-from report.judge import cost, diagnosis, goodput
+from report.derive.round_ledger import RoundData, read_round, resolve_stage
+from report.judge import cost as _cost  # noqa: F401 (registers what the phases resolve)
+from report.judge import goodput as _goodput  # noqa: F401 (registers what the phases resolve)
 from report.judge.diagnosis import Attribution, Validity, point_bottleneck, point_validity
 from report.judge.sets import SetComparison, set_comparisons
 from report.ledger import Ledger
-from report.registry import RawSources, resolve_point, resolve_round
 
 
 @dataclass(frozen=True)
@@ -41,26 +31,13 @@ def build_ledger(rd: RoundData) -> Ledger:
     """Every number of one round; its Verdicts in `rd.verdicts`, built once at the end."""
     if rd.verdicts is not None:
         raise ValueError(f"{rd.name}: the round's ledger is built once")
-    led = measured_ledger(rd)
+    led = Ledger()
+    resolve_stage(led, rd, "measured")
     validity = MappingProxyType({p.pid: point_validity(led, p.pid, p.window.status) for p in rd.points})
-    for pid, v in validity.items():
-        raw = RawSources()
-        raw.add("failed_checks", tuple(v.reasons), tuple(v.evidence))
-        resolve_point(led, diagnosis.__name__, pid, raw)
+    resolve_stage(led, rd, "checked", validity)
     attribution = MappingProxyType({p.pid: point_bottleneck(led, p.pid) for p in rd.points})
-    valid_points_ledger(led, rd, validity)
-    # The admission queue (it reads the prefill step the valid points measured), each point
-    # against the SLO, then the capacity answer over the valid points.
-    for p in rd.points:
-        raw = point_raw(rd, p)
-        resolve_point(led, occupancy.__name__, p.pid, raw, after_valid_points=True)
-        resolve_point(led, goodput.__name__, p.pid, raw)
-        resolve_point(led, cost.__name__, p.pid, raw)
-    pts = sorted(valid_points(rd, validity), key=lambda p: load_of(p) or 0)
-    resolve_round(led, goodput.__name__, [p.pid for p in pts], round_raw(rd, pts))
-    # What the capacity answer costs: its throughput, energy and price, the replicas a target needs.
-    resolve_round(led, cost.__name__, [p.pid for p in pts], round_raw(rd, pts))
-    resolve_round(led, reconcile.__name__, [p.pid for p in pts], round_raw(rd, pts))
+    # The quantities over the valid points, each point against the SLO, the capacity answer.
+    resolve_stage(led, rd, "valid_points", validity)
     # A round of server sets: each set against the base set, on its question's two signals.
     rd.verdicts = Verdicts(validity=validity, attribution=attribution,
                            set_comparisons=tuple(set_comparisons(led, rd, validity)))

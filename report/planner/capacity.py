@@ -80,8 +80,8 @@ def plan_raw(config: dict[str, Any], gpu_name: str, *, tp: int, dtype: str, kv_d
         raise LookupError(gpu_name)
     _refuse_tp(shape, tp)
     raw = RawSources()
-    for name in ("config", "shape"):
-        raw.add(name, shape, ("config.json",))
+    raw.add("config", shape, ("config.json",))
+    raw.add("shape", shape, ("config.json",))
     raw.add("spec", spec, GPU_TABLE)
     raw.add("gpu_name", spec.name)
     raw.add("dtype", normalize_dtype(shape.dtype))

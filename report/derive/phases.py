@@ -1,0 +1,235 @@
+"""The order a round's quantities are resolved in, as data: its phases, and the graph over every quantity that checks them.
+
+A phase resolves the quantities its modules declared in one scope, over one set of points,
+reading one kind of raw inputs, where its condition holds; `round_ledger.resolve_stage` walks
+the phases of a stage in this table's order (consecutive point phases point by point). Inside
+a phase the modules come in the order `graphlib` gives over what their quantities read (this
+table's order among independent ones); inside a module, in the registry's dependency order.
+Invariant: every declared quantity belongs to exactly one phase, and reads only raw inputs and
+quantities of its own phase or an earlier one (`check`, run by tests/unit/report/test_phases.py).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+import report.registry as RG
+from report.registry import EACH, FIRST, PREV, Declared, _raw_input_names, across_points
+
+# The modules whose quantities the phases resolve: named here once.
+STATS, DELIVERY, VALIDITY, SERIES = "report.derive.stats", "report.derive.delivery", "report.derive.validity", "report.derive.series"
+ANALYSES, OCCUPANCY, CLIENTERROR = "report.derive.analyses", "report.derive.occupancy", "report.derive.clienterror"
+SERVERLOG, RECONCILE, STEP, PEERS = "report.derive.serverlog", "report.derive.reconcile", "report.derive.step", "report.derive.peers"
+PREFILLTAIL, POWER, ENERGY = "report.derive.prefilltail", "report.derive.gpu.power", "report.derive.gpu.energy"
+DIAGNOSIS, GOODPUT, COST = "report.judge.diagnosis", "report.judge.goodput", "report.judge.cost"
+SETS, COMPARE, PLANNER = "report.judge.sets", "report.judge.compare", "report.planner.quantities"
+
+# The cross-round groups `judge.compare.cross_round_ledger` resolves, each once it has selected its inputs.
+CROSS_GROUPS = ("pair", "repro_tput", "repro_ttft_p99", "prefill_rate", "prefill_c1", "occupancy")
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One step of a round's ledger: which quantities it resolves, over which points, from which raw inputs, when."""
+
+    name: str
+    scope: str                    # "round", "point", "across" (a point's, reading other points), "cross", "plan"
+    modules: tuple[str, ...]
+    stage: str                    # "measured", "checked" (each point's checks known), "valid_points", or "elsewhere"
+    raw: str = ""                 # the raw inputs it reads (round_ledger._point_phase_raw, _round_phase); "" elsewhere
+    points: str = "all"           # "all", "ok" (measured to the end), "valid", "valid_by_load"
+    when: str = ""                # its condition (round_ledger._Stage.holds); "" always
+    after_valid_points: bool | None = None    # point phases: only those declared so, or only the others
+    over_points: bool | None = None           # round phases: only those over the valid points, or only the others
+    groups: tuple[str, ...] | None = None     # cross and plan phases: the groups it resolves (None: all), each apart
+
+
+PHASES: tuple[Phase, ...] = (
+    # Measured: what needs no point's validity. The round's settings, pool, peaks and policy first.
+    Phase("round settings", "round", (SERIES, POWER, SERVERLOG, CLIENTERROR, ANALYSES, STATS, VALIDITY),
+          "measured", "round", over_points=False),
+    Phase("point", "point", (STATS, DELIVERY, VALIDITY, SERIES, ANALYSES, OCCUPANCY, CLIENTERROR, SERVERLOG),
+          "measured", "point", after_valid_points=False),
+    Phase("modelled", "point", (RECONCILE, POWER, STEP, ENERGY), "measured", "modelled"),
+    Phase("peer results", "point", (PEERS,), "measured", "peers", when="peers"),
+    Phase("peer results over the round", "round", (PEERS,), "measured", "round", when="peers"),
+    # Checked: each point's failed checks, once the judge has found its validity.
+    Phase("checks", "point", (DIAGNOSIS,), "checked", "checks"),
+    # Over the valid points: fits never see an invalid point.
+    Phase("validity over points", "round", (VALIDITY,), "valid_points", "valid", "valid", over_points=True),
+    Phase("prefill rate", "round", (PREFILLTAIL,), "valid_points", "prefill_tail", "valid", when="valid_points"),
+    Phase("prefill tail", "point", (PREFILLTAIL,), "valid_points", "prefill_tail_point", "ok",
+          when="prefill_reference"),
+    Phase("scaling", "across", (STATS,), "valid_points", "settings", "ok", when="concurrency_axis"),
+    Phase("steps up", "across", (ANALYSES, STEP), "valid_points", "settings", "valid", when="concurrency_axis"),
+    Phase("concurrency fits", "round", (ANALYSES,), "valid_points", "valid", "valid", when="concurrency_fits",
+          over_points=True),
+    Phase("length fits", "round", (OCCUPANCY,), "valid_points", "valid", "valid", when="length_fits"),
+    Phase("admission queue", "point", (OCCUPANCY,), "valid_points", "point", after_valid_points=True),
+    Phase("against the SLO", "point", (GOODPUT, COST), "valid_points", "point"),
+    Phase("capacity", "round", (GOODPUT, COST, RECONCILE), "valid_points", "valid", "valid_by_load"),
+    # Resolved by their own callers, once what they read is selected: in the graph all the same.
+    Phase("set comparisons", "point", (SETS,), "elsewhere"),
+    Phase("against the previous round", "cross", (COMPARE,), "elsewhere", groups=CROSS_GROUPS),
+    # The planner's groups in the order `planner.capacity.plan` resolves them ("tokens" or "from_blocks": the size given).
+    *(Phase(f"capacity plan: {' or '.join(g) or 'the rest'}", "plan", (PLANNER,), "elsewhere", groups=g)
+      for g in (("kv",), ("layout",), ("memory",), ("tokens", "from_blocks"), ("scaled",), ("default_chunk",), ("",))),
+)
+
+# A quantity's registry scope by the scope of the phase that resolves it.
+REGISTRY_SCOPE = {"across": "point"}
+
+
+class PhaseError(ValueError):
+    """A declaration the phases cannot resolve: an input nothing gives, one given later, a cycle, a quantity no phase resolves."""
+
+
+def members(phase: Phase) -> list[Declared]:
+    """The declared quantities PHASE resolves, its modules' in table order."""
+    scope = REGISTRY_SCOPE.get(phase.scope, phase.scope)
+    out = []
+    for module in phase.modules:
+        across = across_points(module) if scope == "point" else set()
+        for d in RG.REGISTRY.values():
+            if d.scope != scope or d.module != module:
+                continue
+            if phase.scope == "point" and (d.name in across or phase.after_valid_points not in (None, d.after_valid_points)):
+                continue
+            if phase.scope == "across" and d.name not in across:
+                continue
+            if phase.scope == "round" and phase.over_points not in (None, d.over_points):
+                continue
+            if phase.groups is not None and d.per not in phase.groups:
+                continue
+            out.append(d)
+    return out
+
+
+def _reads(d: Declared) -> list[str]:
+    """The quantity names D's parameters read (`each_`, `prev_`, `first_valid_` read the named quantity)."""
+    return [p.removeprefix(EACH).removeprefix(FIRST).removeprefix(PREV) for p in d.params]
+
+
+def _gives(reader: Declared, param: str, q: Declared) -> bool:
+    """Whether Q is what READER's PARAM reads: a plan quantity the plan's; a cross-round one its own
+    scope's or the round's values its caller passes; a round quantity the round's (a point's
+    through `each_`); a point quantity its point's, else the round's."""
+    if reader.scope == "plan":
+        return q.scope == "plan"
+    if reader.scope == "cross":
+        return q.scope != "plan"
+    if reader.scope == "round":
+        return q.scope == ("point" if param.startswith(EACH) else "round")
+    return q.scope == "point" or q.scope == "round" and not param.startswith((FIRST, PREV))
+
+
+def _literals(pattern: str) -> frozenset[str]:
+    """What PATTERN's group matches in report/**/*.py."""
+    root = Path(__file__).parents[1]
+    return frozenset(n for f in root.rglob("*.py") for n in re.findall(pattern, f.read_text(encoding="utf-8")))
+
+
+@lru_cache(maxsize=1)
+def _raw_pattern() -> re.Pattern:
+    """The raw inputs added by a formatted name (`raw.add(f"base_{qty}", ...)`): any name of that form."""
+    forms = sorted(_literals(r"\.add\(\s*f\"([a-z_0-9{}]+)\""))
+    return re.compile("|".join(re.sub(r"\{[a-z_0-9]*\}", "[a-z_0-9]+", f) for f in forms) or "(?!)")
+
+
+@lru_cache(maxsize=1)
+def _item_input_names() -> frozenset[str]:
+    """The raw inputs an item binds (`<per>_items`: item -> {"name": value}), by the literal names report/**/*.py gives."""
+    return _literals(r":\s*\{\"([a-z_0-9]+)\":")
+
+
+@lru_cache(maxsize=1)
+def _planner_records() -> frozenset[str]:
+    """The keys the capacity planner records as given (report/planner/*.py: `("name", value, unit, doc, ...)` rows)."""
+    root = Path(__file__).parents[1] / "planner"
+    return frozenset(n for f in root.glob("*.py") for n in re.findall(r'(?m)^\s*\("([a-z_0-9]+)", ', f.read_text(encoding="utf-8")))
+
+
+def _node(phase: Phase, d: Declared) -> str:
+    return f"{phase.scope}.{d.per + '.' if d.per else ''}{d.name}"
+
+
+def graph(phases: tuple[Phase, ...] = PHASES) -> dict[str, set[str]]:
+    """The dependency graph of every declared quantity (node `<phase scope>.[<per>.]<name>` -> the nodes it reads);
+    PhaseError naming the quantity and input where an input names nothing declared and no raw
+    input, is produced only by a later phase, or where a quantity belongs to no phase or two."""
+    at: dict[str, tuple[int, Phase, Declared]] = {}
+    entries = {id(d): k for k, d in RG.REGISTRY.items()}
+    for i, phase in enumerate(phases):
+        for d in members(phase):
+            entry = entries[id(d)]
+            if entry in at:
+                raise PhaseError(f"quantity {d.name!r} ({d.module}) is resolved by two phases: "
+                                 f"{at[entry][1].name!r} and {phase.name!r}")
+            at[entry] = (i, phase, d)
+    for entry, d in RG.REGISTRY.items():
+        if entry not in at:
+            raise PhaseError(f"quantity {d.name!r} ({d.module}, {d.scope}) is resolved by no phase: "
+                             "its module is in none of report/derive/phases.py's phases of its scope")
+    by_name: dict[str, list[tuple[int, Phase, Declared]]] = {}
+    for i, phase, d in at.values():
+        by_name.setdefault(d.name, []).append((i, phase, d))
+    raw, out = _raw_input_names(), {}
+    for i, phase, d in at.values():
+        deps = out.setdefault(_node(phase, d), set())
+        for param, name in zip(d.params, _reads(d)):
+            # Another group of a cross or plan phase is resolved apart, from what its caller selects.
+            found = [(j, ph, q) for j, ph, q in by_name.get(name, ()) if q is not d and _gives(d, param, q)
+                     and not (j == i and ph.groups is not None and q.per != d.per)]
+            sooner = [(j, ph, q) for j, ph, q in found if j <= i]
+            deps.update(_node(ph, q) for _, ph, q in sooner)
+            if sooner or param in raw or name in raw or _raw_pattern().fullmatch(param) \
+                    or d.per and param in _item_input_names() or d.scope == "plan" and param in _planner_records():
+                continue
+            if found:
+                raise PhaseError(f"quantity {d.name!r} ({d.module}, phase {phase.name!r}) reads {param!r}, "
+                                 f"produced only later, in phase {found[0][1].name!r}")
+            if param in d.optional:
+                continue        # an optional parameter that names no input keeps its default
+            raise PhaseError(f"quantity {d.name!r} ({d.module}, phase {phase.name!r}) reads {param!r}: "
+                             "no quantity declares it and no raw input gives it")
+    try:
+        tuple(TopologicalSorter(out).static_order())
+    except CycleError as e:
+        raise PhaseError(f"quantities read each other in a cycle: {' -> '.join(reversed(e.args[1]))}") from None
+    return out
+
+
+def check(phases: tuple[Phase, ...] = PHASES) -> None:
+    """PhaseError where the phases cannot resolve every declared quantity in order (see `graph`)."""
+    graph(phases)
+
+
+def module_order(phase: Phase) -> list[str]:
+    """PHASE's modules in dependency order: a module after those whose quantities its own read,
+    the table's order among independent ones (PhaseError on a cycle between modules)."""
+    absent = [m for m in phase.modules if m not in sys.modules]
+    if absent:
+        raise PhaseError(f"phase {phase.name!r}: {absent} not imported, so their quantities are not registered")
+    mine = members(phase)
+    home = {d.name: d.module for d in mine}
+    deps = {m: set() for m in phase.modules}
+    for d in mine:
+        deps[d.module].update(home[n] for n in _reads(d) if n in home and home[n] != d.module)
+    ts = TopologicalSorter(deps)
+    try:
+        ts.prepare()
+    except CycleError as e:
+        raise PhaseError(f"phase {phase.name!r}: modules read each other in a cycle: {' -> '.join(e.args[1])}") from None
+    ready, out = [], []
+    while ts.is_active():
+        ready += ts.get_ready()
+        first = min(ready, key=phase.modules.index)     # the table's order among the ready ones
+        ready.remove(first)
+        out.append(first)
+        ts.done(first)
+    return out
