@@ -130,8 +130,11 @@ STREAMS: dict[str, dict[str, Check]] = {
             "throttle_reasons": nullable(count), "pstate": nullable(integer),
             "unsupported": array, "errors": obj,
             **{name: nullable(number) for name in GPM_FIELDS}},
+    # `worker` and `node`: the load worker that took the sample (a worker process, a Ray
+    # round's node); absent in the round's own samples and in bundles recorded before them.
     "client": {"t": number, "loop_lag_s": number, "tasks": count, "reads": count,
-               "reads_kernel_stamped": count, "read_wait_max_s": number},
+               "reads_kernel_stamped": count, "read_wait_max_s": number, "worker": count,
+               "node": text},
     # A Ray round's worker per point (bench/ray_cluster.py): status "ok", "died" or "lost".
     "shards": {"t": number, "point": text, "worker": count, "node": nullable(text),
                "status": text, "error": nullable(text), "planned": nullable(count),
