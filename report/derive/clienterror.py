@@ -472,6 +472,23 @@ def client_nodes_lagging(point_shards: list, client_samples: list, measure_windo
     return ", ".join(nodes)
 
 
+@point_quantity(unit="ms")
+def point_clock_uncertainty_ms(point_shards: list) -> float:
+    """The largest bound on a client node's clock offset to the driver's at this point, over its workers: half the kept probe's round trip, ms."""
+    if not point_shards:
+        return DOES_NOT_APPLY
+    found = [s["clock_uncertainty_s"] for s in point_shards if s.get("clock_uncertainty_s") is not None]
+    if not found:
+        raise Absent("reason.no_clock_offsets")
+    return 1e3 * max(found)
+
+
+@point_quantity(unit="ms")
+def timestamp_error_ms(client_timing_error_ms: float, point_clock_uncertainty_ms: float) -> float:
+    """How far a chunk's timestamp on the driver's clock may be from its arrival in a Ray round: the client's own timing error plus the point's largest clock-offset bound, ms (a gap within one request, both ends on one worker's clock, carries the first term only)."""
+    return client_timing_error_ms + point_clock_uncertainty_ms
+
+
 @round_quantity(unit="ms")
 def clock_uncertainty_max_ms(shard_clocks: list) -> float:
     """The largest bound on a client node's clock offset to the driver's, over every worker and point: half the kept probe's round trip, ms."""
