@@ -240,8 +240,7 @@ RULES: tuple[Rule, ...] = (
           "client_held_fraction", "engine_held_fraction", "engine_itl_ms_mean", "r.rule_host_saturated")),
     Rule("client", lambda f: "client_node_starved" if f.client_nodes_lagging else "client_starved",
          lambda f: not f.open_loop and f.client_side and f.engine_idle,
-         ("client_held_fraction", "client_lag_ms_p50", "client_nodes_lagging", "r.rule_lag_min_ms",
-          "r.rule_lag_share_of_itl", "engine_held_fraction", "engine_little_held_fraction",
+         ("client_held_fraction", "client_lag_ms_p50", "engine_held_fraction", "engine_little_held_fraction",
           "engine_itl_ms_mean", "ttft_ms_mean", "engine_ttft_ms_mean", "client_cpu_cores", "host_cpu_busy_share",
           "waiting_peak")),
     Rule("frontend", lambda f: "delivery_slower_than_engine_scrapes_failing"
