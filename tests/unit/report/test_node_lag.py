@@ -77,3 +77,15 @@ def test_hand_built_signals_one_lagging_node_makes_the_client_the_limit_and_name
     assert _verdict({**base, "p.p.client_nodes_lagging": "b"}) == ("client", "client_node_starved")
     f = facts_of(Signals(lambda key: {**base, "p.p.client_nodes_lagging": ""}.get(key), "p.p."), None)
     assert not f.client_side
+
+
+def test_the_node_verdicts_sentence_names_the_node_in_both_languages_and_cites_known_keys():
+    from report.judge.findings import MECHANISMS, _texts
+    from report.registry import REGISTRY
+    from report.words import PLACEHOLDER
+    assert "client_node_starved" in MECHANISMS
+    texts = _texts("mechanism_client_node_starved", p="p", at="C=64")
+    names = {d.name for d in REGISTRY.values()}
+    for text in texts.values():
+        assert "[[p.p.client_nodes_lagging]]" in text
+        assert {m.group(1).rsplit(".", 1)[-1] for m in PLACEHOLDER.finditer(text)} <= names
