@@ -12,7 +12,7 @@ local round keeps (engine, point events, samplers, progress) and per point:
    (`workers.point_commands`: streams k, k+n, ... or arrivals k, k+n, ...), whose times are
    all driver times: every node starts at that one time, not when its order arrives;
 3. appends each worker's returned lines to `requests.w{k}.jsonl`, its lag samples to
-   client.jsonl and one `shards.jsonl` record: node, what it was asked to send and what it
+   client.jsonl (each naming its worker and node) and one `shards.jsonl` record: node, what it was asked to send and what it
    sent and finished, its clock offset and uncertainty, and "ok", "died" or "lost";
 4. ends the point: "failed" and the nodes named when a worker died or lost its connection to
    the cluster (the round goes on; Ray restarts the actor for the next point), else as a
@@ -348,7 +348,8 @@ class RayPool:
                                   f"point {pid}: {etype}: {text}")
             self.shards.setdefault(k, ShardWriter(w.path, k, w.t0)).append_lines(res["lines"])
             for lag in res["lags"]:
-                w.append("client", lag)
+                # Each sample names its worker and node: the report keeps the nodes' lag apart.
+                w.append("client", {**lag, "worker": k, "node": node["node"]})
             if res["measure"] is not None:
                 state.setdefault("measures", []).append(res["measure"])
             c = res["counts"]

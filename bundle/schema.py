@@ -183,9 +183,12 @@ STREAMS: tuple[Stream, ...] = (
         "unsupported": array, "errors": obj,
         **{name: nullable(number) for name in GPM_FIELDS}},
         required=("t",), ordered=True, unique_keys=True),
+    # `worker` and `node`: the load worker that took the sample (a worker process, a Ray
+    # round's node); absent in the round's own samples and in bundles recorded before them.
     Stream("client", "the client's own lag: event loop and socket reads", {
         "t": number, "loop_lag_s": number, "tasks": count, "reads": count,
-        "reads_kernel_stamped": count, "read_wait_max_s": number},
+        "reads_kernel_stamped": count, "read_wait_max_s": number, "worker": count,
+        "node": text},
         required=("t",), unique_keys=True),
     Stream("host", "cumulative CPU seconds of the host, the engine's processes, the client", {
         "t": number, "cores": count, "cpu_busy_s": number, "cpu_total_s": number,

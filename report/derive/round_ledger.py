@@ -278,6 +278,7 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     shards_src = (f"{rd.name}/{rd.bundle.file_for('shards')}",)
     raw.add("point_shards", shards, shards_src)
     raw.add("worker_items", CE.worker_items(shards), shards_src)
+    raw.add("node_items", CE.node_items(shards), shards_src)
     engine = rd.bundle.manifest.get("engine") or {}
     raw.add("engine_command", engine.get("command") or Reason.of("reason.no_engine_command"),
             (f"{rd.name}/manifest.json: engine.command",))

@@ -25,7 +25,7 @@ MECHANISMS = (
     "step_bandwidth", "step_compute", "step_compute_power_capped", "step_both_roofs", "step_host_side",
     "running_at_sequence_cap", "step_budget_full", "client_shares_engine_host",
     "delivery_slower_than_engine", "delivery_slower_than_engine_scrapes_failing", "pool_full_and_waiting",
-    "client_starved", "pool_full_and_waiting_log", "cpu_engine_busy", "cpu_engine_mostly_idle",
+    "client_starved", "client_node_starved", "pool_full_and_waiting_log", "cpu_engine_busy", "cpu_engine_mostly_idle",
     "cpu_engine_busy_queued", "engine_mostly_idle", "no_signal_agrees", "no_gpu_signals",
     "host_counters_disagree",
 )

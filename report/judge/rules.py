@@ -96,9 +96,11 @@ def facts_of(s: Signals, pool_full: bool | None) -> Facts:
     users = s("session_users_held_fraction")
     held = users if users is not None else s("client_held_fraction")
     lag, itl = s("client_lag_ms_p50"), s("engine_itl_ms_mean")
-    # The client: short of C by its own count, or its loop lagging past the engine's pace.
+    # The client: short of C by its own count, or its loop lagging past the engine's pace; in a
+    # Ray round, also one client node's own loop lagging so (the merged samples may hide it).
     f.client_side = (held is not None and held < V.HELD_MIN) or \
-        (lag is not None and lag > max(V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL * (itl or 0)))
+        (lag is not None and lag > max(V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL * (itl or 0))) or \
+        bool(s("client_nodes_lagging"))
     little, engine_held = s("engine_little_held_fraction"), s("engine_held_fraction")
     delivery, engine_ttft = s("delivery_ttft_ms"), s("engine_ttft_ms_mean")
     # The engine idle: Little's law over its own counter short of C (and the engine's share of the
@@ -236,7 +238,8 @@ RULES: tuple[Rule, ...] = (
     Rule("shared_host", lambda f: "client_shares_engine_host", lambda f: not f.open_loop and f.host_holds_client and _client_short(f),
          ("engine_cpu_share", "host_cpu_busy_share", "client_cpu_cores", "client_wait_share", "client_lag_ms_p50",
           "client_held_fraction", "engine_held_fraction", "engine_itl_ms_mean", "r.rule_host_saturated")),
-    Rule("client", lambda f: "client_starved", lambda f: not f.open_loop and f.client_side and f.engine_idle,
+    Rule("client", lambda f: "client_node_starved" if f.client_nodes_lagging else "client_starved",
+         lambda f: not f.open_loop and f.client_side and f.engine_idle,
          ("client_held_fraction", "client_lag_ms_p50", "engine_held_fraction", "engine_little_held_fraction",
           "engine_itl_ms_mean", "ttft_ms_mean", "engine_ttft_ms_mean", "client_cpu_cores", "host_cpu_busy_share",
           "waiting_peak")),

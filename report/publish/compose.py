@@ -205,6 +205,36 @@ def item_table(led: Ledger, pid: str | None, per: str, table_id: str, title: dic
                                       else item[len(per):]) for item in items])
 
 
+# One row per client node and point of a Ray round (report/derive/clienterror.py: the per-node
+# quantities): the load it was planned and delivered, and its own client's event-loop lag.
+NODE_COLUMNS = [
+    ("node_planned_requests", "label.col_node_planned", "", 0),
+    ("node_sent_requests", "label.col_node_sent", "", 0),
+    ("node_sent_share", "label.col_node_sent_share", "%", 1),
+    ("node_client_lag_ms_p50", "label.col_node_lag_p50", "", 1),
+    ("node_client_lag_ms_p99", "label.col_node_lag_p99", "", 1),
+]
+NODE_ID_SHOWN = 8     # a Ray node id's leading hex digits a row label prints (as `ray status` does)
+
+
+def node_table(led: Ledger, pids: list[str], labels: dict[str, str]) -> Table:
+    """Each client node of a Ray round at each point (`p.<point>.n<i>.` keys), labelled by the
+    point, the node's number and its id's leading digits; no rows in a round from one host."""
+    cols = [Column(id=c, header=in_langs(h), unit=u, digits=d) for c, h, u, d in NODE_COLUMNS]
+    rows, row_labels = [], []
+    for pid in pids:
+        for i in range(len(led.values)):
+            prefix = f"p.{pid}.n{i}."
+            if prefix + "node_id" not in led:
+                break
+            rows.append([prefix + c.id if prefix + c.id in led else None for c in cols])
+            node = str(led.value_of(prefix + "node_id") or "?")
+            row_labels.append({lang: word("label.row_node", lang, point=in_lang(labels.get(pid, pid), lang),
+                                          n=i, id=node[:NODE_ID_SHOWN]) for lang in LANGS})
+    return Table(id="node_table", title=in_langs("label.table_nodes"), columns=cols, rows=rows,
+                 row_labels=row_labels)
+
+
 def results_table(led: Ledger, pids: list[str], labels: dict[str, str]) -> Table:
     """Every point's main figures (the settings it measured in place of those it did not hold: as_measured)."""
     return point_table(led, pids, "results", in_langs("label.table_results"), RESULT_COLUMNS, labels)
@@ -348,10 +378,13 @@ def compose_from(res: RoundResult) -> RoundReport:
     results.row_labels[len(pids):] = [interrupted_label(pid) for pid in facts["interrupted_points"]]
     detail = point_table(led, pids, "results_detail", in_langs("label.table_results_detail"),
                          DETAIL_COLUMNS, labels)
+    nodes = node_table(led, facts["points"], labels)
+    facts["node_table"] = bool(nodes.rows)
     # The facts are a builder dict until here; the report holds them typed and frozen.
     return RoundReport(round_id=round_id, title=title, subtitle=plan_subtitle(bundle.manifest), ledger=led, sections=sections, figures=figs,
                        tables={"results": results, "results_detail": detail,
                                "slo_table": slo_table(led, facts["valid_points"], labels),
+                               "node_table": nodes,
                                **set_tables(led, comparisons, facts["point_labels"]),
                                **peer_tables(led, facts["peer_matches"]),
                                "gpm_table": point_table(led, pids, "gpm_table", in_langs("label.table_gpm"),

@@ -95,6 +95,7 @@ class RoundFacts:
     bottlenecks: dict[str, str] = field(default_factory=dict)
     demand_over_pool: list[str] = field(default_factory=list)
     client_distorted_points: list[str] = field(default_factory=list)
+    node_table: bool = False                   # a Ray round: the client section's table of its nodes
     # Policy thresholds the templates compare ledger values against.
     lag_share_limit: float = 0.0
     zero_gap_note_share: float = 0.0

@@ -104,8 +104,14 @@ def test_a_round_over_two_nodes_sends_every_request_once_on_one_clock(tmp_path, 
     for pid in ("L16-c2", "L16-c4"):
         first = min(r["t_send"] for r in reqs if r["point"] == pid and not r["warmup"])
         assert ev[(pid, "measure")] <= first
-    # The workers' loop lag reached client.jsonl with their numbers.
+    # The workers' loop lag reached client.jsonl, each sample naming its worker and that
+    # worker's node (the round's own samples name neither).
     assert {0, 1} <= {c.get("worker") for c in b.client}
+    for c in b.client:
+        if "worker" in c:
+            assert c["node"] == workers[c["worker"]]["node"]
+        else:
+            assert "node" not in c
     # The report reads the merged round and states the largest clock uncertainty.
     vals = json.loads(run_bench("ledger", str(out), "--json").stdout)["values"]
     worst = max(s["clock_uncertainty_s"] for s in b.shards) * 1e3
@@ -113,6 +119,16 @@ def test_a_round_over_two_nodes_sends_every_request_once_on_one_clock(tmp_path, 
     for (pid, k), s in recs.items():
         assert vals[f"p.{pid}.w{k}.worker_sent_requests"]["value"] == s["sent"]
         assert vals[f"p.{pid}.w{k}.worker_sent_share"]["value"] == 1.0
+    # Per node: its id, the load it delivered and its own loop lag.
+    for pid in ("L16-c2", "L16-c4"):
+        nodes = {vals[f"p.{pid}.n{i}.node_id"]["value"]: f"p.{pid}.n{i}." for i in (0, 1)}
+        assert set(nodes) == {w["node"] for w in workers.values()}
+        for node, key in nodes.items():
+            mine = [s for s in b.shards if s["point"] == pid and s["node"] == node]
+            assert vals[key + "node_sent_requests"]["value"] == sum(s["sent"] for s in mine)
+            # Points this short may hold no 0.5 s sample: then the reason names the node.
+            lag = vals[key + "node_client_lag_ms_p50"]
+            assert lag["value"] is not None or node in lag["missing"]
 
 
 def test_a_killed_worker_fails_its_point_named_and_the_round_goes_on(tmp_path, cluster):
