@@ -139,6 +139,27 @@ GPU_IDLE_PCT, GPU_HOST_BOUND_PCT = 50.0, 60.0
 POWER_CAP_SHARE = 0.97
 # The client's event loop waited runnable for a core at least this share of the window.
 CLIENT_WAIT_SHARE = 0.1
+# Lockstep waves queue at the server: at least this share of C (and one request) waiting at once.
+LOCKSTEP_WAITING_SHARE = 0.25
+# The step model names the engine's host side only while at most this share of C waited: a longer
+# queue is the scheduler's or the pool's, not the host's.
+HOST_QUEUE_SHARE = 0.25
+# The read counters confirm the client's timing error when the events they count as read together
+# are at least this share of the events stamped wrong.
+COREAD_CONFIRMS_SHARE = 0.5
+# The slowest share of a distribution a tail percentile leaves out, as that percentile (p99).
+TAIL_PERCENTILE = 99.0
+# Another tool's count explains a throughput gap when it brings the two within this share of
+# each other; its per-event ITL median below this share of ours means its client read events
+# together.
+PEER_AGREE_SHARE = 0.05
+PEER_READ_TOGETHER_SHARE = 0.1
+# Below this peak share of the KV pool the requests' blocks are too few for the account of
+# PagedAttention to test anything: the KV section is one line instead.
+KV_ACCOUNT_MIN_SHARE = 0.01
+# A whole number of replicas is counted after this float round-off is taken off their ratio
+# (a ratio of exactly 2 computed as 2.0000000001 is two replicas).
+ROUNDOFF = 1e-9
 
 
 @point_quantity(unit="fraction")
@@ -429,3 +450,87 @@ def rule_kv_close_pp() -> float:
 def rule_node_sent_min() -> float:
     """The share of its planned requests a Ray client worker must send for its node to have kept the schedule."""
     return NODE_SENT_MIN
+
+
+@round_quantity(unit="fraction")
+def rule_gauge_stale_gap() -> float:
+    """The difference between the gauges' held share and the counters' from which the gauges count as stale (policy)."""
+    return GAUGE_STALE_GAP
+
+
+@round_quantity(unit="fraction")
+def rule_float_slack() -> float:
+    """The relative slack a ratio computed from floats has against its threshold (policy)."""
+    return FLOAT_SLACK
+
+
+@round_quantity(unit="req")
+def rule_growth_min_requests() -> float:
+    """Fewest requests an open loop's in-flight count must grow by over the window to count as over capacity (policy)."""
+    return GROWTH_MIN_REQUESTS
+
+
+@round_quantity(unit="fraction")
+def rule_growth_min_share() -> float:
+    """Least share of the window's sends an open loop's in-flight count must grow by to count as over capacity (policy)."""
+    return GROWTH_MIN_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_finish_min() -> float:
+    """Least share of an open loop's sends the engine must finish for it to keep up (policy)."""
+    return FINISH_MIN
+
+
+@round_quantity(unit="×")
+def rule_ttft_trend_max() -> float:
+    """Largest TTFT of the last third of an open loop's sends over the first third's for the engine to keep up (policy)."""
+    return TTFT_TREND_MAX
+
+
+@round_quantity(unit="fraction")
+def rule_cap_held_min() -> float:
+    """Least share of the window an open loop's requests in flight sit at its cap for the cap to hold it back (policy)."""
+    return CAP_HELD_MIN
+
+
+@round_quantity(unit="fraction")
+def rule_lockstep_waiting_share() -> float:
+    """Least share of C waiting at once (and at least one request) for send waves to count as lockstep (policy)."""
+    return LOCKSTEP_WAITING_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_host_queue_share() -> float:
+    """Largest share of C waiting at once for the step model to name the engine's host side (policy)."""
+    return HOST_QUEUE_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_coread_confirms_share() -> float:
+    """Least share of the mistimed events the read counters must count as read together to confirm the client's timing error (policy)."""
+    return COREAD_CONFIRMS_SHARE
+
+
+@round_quantity(unit="")
+def rule_tail_percentile() -> float:
+    """The percentile the ITL tail is read at (policy)."""
+    return TAIL_PERCENTILE
+
+
+@round_quantity(unit="fraction")
+def rule_peer_agree_share() -> float:
+    """The share within which another tool's throughput and ours, counted the same way, agree (policy)."""
+    return PEER_AGREE_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_peer_read_together_share() -> float:
+    """The share of our per-event ITL median below which another tool's says its client read events together (policy)."""
+    return PEER_READ_TOGETHER_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_kv_account_min_share() -> float:
+    """The least peak share of the KV pool at which the KV account is given (policy)."""
+    return KV_ACCOUNT_MIN_SHARE

@@ -404,15 +404,14 @@ def sets_axis(led: Ledger, pids: list[str]) -> str | None:
 # The section each line of "not measured here" stands in for (templates/notmeasured.md.j2).
 NOT_MEASURED_SECTION = {"slo": "slo", "compare_first": "compare", "compare_differs": "compare",
                         "kv_small": "kv", "kv_unsampled": "kv"}
-# Below this peak share of the KV pool the requests' blocks are too few for the account of
-# PagedAttention to test anything (a policy): the KV section is one line instead.
-KV_ACCOUNT_MIN_SHARE = 0.01
 
 
 def not_measured(led: Ledger, facts: dict, axis: str) -> list[str]:
     """What the round cannot answer, as the codes of "not measured here": no SLO given; no
     previous round, or one that does not compare; a KV account at a sliver of the pool or
-    not sampled (a length sweep keeps its section: its linearity is the answer)."""
+    not sampled (a length sweep keeps its section: its linearity is the answer). Below
+    KV_ACCOUNT_MIN_SHARE of the pool (report/derive/validity.py) the requests' blocks are too few
+    for the account of PagedAttention to test anything: the KV section is one line instead."""
     out = []
     if not led["r.slo_percentile"].present:
         out.append("slo")
@@ -425,7 +424,7 @@ def not_measured(led: Ledger, facts: dict, axis: str) -> list[str]:
         usage, peak = led.get(f"p.{head}.kv_usage_p50"), led.get(f"p.{head}.kv_usage_peak")
         if usage is not None and not usage.present:
             out.append("kv_unsampled")
-        elif peak is not None and peak.present and peak.value < KV_ACCOUNT_MIN_SHARE:
+        elif peak is not None and peak.present and peak.value < V.KV_ACCOUNT_MIN_SHARE:
             out.append("kv_small")
     return out
 
