@@ -13,6 +13,7 @@ from report.judge.result import RoundResult, judge_rounds, refusal_text
 from report.ledger import Ledger
 from report.publish import figures as F
 from report.publish.document import Column, RoundFacts, RoundReport, Table
+from report.publish.predicates import page_holds
 from report.words import LANGS, has, in_lang, listed, round_name, word
 
 # Workloads the title names, since their requests are not the plan's own drawn lengths.
@@ -239,14 +240,9 @@ def compose_from(res: RoundResult) -> RoundReport:
     pids = facts["ok_points"]
     axis = rd.axis if rd.axis in ("concurrency", "input_len") else "concurrency"
     validity = rd.verdicts.validity
-    # The client's lag counts as distortion above this share of the ITL median (a policy).
-    facts["lag_share_limit"] = V.CLIENT_LAG_SHARE_LIMIT
-    facts["zero_gap_note_share"] = V.ZERO_GAP_NOTE_SHARE
     facts["client_distorted_points"] = [pid for pid in pids if "client_distorted" in validity[pid].reasons]
-    facts["kv_close_pp"] = V.KV_CLOSE_PP
-    # At or above this peak the pool counts as near full: "not because of the pool" is not said.
-    facts["pool_room_share"] = V.POOL_ROOM_SHARE
-    facts["flops_close"] = V.FLOPS_CLOSE
+    # The relations the sections' words choose by, decided from the ledger and policy.
+    facts["holds"] = page_holds(led, facts)
     # The GPU's spec (and so its peak) is known exactly when r.peak_flops has no reason it is absent.
     peak_missing = led["r.peak_flops"].missing
     facts["peak_label"] = in_langs("label.peak_dense", dtype=PEAK_DTYPE) if peak_missing is None else None
