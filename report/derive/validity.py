@@ -534,3 +534,75 @@ def rule_peer_read_together_share() -> float:
 def rule_kv_account_min_share() -> float:
     """The least peak share of the KV pool at which the KV account is given (policy)."""
     return KV_ACCOUNT_MIN_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_sync_eps() -> float:
+    """The share of the median request lifetime within which two sends count as together (policy)."""
+    return SYNC_EPS
+
+
+@round_quantity(unit="fraction")
+def rule_pool_full_share() -> float:
+    """The KV usage at or above which the pool reads as full where its size is unknown (policy)."""
+    return POOL_FULL_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_pool_room_share() -> float:
+    """The KV usage below which the pool reads as having room (policy)."""
+    return POOL_ROOM_SHARE
+
+
+@round_quantity(unit="×")
+def rule_delivery_ttft_factor() -> float:
+    """How many times later than the engine's the client's first token must come for the engine to count as idle (policy)."""
+    return DELIVERY_TTFT_FACTOR
+
+
+@round_quantity(unit="×")
+def rule_counter_agrees_low() -> float:
+    """The lowest ratio of vLLM's FLOP counter per step to the model's that confirms a roof's size (policy)."""
+    return COUNTER_AGREES[0]
+
+
+@round_quantity(unit="×")
+def rule_counter_agrees_high() -> float:
+    """The highest ratio of vLLM's FLOP counter per step to the model's that confirms a roof's size (policy)."""
+    return COUNTER_AGREES[1]
+
+
+@round_quantity(unit="fraction")
+def rule_engine_cpu_busy() -> float:
+    """The share of the host's CPU the engine's processes use at or above which they are busy (policy)."""
+    return ENGINE_CPU_BUSY
+
+
+@round_quantity(unit="fraction")
+def rule_engine_cpu_idle() -> float:
+    """The share of the host's CPU the engine's processes use below which they are idle (policy)."""
+    return ENGINE_CPU_IDLE
+
+
+@round_quantity(unit="%")
+def rule_gpu_idle_pct() -> float:
+    """NVML utilisation under which, with nothing waiting, the load stressed nothing (policy)."""
+    return GPU_IDLE_PCT
+
+
+@round_quantity(unit="%")
+def rule_gpu_host_bound_pct() -> float:
+    """NVML utilisation under which, while the engine is busy, the GPU waits on its host (policy)."""
+    return GPU_HOST_BOUND_PCT
+
+
+@round_quantity(unit="fraction")
+def rule_power_cap_share() -> float:
+    """The share of its power limit at which a GPU is held at its power cap (policy)."""
+    return POWER_CAP_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_client_wait_share() -> float:
+    """The share of the window the client's event loop waited for a core from which the client is short (policy)."""
+    return CLIENT_WAIT_SHARE
