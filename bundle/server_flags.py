@@ -12,6 +12,9 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+# The words a launch command starts with before the server's own flags: `python -m <module>`.
+LAUNCHER_WORDS = 3
+
 
 def command_words(command: Any) -> list[str]:
     """A launch command as its words (a string is split as a shell would)."""

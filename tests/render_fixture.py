@@ -192,7 +192,8 @@ def hand_built_report(model: str = "Qwen2.5-7B-Instruct", notices: bool = True) 
         sections=["_demo"],
         figures=figures,
         tables=tables,
-        facts=RoundFacts(model=model, gpu="RTX 4090 · 24 GB", engine="vLLM 0.27.1"),
+        facts=RoundFacts(model=model, gpu="RTX 4090 · 24 GB", engine="vLLM 0.27.1", holds={
+            "queue_under_prefill": led.value_of("point.c64.queue_ms") < led.value_of("point.c64.prefill_ms")}),
         notices=[{"zh": "手工构造的测试样例:下面的数字是手写的,不是测量结果。",
                   "en": "Hand-built test fixture: the numbers below are typed, not measured."}]
         if notices else [],

@@ -20,6 +20,7 @@ from bundle.request_table import RequestTable
 from bundle.server_flags import has_flag, server_flag
 from report.architecture import roofline as RF
 from report.architecture import stepmodel as SM
+from report.derive import validity as V
 from report.derive.analyses import ratio
 from report.derive.stats import itl_gaps_ms, percentile
 from report.ledger import Absent
@@ -339,8 +340,8 @@ def step_flops_counter_ratio(step_gflop: float, step_gflop_model: float) -> floa
 # ITL distribution from the percentile 100 (1 - share) up: at C=2 with 256 output tokens, one gap
 # in 255, the top 0.4 %, above what p99 reads.
 
-# The percentile the pages read the ITL tail at.
-TAIL_PERCENTILE = 99.0
+# The percentile the pages read the ITL tail at (policy, report/derive/validity.py).
+TAIL_PERCENTILE = V.TAIL_PERCENTILE
 
 
 @point_quantity(unit="")

@@ -139,6 +139,27 @@ GPU_IDLE_PCT, GPU_HOST_BOUND_PCT = 50.0, 60.0
 POWER_CAP_SHARE = 0.97
 # The client's event loop waited runnable for a core at least this share of the window.
 CLIENT_WAIT_SHARE = 0.1
+# Lockstep waves queue at the server: at least this share of C (and one request) waiting at once.
+LOCKSTEP_WAITING_SHARE = 0.25
+# The step model names the engine's host side only while at most this share of C waited: a longer
+# queue is the scheduler's or the pool's, not the host's.
+HOST_QUEUE_SHARE = 0.25
+# The read counters confirm the client's timing error when the events they count as read together
+# are at least this share of the events stamped wrong.
+COREAD_CONFIRMS_SHARE = 0.5
+# The slowest share of a distribution a tail percentile leaves out, as that percentile (p99).
+TAIL_PERCENTILE = 99.0
+# Another tool's count explains a throughput gap when it brings the two within this share of
+# each other; its per-event ITL median below this share of ours means its client read events
+# together.
+PEER_AGREE_SHARE = 0.05
+PEER_READ_TOGETHER_SHARE = 0.1
+# Below this peak share of the KV pool the requests' blocks are too few for the account of
+# PagedAttention to test anything: the KV section is one line instead.
+KV_ACCOUNT_MIN_SHARE = 0.01
+# A whole number of replicas is counted after this float round-off is taken off their ratio
+# (a ratio of exactly 2 computed as 2.0000000001 is two replicas).
+ROUNDOFF = 1e-9
 
 
 @point_quantity(unit="fraction")
@@ -429,3 +450,159 @@ def rule_kv_close_pp() -> float:
 def rule_node_sent_min() -> float:
     """The share of its planned requests a Ray client worker must send for its node to have kept the schedule."""
     return NODE_SENT_MIN
+
+
+@round_quantity(unit="fraction")
+def rule_gauge_stale_gap() -> float:
+    """The difference between the gauges' held share and the counters' from which the gauges count as stale (policy)."""
+    return GAUGE_STALE_GAP
+
+
+@round_quantity(unit="fraction")
+def rule_float_slack() -> float:
+    """The relative slack a ratio computed from floats has against its threshold (policy)."""
+    return FLOAT_SLACK
+
+
+@round_quantity(unit="req")
+def rule_growth_min_requests() -> float:
+    """Fewest requests an open loop's in-flight count must grow by over the window to count as over capacity (policy)."""
+    return GROWTH_MIN_REQUESTS
+
+
+@round_quantity(unit="fraction")
+def rule_growth_min_share() -> float:
+    """Least share of the window's sends an open loop's in-flight count must grow by to count as over capacity (policy)."""
+    return GROWTH_MIN_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_finish_min() -> float:
+    """Least share of an open loop's sends the engine must finish for it to keep up (policy)."""
+    return FINISH_MIN
+
+
+@round_quantity(unit="×")
+def rule_ttft_trend_max() -> float:
+    """Largest TTFT of the last third of an open loop's sends over the first third's for the engine to keep up (policy)."""
+    return TTFT_TREND_MAX
+
+
+@round_quantity(unit="fraction")
+def rule_cap_held_min() -> float:
+    """Least share of the window an open loop's requests in flight sit at its cap for the cap to hold it back (policy)."""
+    return CAP_HELD_MIN
+
+
+@round_quantity(unit="fraction")
+def rule_lockstep_waiting_share() -> float:
+    """Least share of C waiting at once (and at least one request) for send waves to count as lockstep (policy)."""
+    return LOCKSTEP_WAITING_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_host_queue_share() -> float:
+    """Largest share of C waiting at once for the step model to name the engine's host side (policy)."""
+    return HOST_QUEUE_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_coread_confirms_share() -> float:
+    """Least share of the mistimed events the read counters must count as read together to confirm the client's timing error (policy)."""
+    return COREAD_CONFIRMS_SHARE
+
+
+@round_quantity(unit="")
+def rule_tail_percentile() -> float:
+    """The percentile the ITL tail is read at (policy)."""
+    return TAIL_PERCENTILE
+
+
+@round_quantity(unit="fraction")
+def rule_peer_agree_share() -> float:
+    """The share within which another tool's throughput and ours, counted the same way, agree (policy)."""
+    return PEER_AGREE_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_peer_read_together_share() -> float:
+    """The share of our per-event ITL median below which another tool's says its client read events together (policy)."""
+    return PEER_READ_TOGETHER_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_kv_account_min_share() -> float:
+    """The least peak share of the KV pool at which the KV account is given (policy)."""
+    return KV_ACCOUNT_MIN_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_sync_eps() -> float:
+    """The share of the median request lifetime within which two sends count as together (policy)."""
+    return SYNC_EPS
+
+
+@round_quantity(unit="fraction")
+def rule_pool_full_share() -> float:
+    """The KV usage at or above which the pool reads as full where its size is unknown (policy)."""
+    return POOL_FULL_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_pool_room_share() -> float:
+    """The KV usage below which the pool reads as having room (policy)."""
+    return POOL_ROOM_SHARE
+
+
+@round_quantity(unit="×")
+def rule_delivery_ttft_factor() -> float:
+    """How many times later than the engine's the client's first token must come for the engine to count as idle (policy)."""
+    return DELIVERY_TTFT_FACTOR
+
+
+@round_quantity(unit="×")
+def rule_counter_agrees_low() -> float:
+    """The lowest ratio of vLLM's FLOP counter per step to the model's that confirms a roof's size (policy)."""
+    return COUNTER_AGREES[0]
+
+
+@round_quantity(unit="×")
+def rule_counter_agrees_high() -> float:
+    """The highest ratio of vLLM's FLOP counter per step to the model's that confirms a roof's size (policy)."""
+    return COUNTER_AGREES[1]
+
+
+@round_quantity(unit="fraction")
+def rule_engine_cpu_busy() -> float:
+    """The share of the host's CPU the engine's processes use at or above which they are busy (policy)."""
+    return ENGINE_CPU_BUSY
+
+
+@round_quantity(unit="fraction")
+def rule_engine_cpu_idle() -> float:
+    """The share of the host's CPU the engine's processes use below which they are idle (policy)."""
+    return ENGINE_CPU_IDLE
+
+
+@round_quantity(unit="%")
+def rule_gpu_idle_pct() -> float:
+    """NVML utilisation under which, with nothing waiting, the load stressed nothing (policy)."""
+    return GPU_IDLE_PCT
+
+
+@round_quantity(unit="%")
+def rule_gpu_host_bound_pct() -> float:
+    """NVML utilisation under which, while the engine is busy, the GPU waits on its host (policy)."""
+    return GPU_HOST_BOUND_PCT
+
+
+@round_quantity(unit="fraction")
+def rule_power_cap_share() -> float:
+    """The share of its power limit at which a GPU is held at its power cap (policy)."""
+    return POWER_CAP_SHARE
+
+
+@round_quantity(unit="fraction")
+def rule_client_wait_share() -> float:
+    """The share of the window the client's event loop waited for a core from which the client is short (policy)."""
+    return CLIENT_WAIT_SHARE

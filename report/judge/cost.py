@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from bundle.cost import Cost
+from report.derive import validity as V
 from report.ledger import Absent
 from report.registry import point_quantity, require_points, round_quantity
 
@@ -194,7 +195,7 @@ def replicas_needed(target: float, per_replica: float) -> int:
     """Replicas that carry TARGET at PER_REPLICA each: the whole number at or above their ratio."""
     if per_replica <= 0:
         raise Absent("reason.denominator_zero")
-    return max(1, math.ceil(target / per_replica - 1e-9))
+    return max(1, math.ceil(target / per_replica - V.ROUNDOFF))
 
 
 def _replicas(target_req_s, target_tok_s, req_s, tok_s) -> int:

@@ -8,7 +8,7 @@ so (a check "not made", a bottleneck `unknown`), never guesses.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from report.derive import validity as V
 from report.judge.rules import BOTTLENECKS, KNOBS, RULES, Signals, facts_of, roof_of  # noqa: F401 (BOTTLENECKS read here)
@@ -143,12 +143,12 @@ def distortion_check(get) -> tuple[bool | None, list[str]]:
         return None, []
     large = any(x > V.CLIENT_ERROR_MAX for x in errs)
     engine = []
-    for q in (50, 99):
-        low, off = get(f"engine_itl_ms_p{q}_low"), get(f"client_outside_engine_itl_p{q}")
+    for q in ("p50", "p99"):
+        low, off = get(f"engine_itl_ms_{q}_low"), get(f"client_outside_engine_itl_{q}")
         if low is not None and low > 0 and off is not None:   # the first bucket resolves nothing
             engine.append(off > V.CLIENT_ERROR_MAX)
     coread, mistimed = get("coread_share_by_counters"), get("mistimed_share")
-    counters = None if coread is None or mistimed is None else coread >= mistimed / 2
+    counters = None if coread is None or mistimed is None else coread >= V.COREAD_CONFIRMS_SHARE * mistimed
     if not large:
         return True, (["client_apart_error_small"] if any(engine) else [])
     if engine:
@@ -158,8 +158,121 @@ def distortion_check(get) -> tuple[bool | None, list[str]]:
     return (False, []) if counters else (True, ["client_error_counters_disagree"])
 
 
+def not_held_check(get, at: "At") -> tuple[bool | None, list[str]]:
+    """Whether a closed loop held its C: a sessions workload's users busy (C counts users, who
+    think between turns), else the client's and the engine's counts (held_check)."""
+    users = get("session_users_held_fraction")
+    if users is not None:
+        return users >= V.HELD_MIN, []
+    return held_check(get, at.C)
+
+
+def node_check(get) -> tuple[bool | None, list[str]]:
+    """A Ray round: whether every client node kept its part of the schedule (the late ones are named)."""
+    behind = get("client_nodes_behind")
+    return None if behind is None else not behind, []
+
+
+def scrapes_check(get) -> tuple[bool | None, list[str]]:
+    """Whether /metrics answered. The API server answers it too: scrapes that fail while it
+    delivers tokens slower than the engine makes them are its overload (the frontend verdict),
+    not a sampling fault; the client's own measurements stand."""
+    scrapes = get("failed_scrape_share")
+    ratio = get("delivery_tpot_ratio")
+    if scrapes is not None and scrapes > V.SCRAPE_FAIL_MAX and ratio is not None and ratio >= V.DELIVERY_RATIO_MIN:
+        return True, ["scrapes_failed_frontend"]
+    return None if scrapes is None else scrapes <= V.SCRAPE_FAIL_MAX, []
+
+
+def lockstep_check(get, at: "At") -> tuple[bool | None, list[str]]:
+    """Whether the streams ran in waves: the client sent together and the server saw the wave
+    queue, both. Waves that formed after a random ramp are the server's (requests finishing in
+    the same step are sent again together), which the point measures as it is."""
+    sync, waiting = get("send_synchrony"), get("waiting_peak")
+    waves = None if sync is None or waiting is None else \
+        sync > V.SYNC_MAX and waiting >= max(1.0, V.LOCKSTEP_WAITING_SHARE * at.C)
+    if waves and get("random_ramp_s") is not None:
+        return True, ["waves_from_server"]
+    return None if waves is None else not waves, []
+
+
+@dataclass(frozen=True)
+class At:
+    """What a point was set to do, as the checks read it: its concurrency and whether its loop was open."""
+
+    C: int
+    open_loop: bool
+
+
+@dataclass(frozen=True)
+class Check:
+    """One validity check: the code it fails with, where it applies, its condition over a point's
+    signals (passed, or None where its inputs are absent, and the codes of signals that disagreed),
+    the signals it reads, the rule values it cites, the plan setting that remedies it ("section.key")."""
+
+    code: str
+    where: Callable[[At], bool]
+    test: Callable[[Callable[[str], Any], At], tuple[bool | None, list[str]]]
+    reads: tuple[str, ...]
+    cites: tuple[str, ...]
+    remedy: str = ""
+    # Signals read as evidence at every point, where the check applies or not.
+    shown: tuple[str, ...] = ()
+
+
+def _open(at: At) -> bool:
+    return at.open_loop
+
+
+def _closed(at: At) -> bool:
+    return not at.open_loop
+
+
+def _every(at: At) -> bool:
+    return True
+
+
+def _streams(at: At) -> bool:
+    """A closed loop of several streams: a single stream is never called lockstep."""
+    return not at.open_loop and at.C >= 2
+
+
+HELD_READS = ("session_users_held_fraction", "client_held_fraction", "held_concurrency_fraction",
+              "engine_little_held_fraction", "engine_held_fraction")
+
+# In order: each check that applies at a point is made; a failed one adds its code to the
+# point's reasons, one whose inputs are absent to its unchecked (the order the findings list them).
+CHECKS: tuple[Check, ...] = (
+    Check("over_saturated", _open, lambda get, at: saturation_check(get),
+          ("inflight_growth", "send_span_s", "send_rate", "finish_over_send", "ttft_trend"),
+          ("r.rule_growth_min_requests", "r.rule_growth_min_share", "r.rule_finish_min", "r.rule_ttft_trend_max"),
+          "sweep.request_rate"),
+    Check("open_loop_capped", _open, lambda get, at: capped_check(get), ("late_send_share", "cap_held_fraction"),
+          ("r.rule_late_send_ms", "r.rule_late_send_max", "r.rule_cap_held_min"), "sweep.concurrency"),
+    Check("schedule_missed", _open, lambda get, at: schedule_check(get), ("late_send_share", "cap_held_fraction"),
+          ("r.rule_late_send_ms", "r.rule_late_send_max", "r.rule_cap_held_min"), "client.workers"),
+    Check("not_held", _closed, not_held_check, HELD_READS, ("r.rule_held_min", "r.rule_gauge_stale_gap"),
+          "client.workers"),
+    Check("node_behind", _every, lambda get, at: node_check(get), ("client_nodes_behind",), ("r.rule_node_sent_min",),
+          "client.nodes"),
+    Check("not_steady", _every, lambda get, at: steady_check(get), ("lifetimes_in_window",),
+          ("r.rule_lifetimes_min", "r.rule_float_slack"), "sweep.duration_s"),
+    Check("pace_drift", _every, lambda get, at: drift_check(get), ("throughput_trend", "engine_throughput_trend"),
+          ("r.rule_trend_steady_low", "r.rule_trend_steady_high"), "sweep.duration_s"),
+    Check("scrapes_failed", _every, lambda get, at: scrapes_check(get), ("failed_scrape_share", "delivery_tpot_ratio"),
+          ("r.rule_scrape_fail_max", "r.rule_delivery_ratio_min"), "sampler.metrics_interval_s"),
+    Check("client_distorted", _every, lambda get, at: distortion_check(get),
+          ("itl_error_share_p50", "itl_error_share_p99", "engine_itl_ms_p50_low", "client_outside_engine_itl_p50",
+           "engine_itl_ms_p99_low", "client_outside_engine_itl_p99", "coread_share_by_counters", "mistimed_share"),
+          ("r.rule_client_error_max", "r.rule_coread_confirms_share"), "client.workers"),
+    Check("lockstep", _streams, lockstep_check, ("send_synchrony", "waiting_peak", "random_ramp_s"),
+          ("r.rule_sync_max", "r.rule_lockstep_waiting_share"), "sweep.ramp_s", shown=("send_synchrony", "waiting_peak")),
+)
+
+
 def point_validity(led: Ledger, pid: str, status: str = "ok") -> Validity:
-    """The validity checks of one point (thresholds in report.derive.validity)."""
+    """The validity checks of one point: CHECKS in their declared order (thresholds in
+    report.derive.validity)."""
     k = f"p.{pid}."
     ev: dict[str, Any] = {}
 
@@ -170,49 +283,18 @@ def point_validity(led: Ledger, pid: str, status: str = "ok") -> Validity:
     out = Validity(point=pid, valid=True, evidence=ev)
     if status != "ok":
         out.reasons.append("interrupted" if status == "interrupted" else "failed")
-    C = get("concurrency") or 0
-    open_loop = get("request_rate") is not None
-    checks: dict[str, tuple[bool | None, list[str]]] = {}
-    if open_loop:
-        checks["over_saturated"] = saturation_check(get)
-        checks["open_loop_capped"] = capped_check(get)
-        checks["schedule_missed"] = schedule_check(get)
-    elif (users := get("session_users_held_fraction")) is not None:
-        # A sessions workload: C counts users, who think between turns; held is users busy.
-        checks["not_held"] = (users >= V.HELD_MIN, [])
-    else:
-        checks["not_held"] = held_check(get, C)
-    # A Ray round: every client node kept its part of the schedule (the late ones are named).
-    behind = get("client_nodes_behind")
-    checks["node_behind"] = (None if behind is None else not behind, [])
-    checks["not_steady"] = steady_check(get)
-    checks["pace_drift"] = drift_check(get)
-    scrapes = get("failed_scrape_share")
-    checks["scrapes_failed"] = (None if scrapes is None else scrapes <= V.SCRAPE_FAIL_MAX, [])
-    ratio = get("delivery_tpot_ratio")
-    if scrapes is not None and scrapes > V.SCRAPE_FAIL_MAX and ratio is not None and ratio >= V.DELIVERY_RATIO_MIN:
-        # The API server answers /metrics too: scrapes that fail while it delivers tokens slower
-        # than the engine makes them are its overload (the frontend verdict), not a sampling
-        # fault; the client's own measurements stand.
-        checks["scrapes_failed"] = (True, ["scrapes_failed_frontend"])
-    checks["client_distorted"] = distortion_check(get)
-    # Lockstep needs both sides: the client sent together, and the server saw the wave queue.
-    sync, waiting = get("send_synchrony"), get("waiting_peak")
-    if C >= 2 and not open_loop:
-        waves = None if sync is None or waiting is None else sync > V.SYNC_MAX and waiting >= max(1.0, C / 4)
-        if waves and get("random_ramp_s") is not None:
-            # The client started its streams at random times: waves that formed since are the
-            # server's (requests finishing in the same step are sent again together), which the
-            # point measures as it is; not the client's lockstep.
-            checks["lockstep"] = (True, ["waves_from_server"])
-        else:
-            checks["lockstep"] = (None if waves is None else not waves, [])
-    for code, (passed, notes) in checks.items():
+    at = At(C=get("concurrency") or 0, open_loop=get("request_rate") is not None)
+    for check in CHECKS:
+        for name in check.shown:
+            get(name)
+        if not check.where(at):
+            continue
+        passed, notes = check.test(get, at)
         out.disagreed.extend(notes)
         if passed is None:
-            out.unchecked.append(code)
+            out.unchecked.append(check.code)
         elif not passed:
-            out.reasons.append(code)
+            out.reasons.append(check.code)
     out.valid = not out.reasons
     return out
 
@@ -367,8 +449,8 @@ def _host_signals(att: Attribution, f, get, k: str) -> None:
 
 
 def _power_capped(get, k: str) -> bool:
-    """A compute-bound point held at the power limit: power at 97 % of it or the SW power-cap
-    bit set in most samples, with the SM clock below its maximum."""
+    """A compute-bound point held at the power limit: power at POWER_CAP_SHARE of it or the SW
+    power-cap bit set in POWER_CAP_BIT_SHARE of the samples, with the SM clock below its maximum."""
     power, limit, share = get(k + "power_median_w"), get(k + "power_limit_w"), get(k + "power_cap_share")
     clock, top = get(k + "sm_clock_load_mhz"), get("r.max_sm_clock_mhz")
     at_cap = (power is not None and limit and power >= V.POWER_CAP_SHARE * limit) or \

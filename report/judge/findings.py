@@ -13,7 +13,6 @@ from typing import Any
 
 from report.derive import validity as V
 from report.derive.prefilltail import rate_reference_point
-from report.derive.step import TAIL_PERCENTILE
 from report.judge.diagnosis import BOTTLENECKS, Attribution, Validity, val
 from report.ledger import Ledger
 from report.registry import REGISTRY
@@ -338,7 +337,7 @@ def first_step_finding(led: Ledger, pids: list[str], labels: dict[str, str] | No
     # How often the other stream's prefill lands in a decode gap decides what p99 reads: where
     # those gaps are fewer than the top share p99 reads, ITL p99 is a decode step and the prefill
     # steps sit further up the tail, at the percentile the page names.
-    rare = share < 1.0 - TAIL_PERCENTILE / 100.0
+    rare = share < 1.0 - V.TAIL_PERCENTILE / 100.0
     # A tail already as long with one stream fits the prediction without showing the second made it.
     before, after = val(led, f"p.{a}.itl_ms_p99"), val(led, f"p.{b}.itl_ms_p99")
     grew = before is not None and after is not None and after > before * (1 + tol)

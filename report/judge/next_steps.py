@@ -5,12 +5,23 @@ sentences are `label.next_*` in the catalogue. A step that a plan can run carrie
 changes to the round's own plan, sized from the ledger (sections -> keys -> values; a server
 flag set is a list of flags), and `expect`, the catalogue's `label.next_expect_*` sentence of
 the outcome that would confirm it. report/publish/plans.py writes them as plan files.
+
+A step decides nothing: the verdicts and thresholds it acts on are policy
+(report/derive/validity.py, report/judge/diagnosis.py's CHECKS, report/judge/rules.py). The named
+constants below only shape the plans it writes, where they sample and how far: the step budgets of
+the exchange curve and of a smaller budget (multiples of the round's own), the headroom a grown
+pool is given over what the theory says it needs, how many concurrencies split the span between
+two points, how far past the last point a sweep goes, how much of a prompt a shared-prefix
+workload shares and among how many prefixes, and how far an SLO search may look. None is
+compared with a measurement.
 """
 
 from __future__ import annotations
 
 import math
 
+from report.architecture.theory import GIB
+from report.derive import validity as V
 from report.derive.validity import SATURATION_GROWTH
 from report.judge.diagnosis import val
 from report.ledger import Ledger
@@ -45,8 +56,9 @@ def with_plan(st: dict, code: str, plan: dict) -> dict:
 
 
 def _between(a: int, b: int) -> list[int]:
-    """Whole concurrencies that split [a, b] in log steps (up to three)."""
-    out = sorted({round(math.exp(math.log(a) + (math.log(b) - math.log(a)) * k / 4)) for k in (1, 2, 3)})
+    """Whole concurrencies that split [a, b] in BETWEEN_PARTS log steps (up to BETWEEN_PARTS - 1)."""
+    out = sorted({round(math.exp(math.log(a) + (math.log(b) - math.log(a)) * k / BETWEEN_PARTS))
+                  for k in range(1, BETWEEN_PARTS)})
     return [c for c in out if a < c < b] or ([a + (b - a) // 2] if b - a > 1 else [])
 
 
@@ -62,6 +74,16 @@ SMALLER_BUDGET_SWEEP = (1, 0.5, 0.25)
 
 # Headroom above the KV memory (or blocks) the theory says C requests need at their peak.
 POOL_HEADROOM = 1.05
+# The span between two points is split into this many log steps.
+BETWEEN_PARTS = 4
+# Past a last point that stressed nothing: these multiples of its concurrency.
+BEYOND_MULTIPLES = (2, 4)
+# A shared-prefix workload: about this fraction of each prompt (numerator, denominator) shared by
+# SHARED_PREFIXES prefixes.
+SHARED_PREFIX_PARTS = (3, 4)
+SHARED_PREFIXES = 4
+# An SLO met at every point is searched for up to this multiple of the last load.
+SEARCH_SPAN = 8
 OVERRIDE = "--num-gpu-blocks-override"
 
 
@@ -75,7 +97,7 @@ def pool_flags(led: Ledger, rd, pid: str) -> list[str] | None:
         # One more block than the requests use: vLLM keeps a null block out of the pool.
         return [OVERRIDE, str(math.ceil(tokens * POOL_HEADROOM / block) + 1)]
     need = val(led, f"p.{pid}.kv_memory_needed_gib")
-    return None if need is None else ["--kv-cache-memory", str(math.ceil(need * 2**30 * POOL_HEADROOM))]
+    return None if need is None else ["--kv-cache-memory", str(math.ceil(need * GIB * POOL_HEADROOM))]
 
 
 def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
@@ -99,7 +121,8 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
             one["sweep"]["ramp_s"] = math.ceil(e2e_s / 1e3)
             out.append(with_plan(step(f"rerun_{pid}", "rerun", labels, pid=pid), "rerun", one))
         elif "not_steady" in v.reasons and e2e_s is not None:
-            one["sweep"]["duration_s"] = math.ceil(3 * e2e_s / 1e3)
+            # A window as long as the lifetimes a steady one covers.
+            one["sweep"]["duration_s"] = math.ceil(V.LIFETIMES_MIN * e2e_s / 1e3)
             out.append(with_plan(step(f"longer_{pid}", "longer", labels, pid=pid), "longer", one))
     at = {kind: {"sweep": {"concurrency": [_point_setting(rd, pids[0], "concurrency")],
                            "input_len": [_point_setting(rd, pids[0], "input_len")]}}
@@ -166,7 +189,7 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
         elif attribution.get(b) is not None and attribution[b].bottleneck in ("gpu_bandwidth", "under_driven"):
             st = step("beyond", "beyond", labels, b=b, bottleneck={
                 lang: word(f"label.bottleneck_{attribution[b].bottleneck}", lang) for lang in LANGS})
-            out.append(with_plan(st, "beyond", {"sweep": {"concurrency": [cb * 2, cb * 4]}}) if cb else st)
+            out.append(with_plan(st, "beyond", {"sweep": {"concurrency": [cb * m for m in BEYOND_MULTIPLES]}}) if cb else st)
     if not facts.get("mfu_enabled"):
         out.append(with_plan(step("enable_mfu", "enable_mfu"), "enable_mfu",
                              {"engine": {"flags": ["--enable-mfu-metrics"]}}))
@@ -180,13 +203,14 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
         L, C = _point_setting(rd, top, "input_len"), _point_setting(rd, top, "concurrency")
         st = step("prefix_caching", "prefix_caching")
         if L and C:
-            # About three quarters of each prompt shared by four prefixes, in whole KV blocks
+            # SHARED_PREFIX_PARTS of each prompt shared by SHARED_PREFIXES prefixes, in whole KV blocks
             # (vLLM caches whole blocks only), served with caching off, then on, at the highest
             # valid point's load: one point per set.
-            block = val(led, "r.block_size")
-            shared = (3 * L // 4) // block * block if block and block < L else 3 * L // 4
+            block, (part, parts) = val(led, "r.block_size"), SHARED_PREFIX_PARTS
+            shared = (part * L // parts) // block * block if block and block < L else part * L // parts
             out.append(with_plan(st, "prefix_caching", {
-                "workload": {"kind": "shared-prefix", "prefix_len": shared or 3 * L // 4, "num_prefixes": 4},
+                "workload": {"kind": "shared-prefix", "prefix_len": shared or part * L // parts,
+                             "num_prefixes": SHARED_PREFIXES},
                 "sweep": {"concurrency": [C], "input_len": [L],
                           "server_flags": [["--no-enable-prefix-caching"], ["--enable-prefix-caching"]]}}))
         else:
@@ -223,6 +247,6 @@ def slo_search_steps(led: Ledger, rd, labels: dict[str, str]) -> list[dict]:
     if root is not None and root.code == "reason.slo_met_at_every_point":
         top = int(root.param("load"))
         return [with_plan(step("slo_search", "slo_search_beyond", labels), "slo_search", {
-            "sweep": {"search": "slo", "concurrency": [top], "search_max": top * 8},
+            "sweep": {"search": "slo", "concurrency": [top], "search_max": top * SEARCH_SPAN},
             "slo": rd.slo.to_dict()})]
     return []

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bundle.peers import DEFINITIONS, VLLM, PeerResult
+from report.derive import validity as V
 from report.derive.round_ledger import RoundData, peer_id, peer_matches
 from report.judge.diagnosis import val
 from report.judge.findings import Finding, _make, _texts
@@ -37,12 +38,6 @@ def same_definition(tool: str) -> dict[str, str]:
         p50, p99 = BY_DEFINITION[how]
         out[f"{m}_ms_p50"], out[f"{m}_ms_p99"] = p50, p99
     return out
-
-
-# A count that explains a throughput gap brings the two within this share of each other.
-AGREE_SHARE = 0.05
-# Their per-event ITL median below this share of ours per event: their client read events together.
-READ_TOGETHER_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -88,8 +83,8 @@ def peer_findings(led: Ledger, m: PeerMatch, labels: dict[str, str]) -> list[Fin
     out: list[Finding | None] = []
     # Throughput: their whole run (ramp and drain included) against our steady window.
     whole, window = val(led, k + "peer_tok_s_over_whole_run"), val(led, k + "peer_tok_s_over_window")
-    code = ("peer_tok_s_agree" if _within(whole, AGREE_SHARE) and _within(window, AGREE_SHARE) else
-            "peer_tok_s_whole_run" if _within(whole, AGREE_SHARE) else "peer_tok_s_unexplained")
+    code = ("peer_tok_s_agree" if _within(whole, V.PEER_AGREE_SHARE) and _within(window, V.PEER_AGREE_SHARE) else
+            "peer_tok_s_whole_run" if _within(whole, V.PEER_AGREE_SHARE) else "peer_tok_s_unexplained")
     out.append(_make(led, f"peer_tok_s_{p}_{m.item}", "peers", _texts(code, **fill), []))
     # ITL: what the tool calls ITL, and ours counted that way.
     how = DEFINITIONS[m.result.tool]["itl"]
@@ -97,7 +92,7 @@ def peer_findings(led: Ledger, m: PeerMatch, labels: dict[str, str]) -> list[Fin
     # A client that read several events in one read stamps them all at the read: its per-event
     # gaps collapse to nothing, and its first event is late by the read's wait.
     theirs, ours_event = val(led, k + "peer_itl_ms_p50"), val(led, f"p.{p}.chunk_itl_ms_p50")
-    if how == "per_chunk" and theirs is not None and ours_event and theirs < READ_TOGETHER_SHARE * ours_event:
+    if how == "per_chunk" and theirs is not None and ours_event and theirs < V.PEER_READ_TOGETHER_SHARE * ours_event:
         f = _make(led, f"peer_read_{p}_{m.item}", "peers", _texts("peer_read_together", **fill), [])
         server = _make(led, f"peer_read_{p}_{m.item}", "peers", _texts("peer_read_together_server", **fill), [])
         if f is not None and server is not None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bundle.server_flags import command_words, set_names, switch_state
+from bundle.server_flags import LAUNCHER_WORDS, command_words, set_names, switch_state
 from bundle.slo import SloError
 from bundle.store import BundleError, read_bundle
 from report.derive.round_ledger import RoundData, read_round
@@ -77,7 +77,7 @@ def facts_of(rd: RoundData) -> dict:
         "created": m.get("created_utc"),
         "tool_version": (m.get("tool") or {}).get("version"),
         "git_revision": (m.get("tool") or {}).get("git_revision"),
-        "server_flags": " ".join((eng.get("command") or [])[3:]) if eng.get("command") else None,
+        "server_flags": " ".join((eng.get("command") or [])[LAUNCHER_WORDS:]) if eng.get("command") else None,
         # What the server log's non-default arguments say of two switches: True, False, or
         # None where the log does not say (vLLM's default, which depends on its version).
         "prefix_caching": (rd.log.non_default_args or {}).get("enable_prefix_caching") if rd.log else None,

@@ -193,7 +193,7 @@ def _under_driven(f: Facts) -> bool:
 
 def _host_side(f: Facts) -> bool:
     busy = f.engine_busy or (_cpu_engine(f) and _ge(f.host_cpu_busy_share, V.HOST_SATURATED))
-    if not busy or f.waiting > f.C / 4:
+    if not busy or f.waiting > V.HOST_QUEUE_SHARE * f.C:
         return False
     if _modelled(f):
         return f.step_roof_share < V.ROOF_EXPLAINS_MIN

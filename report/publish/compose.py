@@ -13,6 +13,7 @@ from report.judge.result import RoundResult, judge_rounds, refusal_text
 from report.ledger import Ledger
 from report.publish import figures as F
 from report.publish.document import Column, RoundFacts, RoundReport, Table
+from report.publish.predicates import page_holds
 from report.words import LANGS, has, in_lang, listed, round_name, word
 
 # Workloads the title names, since their requests are not the plan's own drawn lengths.
@@ -269,14 +270,9 @@ def compose_from(res: RoundResult) -> RoundReport:
     pids = facts["ok_points"]
     axis = rd.axis if rd.axis in ("concurrency", "input_len") else "concurrency"
     validity = rd.verdicts.validity
-    # The client's lag counts as distortion above this share of the ITL median (a policy).
-    facts["lag_share_limit"] = V.CLIENT_LAG_SHARE_LIMIT
-    facts["zero_gap_note_share"] = V.ZERO_GAP_NOTE_SHARE
     facts["client_distorted_points"] = [pid for pid in pids if "client_distorted" in validity[pid].reasons]
-    facts["kv_close_pp"] = V.KV_CLOSE_PP
-    # At or above this peak the pool counts as near full: "not because of the pool" is not said.
-    facts["pool_room_share"] = V.POOL_ROOM_SHARE
-    facts["flops_close"] = V.FLOPS_CLOSE
+    # The relations the sections' words choose by, decided from the ledger and policy.
+    facts["holds"] = page_holds(led, facts)
     # The GPU's spec (and so its peak) is known exactly when r.peak_flops has no reason it is absent.
     peak_missing = led["r.peak_flops"].missing
     facts["peak_label"] = in_langs("label.peak_dense", dtype=PEAK_DTYPE) if peak_missing is None else None
@@ -437,15 +433,14 @@ def sets_axis(led: Ledger, pids: list[str]) -> str | None:
 # The section each line of "not measured here" stands in for (templates/notmeasured.md.j2).
 NOT_MEASURED_SECTION = {"slo": "slo", "compare_first": "compare", "compare_differs": "compare",
                         "kv_small": "kv", "kv_unsampled": "kv"}
-# Below this peak share of the KV pool the requests' blocks are too few for the account of
-# PagedAttention to test anything (a policy): the KV section is one line instead.
-KV_ACCOUNT_MIN_SHARE = 0.01
 
 
 def not_measured(led: Ledger, facts: dict, axis: str) -> list[str]:
     """What the round cannot answer, as the codes of "not measured here": no SLO given; no
     previous round, or one that does not compare; a KV account at a sliver of the pool or
-    not sampled (a length sweep keeps its section: its linearity is the answer)."""
+    not sampled (a length sweep keeps its section: its linearity is the answer). Below
+    KV_ACCOUNT_MIN_SHARE of the pool (report/derive/validity.py) the requests' blocks are too few
+    for the account of PagedAttention to test anything: the KV section is one line instead."""
     out = []
     if not led["r.slo_percentile"].present:
         out.append("slo")
@@ -458,7 +453,7 @@ def not_measured(led: Ledger, facts: dict, axis: str) -> list[str]:
         usage, peak = led.get(f"p.{head}.kv_usage_p50"), led.get(f"p.{head}.kv_usage_peak")
         if usage is not None and not usage.present:
             out.append("kv_unsampled")
-        elif peak is not None and peak.present and peak.value < KV_ACCOUNT_MIN_SHARE:
+        elif peak is not None and peak.present and peak.value < V.KV_ACCOUNT_MIN_SHARE:
             out.append("kv_small")
     return out
 

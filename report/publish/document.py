@@ -96,12 +96,9 @@ class RoundFacts:
     demand_over_pool: list[str] = field(default_factory=list)
     client_distorted_points: list[str] = field(default_factory=list)
     node_table: bool = False                   # a Ray round: the client section's table of its nodes
-    # Policy thresholds the templates compare ledger values against.
-    lag_share_limit: float = 0.0
-    zero_gap_note_share: float = 0.0
-    kv_close_pp: float = 0.0
-    pool_room_share: float = 0.0
-    flops_close: float = 0.0
+    # The relations the templates choose their words by (report/publish/predicates.py): name ->
+    # whether it holds. A template compares no numbers itself.
+    holds: dict[str, bool] = field(default_factory=dict)
     # The GPU's peaks as the spec table names them, or why there are none.
     peak_label: dict[str, str] | None = None   # which peak, in each language
     peak_missing: str | None = None

@@ -21,6 +21,8 @@ from report.words import round_name, word
 # The plan's tables in the order a plan file lists them (bench/plan.py's sections, then [slo] and [cost]).
 SECTIONS = ("engine", "workload", "sweep", "sampler", "client", "slo", "cost")
 TOP = ("id", "title", "seed")
+# A step's comment lines in a plan file wrap at this many characters.
+COMMENT_WIDTH = 96
 
 
 # Keys whose change adds to the recorded list instead of replacing it (a flag the engine gains).
@@ -87,4 +89,4 @@ def step_comment(step: dict, source_round: str, led: Ledger, lang: str = "en") -
     words = [word("label.plan_comment_step", lang, round=round_name(source_round, lang), step=step["id"]),
              word("label.plan_comment_tests", lang, text=plain_text(step[lang], led, lang)),
              word("label.plan_comment_expect", lang, text=plain_text(step["expect"][lang], led, lang))]
-    return [line for w in words for line in textwrap.wrap(w, 96) or [""]]
+    return [line for w in words for line in textwrap.wrap(w, COMMENT_WIDTH) or [""]]

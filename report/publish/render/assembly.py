@@ -38,6 +38,8 @@ PARTS = ("review", "audit")
 # A table of at most this many rows fits on one A4 page of the PDF, so it is never split
 # (print.css: .table-short); a longer one breaks between rows and repeats its header row.
 SHORT_TABLE_ROWS = 24
+# A table of more than this many columns is printed in the smaller type of a wide one (print.css: .wide).
+WIDE_TABLE_COLUMNS = 9
 # Where each section of the assembled page begins (templates/base.html.j2).
 _SECTION_START = re.compile(r'<section class="section" id="sec-([\w-]+)">')
 
@@ -168,7 +170,8 @@ class Assembly(Provenance):
             return m.table(id=b.ref, label=label, title=t.title.get(self.lang, ""),
                            headers=headers, rows=b.payload["rows"],
                            has_labels=any(lbl for lbl, _ in b.payload["rows"]),
-                           short=len(b.payload["rows"]) <= SHORT_TABLE_ROWS)
+                           short=len(b.payload["rows"]) <= SHORT_TABLE_ROWS,
+                           wide=len(headers) > WIDE_TABLE_COLUMNS)
         for c in b.payload:
             value = self.report.ledger[c.key]
             if absent(value):

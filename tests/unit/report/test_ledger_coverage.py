@@ -102,7 +102,9 @@ def reached(reached_funcs) -> set[str]:
 
 
 def referenced(func) -> set:
-    """The functions FUNC's code names: its module's globals and attributes of the modules it names."""
+    """The functions FUNC's code names: its module's globals, attributes of the modules it names,
+    and the functions held by the items of a table it names (diagnosis.CHECKS: each check's
+    condition)."""
     names, stack = set(), [func.__code__]
     while stack:
         code = stack.pop()
@@ -115,6 +117,9 @@ def referenced(func) -> set:
             out.add(v)
         elif inspect.ismodule(v):
             out |= {w for m in names if inspect.isfunction(w := getattr(v, m, None))}
+        elif isinstance(v, tuple):
+            out |= {w for item in v if hasattr(item, "__dataclass_fields__")
+                    for w in vars(item).values() if inspect.isfunction(w)}
     return out
 
 
