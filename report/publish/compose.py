@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import asdict
 from pathlib import Path
@@ -12,6 +13,7 @@ from report.derive.round_ledger import OWN_LENGTH_KINDS
 from report.judge.result import RoundResult, judge_rounds, refusal_text
 from report.ledger import Ledger
 from report.publish import figures as F
+from report.publish import numbers as N
 from report.publish.document import Column, RoundFacts, RoundReport, Table
 from report.publish.predicates import page_holds
 from report.words import LANGS, has, in_lang, listed, round_name, word
@@ -215,7 +217,6 @@ NODE_COLUMNS = [
     ("node_client_lag_ms_p50", "label.col_node_lag_p50", "", 1),
     ("node_client_lag_ms_p99", "label.col_node_lag_p99", "", 1),
 ]
-NODE_ID_SHOWN = 8     # a Ray node id's leading hex digits a row label prints (as `ray status` does)
 
 
 def node_table(led: Ledger, pids: list[str], labels: dict[str, str]) -> Table:
@@ -224,14 +225,14 @@ def node_table(led: Ledger, pids: list[str], labels: dict[str, str]) -> Table:
     cols = [Column(id=c, header=in_langs(h), unit=u, digits=d) for c, h, u, d in NODE_COLUMNS]
     rows, row_labels = [], []
     for pid in pids:
-        for i in range(len(led.values)):
+        for i in itertools.count():
             prefix = f"p.{pid}.n{i}."
             if prefix + "node_id" not in led:
                 break
             rows.append([prefix + c.id if prefix + c.id in led else None for c in cols])
             node = str(led.value_of(prefix + "node_id") or "?")
             row_labels.append({lang: word("label.row_node", lang, point=in_lang(labels.get(pid, pid), lang),
-                                          n=i, id=node[:NODE_ID_SHOWN]) for lang in LANGS})
+                                          n=i, id=node[:N.NODE_ID_SHOWN]) for lang in LANGS})
     return Table(id="node_table", title=in_langs("label.table_nodes"), columns=cols, rows=rows,
                  row_labels=row_labels)
 

@@ -27,6 +27,8 @@ SI_PREFIXES = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"))
 # Units that count whole things: a whole value of one prints without decimals ("53 req", not
 # "53.0 req") unless the use asks for digits.
 COUNT_UNITS = ("tok", "tokens", "req", "blocks")
+# A Ray node id's leading hex digits a row label prints (as `ray status` does).
+NODE_ID_SHOWN = 8
 
 @dataclass(frozen=True)
 class Format:
