@@ -70,8 +70,9 @@ import numpy as np
 from bundle.request_table import RequestTable, as_request_table
 from report.architecture import roofline as RF
 from report.architecture import theory as T
-from report.derive import analyses as A
+from report.derive import arith as A
 from report.derive import series as S
+from report.derive import sizes as SZ
 from report.derive.stats import lengths_sent
 from report.ledger import Absent
 from report.registry import point_quantity, require_points, round_quantity
@@ -442,7 +443,7 @@ def pool_tokens_set(set_scrapes: list, set_start: float, set_end: float) -> int 
 @point_quantity(unit="tok")
 def pool_tokens_usable(pool_tokens_set: int, block_size: int) -> int:
     """Pool tokens of the point's server set that vLLM's usage gauge is a fraction of: one block (the null block) fewer."""
-    return A.usable_pool_tokens(pool_tokens_set, block_size)
+    return SZ.usable_pool_tokens(pool_tokens_set, block_size)
 
 
 @round_quantity(unit="fraction")
@@ -494,7 +495,7 @@ def request_mean_tokens(block_size: int, modelled_input_len: float, modelled_out
 @point_quantity(unit="req")
 def requests_fit(pool_tokens_usable: float, request_peak_tokens: float) -> int:
     """Whole requests of the point's peak KV tokens that the usable pool holds at once."""
-    return A.requests_that_fit(pool_tokens_usable, request_peak_tokens)
+    return SZ.requests_that_fit(pool_tokens_usable, request_peak_tokens)
 
 
 @point_quantity(unit="×")
@@ -609,7 +610,7 @@ def block_waste_tokens(block_size: int, concurrency: float, modelled_input_len: 
 @point_quantity(unit="tok")
 def kv_tokens_peak(kv_usage_peak: float, pool_tokens_usable: float) -> float:
     """Tokens held in the KV cache at the usage gauge's peak: peak usage × the usable pool."""
-    return A.kv_tokens_in_use(kv_usage_peak, pool_tokens_usable)
+    return SZ.kv_tokens_in_use(kv_usage_peak, pool_tokens_usable)
 
 
 @point_quantity(unit="tok")
@@ -621,7 +622,7 @@ def kv_tokens_theory(concurrency: float, request_peak_tokens: float, engine_item
 @point_quantity(unit="GiB")
 def kv_memory_needed_gib(kv_tokens_theory: float, kv_bytes_per_token: float) -> float:
     """GiB of KV cache the point's C requests at their peak take (what `--kv-cache-memory` must give them)."""
-    return A.kv_memory_gib(kv_tokens_theory, kv_bytes_per_token)
+    return SZ.kv_memory_gib(kv_tokens_theory, kv_bytes_per_token)
 
 
 @point_quantity(unit="fraction")
@@ -634,7 +635,7 @@ def kv_peak_vs_blocks(kv_tokens_peak: float, kv_tokens_theory: float) -> float:
 def kv_occupancy(concurrency: float, modelled_input_len: float, modelled_output_len: float,
                  pool_tokens_usable: float, engine_items: dict | None = None) -> float:
     """Theoretical KV occupancy C·(L+out) ÷ the usable pool (blocks not rounded), C per engine."""
-    return A.kv_occupancy(per_engine(concurrency, engine_items), modelled_input_len, modelled_output_len, pool_tokens_usable)
+    return SZ.kv_occupancy(per_engine(concurrency, engine_items), modelled_input_len, modelled_output_len, pool_tokens_usable)
 
 
 @point_quantity(unit="FLOP")

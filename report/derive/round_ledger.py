@@ -17,21 +17,27 @@ from bundle.peers import PeerResult, external_dir, read_peer_files, round_peer_f
 from bundle.request_table import RequestTable
 from bundle.slo import Slo, SloError, slo_from_dict, slo_of_file
 from bundle.store import Bundle
-from report.derive import analyses as A
 from report.derive import clienterror as CE
 from report.derive import delivery as DL
-from report.derive import occupancy as OC
 from report.derive import peers as PR
 from report.derive import prefilltail as PT
 from report.derive import reconcile as R
 from report.derive import series as S
 from report.derive import serverlog as SL
+from report.derive import sizes as SZ
 from report.derive import stats as ST
 from report.derive import step as SP
 from report.derive import validity as V
 from report.derive.gpu import energy as EN
 from report.derive.gpu import power as PW
+from report.derive.load import admission as LA
+from report.derive.load import engines as LE
+from report.derive.load import inflight as LI
 from report.derive.serverlog import ServerLogFacts, server_log_facts
+from report.derive.sweep import concurrency as SC
+from report.derive.sweep import lengths as SLN
+from report.derive.timing import client as TC
+from report.derive.timing import server as TS
 from report.ledger import Absent, Ledger, Reason, Source, Value
 from report.registry import DOES_NOT_APPLY, RawSources, resolve_across, resolve_point, resolve_round
 
@@ -276,7 +282,7 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("log_args", rd.log.non_default_args if rd.log is not None and rd.log.non_default_args is not None
             else Reason.of("reason.no_server_log"), (f"{rd.name}/server.log",))
     raw.add("model_config", *_model_config_raw(rd))
-    a, b = A.bracketing_window(rd.bundle.metrics, p.window.t_measure, p.window.t_end)
+    a, b = TS.bracketing_window(rd.bundle.metrics, p.window.t_measure, p.window.t_end)
     ms = _src_metrics(rd, a, b, _what("source.what_bracketing", point=p.pid))
     raw.add("scrapes", rd.bundle.metrics, ms)
     raw.add("bracket_start", a, ms)
@@ -296,7 +302,7 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("steady_scrapes", rd.bundle.metrics, ss)
     raw.add("steady_start", sa)
     raw.add("steady_end", sb)
-    raw.add("engine_items", OC.engine_items(rd.bundle.metrics, sa, sb), ss)
+    raw.add("engine_items", LE.engine_items(rd.bundle.metrics, sa, sb), ss)
     raw.add("steady_waiting", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_waiting"), ss)
     raw.add("steady_running", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_running"), ss)
     # Each engine's usage is a share of its own pool: several engines' are averaged, never added.
@@ -306,7 +312,7 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("point_scrapes", rd.bundle.metrics,
             _src_metrics(rd, p.window.t_measure, p.window.t_end, _what("source.what_point", point=p.pid)))
     raw.add("concurrency", p.settings.get("concurrency"), win)
-    raw.add("endpoints", OC.plan_endpoints(rd.bundle.manifest), (f"{rd.name}/manifest.json: plan.engine",))
+    raw.add("endpoints", LE.plan_endpoints(rd.bundle.manifest), (f"{rd.name}/manifest.json: plan.engine",))
     raw.add("window_start", p.window.t_start, win)
     raw.add("quiet_scrapes", rd.bundle.metrics,
             _src_metrics(rd, p.window.t_start, p.window.t_end, _what("source.what_quiet_bracketing", point=p.pid)))
@@ -334,10 +340,10 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("measure_window", (p.window.t_measure, p.window.t_end))
     loop_raw(rd, p, raw)
     # The span the measured requests were sent in, and the scrapes that bracket it.
-    span = OC.send_span(p.measured, p.window.t_measure, p.window.t_end)
+    span = LI.send_span(p.measured, p.window.t_measure, p.window.t_end)
     raw.add("send_span_start", span[0], src)
     raw.add("send_span_end", span[1], src)
-    sp_a, sp_b = A.bracketing_window(rd.bundle.metrics, *span)
+    sp_a, sp_b = TS.bracketing_window(rd.bundle.metrics, *span)
     raw.add("span_scrapes", rd.bundle.metrics, _src_metrics(rd, sp_a, sp_b, _what("source.what_bracketing", point=p.pid)))
     raw.add("span_bracket_start", sp_a)
     raw.add("span_bracket_end", sp_b)
@@ -358,7 +364,7 @@ def loop_raw(rd: RoundData, p: PointData, raw: RawSources) -> None:
     raw.add("settings", p.settings, _src_window(rd, p))
     trace = (rd.bundle.manifest.get("workload_source") or {}).get("kind") == "trace"
     raw.add("replayed_trace", trace)
-    is_open, C = OC.open_loop(p.settings, trace), p.settings.get("concurrency")
+    is_open, C = LI.open_loop(p.settings, trace), p.settings.get("concurrency")
     raw.add("open_loop_requests", p.measured if is_open else DOES_NOT_APPLY, _src_requests(rd, p))
     raw.add("capped_concurrency", C if is_open and C and not trace else DOES_NOT_APPLY)
     raw.add("closed_loop_concurrency", DOES_NOT_APPLY if is_open else C)
@@ -458,7 +464,7 @@ def _src_window(rd: RoundData, p: PointData) -> tuple[Source, ...]:
 
 def point_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> None:
     """The point's settings and counts, client statistics and server-side decompositions (RAW: its point_raw)."""
-    for module in (ST, DL, V, S, A):
+    for module in (ST, DL, V, S, SC, TC, TS):
         resolve_point(led, module.__name__, p.pid, raw)
 
 
@@ -466,7 +472,8 @@ def cross_check_ledger(led: Ledger, rd: RoundData, p: PointData, raw: RawSources
     """The second signals of each verdict: requests in flight seen by the client and by Little's
     law, queue trends, the client's measured timing error, the log's stats lines."""
     # Occupancy's admission queue reads the prefill step of the valid points: it waits for them.
-    resolve_point(led, OC.__name__, p.pid, raw, after_valid_points=False)
+    for module in (LI, LA, LE):
+        resolve_point(led, module.__name__, p.pid, raw, after_valid_points=False)
     for module in (CE, SL):
         resolve_point(led, module.__name__, p.pid, raw)
 
@@ -522,7 +529,7 @@ def measured_ledger(rd: RoundData) -> Ledger:
     # the round quantities over them; then the round's requests and the client host.
     for module in (S.__name__, PW.__name__, SL.__name__, CE.__name__):
         resolve_round(led, module, [], raw)
-    resolve_round(led, A.__name__, [], raw, over_points=False)
+    resolve_round(led, SZ.__name__, [], raw, over_points=False)
     resolve_round(led, ST.__name__, [], raw)
     # The validity thresholds (policy), so the page prints them traced, and the points measured.
     resolve_round(led, V.__name__, [], raw, over_points=False)
@@ -609,7 +616,7 @@ def length_axis_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) 
     """Length-sweep fits over the valid points: KV linearity, ITL slope, throughput divergence (items 12, 18, 19)."""
     pts = valid_points(rd, validity)
     if len(pts) >= 2:
-        resolve_round(led, OC.__name__, [p.pid for p in pts], round_raw(rd, pts))
+        resolve_round(led, SLN.__name__, [p.pid for p in pts], round_raw(rd, pts))
 
 
 def ok_points(rd: RoundData) -> list[PointData]:
@@ -645,16 +652,16 @@ def cross_point_ledger(led: Ledger, rd: RoundData, validity: Mapping[str, Any]) 
         ok, valid = [p.pid for p in ok_points(rd)], [p.pid for p in pts]
         raws = {p.pid: settings_raw(p) for p in ok_points(rd)}
         resolve_across(led, ST.__name__, ok, valid, raws)
-        resolve_across(led, A.__name__, valid, valid, raws)
+        resolve_across(led, SC.__name__, valid, valid, raws)
         resolve_across(led, SP.__name__, valid, valid, raws)
         if len(pts) >= 2:
-            resolve_round(led, A.__name__, [p.pid for p in pts], round_raw(rd, pts), over_points=True)
+            resolve_round(led, SC.__name__, [p.pid for p in pts], round_raw(rd, pts), over_points=True)
 
 
 def prefill_reference(pts: list[PointData], replayed_trace: bool = False) -> PointData | None:
     """The point the round's prefill rate is measured at: its first valid closed-loop C=1 point of PTS (None where none)."""
     # A replayed trace is an open loop whatever concurrency its settings carry: no prompt ran alone.
-    return next((p for p in pts if not OC.open_loop(p.settings, replayed_trace)
+    return next((p for p in pts if not LI.open_loop(p.settings, replayed_trace)
                  and p.settings.get("concurrency") == 1), None)
 
 

@@ -10,7 +10,8 @@ from types import MappingProxyType
 from typing import Mapping
 
 from bundle.store import read_bundle
-from report.derive import occupancy, reconcile
+from report.derive import reconcile
+from report.derive.load import admission
 from report.derive.round_ledger import (
     RoundData,
     load_of,
@@ -53,7 +54,7 @@ def build_ledger(rd: RoundData) -> Ledger:
     # against the SLO, then the capacity answer over the valid points.
     for p in rd.points:
         raw = point_raw(rd, p)
-        resolve_point(led, occupancy.__name__, p.pid, raw, after_valid_points=True)
+        resolve_point(led, admission.__name__, p.pid, raw, after_valid_points=True)
         resolve_point(led, goodput.__name__, p.pid, raw)
         resolve_point(led, cost.__name__, p.pid, raw)
     pts = sorted(valid_points(rd, validity), key=lambda p: load_of(p) or 0)

@@ -170,7 +170,7 @@ GPU_COLUMNS = [
 ]
 
 
-# One row per engine (report/derive/occupancy.py: the per-engine quantities of a point).
+# One row per engine (report/derive/load/engines.py: the per-engine quantities of a point).
 ENGINE_COLUMNS = [
     ("engine_running_mean", "label.col_engine_running", "", 1),
     ("engine_waiting_mean", "label.col_engine_waiting", "", 1),

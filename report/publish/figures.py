@@ -430,9 +430,9 @@ def fig_tflops_timeline(scrapes: list, windows: list[tuple[str, float, float]],
                         led: Ledger | None = None) -> Figure | None:
     """Per-interval TFLOP/s from vLLM's estimated FLOPs counter over the round, with the dense peak
     and, over each point's window, the peak at that point's sampled SM clock (item 15)."""
-    from report.derive import analyses as A
+    from report.derive import sizes
     try:
-        rates = A.counter_rate_series(scrapes, "vllm:estimated_flops_per_gpu_total")
+        rates = sizes.counter_rate_series(scrapes, "vllm:estimated_flops_per_gpu_total")
     except Absent:
         return None
     if not any(r > 0 for _, r in rates):

@@ -9,7 +9,7 @@ from html import unescape
 
 import pytest
 
-from report.derive.analyses import ratio, running_max
+from report.derive.arith import ratio, running_max
 from report.judge.diagnosis import Attribution
 from report.judge.findings import knee, thesis_findings
 from report.ledger import Ledger
