@@ -21,7 +21,6 @@ from report.derive import clienterror as CE
 from report.derive import delivery as DL
 from report.derive import peers as PR
 from report.derive import prefilltail as PT
-from report.derive import reconcile as R
 from report.derive import series as S
 from report.derive import serverlog as SL
 from report.derive import sizes as SZ
@@ -33,6 +32,7 @@ from report.derive.gpu import power as PW
 from report.derive.load import admission as LA
 from report.derive.load import engines as LE
 from report.derive.load import inflight as LI
+from report.derive.reconcile import model as R
 from report.derive.serverlog import ServerLogFacts, server_log_facts
 from report.derive.sweep import concurrency as SC
 from report.derive.sweep import lengths as SLN
@@ -603,7 +603,7 @@ def modelled_lengths(led: Ledger, rd: RoundData, p: PointData) -> tuple[Any, Any
 def modelled_raw(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> None:
     """The point's lengths the KV, theory and MFU sections model (modelled_lengths), into RAW:
     values of the ledger where the requests bring their own, else the plan's; and
-    `own_lengths`, the measured requests whose own lengths replace the closed forms (reconcile.py)."""
+    `own_lengths`, the measured requests whose own lengths replace the closed forms (reconcile/kvpool.py)."""
     L, out = modelled_lengths(led, rd, p)
     win = () if rd.lengths_vary else _src_window(rd, p)
     raw.add("modelled_input_len", L, win)

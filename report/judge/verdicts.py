@@ -10,8 +10,8 @@ from types import MappingProxyType
 from typing import Mapping
 
 from bundle.store import read_bundle
-from report.derive import reconcile
 from report.derive.load import admission
+from report.derive.reconcile import model as reconcile
 from report.derive.round_ledger import (
     RoundData,
     load_of,

@@ -37,7 +37,8 @@ from tests.standin_round import TINY_CONFIG
 QUANTITY_MODULES = ("report.architecture.theory", "report.derive.arith", "report.derive.sizes",
                     "report.derive.timing.server", "report.derive.timing.client", "report.derive.sweep.concurrency",
                     "report.derive.stats", "report.derive.series",
-                    "report.derive.gpu.power", "report.derive.reconcile", "report.derive.serverlog",
+                    "report.derive.gpu.power", "report.derive.reconcile.model",
+                    "report.derive.reconcile.estimator", "report.derive.reconcile.kvpool", "report.derive.serverlog",
                     "report.judge.goodput")
 SERVER_FILES = ("metrics.jsonl", "server.log")
 
