@@ -14,8 +14,9 @@ The PDF itself is not printed (slow, and a function of the page it is printed fr
 site's build key (round.json) is never written, so nothing differs by the code's digest
 alone. `compare` diffs two folders file by file, JSON key by key, and prints what differs;
 with `--moved FILE` (old module -> each function's new module, tools/moved_functions.toml) a
-function's old name in BEFORE, qualified or short as a page prints it, reads as its new one,
-and compare counts those differences and accepts a file that differs by them alone.
+function's old name in BEFORE, qualified or short as a page prints it (and a moved file, as a
+function's description cites it), reads as its new one, and compare counts those differences
+and accepts a file that differs by them alone.
 A bundle that cannot be read, or a page that cannot be rendered, writes its error in place of
 its files, so that compares too.
 """
@@ -183,7 +184,8 @@ def _text_diff(a: str, b: str, name: str) -> list[str]:
 def moved_names(path: Path) -> dict[str, str]:
     """Each moved function's old name -> its new one, qualified ("report.derive.analyses.ratio")
     and short as the catalogue keys it ("analyses.ratio", report.ledger.quantity_name), from a
-    file of [<old module>] tables, function = its new module; bad input: ValueError."""
+    file of [<old module>] tables, function = its new module; and each file a text cites by
+    name -> the file it is now, from its [files] table; bad input: ValueError."""
     from report.ledger import quantity_name
     try:
         tables = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -194,6 +196,9 @@ def moved_names(path: Path) -> dict[str, str]:
         if not isinstance(funcs, dict) or not all(isinstance(m, str) for m in funcs.values()):
             raise ValueError(f"{path}: [{old}] maps each function to its new module (a string)")
         for name, new in funcs.items():
+            if old == "files":
+                out[name] = new
+                continue
             out[f"{old}.{name}"] = f"{new}.{name}"
             out[quantity_name(f"{old}.{name}")] = quantity_name(f"{new}.{name}")
     return out

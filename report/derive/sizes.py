@@ -225,6 +225,7 @@ def peak_tb_s(peak_bandwidth: float) -> float:
 
 
 # Single scrape intervals of vLLM's FLOP counter over the round, against the peak no GPU can pass.
+
 @round_quantity(unit="FLOP/s")
 def flop_rate_interval_max(scrapes: list) -> float:
     """The largest per-second rate of vLLM's FLOP counter between two consecutive successful scrapes."""

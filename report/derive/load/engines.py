@@ -111,6 +111,7 @@ def engine_load_balance(scrapes: list, bracket_start: float, bracket_end: float)
 
 
 # Each engine's values, shared by its item quantities and the sums and balances over engines.
+
 def _mean(values: Sequence[float]) -> float:
     # gauge_values gives at least one value or raises Absent.
     return math.fsum(values) / len(values)

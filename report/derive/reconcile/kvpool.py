@@ -135,6 +135,7 @@ def expected_kv_usage_median_fraction_effective(concurrency: int, server_running
 # The KV pool for requests of their own lengths (distributions, datasets, traces, sessions):
 # the same models over each request's prompt and output tokens as its usage reports them.
 # Invariant: over requests that all share one (in, out) each value equals the nominal one.
+
 def request_peak_tokens_sent_mean(requests: RequestTable, block_size: int) -> float:
     """Mean over the answered requests of the block-rounded KV tokens each holds when it finishes."""
     prompt, out = lengths_sent(requests)

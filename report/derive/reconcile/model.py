@@ -97,6 +97,7 @@ def itl_slope_bandwidth_efficiency(itl_slope_vs_theory: float) -> float:
 # of the point's requests in their own pool, and each engine's usage gauge is a share of its own
 # pool (kv_usage_p50 averages the engines, kv_usage_peak is the fullest one's): the models below
 # take C / engines requests against one engine's pool. With one engine nothing is divided.
+
 def per_engine(value: float, engine_items: Mapping | None) -> float:
     """VALUE (requests, or tokens they hold) shared evenly over the engines (the value itself with one engine)."""
     n = len(engine_items or ())
@@ -191,7 +192,7 @@ def kv_expected_median(kv_running_requests: float, block_size: int,
                        pool_tokens_usable: float, modelled_input_len: float, modelled_output_len: float,
                        own_lengths: RequestTable | None = None, engine_items: dict | None = None,
                        kv_prefix_tokens_saved: float | None = None) -> float:
-    """Expected median KV usage of the running requests at uniform decode progress, per engine, less the shared prefix blocks the prefix cache stores once (kvpool.py)."""
+    """Expected median KV usage of the running requests at uniform decode progress, per engine, less the shared prefix blocks the prefix cache stores once (reconcile/model.py)."""
     running = per_engine(kv_running_requests, engine_items)
     # The helpers take C and the running median and count the smaller: here both are the running
     # count (a C of at least one, so an idle gauge's 0 gives 0).

@@ -36,6 +36,7 @@ def power_law_crossover(c_last: float, prefill_last: float, queue_last: float,
 
 # Over the valid points of a concurrency sweep (in load order, None where a point's value is
 # absent): the growth from the lowest to the highest, and the power laws of the top two.
+
 def _last_two(values: Sequence[float | None], name: str) -> tuple[float, float]:
     """The values of the two highest valid points; Absent when there are fewer or either is absent."""
     if len(values) < 2:
@@ -101,6 +102,7 @@ def ttft_p99_growth(each_ttft_ms_p99: Sequence[float | None]) -> float:
 
 # Each valid point of a concurrency sweep against the one before it (prev_<name>) and against
 # the single stream, the first valid point (first_valid_<name>): what each step up bought and cost.
+
 @point_quantity(unit="×")
 def tput_growth_from_prev(output_tok_s: float, prev_output_tok_s: float) -> float:
     """Output throughput over the previous valid point's."""
