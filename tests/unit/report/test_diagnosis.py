@@ -221,7 +221,7 @@ def test_without_a_scrape_after_the_warm_up_both_sides_include_it(h200):
 def test_a_short_point_with_no_scrape_after_its_warm_up_compares_like_with_like():
     # cpu-demo: C=8 of `make demo` (24 requests, about a second long) on the embedded CPU
     # engine, trimmed by tools/trim_bundle.py; no scrape falls after its warm-up ends.
-    from report.judge.findings import population_finding
+    from report.judge.findings.points import population_finding
     _, led = ledger_of(FIX / "cpu-demo")
     k = "p.L128-c8."
     assert val(led, k + "population_excludes_warmup") is False

@@ -70,7 +70,7 @@ def test_a_server_set_is_named_in_the_words_of_each_language():
     ((0.01, 0.30), (-0.05, 0.10), "Not reproduced:"),
 ])
 def test_reproduced_is_said_only_when_throughput_and_tail_latency_both_hold(tput, ttft, head):
-    from report.judge.findings import reproducibility_finding
+    from report.judge.findings.round import reproducibility_finding
     from report.ledger import Ledger
     led = Ledger()
     for name, (lo, hi) in (("tput", tput), ("ttft_p99", ttft)):
