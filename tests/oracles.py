@@ -30,7 +30,7 @@ from report.architecture.theory import (
     vllm_step_requests,
 )
 from report.derive import series as S
-from report.derive.reconcile import (
+from report.derive.reconcile.estimator import (
     FLOPS,
     ITERATIONS,
     PREEMPTIONS,
@@ -44,12 +44,12 @@ from report.derive.reconcile import (
     _window_rows,
     estimated_counter_increase,
     estimator_ratio,
-    kv_blocks_distribution,
     lifecycle_window,
     predicted_flops,
     predicted_flops_terms,
     requests_inside_window,
 )
+from report.derive.reconcile.kvpool import kv_blocks_distribution
 from report.ledger import Absent
 
 

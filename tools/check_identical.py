@@ -2,6 +2,7 @@
 
     .venv/bin/python tools/check_identical.py build OUT      # before a change, and after it
     .venv/bin/python tools/check_identical.py compare BEFORE AFTER   # exit 1 on any difference
+    .venv/bin/python tools/check_identical.py compare BEFORE AFTER --moved tools/moved_functions.toml
 
 `build` writes, for every bundle under runs/ and tests/fixtures/: the `ledger --json` and
 `findings --json` dumps and the `ledger` text in both languages; for every round as the site
@@ -11,7 +12,11 @@ page as served, and the page the PDF is printed from, its figures as SVG); and t
 planner's JSON and text for every model config under tests/fixtures/models on a few GPUs.
 The PDF itself is not printed (slow, and a function of the page it is printed from). The
 site's build key (round.json) is never written, so nothing differs by the code's digest
-alone. `compare` diffs two folders file by file, JSON key by key, and prints what differs.
+alone. `compare` diffs two folders file by file, JSON key by key, and prints what differs;
+with `--moved FILE` (old module -> each function's new module, tools/moved_functions.toml) a
+function's old name in BEFORE, qualified or short as a page prints it (and a moved file, as a
+function's description cites it), reads as its new one, and compare counts those differences
+and accepts a file that differs by them alone.
 A bundle that cannot be read, or a page that cannot be rendered, writes its error in place of
 its files, so that compares too.
 """
@@ -20,7 +25,9 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
+import tomllib
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -174,8 +181,47 @@ def _text_diff(a: str, b: str, name: str) -> list[str]:
     return [f"{name}: {ln[:300]}" for ln in lines[2:22]]
 
 
-def compare(before: Path, after: Path) -> int:
-    """Print every file that differs (and where); 1 when any does."""
+def moved_names(path: Path) -> dict[str, str]:
+    """Each moved function's old name -> its new one, qualified ("report.derive.analyses.ratio")
+    and short as the catalogue keys it ("analyses.ratio", report.ledger.quantity_name), from a
+    file of [<old module>] tables, function = its new module; and each file a text cites by
+    name -> the file it is now, from its [files] table; bad input: ValueError."""
+    from report.ledger import quantity_name
+    try:
+        tables = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ValueError(f"{path}: {e}") from None
+    out: dict[str, str] = {}
+    for old, funcs in tables.items():
+        if not isinstance(funcs, dict) or not all(isinstance(m, str) for m in funcs.values()):
+            raise ValueError(f"{path}: [{old}] maps each function to its new module (a string)")
+        for name, new in funcs.items():
+            if old == "files":
+                out[name] = new
+                continue
+            out[f"{old}.{name}"] = f"{new}.{name}"
+            out[quantity_name(f"{old}.{name}")] = quantity_name(f"{new}.{name}")
+    return out
+
+
+def renamer(moved: dict[str, str]):
+    """TEXT with every old name of MOVED (a whole dotted name, not part of a longer one) read as
+    its new one, and how many it replaced."""
+    if not moved:
+        return lambda text: (text, 0)
+    pattern = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, sorted(moved, key=len, reverse=True)))
+                         + r")(?![\w])")
+
+    def rename(text: str) -> tuple[str, int]:
+        return pattern.subn(lambda m: moved[m.group(1)], text)
+    return rename
+
+
+def compare(before: Path, after: Path, moved: dict[str, str] | None = None) -> int:
+    """Print every file that differs (and where); 1 when any does. With MOVED (moved_names), a
+    file that differs only by moved functions' names is accepted, and those are counted."""
+    rename = renamer(moved or {})
+    accepted = accepted_files = 0
     names_a = {p.name for p in before.iterdir()}
     names_b = {p.name for p in after.iterdir()}
     bad = 0
@@ -189,6 +235,12 @@ def compare(before: Path, after: Path) -> int:
         x, y = (before / n).read_bytes(), (after / n).read_bytes()
         if x == y:
             continue
+        if moved:
+            text, k = rename(x.decode())
+            x = text.encode()
+            if x == y:
+                accepted, accepted_files = accepted + k, accepted_files + 1
+                continue
         bad += 1
         if n.endswith(".json"):
             said: list[str] = []
@@ -196,6 +248,8 @@ def compare(before: Path, after: Path) -> int:
             print("\n".join(said or [f"{n}: differs in bytes only"]))
         else:
             print("\n".join(_text_diff(x.decode(), y.decode(), n) or [f"{n}: differs"]))
+    if moved is not None:
+        print(f"{accepted} moved-name differences accepted, in {accepted_files} files", file=sys.stderr)
     print(f"{len(names_a & names_b)} files compared, {bad} differ", file=sys.stderr)
     return 1 if bad else 0
 
@@ -205,6 +259,13 @@ def main(argv: list[str]) -> int:
         return build(Path(argv[1]).resolve(), svg="--no-svg" not in argv)
     if len(argv) == 3 and argv[0] == "compare":
         return compare(Path(argv[1]), Path(argv[2]))
+    if len(argv) == 5 and argv[0] == "compare" and argv[3] == "--moved":
+        try:
+            moved = moved_names(Path(argv[4]))
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return compare(Path(argv[1]), Path(argv[2]), moved)
     print(__doc__.split("\n\n")[1], file=sys.stderr)
     return 2
 

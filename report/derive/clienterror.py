@@ -21,7 +21,7 @@ import numpy as np
 from bundle.request_table import RequestTable, as_request_table
 from report.derive import series
 from report.derive import validity as V
-from report.derive.occupancy import late_send_share
+from report.derive.load.inflight import late_send_share
 from report.ledger import Absent
 from report.registry import DOES_NOT_APPLY, point_quantity, round_quantity
 
@@ -84,7 +84,7 @@ def coread_share_by_counters(all_requests: RequestTable, client_samples: list, t
 @point_quantity(unit="fraction")
 def zero_gap_share(zero_gap_chunks: int, events_received: int) -> float:
     """The share of the events received that arrived with the same stamp as the one before them."""
-    from report.derive.analyses import share
+    from report.derive.arith import share
     return share(zero_gap_chunks, events_received)
 
 
@@ -153,7 +153,7 @@ def mistimed_events(measured: RequestTable, client_samples: list, client_error_t
 @point_quantity(unit="fraction")
 def mistimed_share(mistimed_events: int, events_received: int) -> float:
     """The share of the events received whose stamp may be later than their arrival by more than the tolerance."""
-    from report.derive.analyses import share
+    from report.derive.arith import share
     return share(mistimed_events, events_received)
 
 
@@ -211,7 +211,7 @@ def itl_error_ms_p50(measured: RequestTable, mistimed_share: float, client_timin
 @point_quantity(unit="fraction")
 def itl_error_share_p50(itl_error_ms_p50: float, itl_reference_ms: float) -> float:
     """The ITL p50's possible error as a share of the reference ITL."""
-    from report.derive.analyses import ratio
+    from report.derive.arith import ratio
     return ratio(itl_error_ms_p50, itl_reference_ms)
 
 
@@ -243,7 +243,7 @@ def itl_error_ms_p99(measured: RequestTable, mistimed_share: float, client_timin
 @point_quantity(unit="fraction")
 def itl_error_share_p99(itl_error_ms_p99: float, itl_ms_p99: float) -> float:
     """The ITL p99's possible error as a share of the client's ITL p99."""
-    from report.derive.analyses import ratio
+    from report.derive.arith import ratio
     return ratio(itl_error_ms_p99, itl_ms_p99)
 
 

@@ -55,7 +55,7 @@ def engine_steps_per_s(scrapes: list, bracket_start: float, bracket_end: float) 
 @point_quantity(unit="engine")
 def engines_stepping(scrapes: list, bracket_start: float, bracket_end: float) -> int:
     """Engines (endpoint and data-parallel rank) whose step histogram, iteration_tokens_total, the point's scrapes carry."""
-    from report.derive.occupancy import engines_of
+    from report.derive.load.engines import engines_of
     found = engines_of(scrapes, bracket_start, bracket_end, ITERATION_TOKENS + "_count")
     if not found:
         raise Absent("reason.no_step_histogram", metric=ITERATION_TOKENS)
@@ -88,7 +88,7 @@ def client_tpot_ms_mean(population: RequestTable) -> float:
 @point_quantity(unit="×")
 def delivery_tpot_ratio(client_tpot_ms_mean: float, engine_tpot_ms_mean: float) -> float:
     """The client's mean TPOT over the engine's, over the same finished requests."""
-    from report.derive.analyses import ratio
+    from report.derive.arith import ratio
     return ratio(client_tpot_ms_mean, engine_tpot_ms_mean)
 
 
@@ -175,5 +175,5 @@ def population_requests_server(population_scrapes: list, population_start: float
 @point_quantity(unit="fraction")
 def population_mismatch(population_requests_server: float, population_requests_client: int) -> float:
     """How far the server's count of the population is from the client's, as a fraction of the client's."""
-    from report.derive.analyses import relative_difference
+    from report.derive.arith import relative_difference
     return relative_difference(population_requests_server, population_requests_client)

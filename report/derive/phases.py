@@ -23,8 +23,11 @@ from report.registry import EACH, FIRST, PREV, Declared, _raw_input_names, acros
 
 # The modules whose quantities the phases resolve: named here once.
 STATS, DELIVERY, VALIDITY, SERIES = "report.derive.stats", "report.derive.delivery", "report.derive.validity", "report.derive.series"
-ANALYSES, OCCUPANCY, CLIENTERROR = "report.derive.analyses", "report.derive.occupancy", "report.derive.clienterror"
-SERVERLOG, RECONCILE, STEP, PEERS = "report.derive.serverlog", "report.derive.reconcile", "report.derive.step", "report.derive.peers"
+SIZES, CLIENTERROR, SERVERLOG = "report.derive.sizes", "report.derive.clienterror", "report.derive.serverlog"
+TIMING_CLIENT, TIMING_SERVER = "report.derive.timing.client", "report.derive.timing.server"
+SWEEP_CONCURRENCY, SWEEP_LENGTHS = "report.derive.sweep.concurrency", "report.derive.sweep.lengths"
+INFLIGHT, ADMISSION, ENGINES = "report.derive.load.inflight", "report.derive.load.admission", "report.derive.load.engines"
+RECONCILE, STEP, PEERS = "report.derive.reconcile.model", "report.derive.step", "report.derive.peers"
 PREFILLTAIL, POWER, ENERGY = "report.derive.prefilltail", "report.derive.gpu.power", "report.derive.gpu.energy"
 DIAGNOSIS, GOODPUT, COST = "report.judge.diagnosis", "report.judge.goodput", "report.judge.cost"
 SETS, COMPARE, PLANNER = "report.judge.sets", "report.judge.compare", "report.planner.quantities"
@@ -51,9 +54,10 @@ class Phase:
 
 PHASES: tuple[Phase, ...] = (
     # Measured: what needs no point's validity. The round's settings, pool, peaks and policy first.
-    Phase("round settings", "round", (SERIES, POWER, SERVERLOG, CLIENTERROR, ANALYSES, STATS, VALIDITY),
+    Phase("round settings", "round", (SERIES, POWER, SERVERLOG, CLIENTERROR, SIZES, STATS, VALIDITY),
           "measured", "round", over_points=False),
-    Phase("point", "point", (STATS, DELIVERY, VALIDITY, SERIES, ANALYSES, OCCUPANCY, CLIENTERROR, SERVERLOG),
+    Phase("point", "point", (STATS, DELIVERY, VALIDITY, SERIES, SWEEP_CONCURRENCY, TIMING_CLIENT, TIMING_SERVER,
+                              INFLIGHT, ADMISSION, ENGINES, CLIENTERROR, SERVERLOG),
           "measured", "point", after_valid_points=False),
     Phase("modelled", "point", (RECONCILE, POWER, STEP, ENERGY), "measured", "modelled"),
     Phase("peer results", "point", (PEERS,), "measured", "peers", when="peers"),
@@ -66,11 +70,11 @@ PHASES: tuple[Phase, ...] = (
     Phase("prefill tail", "point", (PREFILLTAIL,), "valid_points", "prefill_tail_point", "ok",
           when="prefill_reference"),
     Phase("scaling", "across", (STATS,), "valid_points", "settings", "ok", when="concurrency_axis"),
-    Phase("steps up", "across", (ANALYSES, STEP), "valid_points", "settings", "valid", when="concurrency_axis"),
-    Phase("concurrency fits", "round", (ANALYSES,), "valid_points", "valid", "valid", when="concurrency_fits",
+    Phase("steps up", "across", (SWEEP_CONCURRENCY, STEP), "valid_points", "settings", "valid", when="concurrency_axis"),
+    Phase("concurrency fits", "round", (SWEEP_CONCURRENCY,), "valid_points", "valid", "valid", when="concurrency_fits",
           over_points=True),
-    Phase("length fits", "round", (OCCUPANCY,), "valid_points", "valid", "valid", when="length_fits"),
-    Phase("admission queue", "point", (OCCUPANCY,), "valid_points", "point", after_valid_points=True),
+    Phase("length fits", "round", (SWEEP_LENGTHS,), "valid_points", "valid", "valid", when="length_fits"),
+    Phase("admission queue", "point", (ADMISSION,), "valid_points", "point", after_valid_points=True),
     Phase("against the SLO", "point", (GOODPUT, COST), "valid_points", "point"),
     Phase("capacity", "round", (GOODPUT, COST, RECONCILE), "valid_points", "valid", "valid_by_load"),
     # Resolved by their own callers, once what they read is selected: in the graph all the same.

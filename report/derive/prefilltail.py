@@ -5,14 +5,14 @@ The rate is the round's own, measured at its valid closed-loop C=1 point (the ra
 `reference_input_len` and `reference_prefill_ms`, that point's), or the previous round's
 (report/judge/compare.py): the point quantities read whichever rate the caller gives as the raw
 input `prefill_flop_rate`, with `reference_clock_mhz` the SM clock it was measured at.
-Each is a roofline or analyses function declared with its parameters bound to the inputs it
+Each is a roofline or arith function declared with its parameters bound to the inputs it
 reads (report/registry.py `bind`): the ledger records that function and its docstring.
 """
 
 from __future__ import annotations
 
 from report.architecture import roofline as RF
-from report.derive import analyses as A
+from report.derive import arith as A
 from report.ledger import Value
 from report.registry import bound_quantity
 

@@ -17,22 +17,28 @@ from bundle.peers import PeerResult, external_dir, read_peer_files, round_peer_f
 from bundle.request_table import RequestTable
 from bundle.slo import Slo, SloError, slo_from_dict, slo_of_file
 from bundle.store import Bundle
-from report.derive import analyses as A
 from report.derive import clienterror as CE
 from report.derive import delivery as DL
-from report.derive import occupancy as OC
 from report.derive import peers as PR
 from report.derive import prefilltail as PT
-from report.derive import reconcile as R  # noqa: F401 (registers what the phases resolve)
 from report.derive import series as S
 from report.derive import serverlog as SL  # noqa: F401 (registers what the phases resolve)
+from report.derive import sizes as SZ  # noqa: F401 (registers what the phases resolve)
 from report.derive import stats as ST
 from report.derive import step as SP  # noqa: F401 (registers what the phases resolve)
 from report.derive import validity as V  # noqa: F401 (registers what the phases resolve)
 from report.derive.gpu import energy as EN  # noqa: F401 (registers what the phases resolve)
 from report.derive.gpu import power as PW
+from report.derive.load import admission as LA  # noqa: F401 (registers what the phases resolve)
+from report.derive.load import engines as LE
+from report.derive.load import inflight as LI
 from report.derive.phases import PHASES, Phase, module_order
+from report.derive.reconcile import model as R  # noqa: F401 (registers what the phases resolve)
 from report.derive.serverlog import ServerLogFacts, server_log_facts
+from report.derive.sweep import concurrency as SC  # noqa: F401 (registers what the phases resolve)
+from report.derive.sweep import lengths as SLN  # noqa: F401 (registers what the phases resolve)
+from report.derive.timing import client as TC  # noqa: F401 (registers what the phases resolve)
+from report.derive.timing import server as TS  # noqa: F401 (registers what the phases resolve)
 from report.ledger import Absent, Ledger, Reason, Source, Value
 from report.registry import DOES_NOT_APPLY, RawSources, resolve_across, resolve_point, resolve_round
 
@@ -285,7 +291,7 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("log_args", rd.log.non_default_args if rd.log is not None and rd.log.non_default_args is not None
             else Reason.of("reason.no_server_log"), (f"{rd.name}/server.log",))
     raw.add("model_config", *_model_config_raw(rd))
-    a, b = A.bracketing_window(rd.bundle.metrics, p.window.t_measure, p.window.t_end)
+    a, b = TS.bracketing_window(rd.bundle.metrics, p.window.t_measure, p.window.t_end)
     ms = _src_metrics(rd, a, b, _what("source.what_bracketing", point=p.pid))
     raw.add("scrapes", rd.bundle.metrics, ms)
     raw.add("bracket_start", a, ms)
@@ -305,7 +311,7 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("steady_scrapes", rd.bundle.metrics, ss)
     raw.add("steady_start", sa)
     raw.add("steady_end", sb)
-    raw.add("engine_items", OC.engine_items(rd.bundle.metrics, sa, sb), ss)
+    raw.add("engine_items", LE.engine_items(rd.bundle.metrics, sa, sb), ss)
     raw.add("steady_waiting", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_waiting"), ss)
     raw.add("steady_running", _gauge_or_empty(rd.bundle.metrics, sa, sb, "vllm:num_requests_running"), ss)
     # Each engine's usage is a share of its own pool: several engines' are averaged, never added.
@@ -315,7 +321,7 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("point_scrapes", rd.bundle.metrics,
             _src_metrics(rd, p.window.t_measure, p.window.t_end, _what("source.what_point", point=p.pid)))
     raw.add("concurrency", p.settings.get("concurrency"), win)
-    raw.add("endpoints", OC.plan_endpoints(rd.bundle.manifest), (f"{rd.name}/manifest.json: plan.engine",))
+    raw.add("endpoints", LE.plan_endpoints(rd.bundle.manifest), (f"{rd.name}/manifest.json: plan.engine",))
     raw.add("window_start", p.window.t_start, win)
     raw.add("quiet_scrapes", rd.bundle.metrics,
             _src_metrics(rd, p.window.t_start, p.window.t_end, _what("source.what_quiet_bracketing", point=p.pid)))
@@ -343,10 +349,10 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("measure_window", (p.window.t_measure, p.window.t_end))
     loop_raw(rd, p, raw)
     # The span the measured requests were sent in, and the scrapes that bracket it.
-    span = OC.send_span(p.measured, p.window.t_measure, p.window.t_end)
+    span = LI.send_span(p.measured, p.window.t_measure, p.window.t_end)
     raw.add("send_span_start", span[0], src)
     raw.add("send_span_end", span[1], src)
-    sp_a, sp_b = A.bracketing_window(rd.bundle.metrics, *span)
+    sp_a, sp_b = TS.bracketing_window(rd.bundle.metrics, *span)
     raw.add("span_scrapes", rd.bundle.metrics, _src_metrics(rd, sp_a, sp_b, _what("source.what_bracketing", point=p.pid)))
     raw.add("span_bracket_start", sp_a)
     raw.add("span_bracket_end", sp_b)
@@ -367,7 +373,7 @@ def loop_raw(rd: RoundData, p: PointData, raw: RawSources) -> None:
     raw.add("settings", p.settings, _src_window(rd, p))
     trace = (rd.bundle.manifest.get("workload_source") or {}).get("kind") == "trace"
     raw.add("replayed_trace", trace)
-    is_open, C = OC.open_loop(p.settings, trace), p.settings.get("concurrency")
+    is_open, C = LI.open_loop(p.settings, trace), p.settings.get("concurrency")
     raw.add("open_loop_requests", p.measured if is_open else DOES_NOT_APPLY, _src_requests(rd, p))
     raw.add("capped_concurrency", C if is_open and C and not trace else DOES_NOT_APPLY)
     raw.add("closed_loop_concurrency", DOES_NOT_APPLY if is_open else C)
@@ -554,7 +560,7 @@ def modelled_lengths(led: Ledger, rd: RoundData, p: PointData) -> tuple[Any, Any
 def modelled_raw(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> None:
     """The point's lengths the KV, theory and MFU sections model (modelled_lengths), into RAW:
     values of the ledger where the requests bring their own, else the plan's; and
-    `own_lengths`, the measured requests whose own lengths replace the closed forms (reconcile.py)."""
+    `own_lengths`, the measured requests whose own lengths replace the closed forms (reconcile/kvpool.py)."""
     L, out = modelled_lengths(led, rd, p)
     win = () if rd.lengths_vary else _src_window(rd, p)
     raw.add("modelled_input_len", L, win)
@@ -585,7 +591,7 @@ def settings_raw(p: PointData) -> RawSources:
 def prefill_reference(pts: list[PointData], replayed_trace: bool = False) -> PointData | None:
     """The point the round's prefill rate is measured at: its first valid closed-loop C=1 point of PTS (None where none)."""
     # A replayed trace is an open loop whatever concurrency its settings carry: no prompt ran alone.
-    return next((p for p in pts if not OC.open_loop(p.settings, replayed_trace)
+    return next((p for p in pts if not LI.open_loop(p.settings, replayed_trace)
                  and p.settings.get("concurrency") == 1), None)
 
 

@@ -21,7 +21,7 @@ from bundle.server_flags import has_flag, server_flag
 from report.architecture import roofline as RF
 from report.architecture import stepmodel as SM
 from report.derive import validity as V
-from report.derive.analyses import ratio
+from report.derive.arith import ratio
 from report.derive.stats import itl_gaps_ms, percentile
 from report.ledger import Absent
 from report.registry import DOES_NOT_APPLY, bound_quantity, point_quantity

@@ -10,8 +10,8 @@ import dataclasses
 import json
 from typing import Any
 
-from report.derive import analyses as A
-from report.derive.occupancy import plan_endpoints
+from report.derive import arith as A
+from report.derive.load.engines import plan_endpoints
 from report.derive.prefilltail import rate_reference_point
 from report.derive.round_ledger import RoundData, ok_points, prefill_tail_points
 from report.ledger import Absent, Ledger, Reason, Source, Value

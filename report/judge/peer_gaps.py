@@ -16,7 +16,7 @@ from bundle.peers import DEFINITIONS, VLLM, PeerResult
 from report.derive import validity as V
 from report.derive.round_ledger import RoundData, peer_id, peer_matches
 from report.judge.diagnosis import val
-from report.judge.findings import Finding, _make, _texts
+from report.judge.findings.finding import Finding, catalogue_texts, make_finding
 from report.ledger import Ledger
 from report.words import LANGS, word
 
@@ -85,16 +85,16 @@ def peer_findings(led: Ledger, m: PeerMatch, labels: dict[str, str]) -> list[Fin
     whole, window = val(led, k + "peer_tok_s_over_whole_run"), val(led, k + "peer_tok_s_over_window")
     code = ("peer_tok_s_agree" if _within(whole, V.PEER_AGREE_SHARE) and _within(window, V.PEER_AGREE_SHARE) else
             "peer_tok_s_whole_run" if _within(whole, V.PEER_AGREE_SHARE) else "peer_tok_s_unexplained")
-    out.append(_make(led, f"peer_tok_s_{p}_{m.item}", "peers", _texts(code, **fill), []))
+    out.append(make_finding(led, f"peer_tok_s_{p}_{m.item}", "peers", catalogue_texts(code, **fill), []))
     # ITL: what the tool calls ITL, and ours counted that way.
     how = DEFINITIONS[m.result.tool]["itl"]
-    out.append(_make(led, f"peer_itl_{p}_{m.item}", "peers", _texts(f"peer_itl_{how}", **fill), []))
+    out.append(make_finding(led, f"peer_itl_{p}_{m.item}", "peers", catalogue_texts(f"peer_itl_{how}", **fill), []))
     # A client that read several events in one read stamps them all at the read: its per-event
     # gaps collapse to nothing, and its first event is late by the read's wait.
     theirs, ours_event = val(led, k + "peer_itl_ms_p50"), val(led, f"p.{p}.chunk_itl_ms_p50")
     if how == "per_chunk" and theirs is not None and ours_event and theirs < V.PEER_READ_TOGETHER_SHARE * ours_event:
-        f = _make(led, f"peer_read_{p}_{m.item}", "peers", _texts("peer_read_together", **fill), [])
-        server = _make(led, f"peer_read_{p}_{m.item}", "peers", _texts("peer_read_together_server", **fill), [])
+        f = make_finding(led, f"peer_read_{p}_{m.item}", "peers", catalogue_texts("peer_read_together", **fill), [])
+        server = make_finding(led, f"peer_read_{p}_{m.item}", "peers", catalogue_texts("peer_read_together_server", **fill), [])
         if f is not None and server is not None:
             f = Finding(f.id, f.kind, {lang: f.texts[lang] + word("finding.counters_sep", lang) + server.texts[lang]
                                        for lang in LANGS}, f.evidence + server.evidence)
@@ -113,10 +113,10 @@ def peer_findings(led: Ledger, m: PeerMatch, labels: dict[str, str]) -> list[Fin
         near = spread and p99_theirs is not None and abs(p99_theirs - predicted) < abs(p99_theirs - p99_ours)
         code = ("peer_starts_together_p99" if near else "peer_starts_together_predicted" if spread
                 else "peer_starts_together")
-        out.append(_make(led, f"peer_starts_{p}_{m.item}", "peers",
-                         _texts(code, ours_p99=same["itl_ms_p99"], **fill), []))
+        out.append(make_finding(led, f"peer_starts_{p}_{m.item}", "peers",
+                                catalogue_texts(code, ours_p99=same["itl_ms_p99"], **fill), []))
     if m.result.tool == VLLM:
-        out.append(_make(led, f"peer_warmup_{p}_{m.item}", "peers", _texts("peer_warmup", **fill), []))
+        out.append(make_finding(led, f"peer_warmup_{p}_{m.item}", "peers", catalogue_texts("peer_warmup", **fill), []))
     return [f for f in out if f is not None]
 
 

@@ -17,7 +17,8 @@ from bundle.store import BundleError, read_bundle
 from report.derive.round_ledger import RoundData, read_round
 from report.derive.stats import INTERRUPTED
 from report.judge.compare import cross_round_ledger
-from report.judge.findings import Finding, round_findings
+from report.judge.findings.finding import Finding
+from report.judge.findings.round import round_findings
 from report.judge.next_steps import next_steps
 from report.judge.verdicts import build_ledger
 from report.ledger import Ledger

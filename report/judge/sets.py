@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from bundle.server_flags import server_flag
-from report.derive import analyses as A
+from report.derive import arith as A
 from report.derive import validity as V
 from report.judge.diagnosis import val
 from report.ledger import Ledger

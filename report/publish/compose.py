@@ -12,9 +12,12 @@ from report.derive.gpu.power import PEAK_DTYPE, gpu_absent_reason
 from report.derive.round_ledger import OWN_LENGTH_KINDS
 from report.judge.result import RoundResult, judge_rounds, refusal_text
 from report.ledger import Ledger
-from report.publish import figures as F
 from report.publish import numbers as N
 from report.publish.document import Column, RoundFacts, RoundReport, Table
+from report.publish.figures import against as FA
+from report.publish.figures import lengths as FL
+from report.publish.figures import sweep as FS
+from report.publish.figures import timeline as FT
 from report.publish.predicates import page_holds
 from report.words import LANGS, has, in_lang, listed, round_name, word
 
@@ -173,7 +176,7 @@ GPU_COLUMNS = [
 ]
 
 
-# One row per engine (report/derive/occupancy.py: the per-engine quantities of a point).
+# One row per engine (report/derive/load/engines.py: the per-engine quantities of a point).
 ENGINE_COLUMNS = [
     ("engine_running_mean", "label.col_engine_running", "", 1),
     ("engine_waiting_mean", "label.col_engine_waiting", "", 1),
@@ -292,38 +295,38 @@ def compose_from(res: RoundResult) -> RoundReport:
     facts["findings"] = [asdict(f) for f in res.findings]
     figs = {}
     line_axis = sets_axis(led, pids) if rd.axis == "server" else axis
-    makers = [F.fig_throughput, F.fig_latency, F.fig_ttft_breakdown, F.fig_queue_vs_prefill,
-              F.fig_iteration, F.fig_kv, F.fig_mfu]
+    makers = [FS.fig_throughput, FS.fig_latency, FS.fig_ttft_breakdown, FS.fig_queue_vs_prefill,
+              FS.fig_iteration, FS.fig_kv, FS.fig_mfu]
     for make in makers if line_axis else ():
         fig = make(led, pids, line_axis)
         if fig is not None:
             figs[fig.id] = fig
     if rd.axis == "input_len":
-        for make in (F.fig_kv_linearity, F.fig_itl_vs_len):
+        for make in (FL.fig_kv_linearity, FL.fig_itl_vs_len):
             fig = make(led, pids)
             if fig is not None:
                 figs[fig.id] = fig
     windows = [(p.pid, p.window.t_measure, p.window.t_end) for p in rd.points]
-    for fig in (F.fig_timeline(bundle.metrics, windows), F.fig_power(rd.gpu_samples, windows),
-                F.fig_tflops_timeline(bundle.metrics, windows, led), F.fig_roofline(led, pids, facts["point_labels"]),
-                F.fig_repro(led, pids, axis), F.fig_slo(led, valid, axis),
-                F.fig_occupancy(led, pids, prev_led if facts.get("comparable") else None, prev_pids)):
+    for fig in (FT.fig_timeline(bundle.metrics, windows), FT.fig_power(rd.gpu_samples, windows),
+                FT.fig_tflops_timeline(bundle.metrics, windows, led), FA.fig_roofline(led, pids, facts["point_labels"]),
+                FS.fig_repro(led, pids, axis), FS.fig_slo(led, valid, axis),
+                FA.fig_occupancy(led, pids, prev_led if facts.get("comparable") else None, prev_pids)):
         if fig is not None:
             figs[fig.id] = fig
     from report.judge.sets import SIGNALS
     if any(c.question == "step_budget" for c in comparisons):
-        fig = F.fig_budget_curve(led, [p.pid for p in rd.points if p.pid in valid])
+        fig = FA.fig_budget_curve(led, [p.pid for p in rd.points if p.pid in valid])
         if fig is not None:
             figs[fig.id] = fig
     for question in dict.fromkeys(c.question for c in comparisons):
         # A step budget's ITL tail beside the one the step model predicts for each set.
         modelled = ("itl_tail_ms_model",) if question == "step_budget" else ()
-        fig = F.fig_sets(led, question, [(c.base, c.point) for c in comparisons if c.question == question],
-                         tuple(q for q, _, _ in SIGNALS[question]) + modelled, facts["point_labels"])
+        fig = FA.fig_sets(led, question, [(c.base, c.point) for c in comparisons if c.question == question],
+                          tuple(q for q, _, _ in SIGNALS[question]) + modelled, facts["point_labels"])
         if fig is not None:
             figs[fig.id] = fig
-    for fig in [*F.fig_session_turns(led, pids, facts["point_labels"]),
-                F.fig_lengths({p.pid: p.measured for p in rd.points if p.pid in pids}, facts["point_labels"])]:
+    for fig in [*FL.fig_session_turns(led, pids, facts["point_labels"]),
+                FL.fig_lengths({p.pid: p.measured for p in rd.points if p.pid in pids}, facts["point_labels"])]:
         if fig is not None:
             figs[fig.id] = fig
     facts["figures"] = sorted(figs)

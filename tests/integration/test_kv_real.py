@@ -5,7 +5,7 @@ hits, which would share blocks and lower the usage), 8 s of closed-loop load, /m
 10 Hz. Block size 128, so the pool is 24 × 128 = 3,072 tokens, of which vLLM's usage gauge
 counts (24 − 1) × 128 = 2,944 (the null block is excluded).
 
-Expected value (report/derive/reconcile.py derives it). The gauge is published after each step, and
+Expected value (report/derive/reconcile/kvpool.py derives it). The gauge is published after each step, and
 a request that finishes in a step is freed first, so a request is seen at decode progress
 j = 0 … out − 2 holding ceil((in + j)/128) blocks: 2 blocks at j = 0 and 3 blocks at
 j = 1 … 126. Four requests, at independent phases or in lockstep, hold 12 blocks except at
@@ -34,9 +34,10 @@ import pytest
 
 from bench.engine import TINY_MODEL_DIR
 from bundle.store import read_bundle
-from report.derive import reconcile as R
 from report.derive import round_ledger as B
 from report.derive import series as S
+from report.derive.reconcile import estimator as RE
+from report.derive.reconcile import kvpool as R
 from report.derive.serverlog import server_log_facts
 from report.judge.verdicts import build_ledger
 from tests import oracles as O
@@ -105,7 +106,7 @@ def test_block_distribution_follows_decode_progress():
 def test_steady_state_median_closes_within_one_point(bundle, ledger):
     rd, led = ledger
     k = f"p.{PID}."
-    assert S.counter_increase(bundle.metrics, None, None, R.PREFIX_HITS) == 0
+    assert S.counter_increase(bundle.metrics, None, None, RE.PREFIX_HITS) == 0
     assert led[k + "preemptions"].value == 0
     p = next(p for p in rd.points if p.pid == PID)
     steady = S.gauge_values(bundle.metrics, *p.steady, "vllm:kv_cache_usage_perc")

@@ -25,7 +25,8 @@ from bundle.plausible import (
     page_maxima,
 )
 from report.architecture.gpus import GpuSpec, lookup_gpu
-from report.derive.analyses import peak_at_clock, ratio
+from report.derive.arith import ratio
+from report.derive.sizes import peak_at_clock
 from report.ledger import Absent, Reason, reason_from_text
 from report.registry import point_quantity, round_quantity
 

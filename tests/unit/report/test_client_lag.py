@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from report.derive import analyses as A
+from report.derive.timing import client as A
 from report.ledger import Absent
 
 

@@ -9,7 +9,7 @@ import pytest
 from bundle.store import read_bundle
 from report.derive.round_ledger import read_round
 from report.judge.diagnosis import Attribution
-from report.judge.findings import client_suspect_finding
+from report.judge.findings.points import client_suspect_finding
 from report.judge.verdicts import build_ledger
 from report.ledger import Ledger
 from tests.conftest import ROOT

@@ -17,7 +17,7 @@ from bundle.store import read_bundle
 from report.derive import validity as V
 from report.derive.round_ledger import read_round
 from report.judge.diagnosis import point_bottleneck
-from report.judge.findings import bottleneck_finding, disagreement_finding
+from report.judge.findings.points import bottleneck_finding, disagreement_finding
 from report.judge.verdicts import build_ledger
 from report.publish.numbers import plain_text
 from tests.conftest import FIXTURES, ROOT

@@ -11,9 +11,9 @@ import pytest
 from bench.exposition import parse_exposition
 from bundle.request_table import RequestTable
 from report.derive import clienterror as CE
-from report.derive import occupancy as OC
 from report.derive import series as S
 from report.derive import serverlog as LS
+from report.derive.load import inflight as OC
 from report.derive.serverlog import server_log_facts
 from report.judge.diagnosis import distortion_check, held_check, saturation_check
 from report.ledger import Absent

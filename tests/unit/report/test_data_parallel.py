@@ -1,4 +1,4 @@
-"""Data parallel: engines kept apart by vLLM's `engine` label and their load balance (report/derive/occupancy.py).
+"""Data parallel: engines kept apart by vLLM's `engine` label and their load balance (report/derive/load/engines.py).
 
 The two-engine scrapes of the first tests are HAND-BUILT in the format our collector writes
 (metrics.jsonl: label-keyed samples per scrape), not measured; round 6 is a real one-engine
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from bundle.metric_keys import sample_key
-from report.derive import occupancy as OC
+from report.derive.load import engines as OC
 from report.ledger import Absent
 from tests.conftest import ROOT
 
@@ -138,7 +138,7 @@ def test_two_endpoints_are_never_compared_as_a_repeat_of_one():
 
 
 def test_each_engine_admits_prompts_against_its_own_running_decodes_and_drains_its_own_waiting():
-    from report.derive.occupancy import prompts_per_step, queue_ms_wave
+    from report.derive.load.admission import prompts_per_step, queue_ms_wave
     # HAND-BUILT: two engines with 115 decodes each (230 summed), 8,192-token budgets, 1,024-token prompts
     assert prompts_per_step(8192, 230.0, 1024, engine_count=2) == (8192 - 115) / 1024
     assert prompts_per_step(8192, 230.0, 1024) == (8192 - 230) / 1024     # one engine ran them all

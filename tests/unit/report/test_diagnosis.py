@@ -179,10 +179,10 @@ def test_a_tokenizer_smaller_than_the_vocabulary_is_said_in_both_languages(tmp_p
 
 
 def test_invalid_points_are_drawn_apart_and_off_the_lines(h200):
-    from report.publish import figures as F
+    from report.publish.figures import sweep as FS
     _, led = h200
     assert led["p.L1024-c256.valid"].value is False and led["p.L1024-c64.valid"].value is True
-    spec = F.fig_throughput(led, ["L1024-c1", "L1024-c64", "L1024-c256"], "concurrency").specs["en"]
+    spec = FS.fig_throughput(led, ["L1024-c1", "L1024-c64", "L1024-c256"], "concurrency").specs["en"]
     marks = {}
     for layer in spec["layer"]:
         mark = layer["mark"] if isinstance(layer["mark"], dict) else {"type": layer["mark"]}
@@ -192,17 +192,17 @@ def test_invalid_points_are_drawn_apart_and_off_the_lines(h200):
     assert marks["cross"] == {"L1024-c256"}
     assert "validity" in spec["title"]["text"]
     # A round whose points are all valid draws no cross and no note.
-    spec = F.fig_throughput(led, ["L1024-c1", "L1024-c64"], "concurrency").specs["en"]
+    spec = FS.fig_throughput(led, ["L1024-c1", "L1024-c64"], "concurrency").specs["en"]
     assert "title" not in spec and all("shape" not in str(layer["mark"]) for layer in spec["layer"])
 
 
 def test_the_roofline_is_titled_for_what_it_can_show(round3, h200):
-    from report.publish import figures as F
+    from report.publish.figures import against as FA
     rd, led = round3
-    cpu = F.fig_roofline(led, [p.pid for p in rd.points])
+    cpu = FA.fig_roofline(led, [p.pid for p in rd.points])
     assert "no roof" in cpu.title["en"] and "无屋顶" in cpu.title["zh"]
     rd, led = h200
-    gpu = F.fig_roofline(led, [p.pid for p in rd.points])
+    gpu = FA.fig_roofline(led, [p.pid for p in rd.points])
     assert gpu.title["en"].startswith("Roofline")
 
 
@@ -221,7 +221,7 @@ def test_without_a_scrape_after_the_warm_up_both_sides_include_it(h200):
 def test_a_short_point_with_no_scrape_after_its_warm_up_compares_like_with_like():
     # cpu-demo: C=8 of `make demo` (24 requests, about a second long) on the embedded CPU
     # engine, trimmed by tools/trim_bundle.py; no scrape falls after its warm-up ends.
-    from report.judge.findings import population_finding
+    from report.judge.findings.points import population_finding
     _, led = ledger_of(FIX / "cpu-demo")
     k = "p.L128-c8."
     assert val(led, k + "population_excludes_warmup") is False

@@ -1,4 +1,4 @@
-"""Several engines kept apart, summed and compared (report/derive/occupancy.py), over scrapes whose
+"""Several engines kept apart, summed and compared (report/derive/load/engines.py), over scrapes whose
 samples carry the endpoint label of bundle format 3 and vLLM's own data-parallel `engine` label.
 
 The scrapes of the first tests are HAND-BUILT in metrics.jsonl's format (docs/bundle.md); the last
@@ -16,7 +16,9 @@ from bench.standin import StandInThread
 from bundle.metric_keys import sample_key
 from bundle.request_table import RequestTable
 from bundle.store import read_bundle
-from report.derive import occupancy as OC
+from report.derive.load import admission as LA
+from report.derive.load import engines as OC
+from report.derive.load import inflight as LI
 from report.derive.round_ledger import read_round
 from report.judge.verdicts import build_ledger
 from report.ledger import Absent, Ledger
@@ -64,7 +66,8 @@ def ledger_of(scrapes, measured=None, endpoints=("a",)) -> Ledger:
     raw.add("engine_items", OC.engine_items(scrapes, 0.0, 2.0), ("metrics.jsonl",))
     raw.add("measured", measured if measured is not None else RequestTable.from_records([]))
     raw.add("endpoints", list(endpoints))
-    resolve_point(led, OC.__name__, "c8", raw)
+    for module in (LI, LA, OC):
+        resolve_point(led, module.__name__, "c8", raw)
     return led
 
 
@@ -116,7 +119,7 @@ def test_an_engine_missing_a_gauge_makes_the_sum_absent_naming_it():
     assert not led["p.c8.engine1.engine_waiting_mean"].present
     assert led.value_of("p.c8.engine0.engine_waiting_mean") == 1.0
     with pytest.raises(Absent, match="no vllm:num_requests_running"):
-        OC.engine_names([], 0.0, 2.0)
+        LA.engine_names([], 0.0, 2.0)
 
 
 def test_requests_sent_per_endpoint_come_from_the_request_records():

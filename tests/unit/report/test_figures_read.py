@@ -9,15 +9,15 @@ import pytest
 
 from report.ledger import Ledger
 from report.publish.compose import compose_rounds
-from report.publish.figures import (
+from report.publish.figures.chart import (
     FRAME,
     HOLLOW,
     LOG_LENGTH_SPAN,
     SMALL_STACK,
     TEXT,
-    fig_kv,
     wide_span,
 )
+from report.publish.figures.sweep import fig_kv
 from report.publish.numbers import format_number
 from report.publish.render.vega import _walk  # every dict inside a spec (layers, facets, encodings)
 from report.words import LANGS

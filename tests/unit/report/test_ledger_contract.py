@@ -34,8 +34,11 @@ from report.judge.verdicts import build_ledger
 from report.ledger import Ledger, Value
 from tests.standin_round import TINY_CONFIG
 
-QUANTITY_MODULES = ("report.architecture.theory", "report.derive.analyses", "report.derive.stats", "report.derive.series",
-                    "report.derive.gpu.power", "report.derive.reconcile", "report.derive.serverlog",
+QUANTITY_MODULES = ("report.architecture.theory", "report.derive.arith", "report.derive.sizes",
+                    "report.derive.timing.server", "report.derive.timing.client", "report.derive.sweep.concurrency",
+                    "report.derive.stats", "report.derive.series",
+                    "report.derive.gpu.power", "report.derive.reconcile.model",
+                    "report.derive.reconcile.estimator", "report.derive.reconcile.kvpool", "report.derive.serverlog",
                     "report.judge.goodput")
 SERVER_FILES = ("metrics.jsonl", "server.log")
 

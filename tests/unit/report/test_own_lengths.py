@@ -1,5 +1,5 @@
 """The KV, theory and MFU sections over each request's own lengths where a workload varies them
-(report/derive/reconcile.py, round_ledger.modelled_lengths), the plan's nominal ones elsewhere,
+(report/derive/reconcile/kvpool.py, round_ledger.modelled_lengths), the plan's nominal ones elsewhere,
 and the page's notice saying which."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 
 from bundle.request_table import RequestTable
 from report.architecture import theory as T
-from report.derive import reconcile as R
 from report.derive import stats as ST
+from report.derive.reconcile import kvpool as R
 from report.judge.verdicts import read_bundle_ledger
 from report.ledger import Absent
 from report.publish.compose import compose_round

@@ -14,7 +14,7 @@ from bundle.expect import ExpectError, expect_from_dict
 from bundle.files import BundleError
 from bundle.schema import POINT_ID
 from bundle.store import read_bundle
-from report.judge import findings as FI
+from report.judge.findings import finding as FI
 from report.judge.verdicts import read_bundle_ledger
 from report.words import PLACEHOLDER
 from tests.conftest import FIXTURES, run_bench
@@ -58,9 +58,9 @@ def test_an_expect_table_keyed_by_no_point_id_is_refused():
 
 def test_a_placeholder_naming_no_quantity_raises_and_one_of_another_point_is_left_out():
     _, led = read_bundle_ledger(FIXTURES / "cpu-demo", None)
-    said = FI._make(led, "f", "k", {"en": "TTFT [[p.L128-c8.ttft_ms_p50]] ms"}, [])
+    said = FI.make_finding(led, "f", "k", {"en": "TTFT [[p.L128-c8.ttft_ms_p50]] ms"}, [])
     assert said is not None and said.evidence == ["p.L128-c8.ttft_ms_p50"]
     # A quantity the round does not have (another point's): no finding, as an absent value.
-    assert FI._make(led, "f", "k", {"en": "[[p.L1-c1.ttft_ms_p50]]"}, []) is None
+    assert FI.make_finding(led, "f", "k", {"en": "[[p.L1-c1.ttft_ms_p50]]"}, []) is None
     with pytest.raises(FI.UnresolvedPlaceholder, match=r"\[\[p.L128-c8.ttft_ms_p5O\]\] names no quantity"):
-        FI._make(led, "f", "k", {"en": "[[p.L128-c8.ttft_ms_p5O]]"}, [])
+        FI.make_finding(led, "f", "k", {"en": "[[p.L128-c8.ttft_ms_p5O]]"}, [])

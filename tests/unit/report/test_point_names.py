@@ -70,7 +70,7 @@ def test_a_server_set_is_named_in_the_words_of_each_language():
     ((0.01, 0.30), (-0.05, 0.10), "Not reproduced:"),
 ])
 def test_reproduced_is_said_only_when_throughput_and_tail_latency_both_hold(tput, ttft, head):
-    from report.judge.findings import reproducibility_finding
+    from report.judge.findings.round import reproducibility_finding
     from report.ledger import Ledger
     led = Ledger()
     for name, (lo, hi) in (("tput", tput), ("ttft_p99", ttft)):
@@ -104,7 +104,7 @@ def test_round_4_quantifies_the_decode_floor_the_headroom_and_the_step_budget(ro
 
 
 def test_no_crossover_is_extrapolated_through_a_queue_of_noise():
-    from report.derive.analyses import power_law_crossover
+    from report.derive.sweep.concurrency import power_law_crossover
     from report.ledger import Absent
     # round 4: a 0.019 ms queue at C=64 gave slope 11.4 and "C ≈ 148"; not said any more
     with pytest.raises(Absent) as e:
@@ -114,7 +114,7 @@ def test_no_crossover_is_extrapolated_through_a_queue_of_noise():
 
 
 def test_the_power_laws_are_drawn_through_the_two_highest_valid_points():
-    from report.derive import analyses as A
+    from report.derive.sweep import concurrency as A
     from report.ledger import Absent
     loads, queue, prefill = [1, 32, 64], [None, 2.5, 10.0], [20.0, 30.0, 40.0]
     sq, sp = A.queue_loglog_slope(loads, queue), A.prefill_loglog_slope(loads, prefill)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from report import registry as RG
-from report.derive import analyses as A
+from report.derive import arith as A
 from report.ledger import Ledger, Reason
 from report.registry import (
     DOES_NOT_APPLY,
@@ -168,7 +168,7 @@ def test_a_bound_quantity_is_its_declaring_modules_and_recorded_as_its_function(
     raw.add("step_ms", 8.0, ("metrics.jsonl",))
     resolve_point(led, __name__, "a", raw)
     v = led["p.a.tail_over_step"]
-    assert v.value == 1.5 and v.unit == "×" and v.func == "report.derive.analyses.ratio"
+    assert v.value == 1.5 and v.unit == "×" and v.func == "report.derive.arith.ratio"
     assert v.inputs == (("itl_ms_p99", "p.a.itl_ms_p99"), ("step_ms", "8"))
     assert v.sources == ("metrics.jsonl", "requests.jsonl")
     assert led.value_of("p.a.fast") is True and "p.a.step_under_ten_ms" not in led

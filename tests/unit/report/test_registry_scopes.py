@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from report.derive import analyses as A
+from report.derive import arith as A
 from report.ledger import Absent, Ledger, Reason, Value
 from report.registry import PointValues, bind, require_points
 
@@ -17,7 +17,7 @@ def test_a_bound_function_reads_its_inputs_by_name_and_is_recorded_as_itself():
     led.record("prefill_c1_ms", 2.0, unit="ms", doc="hand-built", sources=("a.jsonl",))
     v = led.derive("r", f, prefill_ms_mean=6.0, prefill_c1_ms=led["prefill_c1_ms"])
     assert v.value == pytest.approx(3e3)
-    assert (v.func, v.doc) == ("report.derive.analyses.ratio", "One quantity divided by another (times a unit scale).")
+    assert (v.func, v.doc) == ("report.derive.arith.ratio", "One quantity divided by another (times a unit scale).")
     assert v.inputs == (("prefill_ms_mean", "6"), ("prefill_c1_ms", "prefill_c1_ms"))
     assert v.sources == ("a.jsonl",)
 

@@ -19,8 +19,8 @@ import pytest
 from bundle import request_table as RT
 from bundle.store import BundleError, compress_in_members, read_bundle
 from report.derive import stats as ST
-from report.derive.analyses import per_request_server_ms
-from report.derive.reconcile import requests_inside_window
+from report.derive.reconcile.estimator import requests_inside_window
+from report.derive.timing.server import per_request_server_ms
 from tests.conftest import FIXTURES, output_tokens
 from tests.oracles import engine_busy_periods, requests_straddling_window
 

@@ -13,7 +13,7 @@ from bundle.store import read_bundle
 from report.architecture import roofline as RF
 from report.derive.round_ledger import read_round
 from report.judge.diagnosis import point_bottleneck, val
-from report.judge.findings import bottleneck_finding, step_mix_finding
+from report.judge.findings.points import bottleneck_finding, step_mix_finding
 from report.judge.verdicts import build_ledger
 from report.ledger import Absent
 from tests.conftest import ROOT

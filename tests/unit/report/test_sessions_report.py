@@ -114,7 +114,7 @@ def test_the_length_histograms_count_every_sent_request_in_a_few_bars_per_point(
     # forty bars a series, and each series' bars add up to every measured request of the round.
     from bundle.store import read_bundle
     from report.derive.round_ledger import read_round
-    from report.publish.figures import fig_lengths
+    from report.publish.figures.lengths import fig_lengths
 
     rd = read_round(read_bundle(ROOT / "runs" / "round-9" / "bundle"))
     measured = {p.pid: p.measured for p in rd.points}

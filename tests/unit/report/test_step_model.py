@@ -120,7 +120,7 @@ def test_the_client_streams_at_the_servers_sequence_cap():
 
 
 def test_a_plateau_is_the_count_held_long_enough_not_a_moment_between_two_requests():
-    from report.derive.occupancy import (
+    from report.derive.load.inflight import (
         client_awaiting_mean,
         client_streaming_mean,
         client_streaming_plateau,

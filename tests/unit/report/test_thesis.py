@@ -9,9 +9,9 @@ from html import unescape
 
 import pytest
 
-from report.derive.analyses import ratio, running_max
+from report.derive.arith import ratio, running_max
 from report.judge.diagnosis import Attribution
-from report.judge.findings import knee, thesis_findings
+from report.judge.findings.round import knee, thesis_findings
 from report.ledger import Ledger
 from report.publish.compose import compose_round
 from report.publish.numbers import format_value, plain_text
@@ -252,7 +252,7 @@ def test_a_power_limit_below_the_boards_rating_keeps_the_higher_limit_advice(rou
     import dataclasses
 
     from report.judge.diagnosis import point_bottleneck
-    from report.judge.findings import thesis_findings
+    from report.judge.findings.round import thesis_findings
     led = round4.ledger
     # Forced: the same round with its limit set at 500 W, below the 700 W rating
     key = "p.L1024-c128.power_limit_w"

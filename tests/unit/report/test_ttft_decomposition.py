@@ -11,7 +11,7 @@ from html import unescape
 
 import pytest
 
-from report.derive.analyses import QUEUE_FLOOR_MS, frontend_over_queue
+from report.derive.timing.server import QUEUE_FLOOR_MS, frontend_over_queue
 from report.ledger import Absent, Reason
 from report.publish.compose import compose_round
 from report.publish.numbers import format_value

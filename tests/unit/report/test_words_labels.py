@@ -44,7 +44,7 @@ def _stage_module(name: str) -> str:
 GROUPS = {
     "page_": [*sorted((REPORT / "publish" / "render").glob("*.py")), TEMPLATES / "macros.j2", TEMPLATES / "base.html.j2",
               TEMPLATES / "index.html.j2"],
-    "fig_": [REPORT / "publish" / "figures.py", REPORT / "publish" / "compose.py"],
+    "fig_": [*sorted((REPORT / "publish" / "figures").glob("*.py")), REPORT / "publish" / "compose.py"],
     "plan_": [REPORT / "planner" / "listing.py"],
     "note_": [REPORT / "planner" / "notes.py"],
     # the diagnosis table words a point's bottleneck and failed checks by their codes

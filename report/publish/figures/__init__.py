@@ -1,0 +1,1 @@
+"""Altair figures of a round, one Vega-Lite spec per language: the shared chart pieces (chart), the sweep axis (sweep), the lengths (lengths), samples over time (timeline), points set against a reference (against)."""
