@@ -22,7 +22,7 @@ STRUCTURAL = {
 # Modules that draw or typeset, where a number is a size, an opacity, a digit count or a
 # regular expression's group, never compared with a measurement.
 PRESENTATION = {
-    "report/publish/figures.py": "chart geometry: widths, opacities, dashes, font sizes, axis padding",
+    "report/publish/figures": "chart geometry: widths, opacities, dashes, font sizes, axis padding",
     "report/publish/numbers.py": "how a number is typeset: digits, SI prefixes",
     "report/publish/render": "page assembly and printing: match groups, cache sizes, print table sizes, a timeout",
 }
@@ -35,7 +35,7 @@ NAMED_SHAPES = {
 
 
 def _modules() -> list[Path]:
-    return sorted((ROOT / "report" / "judge").glob("*.py")) + sorted((ROOT / "report" / "publish").rglob("*.py"))
+    return sorted((ROOT / "report" / "judge").rglob("*.py")) + sorted((ROOT / "report" / "publish").rglob("*.py"))
 
 
 def _rel(path: Path) -> str:
