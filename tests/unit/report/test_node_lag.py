@@ -3,6 +3,7 @@
 HAND-BUILT fixture: shard records and client.jsonl samples in the shape bench/ray_cluster.py
 writes them (each worker's samples naming its worker and node), two nodes of one worker
 each; node "b" lags 40 ms at the median, node "a" 1 ms; the driver's own samples name no node.
+A second, of five nodes, has one node's tail past the rule where the merged p99 is not (TAIL_*).
 """
 
 from __future__ import annotations
