@@ -156,3 +156,15 @@ def test_hand_built_the_suspect_finding_names_the_node_whose_tail_lagged_in_both
     assert caveat_findings(led, {}, ["p"], {"p": "C=8"})[1] is not None
     # Every node's tail within the rule and the merged one too: no suspect.
     assert client_suspect_finding(_tail_ledger(samples(dict.fromkeys(TAIL_NODES, 1.0))), ["p"]) is None
+
+
+def test_hand_built_two_workers_on_a_node_make_one_nodes_lag():
+    # workers_per_node = 2: workers 0 and 1 on node "a" (1 ms and 9 ms), worker 2 on "b".
+    rows = [{"t": 0.25 + 0.5 * i, "loop_lag_s": lag / 1e3, "tasks": 4, "worker": k, "node": node}
+            for i in range(20) for k, node, lag in ((0, "a", 1.0), (1, "a", 9.0), (2, "b", 1.0))]
+    shards = [{"point": "p", "worker": k, "node": n, "status": "ok", "planned": 4, "sent": 4}
+              for k, n in ((0, "a"), (1, "a"), (2, "b"))]
+    assert CE.node_items(shards) == {"n0": {"node": "a"}, "n1": {"node": "b"}}
+    assert CE.node_client_lag_ms_p50(rows, WINDOW, "a") == pytest.approx(5.0)
+    assert CE.node_client_lag_ms_p99(rows, WINDOW, "a") == pytest.approx(9.0)
+    assert CE.node_client_lag_ms_p50(rows, WINDOW, "b") == pytest.approx(1.0)
