@@ -224,9 +224,12 @@ async def _lag_monitor(k: int, shard: ShardWriter, results, stop: asyncio.Event,
                        streams=None, interval_s: float = 0.5) -> None:
     """The worker's own lag, sent to the coordinator (bench/samplers/lag.py's record)."""
     while not stop.is_set():
-        t = shard.now()
+        start = time.monotonic()
         await asyncio.sleep(interval_s)
-        results.put(("lag", k, {**lag_sample(t, shard.now() - t - interval_s, streams),
+        took = time.monotonic() - start
+        # Timed on the raw monotonic clock and stamped on the shard's clock at the end: a clock
+        # sync during the sleep (a Ray worker's shard put on the driver's clock) moves neither.
+        results.put(("lag", k, {**lag_sample(shard.now() - took, took - interval_s, streams),
                                 "worker": k}))
 
 

@@ -449,19 +449,15 @@ def lag_limit_ms(rule_lag_min_ms: float, rule_lag_share_of_itl: float, itl_ms: f
     return max(rule_lag_min_ms, rule_lag_share_of_itl * (itl_ms or 0.0))
 
 
-@point_quantity(unit="")
-def client_nodes_lagging(point_shards: list, client_samples: list, measure_window: tuple[float, float],
-                         rule_lag_min_ms: float, rule_lag_share_of_itl: float,
-                         engine_itl_ms_mean: float | None = None) -> str:
-    """The client nodes of a Ray round whose own event loop lagged past the client-lag rule at the median (p50 over the node's samples in the window against the floor, or the policy's share of the engine's ITL); "" where none did."""
-    if not point_shards:
-        return DOES_NOT_APPLY
+def _nodes_past(point_shards: list, client_samples: list, window: tuple[float, float], q: float,
+                bar: float) -> str:
+    """The client nodes of the point whose own lag samples in WINDOW pass BAR at percentile Q,
+    comma-separated ("" where none did); Absent where no node has a sample there."""
     from report.derive.stats import percentile
-    bar = lag_limit_ms(rule_lag_min_ms, rule_lag_share_of_itl, engine_itl_ms_mean)
     nodes, measured = [], 0
     for item in node_items(point_shards).values():
         try:
-            lag = percentile(node_lags_ms(client_samples, *measure_window, item["node"]), 50)
+            lag = percentile(node_lags_ms(client_samples, *window, item["node"]), q)
         except Absent:
             continue
         measured += 1
@@ -470,6 +466,28 @@ def client_nodes_lagging(point_shards: list, client_samples: list, measure_windo
     if not measured:
         raise Absent("reason.no_node_lag")
     return ", ".join(nodes)
+
+
+@point_quantity(unit="")
+def client_nodes_lagging(point_shards: list, client_samples: list, measure_window: tuple[float, float],
+                         rule_lag_min_ms: float, rule_lag_share_of_itl: float,
+                         engine_itl_ms_mean: float | None = None) -> str:
+    """The client nodes of a Ray round whose own event loop lagged past the client-lag rule at the median (p50 over the node's samples in the window against the floor, or the policy's share of the engine's ITL); "" where none did."""
+    if not point_shards:
+        return DOES_NOT_APPLY
+    bar = lag_limit_ms(rule_lag_min_ms, rule_lag_share_of_itl, engine_itl_ms_mean)
+    return _nodes_past(point_shards, client_samples, measure_window, 50, bar)
+
+
+@point_quantity(unit="")
+def client_nodes_tail_lagging(point_shards: list, client_samples: list, measure_window: tuple[float, float],
+                              rule_lag_min_ms: float, rule_lag_share_of_itl: float,
+                              itl_ms_p99: float | None = None) -> str:
+    """The client nodes of a Ray round whose own event loop lagged past the client-lag rule at the tail (p99 over the node's samples in the window against the floor, or the policy's share of the ITL p99 the client measured), which the merged samples' p99 can hide; "" where none did."""
+    if not point_shards:
+        return DOES_NOT_APPLY
+    bar = lag_limit_ms(rule_lag_min_ms, rule_lag_share_of_itl, itl_ms_p99)
+    return _nodes_past(point_shards, client_samples, measure_window, 99, bar)
 
 
 @point_quantity(unit="ms")

@@ -79,7 +79,8 @@ def disagreement_finding(led: Ledger, validity: dict[str, Validity],
 
 def client_suspects(led: Ledger, pids: list[str], attributions: dict[str, Attribution] | None = None) -> list[str]:
     """The points of PIDS whose client loop lagged past the lag rule at its tail (the rule the
-    diagnosis reads at the median, read tail against tail), where the verdict is not the client."""
+    diagnosis reads at the median, read tail against tail), over the merged samples or at one
+    Ray node's own (`client_nodes_tail_lagging`), where the verdict is not the client."""
     floor, share = val(led, "r.rule_lag_min_ms"), val(led, "r.rule_lag_share_of_itl")
     if floor is None or share is None:
         return []
@@ -88,9 +89,15 @@ def client_suspects(led: Ledger, pids: list[str], attributions: dict[str, Attrib
         if attributions and pid in attributions and attributions[pid].bottleneck == "client":
             continue    # its verdict names the client already
         lag, itl = val(led, f"p.{pid}.client_lag_ms_p99"), val(led, f"p.{pid}.itl_ms_p99")
-        if lag is not None and itl is not None and lag > max(floor, share * itl):
+        if (lag is not None and itl is not None and lag > max(floor, share * itl)) \
+                or val(led, f"p.{pid}.client_nodes_tail_lagging"):
             out.append(pid)
     return out
+
+
+def _suspect_item(led: Ledger, pid: str) -> str:
+    """The sentence part naming a suspect point: its lagging nodes where one node's tail made it one."""
+    return "client_suspect_node_item" if val(led, f"p.{pid}.client_nodes_tail_lagging") else "client_suspect_item"
 
 
 def client_suspect_finding(led: Ledger, pids: list[str], labels: dict[str, str] | None = None,
@@ -99,7 +106,7 @@ def client_suspect_finding(led: Ledger, pids: list[str], labels: dict[str, str] 
     suspect for their tails, with its lag beside the ITL p99 it measured."""
     items = [one.texts for pid in client_suspects(led, pids, attributions)
              if (one := make_finding(led, "x", "validity",
-                                     catalogue_texts("client_suspect_item", p=pid, at=point_label(labels, pid)), [])) is not None]
+                                     catalogue_texts(_suspect_item(led, pid), p=pid, at=point_label(labels, pid)), [])) is not None]
     if not items:
         return None
     return make_finding(led, "client_suspect", "validity",
