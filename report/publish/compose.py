@@ -12,6 +12,7 @@ from report.derive.round_ledger import OWN_LENGTH_KINDS
 from report.judge.result import RoundResult, judge_rounds, refusal_text
 from report.ledger import Ledger
 from report.publish import figures as F
+from report.publish.captions import captions
 from report.publish.document import Column, RoundFacts, RoundReport, Table
 from report.words import LANGS, has, in_lang, listed, round_name, word
 
@@ -299,6 +300,7 @@ def compose_from(res: RoundResult) -> RoundReport:
                 F.fig_lengths({p.pid: p.measured for p in rd.points if p.pid in pids}, facts["point_labels"])]:
         if fig is not None:
             figs[fig.id] = fig
+    captions(led, figs, pids, facts["first_point"], facts["headline_point"], facts["point_labels"], comparisons)
     facts["figures"] = sorted(figs)
     notices = []
     if pids and not valid:
