@@ -27,7 +27,7 @@ MECHANISMS = (
     "delivery_slower_than_engine", "delivery_slower_than_engine_scrapes_failing", "pool_full_and_waiting",
     "client_starved", "pool_full_and_waiting_log", "cpu_engine_busy", "cpu_engine_mostly_idle",
     "cpu_engine_busy_queued", "engine_mostly_idle", "no_signal_agrees", "no_gpu_signals",
-    "host_counters_disagree",
+    "no_gpu_signals_queued", "host_counters_disagree",
 )
 # What the GPU's own counters said of a GPU verdict (diagnosis.Attribution.counters): worded by
 # `finding.counters_<code>` after the mechanism's sentence.
@@ -156,17 +156,23 @@ def client_suspects(led: Ledger, pids: list[str], attributions: dict[str, Attrib
     return out
 
 
+# What the client-lag table shows of each suspect point.
+CLIENT_LAG_SHOWN = ("client_lag_ms_p99", "itl_ms_p99")
+
+
 def client_suspect_finding(led: Ledger, pids: list[str], labels: dict[str, str] | None = None,
                            attributions: dict[str, Attribution] | None = None) -> Finding | None:
     """The points whose client loop lagged past the lag rule at its tail: the client named as a
     suspect for their tails, with its lag beside the ITL p99 it measured."""
-    items = [one.texts for pid in client_suspects(led, pids, attributions)
-             if (one := _make(led, "x", "validity",
-                              _texts("client_suspect_item", p=pid, at=_at(labels, pid)), [])) is not None]
-    if not items:
+    # Each point's lag beside its ITL p99 is a row of the diagnosis's table (compose's client_lag
+    # table reads the points from this finding's evidence), not a clause repeated point by point.
+    shown = [pid for pid in client_suspects(led, pids, attributions)
+             if all(val(led, f"p.{pid}.{q}") is not None for q in CLIENT_LAG_SHOWN)]
+    if not shown:
         return None
-    return _make(led, "client_suspect", "validity",
-                 _texts("client_suspect", items=_joined(items, "invalid_reason_sep")), [])
+    names = {lang: listed([str(in_lang(_at(labels, pid), lang)) for pid in shown], lang) for lang in LANGS}
+    return _make(led, "client_suspect", "validity", _texts("client_suspect", points=names),
+                 [f"p.{pid}.{q}" for pid in shown for q in CLIENT_LAG_SHOWN])
 
 
 def caveat_findings(led: Ledger, validity: dict[str, Validity], valid_pids: list[str],
@@ -415,7 +421,8 @@ def comparison_findings(facts: dict, labels: dict[str, str]) -> list[Finding | N
                            _texts("verdict_confirmed", at=_at(labels, pid), prev=prev, limit=limit[b]), []))
     for pid, old, new in facts.get("verdicts_corrected") or []:
         out.append(Finding(f"corrected_{pid}", "comparison",
-                           _texts("verdict_corrected", at=_at(labels, pid), prev=prev, old=limit[old],
+                           _texts("verdict_corrected" + ("_unknown" if new == "unknown" else ""),
+                                  at=_at(labels, pid), prev=prev, old=limit[old],
                                   new=limit[new]), []))
     for b in facts.get("verdicts_new") or []:
         out.append(Finding(f"new_{b}", "comparison", _texts("verdict_new", prev=prev, limit=limit[b]), []))
@@ -450,7 +457,9 @@ def limits_by_point_finding(attributions: dict[str, Attribution], valid_pids: li
             runs.append([pid])
     if len(runs) < 2:
         return None
-    parts = [_texts("limits_run_one" if len(r) == 1 else "limits_run", at=at[r[0]], to=at[r[-1]],
+    # A run with no limit named says so in words a reader can act on (the diagnosis says why).
+    parts = [_texts(("limits_run_one" if len(r) == 1 else "limits_run")
+                    + ("_unknown" if attributions[r[0]].bottleneck == "unknown" else ""), at=at[r[0]], to=at[r[-1]],
                     limit={lang: word(f"label.bottleneck_{attributions[r[0]].bottleneck}", lang) for lang in LANGS})
              for r in runs]
     return Finding("thesis_limits", "thesis", _texts("limits_by_point", runs=_joined(parts, "limits_sep")), [])

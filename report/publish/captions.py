@@ -112,6 +112,14 @@ def cap_roofline(led: Ledger, last: str, labels: dict) -> dict[str, str] | None:
     return sentence(led, "roof_memory" if intensity < ridge else "roof_compute", p=last, at=labels.get(last, last))
 
 
+def cap_kv_linearity(led: Ledger, last: str, labels: dict) -> dict[str, str] | None:
+    """Whether the fitted KV slope is the concurrency within the prediction tolerance."""
+    off, tol = _v(led, "r.kv_lin_slope_vs_theory"), _v(led, "r.rule_prediction_tol")
+    if off is None or tol is None:
+        return None
+    return sentence(led, "kvlin_holds" if abs(off) <= tol else "kvlin_off", p=last, at=labels.get(last, last))
+
+
 def cap_sets(comparisons: list, labels: dict) -> dict[str, str]:
     """The sets of one question whose flags did what they were expected to, and those whose did not."""
     held = [c.point for c in comparisons if c.verdict == "held"]
@@ -135,6 +143,7 @@ def captions(led: Ledger, figs: dict[str, Figure], pids: list[str], first: str |
         made["timeline"] = cap_timeline(led, pids, last, labels)
         made["tflops_timeline"] = cap_tflops(led, last, labels)
         made["roofline"] = cap_roofline(led, last, labels)
+        made["kv_linearity"] = cap_kv_linearity(led, last, labels)
     for question in dict.fromkeys(c.question for c in comparisons):
         made[f"sets_{question}"] = cap_sets([c for c in comparisons if c.question == question], labels)
     for fid, texts in made.items():

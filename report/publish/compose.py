@@ -149,6 +149,18 @@ def as_measured(led: Ledger, pids: list[str], columns: list) -> list:
     return out
 
 
+# The client-lag table: each suspect point's loop lag p99 beside the ITL p99 it measured.
+CLIENT_LAG_COLUMNS = [("client_lag_ms_p99", "label.col_client_lag_ms_p99", "", None),
+                      ("itl_ms_p99", "label.col_itl_ms_p99", "", None)]
+
+
+def client_lag_table(led: Ledger, findings: list[dict], pids: list[str], labels: dict[str, str]) -> Table:
+    """The points the client-suspect finding names (its evidence), one row each; no rows without it."""
+    said = next((f for f in findings if f["id"] == "client_suspect"), None)
+    shown = [pid for pid in pids if said and f"p.{pid}.client_lag_ms_p99" in said["evidence"]]
+    return point_table(led, shown, "client_lag", in_langs("label.table_client_lag"), CLIENT_LAG_COLUMNS, labels)
+
+
 def point_table(led: Ledger, pids: list[str], table_id: str, title: dict[str, str],
                 columns: list, labels: dict[str, str]) -> Table:
     """A table with one row per point, labelled by its name (LABELS: C=128); each cell a ledger key."""
@@ -354,6 +366,7 @@ def compose_from(res: RoundResult) -> RoundReport:
     return RoundReport(round_id=round_id, title=title, subtitle=plan_subtitle(bundle.manifest), ledger=led, sections=sections, figures=figs,
                        tables={"results": results, "results_detail": detail,
                                "slo_table": slo_table(led, facts["valid_points"], labels),
+                               "client_lag": client_lag_table(led, facts["findings"], pids, labels),
                                **set_tables(led, comparisons, facts["point_labels"]),
                                **peer_tables(led, facts["peer_matches"]),
                                "gpm_table": point_table(led, pids, "gpm_table", in_langs("label.table_gpm"),
@@ -461,9 +474,30 @@ def round_title(manifest: dict, axis: str, round_id: str, questions: list[str] =
     return out
 
 
+# The title `serving-ledger next` writes into a plan (label.plan_title in English): the round it
+# continues and the step's id (`rerun_<point>` for a step of one point).
+def _next_title() -> re.Pattern:
+    """label.plan_title's English form as a pattern: (round number, or the id's), step id."""
+    rnd = re.escape(word("label.round_name", "en", n="NUMX")).replace("NUMX", r"(\d+)")
+    form = re.escape(word("label.plan_title", "en", round="ROUNDX", step="STEPX"))
+    return re.compile(form.replace("ROUNDX", rf"(?:{rnd}|round-(\d+))").replace("STEPX", r"(\S+)"))
+
+
+NEXT_TITLE = _next_title()
+
+
 def plan_subtitle(manifest: dict) -> dict[str, str]:
-    """The plan's own title (manifest plan.title) as the page's subtitle, quoted; {} where it has none."""
+    """The plan's own title (manifest plan.title) as the page's subtitle, quoted; a title that
+    `serving-ledger next` wrote is said in the page's language (the round and the step by name);
+    {} where it has none."""
     title = ((manifest.get("plan") or {}).get("title") or "").strip()
+    m = NEXT_TITLE.fullmatch(title)
+    code = next((c for c in (m.group(3), m.group(3).split("_")[0]) if has(f"label.step_name_{c}", "en")),
+                None) if m else None
+    if code is not None:
+        rid = f"round-{m.group(1) or m.group(2)}"
+        return {lang: word("label.plan_subtitle_next", lang, round=round_name(rid, lang),
+                           step=word(f"label.step_name_{code}", lang)) for lang in LANGS}
     return in_langs("label.plan_subtitle", title=title) if title else {}
 
 

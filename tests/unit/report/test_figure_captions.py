@@ -21,9 +21,17 @@ def _led(values: dict) -> Ledger:
 
 
 def _cited(texts: dict[str, str]) -> set[str]:
-    keys = {lang: {m.group(1) for m in PLACEHOLDER.finditer(t)} for lang, t in texts.items()}
-    assert keys["en"] == keys["zh"]           # both languages cite the same numbers
-    return keys["en"]
+    keys = {lang: [m.group(1) for m in PLACEHOLDER.finditer(t)] for lang, t in texts.items()}
+    assert keys["en"] == keys["zh"]           # both languages cite the same numbers, in one order
+    return set(keys["en"])
+
+
+def test_every_caption_cites_the_same_numbers_in_the_same_order_in_both_languages():
+    from report.words import section
+    en, zh = section("finding", "en"), section("finding", "zh")
+    for code in (c for c in en if c.startswith("figcap_")):
+        assert ([m.group(1) for m in PLACEHOLDER.finditer(en[code])]
+                == [m.group(1) for m in PLACEHOLDER.finditer(zh[code])]), code
 
 
 def _ttft(queue, prefill, frontend, pid="b"):
@@ -95,12 +103,23 @@ def reports():
     return {r.round_id: r for r in compose_rounds(paths)}
 
 
-CAPTIONED = ("ttft_breakdown", "queue_vs_prefill", "iteration", "timeline", "tflops_timeline", "roofline")
+CAPTIONED = {"round-4": ("ttft_breakdown", "queue_vs_prefill", "iteration", "timeline", "tflops_timeline", "roofline"),
+             "round-5": ("kv_linearity",)}
 
 
 def test_the_committed_rounds_figures_carry_their_findings(reports):
-    r = reports["round-4"]
-    for fid in CAPTIONED:
-        fig = r.figures[fid]
-        assert set(fig.caption) == set(LANGS), fid
-        assert all(k in r.ledger and r.ledger[k].present for k in _cited(fig.caption)), fid
+    for rid, figs in CAPTIONED.items():
+        r = reports[rid]
+        for fid in figs:
+            fig = r.figures[fid]
+            assert set(fig.caption) == set(LANGS), (rid, fid)
+            assert all(k in r.ledger and r.ledger[k].present for k in _cited(fig.caption)), (rid, fid)
+
+
+def test_the_kv_line_figure_draws_the_fit_whose_slope_the_page_quotes(reports):
+    fig = reports["round-5"].figures["kv_linearity"]
+    assert {"r.kv_lin_intercept", "r.kv_lin_slope"} <= set(fig.keys)
+    from report.publish.figures import TEXT
+    for lang in LANGS:
+        specs = str(fig.specs[lang])
+        assert TEXT[lang]["kv_fit_line"] in specs and TEXT[lang]["theory"] in specs, lang
