@@ -42,6 +42,7 @@ class Finding:
     kind: str
     texts: dict[str, str]       # language -> sentence, from the catalogue's `finding.*` texts
     evidence: list[str] = field(default_factory=list)
+    shown: list[str] = field(default_factory=list)   # points whose numbers a table beside it prints
 
     def keys(self) -> list[str]:
         """The ledger keys its sentences print."""
@@ -123,21 +124,45 @@ def invalid_points_finding(led: Ledger, validity: dict[str, Validity],
 def disagreement_finding(led: Ledger, validity: dict[str, Validity],
                          labels: dict[str, str] | None = None,
                          attributions: dict[str, Attribution] | None = None) -> Finding | None:
-    """Which signals disagreed with a check's or a bottleneck's verdict, point by point."""
-    parts, keys = [], []
+    """Which signals disagreed with a check's or a bottleneck's verdict: point by point, except a
+    disagreement of the held check at two points or more, said once with its points named and
+    each point's shares in the held table (HELD_SHOWN) beside it."""
     said = [(v.point, v.disagreed) for v in validity.values()] + \
         [(a.point, a.disagreed) for a in (attributions or {}).values()]
-    for point, codes in said:
-        for code in dict.fromkeys(codes):
-            one = _make(led, "x", "validity", _texts(f"disagree_{code}", p=point, at=_at(labels, point)), [])
-            if one is not None:
-                parts.append(one.texts)
-                keys += one.keys()
+    made = [(point, code, one) for point, codes in said for code in dict.fromkeys(codes)
+            if (one := _make(led, "x", "validity", _texts(f"disagree_{code}", p=point, at=_at(labels, point)), []))
+            is not None]
+    grouped = {code for code in HELD_GROUPED
+               if len([p for p, c, _ in made if c == code and _held_shown(led, p)]) > 1}
+    parts, keys, shown = [], [], []
+    for point, code, one in made:
+        if code not in grouped or not _held_shown(led, point):
+            parts.append(one.texts)
+            keys += one.keys()
+        elif point not in shown:
+            shown.append(point)
+    for code in sorted(grouped, key=HELD_GROUPED.index):
+        pids = [p for p, c, _ in made if c == code and _held_shown(led, p)]
+        parts.append(_texts(f"disagree_{code}_points",
+                            points={lang: listed([str(in_lang(_at(labels, p), lang)) for p in pids], lang)
+                                    for lang in LANGS}))
     if not parts:
         return None
+    keys += [f"p.{p}.{q}" for p in shown for q in HELD_SHOWN]
     return Finding("disagreements", "validity",
                    _texts("disagreements", items=_joined(parts, "disagreement_sep")),
-                   list(dict.fromkeys(keys)))
+                   list(dict.fromkeys(keys)), shown)
+
+
+# The disagreements of the held check said once for all their points, and the shares the held
+# table prints of each (compose's held table).
+HELD_GROUPED = ("gauge_stale", "held_outside_engine")
+HELD_SHOWN = ("held_concurrency_fraction", "engine_held_fraction", "client_held_fraction", "outside_engine_share")
+
+
+def _held_shown(led: Ledger, pid: str) -> bool:
+    """Whether the held table has every share of PID to print."""
+    return all(val(led, f"p.{pid}.{q}") is not None for q in HELD_SHOWN)
 
 
 def client_suspects(led: Ledger, pids: list[str], attributions: dict[str, Attribution] | None = None) -> list[str]:
@@ -416,9 +441,14 @@ def comparison_findings(facts: dict, labels: dict[str, str]) -> list[Finding | N
     limit = {b: {lang: word(f"label.bottleneck_{b}", lang) for lang in LANGS}
              for b in BOTTLENECKS}
     out: list[Finding | None] = []
+    # One sentence per limit confirmed, naming its points, not one per point.
+    confirmed: dict[str, list[str]] = {}
     for pid, b in facts.get("verdicts_confirmed") or []:
-        out.append(Finding(f"confirmed_{pid}", "comparison",
-                           _texts("verdict_confirmed", at=_at(labels, pid), prev=prev, limit=limit[b]), []))
+        confirmed.setdefault(b, []).append(pid)
+    for b, pids in confirmed.items():
+        at = {lang: listed([str(in_lang(_at(labels, pid), lang)) for pid in pids], lang) for lang in LANGS}
+        out.append(Finding(f"confirmed_{b}", "comparison",
+                           _texts("verdict_confirmed", at=at, prev=prev, limit=limit[b]), []))
     for pid, old, new in facts.get("verdicts_corrected") or []:
         out.append(Finding(f"corrected_{pid}", "comparison",
                            _texts("verdict_corrected" + ("_unknown" if new == "unknown" else ""),

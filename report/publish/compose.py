@@ -161,6 +161,20 @@ def client_lag_table(led: Ledger, findings: list[dict], pids: list[str], labels:
     return point_table(led, shown, "client_lag", in_langs("label.table_client_lag"), CLIENT_LAG_COLUMNS, labels)
 
 
+# The held table: each point whose held-check disagreement is said once for several points.
+HELD_COLUMNS = [("held_concurrency_fraction", "label.col_held_by_gauges", "%", 1),
+                ("engine_held_fraction", "label.col_held_by_counter", "%", 1),
+                ("client_held_fraction", "label.col_held_by_client", "%", 1),
+                ("outside_engine_share", "label.col_outside_engine_share", "%", 1)]
+
+
+def held_table(led: Ledger, findings: list[dict], labels: dict[str, str]) -> Table:
+    """The points the disagreements finding shows in a table (its `shown`); no rows without it."""
+    said = next((f for f in findings if f["id"] == "disagreements"), None)
+    return point_table(led, list(said["shown"]) if said else [], "held_table", in_langs("label.table_held"),
+                       HELD_COLUMNS, labels)
+
+
 def point_table(led: Ledger, pids: list[str], table_id: str, title: dict[str, str],
                 columns: list, labels: dict[str, str]) -> Table:
     """A table with one row per point, labelled by its name (LABELS: C=128); each cell a ledger key."""
@@ -367,6 +381,7 @@ def compose_from(res: RoundResult) -> RoundReport:
                        tables={"results": results, "results_detail": detail,
                                "slo_table": slo_table(led, facts["valid_points"], labels),
                                "client_lag": client_lag_table(led, facts["findings"], pids, labels),
+                               "held_table": held_table(led, facts["findings"], labels),
                                **set_tables(led, comparisons, facts["point_labels"]),
                                **peer_tables(led, facts["peer_matches"]),
                                "gpm_table": point_table(led, pids, "gpm_table", in_langs("label.table_gpm"),
