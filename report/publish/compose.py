@@ -319,7 +319,8 @@ def compose_from(res: RoundResult) -> RoundReport:
         # A step budget's ITL tail beside the one the step model predicts for each set.
         modelled = ("itl_tail_ms_model",) if question == "step_budget" else ()
         fig = F.fig_sets(led, question, [(c.base, c.point) for c in comparisons if c.question == question],
-                         tuple(q for q, _, _ in SIGNALS[question]) + modelled, facts["point_labels"])
+                         tuple(q for q, _, _ in SIGNALS[question]) + modelled, facts["point_labels"],
+                         line_axis if rd.axis == "server" else None)
         if fig is not None:
             figs[fig.id] = fig
     for fig in [*F.fig_session_turns(led, pids, facts["point_labels"]),

@@ -123,3 +123,20 @@ def test_the_kv_line_figure_draws_the_fit_whose_slope_the_page_quotes(reports):
     for lang in LANGS:
         specs = str(fig.specs[lang])
         assert TEXT[lang]["kv_fit_line"] in specs and TEXT[lang]["theory"] in specs, lang
+
+
+def test_sets_that_sweep_one_flag_are_named_by_its_value_on_the_flags_axis():
+    from report.publish.compose import compose_round
+    from report.publish.figures import TEXT
+    from report.publish.render.vega import _walk
+    report = compose_round(ROOT / "runs" / "round-13" / "bundle", "round-13")
+    fig = report.figures["sets_step_budget"]
+    assert any(k.endswith(".step_token_budget") for k in fig.keys)
+    assert set(fig.caption) == set(LANGS)               # which sets' flags did what they were expected to
+    for lang in LANGS:
+        titles = {d["x"]["title"] for d in _walk(fig.specs[lang]) if isinstance(d.get("x"), dict) and "title" in d["x"]}
+        assert titles == {TEXT[lang]["step_token_budget"]}, lang
+        sets = {r["set"] for d in _walk(fig.specs[lang]) if isinstance(d.get("values"), list)
+                for r in d["values"] if isinstance(r, dict) and "set" in r}
+        sets |= {r["set"] for ds in (fig.specs[lang].get("datasets") or {}).values() for r in ds if "set" in r}
+        assert sets and all(not s.startswith("--") for s in sets), (lang, sets)
