@@ -570,7 +570,9 @@ def fig_sets(led: Ledger, question: str, pairs: list[tuple[str, str]], signals: 
         df = pd.DataFrame(rows)
         sets = list(dict.fromkeys(r["set"] for r in rows))
         ch = alt.Chart(df).mark_bar().encode(
-            x=alt.X("set:N", title=t[axis] if by_value else t["set_axis"], sort=sets, axis=alt.Axis(labelAngle=0)),
+            # a panel is narrow: the flag's short name (the figure's title says which flag)
+            x=alt.X("set:N", title=t[f"set_value_{axis}"] if by_value else t["set_axis"], sort=sets,
+                    axis=alt.Axis(labelAngle=0)),
             y=alt.Y("y:Q", title=None),
             color=alt.Color("set:N", sort=sets, legend=None,
                             scale=alt.Scale(domain=sets, range=PALETTE[:len(sets)])),

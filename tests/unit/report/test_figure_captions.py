@@ -135,7 +135,7 @@ def test_sets_that_sweep_one_flag_are_named_by_its_value_on_the_flags_axis():
     assert set(fig.caption) == set(LANGS)               # which sets' flags did what they were expected to
     for lang in LANGS:
         titles = {d["x"]["title"] for d in _walk(fig.specs[lang]) if isinstance(d.get("x"), dict) and "title" in d["x"]}
-        assert titles == {TEXT[lang]["step_token_budget"]}, lang
+        assert titles == {TEXT[lang]["set_value_step_token_budget"]}, lang
         sets = {r["set"] for d in _walk(fig.specs[lang]) if isinstance(d.get("values"), list)
                 for r in d["values"] if isinstance(r, dict) and "set" in r}
         sets |= {r["set"] for ds in (fig.specs[lang].get("datasets") or {}).values() for r in ds if "set" in r}
