@@ -150,9 +150,9 @@ def hand_built_report(model: str = "Qwen2.5-7B-Instruct", notices: bool = True) 
             title={lang: LABELS[lang]["fig1"] for lang in ("zh", "en")},
             caption={
                 "zh": "前端一段由客户端 TTFT 减去服务端两段得出;最高并发时为 "
-                      "{{ n('point.c64.frontend_ms') }}。",
+                      "[[point.c64.frontend_ms]]。",
                 "en": "The frontend part is client TTFT minus the two server parts; "
-                      "{{ n('point.c64.frontend_ms') }} at the highest concurrency.",
+                      "[[point.c64.frontend_ms]] at the highest concurrency.",
             },
             keys=tuple(f"point.c{c}.{k}" for c in POINTS
                        for k in ("queue_ms", "prefill_ms", "frontend_ms")),

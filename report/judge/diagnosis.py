@@ -396,12 +396,18 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
             att.also = _also_holding(f, RULES[i + 1:])
             return att
     keys = [k + c for c in ("waiting_peak", "delivery_tpot_ratio", "engine_cpu_share", "step_roof_share",
-                            "step_ms_model", "step_ms_measured", "mfu", "mbu", "gpu_util_median_pct")]
+                            "step_ms_model", "step_ms_measured", "mfu", "mbu", "gpu_util_median_pct",
+                            "kv_usage_peak", "concurrency")]
     for key in keys:
         get(key)
     modelled = ev[k + "step_roof_share"] is not None
-    return Attribution(pid, "unknown", "no_signal_agrees" if modelled or ev[k + "gpu_util_median_pct"] is not None
-                       else "no_gpu_signals", {key: ev[key] for key in keys})
+    # Without a GPU signal, a queue beside a busy engine and a pool with room: neither the host
+    # side (it allows a queue of a quarter of C at most) nor the pool explains it, and no roof is known.
+    queued = (ev[k + "waiting_peak"] or 0) > 0 and ev[k + "engine_cpu_share"] is not None \
+        and ev[k + "kv_usage_peak"] is not None
+    mechanism = ("no_signal_agrees" if modelled or ev[k + "gpu_util_median_pct"] is not None
+                 else "no_gpu_signals_queued" if queued else "no_gpu_signals")
+    return Attribution(pid, "unknown", mechanism, {key: ev[key] for key in keys})
 
 
 def _also_holding(f, rules) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ from report.derive.round_ledger import OWN_LENGTH_KINDS
 from report.judge.result import RoundResult, judge_rounds, refusal_text
 from report.ledger import Ledger
 from report.publish import numbers as N
+from report.publish.captions import captions
 from report.publish.document import Column, RoundFacts, RoundReport, Table
 from report.publish.figures import against as FA
 from report.publish.figures import lengths as FL
@@ -152,6 +153,32 @@ def as_measured(led: Ledger, pids: list[str], columns: list) -> list:
             col = measured
         out.append(col)
     return out
+
+
+# The client-lag table: each suspect point's loop lag p99 beside the ITL p99 it measured.
+CLIENT_LAG_COLUMNS = [("client_lag_ms_p99", "label.col_client_lag_ms_p99", "", None),
+                      ("itl_ms_p99", "label.col_itl_ms_p99", "", None)]
+
+
+def client_lag_table(led: Ledger, findings: list[dict], pids: list[str], labels: dict[str, str]) -> Table:
+    """The points the client-suspect finding names (its evidence), one row each; no rows without it."""
+    said = next((f for f in findings if f["id"] == "client_suspect"), None)
+    shown = [pid for pid in pids if said and f"p.{pid}.client_lag_ms_p99" in said["evidence"]]
+    return point_table(led, shown, "client_lag", in_langs("label.table_client_lag"), CLIENT_LAG_COLUMNS, labels)
+
+
+# The held table: each point whose held-check disagreement is said once for several points.
+HELD_COLUMNS = [("held_concurrency_fraction", "label.col_held_by_gauges", "%", 1),
+                ("engine_held_fraction", "label.col_held_by_counter", "%", 1),
+                ("client_held_fraction", "label.col_held_by_client", "%", 1),
+                ("outside_engine_share", "label.col_outside_engine_share", "%", 1)]
+
+
+def held_table(led: Ledger, findings: list[dict], labels: dict[str, str]) -> Table:
+    """The points the disagreements finding shows in a table (its `shown`); no rows without it."""
+    said = next((f for f in findings if f["id"] == "disagreements"), None)
+    return point_table(led, list(said["shown"]) if said else [], "held_table", in_langs("label.table_held"),
+                       HELD_COLUMNS, labels)
 
 
 def point_table(led: Ledger, pids: list[str], table_id: str, title: dict[str, str],
@@ -322,13 +349,15 @@ def compose_from(res: RoundResult) -> RoundReport:
         # A step budget's ITL tail beside the one the step model predicts for each set.
         modelled = ("itl_tail_ms_model",) if question == "step_budget" else ()
         fig = FA.fig_sets(led, question, [(c.base, c.point) for c in comparisons if c.question == question],
-                          tuple(q for q, _, _ in SIGNALS[question]) + modelled, facts["point_labels"])
+                          tuple(q for q, _, _ in SIGNALS[question]) + modelled, facts["point_labels"],
+                          line_axis if rd.axis == "server" else None)
         if fig is not None:
             figs[fig.id] = fig
     for fig in [*FL.fig_session_turns(led, pids, facts["point_labels"]),
                 FL.fig_lengths({p.pid: p.measured for p in rd.points if p.pid in pids}, facts["point_labels"])]:
         if fig is not None:
             figs[fig.id] = fig
+    captions(led, figs, pids, facts["first_point"], facts["headline_point"], facts["point_labels"], comparisons)
     facts["figures"] = sorted(figs)
     notices = []
     if pids and not valid:
@@ -385,6 +414,8 @@ def compose_from(res: RoundResult) -> RoundReport:
                        tables={"results": results, "results_detail": detail,
                                "slo_table": slo_table(led, facts["valid_points"], labels),
                                "node_table": nodes,
+                               "client_lag": client_lag_table(led, facts["findings"], pids, labels),
+                               "held_table": held_table(led, facts["findings"], labels),
                                **set_tables(led, comparisons, facts["point_labels"]),
                                **peer_tables(led, facts["peer_matches"]),
                                "gpm_table": point_table(led, pids, "gpm_table", in_langs("label.table_gpm"),
@@ -491,9 +522,30 @@ def round_title(manifest: dict, axis: str, round_id: str, questions: list[str] =
     return out
 
 
+# The title `serving-ledger next` writes into a plan (label.plan_title in English): the round it
+# continues and the step's id (`rerun_<point>` for a step of one point).
+def _next_title() -> re.Pattern:
+    """label.plan_title's English form as a pattern: (round number, or the id's), step id."""
+    rnd = re.escape(word("label.round_name", "en", n="NUMX")).replace("NUMX", r"(?P<n>\d+)")
+    form = re.escape(word("label.plan_title", "en", round="ROUNDX", step="STEPX"))
+    return re.compile(form.replace("ROUNDX", rf"(?:{rnd}|round-(?P<id>\d+))").replace("STEPX", r"(?P<step>\S+)"))
+
+
+NEXT_TITLE = _next_title()
+
+
 def plan_subtitle(manifest: dict) -> dict[str, str]:
-    """The plan's own title (manifest plan.title) as the page's subtitle, quoted; {} where it has none."""
+    """The plan's own title (manifest plan.title) as the page's subtitle, quoted; a title that
+    `serving-ledger next` wrote is said in the page's language (the round and the step by name);
+    {} where it has none."""
     title = ((manifest.get("plan") or {}).get("title") or "").strip()
+    m = NEXT_TITLE.fullmatch(title)
+    code = next((c for c in (m["step"], m["step"].split("_")[0]) if has(f"label.step_name_{c}", "en")),
+                None) if m else None
+    if code is not None:
+        rid = f"round-{m['n'] or m['id']}"
+        return {lang: word("label.plan_subtitle_next", lang, round=round_name(rid, lang),
+                           step=word(f"label.step_name_{code}", lang)) for lang in LANGS}
     return in_langs("label.plan_subtitle", title=title) if title else {}
 
 

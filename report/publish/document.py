@@ -15,7 +15,7 @@ class Figure:
     id: str
     specs: dict[str, dict[str, Any]]          # lang -> Vega-Lite JSON (altair Chart.to_dict())
     title: dict[str, str]                     # lang -> title
-    caption: dict[str, str] = field(default_factory=dict)  # lang -> caption (may hold n() markup)
+    caption: dict[str, str] = field(default_factory=dict)  # lang -> caption, citing [[key]] (say)
     keys: tuple[str, ...] = ()                # ledger keys the figure plots, for provenance
 
 

@@ -24,6 +24,7 @@ class Finding:
     kind: str
     texts: dict[str, str]       # language -> sentence, from the catalogue's `finding.*` texts
     evidence: list[str] = field(default_factory=list)
+    shown: list[str] = field(default_factory=list)   # points whose numbers a table beside it prints
 
     def keys(self) -> list[str]:
         """The ledger keys its sentences print."""

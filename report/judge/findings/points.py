@@ -23,6 +23,7 @@ MECHANISMS = (
     "delivery_slower_than_engine", "delivery_slower_than_engine_scrapes_failing", "pool_full_and_waiting",
     "client_starved", "client_node_starved", "pool_full_and_waiting_log", "cpu_engine_busy", "cpu_engine_mostly_idle",
     "cpu_engine_busy_queued", "engine_mostly_idle", "no_signal_agrees", "no_gpu_signals",
+    "no_gpu_signals_queued",
     "host_counters_disagree",
 )
 
@@ -60,21 +61,45 @@ def invalid_points_finding(led: Ledger, validity: dict[str, Validity],
 def disagreement_finding(led: Ledger, validity: dict[str, Validity],
                          labels: dict[str, str] | None = None,
                          attributions: dict[str, Attribution] | None = None) -> Finding | None:
-    """Which signals disagreed with a check's or a bottleneck's verdict, point by point."""
-    parts, keys = [], []
+    """Which signals disagreed with a check's or a bottleneck's verdict: point by point, except a
+    disagreement of the held check at two points or more, said once with its points named and
+    each point's shares in the held table (HELD_SHOWN) beside it."""
     said = [(v.point, v.disagreed) for v in validity.values()] + \
         [(a.point, a.disagreed) for a in (attributions or {}).values()]
-    for point, codes in said:
-        for code in dict.fromkeys(codes):
-            one = make_finding(led, "x", "validity", catalogue_texts(f"disagree_{code}", p=point, at=point_label(labels, point)), [])
-            if one is not None:
-                parts.append(one.texts)
-                keys += one.keys()
+    made = [(point, code, one) for point, codes in said for code in dict.fromkeys(codes)
+            if (one := make_finding(led, "x", "validity", catalogue_texts(f"disagree_{code}", p=point, at=point_label(labels, point)), []))
+            is not None]
+    grouped = {code for code in HELD_GROUPED
+               if len([p for p, c, _ in made if c == code and _held_shown(led, p)]) > 1}
+    parts, keys, shown = [], [], []
+    for point, code, one in made:
+        if code not in grouped or not _held_shown(led, point):
+            parts.append(one.texts)
+            keys += one.keys()
+        elif point not in shown:
+            shown.append(point)
+    for code in sorted(grouped, key=HELD_GROUPED.index):
+        pids = [p for p, c, _ in made if c == code and _held_shown(led, p)]
+        parts.append(catalogue_texts(f"disagree_{code}_points",
+                            points={lang: listed([str(in_lang(point_label(labels, p), lang)) for p in pids], lang)
+                                    for lang in LANGS}))
     if not parts:
         return None
+    keys += [f"p.{p}.{q}" for p in shown for q in HELD_SHOWN]
     return Finding("disagreements", "validity",
                    catalogue_texts("disagreements", items=joined_texts(parts, "disagreement_sep")),
-                   list(dict.fromkeys(keys)))
+                   list(dict.fromkeys(keys)), shown)
+
+
+# The disagreements of the held check said once for all their points, and the shares the held
+# table prints of each (compose's held table).
+HELD_GROUPED = ("gauge_stale", "held_outside_engine")
+HELD_SHOWN = ("held_concurrency_fraction", "engine_held_fraction", "client_held_fraction", "outside_engine_share")
+
+
+def _held_shown(led: Ledger, pid: str) -> bool:
+    """Whether the held table has every share of PID to print."""
+    return all(val(led, f"p.{pid}.{q}") is not None for q in HELD_SHOWN)
 
 
 def client_suspects(led: Ledger, pids: list[str], attributions: dict[str, Attribution] | None = None) -> list[str]:
@@ -95,22 +120,29 @@ def client_suspects(led: Ledger, pids: list[str], attributions: dict[str, Attrib
     return out
 
 
-def _suspect_item(led: Ledger, pid: str) -> str:
-    """The sentence part naming a suspect point: its lagging nodes where one node's tail made it one."""
-    return "client_suspect_node_item" if val(led, f"p.{pid}.client_nodes_tail_lagging") else "client_suspect_item"
+# What the client-lag table shows of each suspect point.
+CLIENT_LAG_SHOWN = ("client_lag_ms_p99", "itl_ms_p99")
 
 
 def client_suspect_finding(led: Ledger, pids: list[str], labels: dict[str, str] | None = None,
                            attributions: dict[str, Attribution] | None = None) -> Finding | None:
     """The points whose client loop lagged past the lag rule at its tail: the client named as a
     suspect for their tails, with its lag beside the ITL p99 it measured."""
-    items = [one.texts for pid in client_suspects(led, pids, attributions)
-             if (one := make_finding(led, "x", "validity",
-                                     catalogue_texts(_suspect_item(led, pid), p=pid, at=point_label(labels, pid)), [])) is not None]
-    if not items:
+    # Each point's lag beside its ITL p99 is a row of the diagnosis's table (compose's client_lag
+    # table reads the points from this finding's evidence), not a clause repeated point by point.
+    shown = [pid for pid in client_suspects(led, pids, attributions)
+             if all(val(led, f"p.{pid}.{q}") is not None for q in CLIENT_LAG_SHOWN)]
+    if not shown:
         return None
-    return make_finding(led, "client_suspect", "validity",
-                        catalogue_texts("client_suspect", items=joined_texts(items, "invalid_reason_sep")), [])
+    names = {lang: listed([str(in_lang(point_label(labels, pid), lang)) for pid in shown], lang) for lang in LANGS}
+    said = make_finding(led, "client_suspect", "validity", catalogue_texts("client_suspect", points=names),
+                        [f"p.{pid}.{q}" for pid in shown for q in CLIENT_LAG_SHOWN])
+    # A point one Ray node's own tail made a suspect (the merged p99 hides it) names that node.
+    for pid in shown:
+        if said is not None and val(led, f"p.{pid}.client_nodes_tail_lagging"):
+            said = followed_by(said, make_finding(led, "x", "validity", catalogue_texts(
+                "client_suspect_node", p=pid, at=point_label(labels, pid)), []))
+    return said
 
 
 def caveat_findings(led: Ledger, validity: dict[str, Validity], valid_pids: list[str],

@@ -25,7 +25,7 @@ from report.judge.findings.points import (
     step_mix_finding,
 )
 from report.ledger import Ledger
-from report.words import LANGS, word
+from report.words import LANGS, in_lang, listed, word
 
 
 def reproducibility_finding(led: Ledger, facts: dict) -> Finding | None:
@@ -56,12 +56,18 @@ def comparison_findings(facts: dict, labels: dict[str, str]) -> list[Finding | N
     limit = {b: {lang: word(f"label.bottleneck_{b}", lang) for lang in LANGS}
              for b in BOTTLENECKS}
     out: list[Finding | None] = []
+    # One sentence per limit confirmed, naming its points, not one per point.
+    confirmed: dict[str, list[str]] = {}
     for pid, b in facts.get("verdicts_confirmed") or []:
-        out.append(Finding(f"confirmed_{pid}", "comparison",
-                           catalogue_texts("verdict_confirmed", at=point_label(labels, pid), prev=prev, limit=limit[b]), []))
+        confirmed.setdefault(b, []).append(pid)
+    for b, pids in confirmed.items():
+        at = {lang: listed([str(in_lang(point_label(labels, pid), lang)) for pid in pids], lang) for lang in LANGS}
+        out.append(Finding(f"confirmed_{b}", "comparison",
+                           catalogue_texts("verdict_confirmed", at=at, prev=prev, limit=limit[b]), []))
     for pid, old, new in facts.get("verdicts_corrected") or []:
         out.append(Finding(f"corrected_{pid}", "comparison",
-                           catalogue_texts("verdict_corrected", at=point_label(labels, pid), prev=prev, old=limit[old],
+                           catalogue_texts("verdict_corrected" + ("_unknown" if new == "unknown" else ""),
+                                           at=point_label(labels, pid), prev=prev, old=limit[old],
                                            new=limit[new]), []))
     for b in facts.get("verdicts_new") or []:
         out.append(Finding(f"new_{b}", "comparison", catalogue_texts("verdict_new", prev=prev, limit=limit[b]), []))
@@ -96,7 +102,9 @@ def limits_by_point_finding(attributions: dict[str, Attribution], valid_pids: li
             runs.append([pid])
     if len(runs) < 2:
         return None
-    parts = [catalogue_texts("limits_run_one" if len(r) == 1 else "limits_run", at=at[r[0]], to=at[r[-1]],
+    # A run with no limit named says so in words a reader can act on (the diagnosis says why).
+    parts = [catalogue_texts(("limits_run_one" if len(r) == 1 else "limits_run")
+                             + ("_unknown" if attributions[r[0]].bottleneck == "unknown" else ""), at=at[r[0]], to=at[r[-1]],
                              limit={lang: word(f"label.bottleneck_{attributions[r[0]].bottleneck}", lang) for lang in LANGS})
              for r in runs]
     return Finding("thesis_limits", "thesis", catalogue_texts("limits_by_point", runs=joined_texts(parts, "limits_sep")), [])

@@ -17,6 +17,7 @@ from report.publish.figures.chart import (
     titled_legend,
     value_at,
 )
+from report.publish.numbers import format_number
 from report.words import LANGS, in_lang
 
 
@@ -75,21 +76,30 @@ def fig_roofline(led: Ledger, pids: list[str], labels: dict[str, str] | None = N
 
 
 def fig_sets(led: Ledger, question: str, pairs: list[tuple[str, str]], signals: tuple[str, ...],
-             labels: dict[str, str]) -> Figure | None:
+             labels: dict[str, str], axis: str | None = None) -> Figure | None:
     """One question of a round of server sets: its signals at the base set's point and at each
-    set's, the sets on one axis (in the order they ran), one panel per signal."""
+    set's, the sets on one axis (in the order they ran), one panel per signal. Where the sets
+    sweep one flag (AXIS, a point quantity every set has a value of its own of), each set is
+    named by that value under the flag's axis title, not by its whole flag string."""
     order = list(dict.fromkeys(pid for pair in pairs for pid in pair))
     keys = [f"p.{pid}.{q}" for pid in order for q in signals if value_at(led, f"p.{pid}.{q}") is not None]
     if len(order) < 2 or not keys:
         return None
+    values = [value_at(led, f"p.{pid}.{axis}") for pid in order] if axis else []
+    by_value = bool(values) and None not in values and len(set(values)) == len(values)
+    keys += [f"p.{pid}.{axis}" for pid in order] if by_value else []
 
     def make(t):
-        rows = [{"set": in_lang(labels.get(pid, pid), t["lang"]), "series": t.get(f"set_{q}", q), "y": value_at(led, f"p.{pid}.{q}"),
+        name = {pid: format_number(v) for pid, v in zip(order, values)} if by_value else \
+            {pid: in_lang(labels.get(pid, pid), t["lang"]) for pid in order}
+        rows = [{"set": name[pid], "series": t.get(f"set_{q}", q), "y": value_at(led, f"p.{pid}.{q}"),
                  "point": pid} for pid in order for q in signals if value_at(led, f"p.{pid}.{q}") is not None]
         df = pd.DataFrame(rows)
         sets = list(dict.fromkeys(r["set"] for r in rows))
         ch = alt.Chart(df).mark_bar().encode(
-            x=alt.X("set:N", title=t["set_axis"], sort=sets, axis=alt.Axis(labelAngle=0)),
+            # a panel is narrow: the flag's short name (the figure's title says which flag)
+            x=alt.X("set:N", title=t[f"set_value_{axis}"] if by_value else t["set_axis"], sort=sets,
+                    axis=alt.Axis(labelAngle=0)),
             y=alt.Y("y:Q", title=None),
             color=alt.Color("set:N", sort=sets, legend=None,
                             scale=alt.Scale(domain=sets, range=PALETTE[:len(sets)])),

@@ -49,14 +49,21 @@ def fig_itl_vs_len(led: Ledger, pids: list[str]) -> Figure | None:
 
 
 def fig_kv_linearity(led: Ledger, pids: list[str]) -> Figure | None:
-    """Peak KV tokens against input length, with the theory line (docs/analyses.md item 12)."""
+    """Peak KV tokens against input length, with the theory line and the least-squares fit whose
+    slope the page quotes (docs/analyses.md item 12)."""
     rows_any, keys = point_rows(led, pids, "input_len", {"m": "kv_tokens_peak", "t": "kv_tokens_theory"})
     if len(rows_any) < 2:
         return None
+    a, b = value_at(led, "r.kv_lin_intercept"), value_at(led, "r.kv_lin_slope")
+    ends = sorted({r["x"] for r in rows_any})   # at each length, so a log axis draws the line
+    fitted = a is not None and b is not None
+    keys += ["r.kv_lin_intercept", "r.kv_lin_slope"] if fitted else []
 
     def make(t):
         rows, _ = point_rows(led, pids, "input_len", {t["measured_peak"]: "kv_tokens_peak",
                                                   t["theory"]: "kv_tokens_theory"})
+        rows += [{"x": x, "y": a + b * x, "series": t["kv_fit_line"], "point": "", "valid": True}
+                 for x in ends] if fitted else []
         return line_chart(rows, t, "input_len", t["kv_tokens"], t["kvlin_title"], log_x=wide_span(rows))
     return Figure("kv_linearity", per_lang(make), {lang: TEXT[lang]["kvlin_title"] for lang in LANGS},
                   keys=tuple(keys))

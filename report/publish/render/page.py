@@ -218,7 +218,7 @@ class Page:
     def fig(self, fig_id: str, caption: Markup | None = None) -> Markup:
         """Place a figure: interactive chart (HTML) or static SVG (PDF), with its caption: CAPTION,
         the sentence its section renders of what the figure shows (`{% set cap %}...{% endset %}`),
-        else the figure's own."""
+        else the figure's own (report/publish/captions.py: a sentence citing [[key]], printed by say)."""
         figure = self.report.figures.get(fig_id)
         if figure is None:
             raise RenderError(f"no figure {fig_id!r} in round {self.report.round_id}")
@@ -229,8 +229,7 @@ class Page:
         if said is not None and str(said).strip():
             caption = Markup(self._md.renderInline(str(said).strip()))
         elif figure.caption.get(self.lang):
-            src = self.env.from_string(figure.caption[self.lang]).render()
-            caption = Markup(self._md.renderInline(src))
+            caption = self.say(figure.caption[self.lang])
         keys = self._keyref_list(figure.keys)
         return self._block(_Block("figure", fig_id, {"caption": caption, "keys": keys}))
 

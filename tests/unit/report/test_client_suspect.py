@@ -31,7 +31,8 @@ def test_the_client_is_a_suspect_only_past_the_lag_rule():
     led = _ledger({"c1": (4.0, 2.0), "c2": (30.0, 80.0), "c4": (726.0, 62.0)})
     f = client_suspect_finding(led, ["c1", "c2", "c4"], {"c1": "C=1", "c2": "C=2", "c4": "C=4"})
     assert f is not None and f.kind == "validity"
-    assert "at C=4 its loop lag p99 was [[p.c4.client_lag_ms_p99]]" in f.texts["en"]
+    assert "the tails at C=4:" in f.texts["en"]          # the point named once; its numbers in the table
+    assert {"p.c4.client_lag_ms_p99", "p.c4.itl_ms_p99"} <= set(f.evidence)
     assert "C=1" not in f.texts["en"] and "C=2" not in f.texts["en"]
     assert "C=4 点" in f.texts["zh"] and "C=2" not in f.texts["zh"]
     # every point below the rule: silent
@@ -60,4 +61,18 @@ def test_round_2s_shared_host_names_the_client_at_c64(round2):
     f = client_suspect_finding(led, valid, {p: p for p in valid}, rd.verdicts.attribution)
     assert f is not None
     assert led.value_of("p.L256-c64.client_lag_ms_p99") == pytest.approx(726, abs=1)
-    assert "[[p.L256-c64.client_lag_ms_p99]]" in f.texts["en"]
+    assert "p.L256-c64.client_lag_ms_p99" in f.evidence and "L256-c64" in f.texts["en"]
+
+
+def test_the_diagnosis_prints_each_suspects_lag_in_a_table_not_a_clause_per_point():
+    from report.publish.compose import compose_round
+    report = compose_round(ROOT / "runs" / "round-2" / "bundle", "round-2")
+    lag = report.tables["client_lag"]
+    said = next(f for f in report.facts.findings if f["id"] == "client_suspect")
+    assert [r[0] for r in lag.rows] == [f"p.{pid}.client_lag_ms_p99" for pid in report.facts.ok_points
+                                       if f"p.{pid}.client_lag_ms_p99" in said["evidence"]]
+    assert len(lag.rows) > 1 and "its loop lag p99 was" not in said["texts"]["en"]
+    held = report.tables["held_table"]
+    disagreed = next(f for f in report.facts.findings if f["id"] == "disagreements")
+    assert len(held.rows) == len(disagreed["shown"]) > 1
+    assert disagreed["texts"]["en"].count("the running/waiting gauges put") == 1

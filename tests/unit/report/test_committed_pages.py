@@ -346,3 +346,34 @@ def test_a_sweeps_figures_say_what_they_show(reports, pages):
                     assert not captions[fid].startswith(("Data", "数据")), (r.round_id, lang, fid, captions[fid][:60])
                     said += 1
     assert said
+
+
+# The Latin words a Chinese page may print outside code, a quoted title and a number's unit:
+# the terms the Chinese reports themselves write in English (prefill, decode, token, chunk,
+# block, goodput), metric and gauge names, tool and model names, and proper names.
+LATIN_ALLOWED = {
+    "prefill", "decode", "token", "chunk", "block", "goodput", "roofline", "graph", "server", "usage",
+    "running", "gauge", "id", "bench", "serve", "vllm", "serving-ledger", "libnvidia-ml", "slo", "code",
+    "ms", "MHz", "GiB", "Tensor", "Little", "PagedAttention", "Python", "ShareGPT", "Intel", "Xeon",
+    "Processor", "tiny", "mooncake",
+}
+LATIN_WORD = re.compile(r"(?<![\w./:=\-\[])[A-Za-z][A-Za-z'’\-]*[a-z][A-Za-z'’\-]*(?![\w/:=\]])")
+
+
+def latin_words(text: str) -> set[str]:
+    """The Latin words of a Chinese page's reading text, quoted titles and messages (「」) and
+    paths (round-14/external/x.json, running/waiting) left out."""
+    return set(LATIN_WORD.findall(re.sub(r"[^\s（）()「」，、：；]*/[^\s（）()「」，、：；]*", " ",
+                                         re.sub(r"「[^」]*」", " ", text))))
+
+
+def test_the_chinese_page_prints_no_english_word_outside_the_allowed_terms(pages):
+    for r in ROUNDS:
+        words = latin_words(_reading(pages[(r.parent.name, "zh")])) - LATIN_ALLOWED
+        assert not words, (r.parent.name, sorted(words))
+
+
+def test_an_english_word_on_a_chinese_page_is_caught():
+    assert latin_words("前缀缓存命中，prefix cache 命中率") == {"prefix", "cache"}
+    assert not latin_words("「Next step of round-2」 `--enable-prefix-caching` 的 KV 池 L1024-c1 ITL p99 7.57 ms") - {"ms"}
+    assert not latin_words("vllm bench serve（round-14/external/vllm-bench-serve-c1.json）") - {"vllm", "bench", "serve"}

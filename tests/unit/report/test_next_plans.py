@@ -113,3 +113,23 @@ def test_the_smaller_budget_step_stays_silent_where_the_itl_tail_is_not_one_pref
     off = dataclasses.replace(led, values=dict(led.values))
     off.values[key] = dataclasses.replace(led[key], value=2.0)
     assert "smaller_budget" not in [s["id"] for s in next_steps(off, rd, facts)]
+
+
+def test_a_title_written_by_next_is_said_in_each_pages_language():
+    from report.publish.compose import plan_subtitle
+    said = plan_subtitle({"plan": {"title": "Next step of Round 4: smaller_budget"}})
+    assert "第 4 轮" in said["zh"] and said["zh"].endswith("的下一步，缩小每步预算")
+    assert "smaller_budget" not in said["en"]
+    assert "rerun_" not in plan_subtitle({"plan": {"title": "Next step of round-2: rerun_L256-c4"}})["zh"]
+    own = plan_subtitle({"plan": {"title": "Concurrency sweep"}})
+    assert "Concurrency sweep" in own["zh"]          # a title its author wrote is quoted as written
+
+
+def test_every_step_has_a_name_in_both_languages():
+    import re as _re
+    from report.words import has
+    src = (ROOT / "report/judge/next_steps.py").read_text(encoding="utf-8")
+    sids = set(_re.findall(r'step\(f?"([a-z_]+?)(?:_\{[a-z]+\})?"', src))
+    assert {"smaller_budget", "prefix_caching", "rerun", "longer"} <= sids
+    for sid in sids:
+        assert has(f"label.step_name_{sid}", "en") and has(f"label.step_name_{sid}", "zh"), sid

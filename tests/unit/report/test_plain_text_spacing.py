@@ -48,7 +48,7 @@ def test_the_findings_json_says_a_chinese_limit_without_a_gap(capsys):
     out = json.loads(capsys.readouterr().out)
     thesis = next(f for f in out["findings"] if f["id"] == "thesis")
     limit = word("finding.thesis_limit_engine_host", "zh")
-    assert limit + "限制了本服务" in thesis["text_zh"]        # the slot that held Chinese
+    assert "限制本服务的是" + limit in thesis["text_zh"]        # the slot that held Chinese
     assert not [f["text_zh"] for f in out["findings"] if GAP.search(f["text_zh"])]
 
 

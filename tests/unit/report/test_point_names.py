@@ -99,7 +99,7 @@ def test_round_4_quantifies_the_decode_floor_the_headroom_and_the_step_budget(ro
     assert led["r.max_num_batched_tokens"].value == 8192
     for lang in ("en", "zh"):
         text = re.sub(r"<[^>]+>", "", Page(round4, lang).assemble("html"))
-        assert ("--max-num-batched-tokens" in text and ("The decode floor" in text or "Decode 下限" in text)
+        assert ("--max-num-batched-tokens" in text and ("The decode floor" in text or "decode 下限" in text)
                 and ("Headroom." in text or "余量。" in text))
 
 
