@@ -299,7 +299,7 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
             else Reason.of("reason.no_shared_prefix", kind=work.get("kind") or "?"),
             (f"{rd.name}/manifest.json: plan.workload",))
     raw.add("trace_requests", p.requests if work.get("kind") == "trace"
-            else Reason.of("reason.no_shared_prefix", kind=work.get("kind") or "?"), src)
+            else Reason.of("reason.not_a_trace", kind=work.get("kind") or "?"), src)
     sa, sb = p.steady
     ss = _src_metrics(rd, sa, sb, _what("source.what_steady", share=STEADY_FRACTION, point=p.pid))
     raw.add("steady_scrapes", rd.bundle.metrics, ss)
@@ -492,14 +492,6 @@ def server_sets(rd: RoundData) -> dict[int, tuple[float, float]]:
         a, b = out.get(s, (p.window.t_start, p.window.t_end))
         out[s] = (min(a, p.window.t_start), max(b, p.window.t_end))
     return out
-
-
-def set_cache_config(rd: RoundData, server_set: int) -> dict[str, str]:
-    """The cache_config_info labels of one server set (Absent with the reason when none)."""
-    a, b = server_sets(rd)[server_set]
-    return S.cache_config_info(rd.bundle.metrics, a, b)
-
-
 
 
 def _plan_metrics(rd: RoundData) -> bool:
