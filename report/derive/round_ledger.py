@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from bundle.cost import Cost, CostError, cost_from_dict, cost_of_file
+from bundle.files import run_dir
 from bundle.peers import PeerResult, external_dir, read_peer_files, round_peer_files
 from bundle.request_table import RequestTable
 from bundle.slo import Slo, SloError, slo_from_dict, slo_of_file
@@ -191,8 +192,7 @@ NO_SLO = (None, "")
 
 def slo_file_of(bundle_dir: Path) -> Path:
     """Where a round states the SLO it is judged against: slo.toml beside its bundle/."""
-    d = Path(bundle_dir)
-    return (d.parent if d.name == "bundle" else d) / "slo.toml"
+    return run_dir(bundle_dir) / "slo.toml"
 
 
 def round_slo(bundle: Bundle) -> tuple[Slo | Reason | None, str]:
@@ -556,6 +556,7 @@ def modelled_raw(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> N
 
 
 def ok_points(rd: RoundData) -> list[PointData]:
+    """The round's points measured to the end (status `ok`), in run order."""
     return [p for p in rd.points if p.window.status == "ok"]
 
 
