@@ -27,7 +27,7 @@ from bundle.plausible import (
 from report.architecture.gpus import GpuSpec, lookup_gpu
 from report.derive.analyses import peak_at_clock, ratio
 from report.ledger import Absent, Reason, reason_from_text
-from report.registry import point_quantity, round_quantity
+from report.registry import bound_quantity, point_quantity, round_quantity
 
 Samples = Iterable[dict[str, Any]]
 # The collector's text of why a GPU has no GPM counters, by GPU index (manifest `gpus[i].gpm_absent_reason`).
@@ -196,22 +196,11 @@ def median_sm_clock_under_load_mhz(samples: Samples, t_start: float, t_end: floa
 
 # The point's quantities of the NVML samples above: each names the point's GPU rows and window.
 
-@point_quantity(unit="W")
-def power_median_w(gpu_samples: Samples, t_start: float, t_end: float) -> float:
-    """Median of the sampled board power in the point's window (W)."""
-    return median_power_w(gpu_samples, t_start, t_end)
-
-
-@point_quantity(unit="W")
-def power_peak_w(gpu_samples: Samples, t_start: float, t_end: float) -> float:
-    """Highest sampled board power in the point's window (W)."""
-    return peak_power_w(gpu_samples, t_start, t_end)
-
-
-@point_quantity(unit="°C")
-def temp_max_c(gpu_samples: Samples, t_start: float, t_end: float) -> float:
-    """Highest sampled GPU temperature in the point's window (°C)."""
-    return max_temperature_c(gpu_samples, t_start, t_end)
+# The first GPU's statistics of one NVML field (name, function, unit), in the order they are resolved.
+NVML_STATS = (("power_median_w", median_power_w, "W"), ("power_peak_w", peak_power_w, "W"),
+              ("temp_max_c", max_temperature_c, "°C"))
+for _name, _func, _unit in NVML_STATS:
+    bound_quantity("point", _name, _func, unit=_unit, samples="gpu_samples", gpu=0)
 
 
 @point_quantity(unit="MHz")
@@ -228,10 +217,7 @@ def sm_clock_below_max(sm_clock_load_mhz: float, max_sm_clock_mhz: float) -> flo
     return 1.0 - sm_clock_load_mhz / max_sm_clock_mhz
 
 
-@point_quantity(unit="%")
-def gpu_util_median_pct(gpu_samples: Samples, t_start: float, t_end: float) -> float:
-    """Median of NVML's GPU utilisation (share of time a kernel ran) in the point's window, %."""
-    return median_gpu_util_pct(gpu_samples, t_start, t_end)
+bound_quantity("point", "gpu_util_median_pct", median_gpu_util_pct, unit="%", samples="gpu_samples", gpu=0)
 
 
 @point_quantity(unit="TFLOP/s")
@@ -621,10 +607,7 @@ def gpu_items(samples: Samples | None) -> dict[str, dict[str, int]]:
     return {f"gpu{g}": {"gpu": g} for g in sorted({s.get("gpu", 0) for s in samples or ()})}
 
 
-@point_quantity(unit="W", per="gpu")
-def gpu_row_power_median_w(gpu_samples: Samples, t_start: float, t_end: float, gpu: int) -> float:
-    """This GPU's median board power in the window (W)."""
-    return median_power_w(gpu_samples, t_start, t_end, gpu)
+bound_quantity("point", "gpu_row_power_median_w", median_power_w, unit="W", per="gpu", samples="gpu_samples")
 
 
 @point_quantity(unit="MHz", per="gpu")
@@ -633,10 +616,7 @@ def gpu_row_sm_clock_load_mhz(gpu_samples: Samples, t_start: float, t_end: float
     return median_sm_clock_under_load_mhz(gpu_samples, t_start, t_end, gpu)
 
 
-@point_quantity(unit="%", per="gpu")
-def gpu_row_util_median_pct(gpu_samples: Samples, t_start: float, t_end: float, gpu: int) -> float:
-    """This GPU's median NVML utilisation in the window (share of time a kernel ran), %."""
-    return median_gpu_util_pct(gpu_samples, t_start, t_end, gpu)
+bound_quantity("point", "gpu_row_util_median_pct", median_gpu_util_pct, unit="%", per="gpu", samples="gpu_samples")
 
 
 @point_quantity(unit="B", per="gpu")
@@ -645,10 +625,7 @@ def gpu_row_mem_used_bytes(gpu_samples: Samples, t_start: float, t_end: float, g
     return float(statistics.median(_field(gpu_samples, t_start, t_end, gpu, "mem_used_bytes")))
 
 
-@point_quantity(unit="°C", per="gpu")
-def gpu_row_temperature_max_c(gpu_samples: Samples, t_start: float, t_end: float, gpu: int) -> float:
-    """This GPU's highest sampled temperature in the window (°C)."""
-    return max_temperature_c(gpu_samples, t_start, t_end, gpu)
+bound_quantity("point", "gpu_row_temperature_max_c", max_temperature_c, unit="°C", per="gpu", samples="gpu_samples")
 
 
 @point_quantity(unit="fraction", per="gpu")
