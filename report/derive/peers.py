@@ -51,7 +51,7 @@ def peer_matches(peer: PeerResult, settings: dict) -> bool:
 
 
 def peer_stated(peer: PeerResult, metric: str) -> float:
-    """The METRIC the other tool states, by its own definitions (its output throughput over its whole run, ramp and drain included)."""
+    """A metric as the other tool's result file states it, by the tool's own definitions (its output throughput: its output tokens over its whole run, ramp and drain included)."""
     if metric not in peer.values:
         raise Absent("reason.peer_not_stated", tool=peer.tool, metric=metric)
     return peer.values[metric]

@@ -103,7 +103,7 @@ def bracket_index(loads: list[float], load: float) -> int:
 
 
 def at_capacity(loads: list[float], values: list, capacity: float, low: float, high: float) -> float:
-    """VALUES (one per valid point, in load order) at the CAPACITY, linear in log load between the points at LOW and HIGH that bracket it."""
+    """A point quantity at the SLO capacity: its values at the two measured loads that bracket the capacity, interpolated linearly in log load (VALUES one per valid point, in load order)."""
     i, j = bracket_index(loads, low), bracket_index(loads, high)
     require_points(values, (i, j), "value")
     if high == low:
@@ -113,7 +113,7 @@ def at_capacity(loads: list[float], values: list, capacity: float, low: float, h
 
 
 def at_load(loads: list[float], values: list, load: float) -> float:
-    """VALUES (one per valid point, in load order) at the measured LOAD: the point's own value."""
+    """A point quantity at the measured load just below or just above the SLO capacity: that point's own value (VALUES one per valid point, in load order)."""
     i = bracket_index(loads, load)
     require_points(values, (i,), "value")
     return values[i]
