@@ -46,6 +46,18 @@ def server_log_name(k: int = 0) -> str:
     return "server.log" if k == 0 else f"server.{k}.log"
 
 
+def bundle_dir(path: str | Path) -> Path:
+    """The bundle folder PATH names: PATH/bundle where PATH is a run directory holding one, else PATH."""
+    d = Path(path)
+    return d / "bundle" if (d / "bundle" / "manifest.json").exists() else d
+
+
+def run_dir(bundle: str | Path) -> Path:
+    """The run directory of a bundle folder: its parent where it is a run's bundle/, else the folder itself."""
+    d = Path(bundle)
+    return d.parent if d.name == "bundle" else d
+
+
 def bundle_file(directory: Path, name: str) -> Path | None:
     """DIRECTORY/NAME if it exists as a regular file inside the bundle, None if absent.
 

@@ -18,21 +18,6 @@ _REASON_BITS: tuple[tuple[str, str, int], ...] = (
     ("Reliability", "reliability", 0x400),
 )
 
-# English words for each reason name, for captions and the report's glossary.
-REASON_TEXT = {
-    "gpu_idle": "GPU idle",
-    "applications_clocks_setting": "applications clocks setting",
-    "sw_power_cap": "SW power cap",
-    "hw_slowdown": "HW slowdown",
-    "sync_boost": "sync boost",
-    "sw_thermal_slowdown": "SW thermal slowdown",
-    "hw_thermal_slowdown": "HW thermal slowdown",
-    "hw_power_brake_slowdown": "HW power brake slowdown",
-    "display_clock_setting": "display clock setting",
-    "board_limit": "board limit",
-    "reliability": "reliability",
-}
-
 # The sample fields, in the order they are written.
 SAMPLE_FIELDS = (
     "power_w", "power_limit_w", "temperature_c", "sm_clock_mhz", "mem_clock_mhz",

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bundle.files import BundleError
+from bundle.files import BundleError, run_dir
 from bundle.textfile import read_text_file
 
 # A result file larger than this is no summary these tools write (their per-request arrays
@@ -277,8 +277,7 @@ def _aiperf(d: dict, where: str) -> list[PeerResult]:
 
 def external_dir(bundle_dir: str | Path) -> Path:
     """Where a round keeps other tools' results: external/ beside its bundle/."""
-    d = Path(bundle_dir)
-    return (d.parent if d.name == "bundle" else d) / "external"
+    return run_dir(bundle_dir) / "external"
 
 
 def round_peer_files(bundle_dir: str | Path, given: tuple[str, ...] = ()) -> list[str]:

@@ -35,6 +35,7 @@ from bundle.files import (
     loads_finite,
     loads_unique,
     no_newline,
+    run_dir,
     server_log_name,
     stream_file,
 )
@@ -299,7 +300,7 @@ class Bundle:
 
     @property
     def name(self) -> str:
-        return self.path.name if self.path.name != "bundle" else self.path.parent.name
+        return run_dir(self.path).name
 
     def server_log(self, k: int = 0) -> str | None:
         """Server K's log (server_log_name), checked like every other file of the bundle (a

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from bundle.files import bundle_dir
 from bundle.slo import SloError
 from bundle.store import BundleError, find_bundles
 from report.words import LANGS, round_name
@@ -172,9 +173,7 @@ def point_summaries(bundle_dir: Path, warnings: list[str] | None = None) -> list
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    d = Path(args.run_dir)
-    if (d / "bundle" / "manifest.json").exists():
-        d = d / "bundle"
+    d = bundle_dir(args.run_dir)
     warnings: list[str] = []
     rows = point_summaries(d, warnings)
     from bundle.textsafety import json_text, terminal_line

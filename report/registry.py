@@ -44,7 +44,9 @@ valid points give: its module's other quantities are resolved while the round is
 
 A generic function (a ratio, a roofline step) is declared as a point or round quantity of the
 calling module with `bound_quantity(scope, name, func, unit=..., param="input", ...)`, its
-parameters renamed after the inputs they read (`bind`); the ledger records the function itself.
+parameters renamed after the inputs they read (`bind`; a string constant given as `Given(...)`);
+the ledger records the function itself. Keys of one formula with different constants are one
+such declaration in a loop over a table of the constants.
 
 Scopes of their own, with the same dependency order: `cross_quantity` (a round against its
 predecessor, keys `x.<name>`) and `plan_quantity` (the capacity planner, keys `<name>`) declare
@@ -401,14 +403,21 @@ def require_points(values: list, indices: Iterable[int], name: str) -> None:
 # `<scope>.<group>.<name>`): one way of computing a key per group.
 
 
+@dataclass(frozen=True)
+class Given:
+    """A constant a bound parameter takes where a plain string would name an input (`metric=Given("ttft_ms_p50")`)."""
+
+    value: Any
+
+
 def bind(func: Callable, name: str, **inputs: Any) -> Callable:
     """FUNC as the quantity NAME: each parameter INPUTS names reads the input its string names
-    (`old="prev_output_tok_s"`) or takes the constant it gives (`sparse=True`); the others keep
-    their names. The ledger records FUNC itself: its function and docstring."""
+    (`old="prev_output_tok_s"`) or takes the constant it gives (`sparse=True`, `metric=Given("ttft_ms_p50")`);
+    the others keep their names. The ledger records FUNC itself: its function and docstring."""
     own = inspect.signature(func).parameters
     if set(inputs) - set(own):
         raise TypeError(f"{func.__qualname__} has no parameter {sorted(set(inputs) - set(own))} to bind")
-    fixed = {p: v for p, v in inputs.items() if not isinstance(v, str)}
+    fixed = {p: v.value if isinstance(v, Given) else v for p, v in inputs.items() if not isinstance(v, str)}
     names = {p: inputs.get(p, p) for p in own if p not in fixed}     # FUNC's parameter -> its input
     back = {n: p for p, n in names.items()}
 
@@ -427,10 +436,12 @@ def _declare(scope: str, name: str, func: Callable, unit: str, per: str, inputs:
     return _enter(".".join(filter(None, (scope, per, name))), bind(func, name, **inputs), scope, unit, per, home)
 
 
-def bound_quantity(scope: str, name: str, func: Callable, unit: str = "", **inputs: Any) -> Callable:
+def bound_quantity(scope: str, name: str, func: Callable, unit: str = "", per: str = "", **inputs: Any) -> Callable:
     """Declare FUNC as the SCOPE ("point" or "round") quantity NAME of the calling module, its
-    parameters bound to INPUTS (`bind`): resolved with that module's own by `resolve_point` / `resolve_round`."""
-    return _declare(scope, name, func, unit, "", inputs)
+    parameters bound to INPUTS (`bind`): resolved with that module's own by `resolve_point` / `resolve_round`;
+    with PER, one of each of the point's items, as `point_quantity(per=...)` declares it."""
+    home = sys._getframe(1).f_globals["__name__"]
+    return _enter(f"{scope}.{name}", bind(func, name, **inputs), scope, unit, per, home)
 
 
 def cross_quantity(name: str, func: Callable, unit: str = "", per: str = "", **inputs: Any) -> Callable:

@@ -25,7 +25,6 @@ from bench.samplers.base import AT_ROUND, Context, Sampler
 from bench.samplers.gpm import close_streams, gpm_absent_reason, open_streams
 from bundle.gpu_fields import (  # noqa: F401
     GPM_FIELDS,
-    REASON_TEXT,
     SAMPLE_FIELDS,
     decode_throttle_reasons,
     reason_bits,

@@ -18,7 +18,7 @@ from bundle.peers import PeerResult
 from bundle.request_table import RequestTable, as_request_table
 from report.derive import stats as ST
 from report.ledger import Absent
-from report.registry import point_quantity, round_quantity
+from report.registry import Given, bound_quantity, point_quantity, round_quantity
 
 # A result runs our point when its prompt and output lengths are within this share of the
 # point's: a tool that reports the mean it sent (vLLM's totals over completed requests) lands
@@ -50,7 +50,8 @@ def peer_matches(peer: PeerResult, settings: dict) -> bool:
     return True
 
 
-def _stated(peer: PeerResult, metric: str) -> float:
+def peer_stated(peer: PeerResult, metric: str) -> float:
+    """A metric as the other tool's result file states it, by the tool's own definitions (its output throughput: its output tokens over its whole run, ramp and drain included)."""
     if metric not in peer.values:
         raise Absent("reason.peer_not_stated", tool=peer.tool, metric=metric)
     return peer.values[metric]
@@ -140,46 +141,11 @@ def rule_p99_left_out() -> float:
 
 # Theirs, as their file states it (each matched result an item of the point).
 
-@point_quantity(unit="tok/s", per="peer")
-def peer_output_tok_s(peer: PeerResult) -> float:
-    """Output throughput the other tool states: its output tokens over its whole run, ramp and drain included."""
-    return _stated(peer, "output_tok_s")
-
-
-@point_quantity(unit="ms", per="peer")
-def peer_ttft_ms_p50(peer: PeerResult) -> float:
-    """Median TTFT the other tool states."""
-    return _stated(peer, "ttft_ms_p50")
-
-
-@point_quantity(unit="ms", per="peer")
-def peer_ttft_ms_p99(peer: PeerResult) -> float:
-    """TTFT p99 the other tool states."""
-    return _stated(peer, "ttft_ms_p99")
-
-
-@point_quantity(unit="ms", per="peer")
-def peer_itl_ms_p50(peer: PeerResult) -> float:
-    """Median ITL the other tool states, by its own definition of ITL."""
-    return _stated(peer, "itl_ms_p50")
-
-
-@point_quantity(unit="ms", per="peer")
-def peer_itl_ms_p99(peer: PeerResult) -> float:
-    """ITL p99 the other tool states, by its own definition of ITL."""
-    return _stated(peer, "itl_ms_p99")
-
-
-@point_quantity(unit="ms", per="peer")
-def peer_tpot_ms_p50(peer: PeerResult) -> float:
-    """Median TPOT the other tool states, by its own definition of TPOT."""
-    return _stated(peer, "tpot_ms_p50")
-
-
-@point_quantity(unit="ms", per="peer")
-def peer_tpot_ms_p99(peer: PeerResult) -> float:
-    """TPOT p99 the other tool states, by its own definition of TPOT."""
-    return _stated(peer, "tpot_ms_p99")
+# Each metric the other tool's file states, as a quantity of each matched result (`peer_<metric>`).
+PEER_METRICS = (("output_tok_s", "tok/s"), ("ttft_ms_p50", "ms"), ("ttft_ms_p99", "ms"), ("itl_ms_p50", "ms"),
+                ("itl_ms_p99", "ms"), ("tpot_ms_p50", "ms"), ("tpot_ms_p99", "ms"))
+for _metric, _unit in PEER_METRICS:
+    bound_quantity("point", f"peer_{_metric}", peer_stated, unit=_unit, per="peer", metric=Given(_metric))
 
 
 @point_quantity(unit="s", per="peer")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from bundle.cost import Cost, CostError, cost_from_dict, cost_of_file
+from bundle.files import run_dir
 from bundle.peers import PeerResult, external_dir, read_peer_files, round_peer_files
 from bundle.request_table import RequestTable
 from bundle.slo import Slo, SloError, slo_from_dict, slo_of_file
@@ -197,8 +198,7 @@ NO_SLO = (None, "")
 
 def slo_file_of(bundle_dir: Path) -> Path:
     """Where a round states the SLO it is judged against: slo.toml beside its bundle/."""
-    d = Path(bundle_dir)
-    return (d.parent if d.name == "bundle" else d) / "slo.toml"
+    return run_dir(bundle_dir) / "slo.toml"
 
 
 def round_slo(bundle: Bundle) -> tuple[Slo | Reason | None, str]:
@@ -259,8 +259,82 @@ def _model_config_raw(rd: RoundData) -> tuple[dict | Reason, tuple[str, ...]]:
             (f"{rd.name}/manifest.json: model.config",))
 
 
+# A point's raw inputs (`point_raw`, with `loop_raw` and `set_raw`): name -> what it is, and
+# where it is read from. tests/unit/report/test_point_raw_names.py holds it equal to the names
+# point_raw adds. Times are on the bundle's clock (s); "scrapes" are the round's /metrics
+# scrapes, each name citing the scrapes of its own window.
+POINT_RAW_INPUTS: dict[str, str] = {
+    "measured": "the point's measured requests (warm-up left out); requests file",
+    "all_requests": "every request of the point, warm-up and failed ones included; requests file",
+    "failed": "the point's failed requests; requests file",
+    "t_measure": "the measurement start (the end of the warm-up); points.jsonl",
+    "t_start": "the measurement start again (t_measure), as analyses.py's client-sample quantities name it; points.jsonl",
+    "t_end": "the point's end; points.jsonl",
+    "window_start": "the point's window start, warm-up included; points.jsonl",
+    "gpu_samples": "the round's GPU rows (NVML or DCGM), or why there are none; gpu file",
+    "gpu_items": "each sampled GPU as an item of per-GPU quantities; gpu file",
+    "gpm_absent_texts": "each GPU's reason it has no GPM counters; manifest gpus[]",
+    "slo": "the SLO the round is judged against, or why there is none; slo.toml",
+    "cost": "the GPU-hour price and target load, or why there is none; slo.toml [cost]",
+    "point_shards": "a Ray round's workers at this point; shards.jsonl",
+    "worker_items": "each Ray worker as an item; shards.jsonl",
+    "node_items": "each Ray client node as an item; shards.jsonl",
+    "engine_command": "the engine's launch command; manifest engine.command",
+    "log_args": "the non-default arguments the server log states; server.log",
+    "model_config": "the model's config.json; manifest model.config",
+    "scrapes": "scrapes, cited over the bracketing window; metrics file",
+    "bracket_start": "the last scrape at or before the measurement start; metrics file",
+    "bracket_end": "the first scrape at or after the point's end; metrics file",
+    "shared_prefix_len": "a shared-prefix workload's prefix length; manifest plan.workload",
+    "workload_kind": "the workload's kind; manifest plan.workload",
+    "shared_prefixes": "a shared-prefix workload's number of prefixes; manifest plan.workload",
+    "trace_requests": "a trace replay's requests, with their shared blocks; requests file",
+    "steady_scrapes": "scrapes, cited over the steady window; metrics file",
+    "steady_start": "the steady window's start",
+    "steady_end": "the steady window's end",
+    "engine_items": "each engine (endpoint, engine label) seen in the steady window; metrics file",
+    "steady_waiting": "the waiting-requests gauge in the steady window; metrics file",
+    "steady_running": "the running-requests gauge in the steady window; metrics file",
+    "steady_kv_usage": "the KV cache usage gauge in the steady window, averaged over engines; metrics file",
+    "steady_waiting_capacity": "requests waiting for capacity in the steady window; metrics file",
+    "point_scrapes": "scrapes, cited over the measurement window; metrics file",
+    "concurrency": "the point's concurrency setting; points.jsonl",
+    "endpoints": "the servers the plan names; manifest plan.engine",
+    "quiet_scrapes": "scrapes, cited over the window with its warm-up; metrics file",
+    "client_samples": "the client's own samples (loop lag, reads); client file",
+    "host_samples": "the host's CPU samples; host file",
+    "population_scrapes": "scrapes, cited over the population window; metrics file",
+    "population_start": "the population window's start: the first scrape after the warm-up ended",
+    "population_end": "the population window's end",
+    "population": "the requests that ended in the population window; requests file",
+    "first_in_population": "the measured requests whose first token came in the population window; requests file",
+    "population_after_warmup": "whether the population window leaves the warm-up out",
+    "warmup_requests": "the point's warm-up requests; requests file",
+    "bracket_window": "(bracket_start, bracket_end), citing nothing",
+    "measure_window": "(t_measure, t_end), citing nothing",
+    "settings": "the point's settings; points.jsonl",
+    "replayed_trace": "whether the round replayed a trace; manifest workload_source",
+    "open_loop_requests": "an open loop's measured requests, else does not apply; requests file",
+    "capped_concurrency": "an open loop's concurrency cap, else does not apply",
+    "closed_loop_concurrency": "a closed loop's concurrency, else does not apply",
+    "open_loop": "whether the point sent in an open loop; points.jsonl",
+    "send_span_start": "when the first measured request was sent; requests file",
+    "send_span_end": "when the last measured request was sent; requests file",
+    "span_scrapes": "scrapes, cited over the send span's bracket; metrics file",
+    "span_bracket_start": "the last scrape at or before the send span",
+    "span_bracket_end": "the first scrape at or after the send span",
+    "stats_lines": "the server log's stats lines; server.log",
+    "log_year": "the year the bundle was made, for the log's dateless stamps; manifest created_utc",
+    "t0_wall_unix": "the bundle clock's zero as Unix time; manifest clock",
+    "set_scrapes": "scrapes of the point's server set, else does not apply (one set); metrics file",
+    "set_start": "the point's server set's first start",
+    "set_end": "the point's server set's last end",
+    "lengths_vary": "whether the requests' lengths vary (own lengths, not the plan's)",
+}
+
+
 def point_raw(rd: RoundData, p: PointData) -> RawSources:
-    """A point's raw inputs by the names registered quantities give their parameters."""
+    """A point's raw inputs by the names registered quantities give their parameters (POINT_RAW_INPUTS says each)."""
     raw = RawSources()
     src, win = _src_requests(rd, p), _src_window(rd, p)
     raw.add("measured", p.measured, src)
@@ -305,7 +379,7 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
             else Reason.of("reason.no_shared_prefix", kind=work.get("kind") or "?"),
             (f"{rd.name}/manifest.json: plan.workload",))
     raw.add("trace_requests", p.requests if work.get("kind") == "trace"
-            else Reason.of("reason.no_shared_prefix", kind=work.get("kind") or "?"), src)
+            else Reason.of("reason.not_a_trace", kind=work.get("kind") or "?"), src)
     sa, sb = p.steady
     ss = _src_metrics(rd, sa, sb, _what("source.what_steady", share=STEADY_FRACTION, point=p.pid))
     raw.add("steady_scrapes", rd.bundle.metrics, ss)
@@ -500,14 +574,6 @@ def server_sets(rd: RoundData) -> dict[int, tuple[float, float]]:
     return out
 
 
-def set_cache_config(rd: RoundData, server_set: int) -> dict[str, str]:
-    """The cache_config_info labels of one server set (Absent with the reason when none)."""
-    a, b = server_sets(rd)[server_set]
-    return S.cache_config_info(rd.bundle.metrics, a, b)
-
-
-
-
 def _plan_metrics(rd: RoundData) -> bool:
     """Whether the round's plan had the /metrics sampler on."""
     return bool(((rd.bundle.manifest.get("plan") or {}).get("sampler") or {}).get("metrics", True))
@@ -570,6 +636,7 @@ def modelled_raw(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> N
 
 
 def ok_points(rd: RoundData) -> list[PointData]:
+    """The round's points measured to the end (status `ok`), in run order."""
     return [p for p in rd.points if p.window.status == "ok"]
 
 

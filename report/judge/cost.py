@@ -16,7 +16,7 @@ import math
 from bundle.cost import Cost
 from report.derive import validity as V
 from report.ledger import Absent
-from report.registry import point_quantity, require_points, round_quantity
+from report.registry import bound_quantity, point_quantity, require_points, round_quantity
 
 SECONDS_PER_HOUR = 3600.0
 PER_MILLION = 1e6
@@ -102,8 +102,8 @@ def bracket_index(loads: list[float], load: float) -> int:
     raise Absent("reason.input_none", input="slo_capacity_low")
 
 
-def at_capacity(values: list, loads: list[float], capacity: float, low: float, high: float) -> float:
-    """VALUES (one per valid point, in load order) at the CAPACITY, linear in log load between the points at LOW and HIGH that bracket it."""
+def at_capacity(loads: list[float], values: list, capacity: float, low: float, high: float) -> float:
+    """A point quantity at the SLO capacity: its values at the two measured loads that bracket the capacity, interpolated linearly in log load (VALUES one per valid point, in load order)."""
     i, j = bracket_index(loads, low), bracket_index(loads, high)
     require_points(values, (i, j), "value")
     if high == low:
@@ -112,69 +112,25 @@ def at_capacity(values: list, loads: list[float], capacity: float, low: float, h
     return values[i] + t * (values[j] - values[i])
 
 
-def _at_load(values: list, loads: list[float], low: float) -> float:
-    i = bracket_index(loads, low)
+def at_load(loads: list[float], values: list, load: float) -> float:
+    """A point quantity at the measured load just below or just above the SLO capacity: that point's own value (VALUES one per valid point, in load order)."""
+    i = bracket_index(loads, load)
     require_points(values, (i,), "value")
     return values[i]
 
 
-@round_quantity(unit="tok/s")
-def capacity_output_tok_s(loads: list[float], each_output_tok_s: list, slo_capacity: float,
-                          slo_capacity_low: float, slo_capacity_high: float) -> float:
-    """Output tokens per second one replica makes at the SLO capacity, interpolated in log load between the points that bracket it."""
-    return at_capacity(each_output_tok_s, loads, slo_capacity, slo_capacity_low, slo_capacity_high)
-
-
-@round_quantity(unit="tok/s")
-def capacity_output_tok_s_low(loads: list[float], each_output_tok_s: list, slo_capacity_low: float) -> float:
-    """Output tokens per second at the measured load below the SLO capacity (the last that meets it)."""
-    return _at_load(each_output_tok_s, loads, slo_capacity_low)
-
-
-@round_quantity(unit="tok/s")
-def capacity_output_tok_s_high(loads: list[float], each_output_tok_s: list, slo_capacity_high: float) -> float:
-    """Output tokens per second at the measured load above the SLO capacity (the first that misses it)."""
-    return _at_load(each_output_tok_s, loads, slo_capacity_high)
-
-
-@round_quantity(unit="tok/s")
-def capacity_total_tok_s(loads: list[float], each_total_tok_s: list, slo_capacity: float,
-                         slo_capacity_low: float, slo_capacity_high: float) -> float:
-    """Tokens processed per second (prompt and output) at the SLO capacity, interpolated in log load between the points that bracket it."""
-    return at_capacity(each_total_tok_s, loads, slo_capacity, slo_capacity_low, slo_capacity_high)
-
-
-@round_quantity(unit="req/s")
-def capacity_req_s(loads: list[float], each_req_s: list, slo_capacity: float,
-                   slo_capacity_low: float, slo_capacity_high: float) -> float:
-    """Requests per second one replica completes at the SLO capacity, interpolated in log load between the points that bracket it."""
-    return at_capacity(each_req_s, loads, slo_capacity, slo_capacity_low, slo_capacity_high)
-
-
-@round_quantity(unit="req/s")
-def capacity_req_s_low(loads: list[float], each_req_s: list, slo_capacity_low: float) -> float:
-    """Requests per second at the measured load below the SLO capacity (the last that meets it)."""
-    return _at_load(each_req_s, loads, slo_capacity_low)
-
-
-@round_quantity(unit="req/s")
-def capacity_req_s_high(loads: list[float], each_req_s: list, slo_capacity_high: float) -> float:
-    """Requests per second at the measured load above the SLO capacity (the first that misses it)."""
-    return _at_load(each_req_s, loads, slo_capacity_high)
-
-
-@round_quantity(unit="J/tok")
-def capacity_joules_per_token(loads: list[float], each_joules_per_token: list, slo_capacity: float,
-                              slo_capacity_low: float, slo_capacity_high: float) -> float:
-    """GPU energy per output token at the SLO capacity, interpolated in log load between the points that bracket it."""
-    return at_capacity(each_joules_per_token, loads, slo_capacity, slo_capacity_low, slo_capacity_high)
-
-
-@round_quantity(unit="J/tok")
-def capacity_joules_per_total_token(loads: list[float], each_joules_per_total_token: list, slo_capacity: float,
-                                    slo_capacity_low: float, slo_capacity_high: float) -> float:
-    """GPU energy per token processed (prompt and output) at the SLO capacity, interpolated in log load between the points that bracket it."""
-    return at_capacity(each_joules_per_total_token, loads, slo_capacity, slo_capacity_low, slo_capacity_high)
+# Each point quantity at the SLO capacity (`capacity_<name>`), and where it has them at the
+# measured loads below and above it (`capacity_<name>_low`: the last that meets the SLO,
+# `_high`: the first that misses it): one declaration per quantity and bound.
+AT_CAPACITY = (("output_tok_s", "tok/s", True), ("total_tok_s", "tok/s", False), ("req_s", "req/s", True),
+               ("joules_per_token", "J/tok", False), ("joules_per_total_token", "J/tok", False))
+for _name, _unit, _bounds in AT_CAPACITY:
+    bound_quantity("round", f"capacity_{_name}", at_capacity, unit=_unit, values=f"each_{_name}",
+                   capacity="slo_capacity", low="slo_capacity_low", high="slo_capacity_high")
+    if _bounds:
+        for _side in ("low", "high"):
+            bound_quantity("round", f"capacity_{_name}_{_side}", at_load, unit=_unit, values=f"each_{_name}",
+                           load=f"slo_capacity_{_side}")
 
 
 @round_quantity(unit="$/Mtok")

@@ -405,9 +405,8 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
     # side (it allows a queue of a quarter of C at most) nor the pool explains it, and no roof is known.
     queued = (ev[k + "waiting_peak"] or 0) > 0 and ev[k + "engine_cpu_share"] is not None \
         and ev[k + "kv_usage_peak"] is not None
-    mechanism = ("no_signal_agrees" if modelled or ev[k + "gpu_util_median_pct"] is not None
-                 else "no_gpu_signals_queued" if queued else "no_gpu_signals")
-    return Attribution(pid, "unknown", mechanism, {key: ev[key] for key in keys})
+    return Attribution(pid, "unknown", "no_signal_agrees" if modelled or ev[k + "gpu_util_median_pct"] is not None
+                       else "no_gpu_signals_queued" if queued else "no_gpu_signals", {key: ev[key] for key in keys})
 
 
 def _also_holding(f, rules) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from bundle.peers import DEFINITIONS, VLLM, PeerResult
 from report.derive import validity as V
-from report.derive.round_ledger import RoundData, peer_id, peer_matches
+from report.derive.round_ledger import RoundData, ok_points, peer_id, peer_matches
 from report.judge.diagnosis import val
 from report.judge.findings.finding import Finding, catalogue_texts, make_finding
 from report.ledger import Ledger
@@ -61,7 +61,7 @@ def tool_name(fmt: str) -> dict[str, str]:
 
 def matches(rd: RoundData) -> list[PeerMatch]:
     """Every (point measured to the end, result that ran it), in point order, then the round's results' order."""
-    return [PeerMatch(p.pid, peer_id(rd, r), r) for p in rd.points if p.window.status == "ok"
+    return [PeerMatch(p.pid, peer_id(rd, r), r) for p in ok_points(rd)
             for r in peer_matches(rd, p)]
 
 

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bundle.files import bundle_dir, run_dir
 from bundle.server_flags import LAUNCHER_WORDS, command_words, set_names, switch_state
 from bundle.slo import SloError
 from bundle.store import BundleError, read_bundle
-from report.derive.round_ledger import RoundData, read_round
+from report.derive.round_ledger import RoundData, ok_points, read_round
 from report.derive.stats import INTERRUPTED
 from report.judge.compare import cross_round_ledger
 from report.judge.findings.finding import Finding
@@ -185,7 +186,7 @@ def judge(bundle_path: Path, round_id: str, rd: RoundData, led: Ledger,
     """One round's ledger (built) judged against PREV: the cross-round values, the narrative's
     facts, the findings and the next steps."""
     facts = facts_of(rd)
-    pids = [p.pid for p in rd.points if p.window.status == "ok"]
+    pids = [p.pid for p in ok_points(rd)]
     facts["ok_points"] = pids
     # Points whose C requests at their peak would need more than the pool: the table's demand
     # column passes 100 % there, and the page says why.
@@ -240,15 +241,13 @@ def peer_facts(led: Ledger, rd: RoundData, facts: dict) -> list[Finding]:
 
 def round_id_for(bundle: Path) -> str:
     """`runs/round-2/bundle` -> `round-2`; any other bundle directory -> its own name."""
-    return bundle.parent.name if bundle.name == "bundle" else bundle.name
+    return run_dir(bundle).name
 
 
 def judge_bundle(path: str | Path, slo=None, gpu_name: str = "", cost=None) -> RoundResult:
     """The bundle at PATH (a run directory or its bundle/) judged as `build` judges it: against
     the previous round where one sits beside it (`runs/round-3` beside `runs/round-4`)."""
-    d = Path(path)
-    if (d / "bundle" / "manifest.json").exists():
-        d = d / "bundle"
+    d = bundle_dir(path)
     rid = round_id_for(d)
     pairs = [(d, rid)]
     prev = previous_round_id(rid)

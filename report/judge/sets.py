@@ -17,6 +17,7 @@ from typing import Mapping
 from bundle.server_flags import server_flag
 from report.derive import arith as A
 from report.derive import validity as V
+from report.derive.round_ledger import valid_points
 from report.judge.diagnosis import val
 from report.ledger import Ledger
 from report.registry import DOES_NOT_APPLY, RawSources, bound_quantity, resolve_point
@@ -153,7 +154,7 @@ def set_comparisons(led: Ledger, rd, validity: Mapping) -> list[SetComparison]:
     its load and length, with the signals of its question derived into the ledger."""
     if rd.axis != "server":
         return []
-    ok = [p for p in rd.points if p.window.status == "ok" and (p.pid not in validity or validity[p.pid].valid)]
+    ok = valid_points(rd, validity)
     b = base_set(ok)
     base_points = {(p.settings.get("concurrency"), p.settings.get("request_rate"), p.settings.get("input_len")): p
                    for p in ok if (p.settings.get("server_set") or 0) == b}

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
+from bundle.files import bundle_dir
 from bundle.store import read_bundle
 from report.derive.round_ledger import RoundData, read_round, resolve_stage
 from report.judge import cost as _cost  # noqa: F401 (registers what the phases resolve)
@@ -48,8 +49,6 @@ def read_bundle_ledger(path: str | Path, slo=None, gpu_name: str = "", cost=None
     """(RoundData, Ledger) of the bundle at PATH (a run directory or its bundle/); SLO, a
     (Slo, where stated) pair, overrides the round's own; GPU_NAME names the server's GPU where
     the bundle sampled none; COST, a (Cost, where stated) pair, overrides the keys it gives."""
-    d = Path(path)
-    if (d / "bundle" / "manifest.json").exists():
-        d = d / "bundle"
+    d = bundle_dir(path)
     rd = read_round(read_bundle(d), slo, gpu_name=gpu_name, cost=cost)
     return rd, build_ledger(rd)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from report.derive import validity as V
 from report.derive.gpu.power import PEAK_DTYPE, gpu_absent_reason
-from report.derive.round_ledger import OWN_LENGTH_KINDS
+from report.derive.round_ledger import OWN_LENGTH_KINDS, ok_points
 from report.judge.result import RoundResult, judge_rounds, refusal_text
 from report.ledger import Ledger
 from report.publish import numbers as N
@@ -314,7 +314,7 @@ def compose_from(res: RoundResult) -> RoundReport:
     prev_led, prev_pids = None, []
     if res.prev is not None:
         prev_rd, prev_led = res.prev
-        prev_pids = [p.pid for p in prev_rd.points if p.window.status == "ok"]
+        prev_pids = [p.pid for p in ok_points(prev_rd)]
         facts["prev_differs"] = {lang: [word(f"label.differs_{k}", lang) for k in facts["prev_differs"]]
                                  for lang in LANGS}
     valid = facts["valid_points"]

@@ -15,7 +15,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from report.derive.round_ledger import RoundData
+from report.derive.round_ledger import RoundData, ok_points
 from report.ledger import Ledger
 
 BR_VERSION = "0.2.1"
@@ -133,4 +133,5 @@ def point_report(rd: RoundData, led: Ledger, index: int, pid: str) -> dict:
 
 def benchmark_reports(rd: RoundData, led: Ledger) -> list[tuple[str, dict]]:
     """Each point measured to the end, in run order, as (point, its benchmark report)."""
-    return [(p.pid, point_report(rd, led, i, p.pid)) for i, p in enumerate(rd.points) if p.window.status == "ok"]
+    ok = {p.pid for p in ok_points(rd)}
+    return [(p.pid, point_report(rd, led, i, p.pid)) for i, p in enumerate(rd.points) if p.pid in ok]

@@ -97,15 +97,15 @@ def _over_gpus(samples: Samples | None, t_start: float, t_end: float, gpu: int |
 
 
 @point_quantity(unit="J")
-def energy_counter_j(gpu_samples: Samples, t_start: float, t_end: float, gpu: int | None = None) -> float:
+def energy_counter_j(gpu_samples: Samples, t_measure: float, t_end: float, gpu: int | None = None) -> float:
     """Energy used in the window by the GPUs' energy counters (NVML's, or a DCGM exporter's), interpolated at both edges and summed over the GPUs (J); absent where a counter went backwards or stood still while power was drawn."""
-    return _over_gpus(gpu_samples, t_start, t_end, gpu, counter_delta_j)
+    return _over_gpus(gpu_samples, t_measure, t_end, gpu, counter_delta_j)
 
 
 @point_quantity(unit="J")
-def energy_power_integral_j(gpu_samples: Samples, t_start: float, t_end: float, gpu: int | None = None) -> float:
+def energy_power_integral_j(gpu_samples: Samples, t_measure: float, t_end: float, gpu: int | None = None) -> float:
     """Energy used in the window by the trapezoid integral of the sampled board power, summed over the GPUs (J)."""
-    return _over_gpus(gpu_samples, t_start, t_end, gpu, power_integral_j)
+    return _over_gpus(gpu_samples, t_measure, t_end, gpu, power_integral_j)
 
 
 @point_quantity(unit="fraction")
@@ -146,26 +146,26 @@ def joules_per_token(energy_j: float, output_tokens_in_window: int) -> float:
 
 
 @point_quantity(unit="J/tok")
-def joules_per_total_token(energy_j: float, total_tok_s: float, t_start: float, t_end: float) -> float:
+def joules_per_total_token(energy_j: float, total_tok_s: float, t_measure: float, t_end: float) -> float:
     """GPU energy per token the point's window processed, prompt and output (J/token): the energy over total tokens per second times the window."""
-    tokens = total_tok_s * (t_end - t_start)
+    tokens = total_tok_s * (t_end - t_measure)
     if tokens <= 0:
         raise Absent("reason.no_token_in_window")
     return energy_j / tokens
 
 
 @point_quantity(unit="W")
-def energy_power_mean_w(energy_j: float, t_start: float, t_end: float) -> float:
+def energy_power_mean_w(energy_j: float, t_measure: float, t_end: float) -> float:
     """The GPUs' average power over the point's window: its energy over its length (W)."""
-    if t_end <= t_start:
+    if t_end <= t_measure:
         raise Absent("reason.window_empty")
-    return energy_j / (t_end - t_start)
+    return energy_j / (t_end - t_measure)
 
 
 @point_quantity(unit="J/req")
-def joules_per_request(energy_j: float, req_s: float, t_start: float, t_end: float) -> float:
+def joules_per_request(energy_j: float, req_s: float, t_measure: float, t_end: float) -> float:
     """GPU energy per measured request completed in the point's window (J/request)."""
-    done = req_s * (t_end - t_start)
+    done = req_s * (t_end - t_measure)
     if done <= 0:
         raise Absent("reason.no_request_completed")
     return energy_j / done

@@ -28,7 +28,7 @@ from report.architecture.gpus import GpuSpec, lookup_gpu
 from report.derive.arith import ratio
 from report.derive.sizes import peak_at_clock
 from report.ledger import Absent, Reason, reason_from_text
-from report.registry import point_quantity, round_quantity
+from report.registry import bound_quantity, point_quantity, round_quantity
 
 Samples = Iterable[dict[str, Any]]
 # The collector's text of why a GPU has no GPM counters, by GPU index (manifest `gpus[i].gpm_absent_reason`).
@@ -161,9 +161,9 @@ def peak_power_w(samples: Samples, t_start: float, t_end: float, gpu: int = 0) -
 
 
 @point_quantity(unit="W")
-def power_limit_w(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
+def power_limit_w(gpu_samples: Samples, t_measure: float, t_end: float, gpu: int = 0) -> float:
     """The enforced power limit in the window (W); the highest if it changed."""
-    return float(max(_field(gpu_samples, t_start, t_end, gpu, "power_limit_w")))
+    return float(max(_field(gpu_samples, t_measure, t_end, gpu, "power_limit_w")))
 
 
 def max_temperature_c(samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
@@ -172,9 +172,9 @@ def max_temperature_c(samples: Samples, t_start: float, t_end: float, gpu: int =
 
 
 @point_quantity(unit="fraction")
-def power_cap_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0) -> float:
+def power_cap_share(gpu_samples: Samples, t_measure: float, t_end: float, gpu: int = 0) -> float:
     """Fraction (0..1) of the window's samples whose clocks the SW power cap was holding down."""
-    masks = _field(gpu_samples, t_start, t_end, gpu, "throttle_reasons")
+    masks = _field(gpu_samples, t_measure, t_end, gpu, "throttle_reasons")
     return sum(1 for m in masks if m & SW_POWER_CAP) / len(masks)
 
 
@@ -197,28 +197,17 @@ def median_sm_clock_under_load_mhz(samples: Samples, t_start: float, t_end: floa
 
 # The point's quantities of the NVML samples above: each names the point's GPU rows and window.
 
-@point_quantity(unit="W")
-def power_median_w(gpu_samples: Samples, t_start: float, t_end: float) -> float:
-    """Median of the sampled board power in the point's window (W)."""
-    return median_power_w(gpu_samples, t_start, t_end)
-
-
-@point_quantity(unit="W")
-def power_peak_w(gpu_samples: Samples, t_start: float, t_end: float) -> float:
-    """Highest sampled board power in the point's window (W)."""
-    return peak_power_w(gpu_samples, t_start, t_end)
-
-
-@point_quantity(unit="°C")
-def temp_max_c(gpu_samples: Samples, t_start: float, t_end: float) -> float:
-    """Highest sampled GPU temperature in the point's window (°C)."""
-    return max_temperature_c(gpu_samples, t_start, t_end)
+# The first GPU's statistics of one NVML field (name, function, unit), in the order they are resolved.
+NVML_STATS = (("power_median_w", median_power_w, "W"), ("power_peak_w", peak_power_w, "W"),
+              ("temp_max_c", max_temperature_c, "°C"))
+for _name, _func, _unit in NVML_STATS:
+    bound_quantity("point", _name, _func, unit=_unit, samples="gpu_samples", t_start="t_measure", gpu=0)
 
 
 @point_quantity(unit="MHz")
-def sm_clock_load_mhz(gpu_samples: Samples, t_start: float, t_end: float) -> float:
+def sm_clock_load_mhz(gpu_samples: Samples, t_measure: float, t_end: float) -> float:
     """Median SM clock over the point's samples with the GPU busy (utilisation at least the default busy_util_pct, MHz)."""
-    return median_sm_clock_under_load_mhz(gpu_samples, t_start, t_end)
+    return median_sm_clock_under_load_mhz(gpu_samples, t_measure, t_end)
 
 
 @point_quantity(unit="fraction")
@@ -229,10 +218,7 @@ def sm_clock_below_max(sm_clock_load_mhz: float, max_sm_clock_mhz: float) -> flo
     return 1.0 - sm_clock_load_mhz / max_sm_clock_mhz
 
 
-@point_quantity(unit="%")
-def gpu_util_median_pct(gpu_samples: Samples, t_start: float, t_end: float) -> float:
-    """Median of NVML's GPU utilisation (share of time a kernel ran) in the point's window, %."""
-    return median_gpu_util_pct(gpu_samples, t_start, t_end)
+bound_quantity("point", "gpu_util_median_pct", median_gpu_util_pct, unit="%", samples="gpu_samples", t_start="t_measure", gpu=0)
 
 
 @point_quantity(unit="TFLOP/s")
@@ -297,38 +283,38 @@ def time_weighted_mean(samples: Samples, t_start: float, t_end: float, name: str
 
 
 @point_quantity(unit="fraction")
-def dram_bandwidth_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0,
+def dram_bandwidth_share(gpu_samples: Samples, t_measure: float, t_end: float, gpu: int = 0,
                          gpm_absent_texts: GpmTexts = None) -> float:
     """Mean share of the peak DRAM bandwidth the GPU used in the window, by its GPM counter (0 to 1)."""
-    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_dram_bw_util_pct", gpu, gpm_absent_texts) / 100.0
+    return time_weighted_mean(gpu_samples, t_measure, t_end, "gpm_dram_bw_util_pct", gpu, gpm_absent_texts) / 100.0
 
 
 @point_quantity(unit="fraction")
-def tensor_active_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0,
+def tensor_active_share(gpu_samples: Samples, t_measure: float, t_end: float, gpu: int = 0,
                         gpm_absent_texts: GpmTexts = None) -> float:
     """Mean share of time the SMs ran any tensor-core operation in the window, by GPM (0 to 1)."""
-    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_any_tensor_util_pct", gpu, gpm_absent_texts) / 100.0
+    return time_weighted_mean(gpu_samples, t_measure, t_end, "gpm_any_tensor_util_pct", gpu, gpm_absent_texts) / 100.0
 
 
 @point_quantity(unit="fraction")
-def hmma_active_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0,
+def hmma_active_share(gpu_samples: Samples, t_measure: float, t_end: float, gpu: int = 0,
                       gpm_absent_texts: GpmTexts = None) -> float:
     """Mean share of time the SMs ran half-precision (HMMA) tensor operations in the window, by GPM (0 to 1)."""
-    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_hmma_tensor_util_pct", gpu, gpm_absent_texts) / 100.0
+    return time_weighted_mean(gpu_samples, t_measure, t_end, "gpm_hmma_tensor_util_pct", gpu, gpm_absent_texts) / 100.0
 
 
 @point_quantity(unit="fraction")
-def sm_active_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0,
+def sm_active_share(gpu_samples: Samples, t_measure: float, t_end: float, gpu: int = 0,
                     gpm_absent_texts: GpmTexts = None) -> float:
     """Mean share of SMs that were busy in the window, by GPM (0 to 1)."""
-    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_sm_util_pct", gpu, gpm_absent_texts) / 100.0
+    return time_weighted_mean(gpu_samples, t_measure, t_end, "gpm_sm_util_pct", gpu, gpm_absent_texts) / 100.0
 
 
 @point_quantity(unit="fraction")
-def sm_occupancy_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0,
+def sm_occupancy_share(gpu_samples: Samples, t_measure: float, t_end: float, gpu: int = 0,
                        gpm_absent_texts: GpmTexts = None) -> float:
     """Mean share of the SMs' warp slots that held an active warp in the window, by GPM (0 to 1)."""
-    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_sm_occupancy_pct", gpu, gpm_absent_texts) / 100.0
+    return time_weighted_mean(gpu_samples, t_measure, t_end, "gpm_sm_occupancy_pct", gpu, gpm_absent_texts) / 100.0
 
 
 @point_quantity(unit="B/s")
@@ -340,31 +326,31 @@ def dram_bytes_per_s(dram_bandwidth_share: float, peak_bandwidth: float) -> floa
 
 
 @point_quantity(unit="B/s")
-def nvlink_rx_bytes_per_s(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0,
+def nvlink_rx_bytes_per_s(gpu_samples: Samples, t_measure: float, t_end: float, gpu: int = 0,
                           gpm_absent_texts: GpmTexts = None) -> float:
     """Mean NVLink traffic into the GPU over all links in the window, by GPM (bytes/s)."""
-    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_nvlink_rx_mib_s", gpu, gpm_absent_texts) * MIB
+    return time_weighted_mean(gpu_samples, t_measure, t_end, "gpm_nvlink_rx_mib_s", gpu, gpm_absent_texts) * MIB
 
 
 @point_quantity(unit="B/s")
-def nvlink_tx_bytes_per_s(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0,
+def nvlink_tx_bytes_per_s(gpu_samples: Samples, t_measure: float, t_end: float, gpu: int = 0,
                           gpm_absent_texts: GpmTexts = None) -> float:
     """Mean NVLink traffic out of the GPU over all links in the window, by GPM (bytes/s)."""
-    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_nvlink_tx_mib_s", gpu, gpm_absent_texts) * MIB
+    return time_weighted_mean(gpu_samples, t_measure, t_end, "gpm_nvlink_tx_mib_s", gpu, gpm_absent_texts) * MIB
 
 
 @point_quantity(unit="B/s")
-def pcie_rx_bytes_per_s(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0,
+def pcie_rx_bytes_per_s(gpu_samples: Samples, t_measure: float, t_end: float, gpu: int = 0,
                         gpm_absent_texts: GpmTexts = None) -> float:
     """Mean PCIe traffic into the GPU in the window, by GPM (bytes/s)."""
-    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_pcie_rx_mib_s", gpu, gpm_absent_texts) * MIB
+    return time_weighted_mean(gpu_samples, t_measure, t_end, "gpm_pcie_rx_mib_s", gpu, gpm_absent_texts) * MIB
 
 
 @point_quantity(unit="B/s")
-def pcie_tx_bytes_per_s(gpu_samples: Samples, t_start: float, t_end: float, gpu: int = 0,
+def pcie_tx_bytes_per_s(gpu_samples: Samples, t_measure: float, t_end: float, gpu: int = 0,
                         gpm_absent_texts: GpmTexts = None) -> float:
     """Mean PCIe traffic out of the GPU in the window, by GPM (bytes/s)."""
-    return time_weighted_mean(gpu_samples, t_start, t_end, "gpm_pcie_tx_mib_s", gpu, gpm_absent_texts) * MIB
+    return time_weighted_mean(gpu_samples, t_measure, t_end, "gpm_pcie_tx_mib_s", gpu, gpm_absent_texts) * MIB
 
 
 @point_quantity(unit="fraction")
@@ -579,15 +565,15 @@ def _gpu_indices(samples: Samples, t_start: float, t_end: float) -> list[int]:
 
 
 @point_quantity(unit="GPU")
-def gpus_sampled(gpu_samples: Samples, t_start: float, t_end: float) -> int:
+def gpus_sampled(gpu_samples: Samples, t_measure: float, t_end: float) -> int:
     """How many GPUs were sampled in the window (NVML devices, or the exporter's GPUs)."""
-    return len(_gpu_indices(gpu_samples, t_start, t_end))
+    return len(_gpu_indices(gpu_samples, t_measure, t_end))
 
 
 @point_quantity(unit="W")
-def total_power_median_w(gpu_samples: Samples, t_start: float, t_end: float) -> float:
+def total_power_median_w(gpu_samples: Samples, t_measure: float, t_end: float) -> float:
     """The sampled GPUs' median board powers in the window, summed (W)."""
-    return sum(median_power_w(gpu_samples, t_start, t_end, g) for g in _gpu_indices(gpu_samples, t_start, t_end))
+    return sum(median_power_w(gpu_samples, t_measure, t_end, g) for g in _gpu_indices(gpu_samples, t_measure, t_end))
 
 
 def _spread(samples: Samples, t_start: float, t_end: float, share, gpm_absent_texts: GpmTexts) -> float:
@@ -600,17 +586,17 @@ def _spread(samples: Samples, t_start: float, t_end: float, share, gpm_absent_te
 
 
 @point_quantity(unit="fraction")
-def dram_bandwidth_share_spread(gpu_samples: Samples, t_start: float, t_end: float,
+def dram_bandwidth_share_spread(gpu_samples: Samples, t_measure: float, t_end: float,
                                 gpm_absent_texts: GpmTexts = None) -> float:
     """The busiest GPU's DRAM bandwidth share minus the least busy one's in the window, by GPM (0 to 1): ranks of one engine should match."""
-    return _spread(gpu_samples, t_start, t_end, dram_bandwidth_share, gpm_absent_texts)
+    return _spread(gpu_samples, t_measure, t_end, dram_bandwidth_share, gpm_absent_texts)
 
 
 @point_quantity(unit="fraction")
-def tensor_active_share_spread(gpu_samples: Samples, t_start: float, t_end: float,
+def tensor_active_share_spread(gpu_samples: Samples, t_measure: float, t_end: float,
                                gpm_absent_texts: GpmTexts = None) -> float:
     """The most active GPU's tensor-pipe share of time minus the least active one's in the window, by GPM (0 to 1)."""
-    return _spread(gpu_samples, t_start, t_end, tensor_active_share, gpm_absent_texts)
+    return _spread(gpu_samples, t_measure, t_end, tensor_active_share, gpm_absent_texts)
 
 
 # One row per GPU: each sampled GPU's values over the point's window (per="gpu": key
@@ -622,55 +608,49 @@ def gpu_items(samples: Samples | None) -> dict[str, dict[str, int]]:
     return {f"gpu{g}": {"gpu": g} for g in sorted({s.get("gpu", 0) for s in samples or ()})}
 
 
-@point_quantity(unit="W", per="gpu")
-def gpu_row_power_median_w(gpu_samples: Samples, t_start: float, t_end: float, gpu: int) -> float:
-    """This GPU's median board power in the window (W)."""
-    return median_power_w(gpu_samples, t_start, t_end, gpu)
+bound_quantity("point", "gpu_row_power_median_w", median_power_w, unit="W", per="gpu", samples="gpu_samples",
+               t_start="t_measure")
 
 
 @point_quantity(unit="MHz", per="gpu")
-def gpu_row_sm_clock_load_mhz(gpu_samples: Samples, t_start: float, t_end: float, gpu: int) -> float:
+def gpu_row_sm_clock_load_mhz(gpu_samples: Samples, t_measure: float, t_end: float, gpu: int) -> float:
     """This GPU's median SM clock over the window's samples with utilisation at 50 % or more (MHz)."""
-    return median_sm_clock_under_load_mhz(gpu_samples, t_start, t_end, gpu)
+    return median_sm_clock_under_load_mhz(gpu_samples, t_measure, t_end, gpu)
 
 
-@point_quantity(unit="%", per="gpu")
-def gpu_row_util_median_pct(gpu_samples: Samples, t_start: float, t_end: float, gpu: int) -> float:
-    """This GPU's median NVML utilisation in the window (share of time a kernel ran), %."""
-    return median_gpu_util_pct(gpu_samples, t_start, t_end, gpu)
+bound_quantity("point", "gpu_row_util_median_pct", median_gpu_util_pct, unit="%", per="gpu", samples="gpu_samples",
+               t_start="t_measure")
 
 
 @point_quantity(unit="B", per="gpu")
-def gpu_row_mem_used_bytes(gpu_samples: Samples, t_start: float, t_end: float, gpu: int) -> float:
+def gpu_row_mem_used_bytes(gpu_samples: Samples, t_measure: float, t_end: float, gpu: int) -> float:
     """This GPU's median memory in use in the window (B)."""
-    return float(statistics.median(_field(gpu_samples, t_start, t_end, gpu, "mem_used_bytes")))
+    return float(statistics.median(_field(gpu_samples, t_measure, t_end, gpu, "mem_used_bytes")))
 
 
-@point_quantity(unit="°C", per="gpu")
-def gpu_row_temperature_max_c(gpu_samples: Samples, t_start: float, t_end: float, gpu: int) -> float:
-    """This GPU's highest sampled temperature in the window (°C)."""
-    return max_temperature_c(gpu_samples, t_start, t_end, gpu)
+bound_quantity("point", "gpu_row_temperature_max_c", max_temperature_c, unit="°C", per="gpu", samples="gpu_samples",
+               t_start="t_measure")
 
 
 @point_quantity(unit="fraction", per="gpu")
-def gpu_row_dram_bandwidth_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int,
+def gpu_row_dram_bandwidth_share(gpu_samples: Samples, t_measure: float, t_end: float, gpu: int,
                                  gpm_absent_texts: GpmTexts = None) -> float:
     """This GPU's mean share of its peak DRAM bandwidth in the window, by GPM (0 to 1)."""
-    return dram_bandwidth_share(gpu_samples, t_start, t_end, gpu, gpm_absent_texts)
+    return dram_bandwidth_share(gpu_samples, t_measure, t_end, gpu, gpm_absent_texts)
 
 
 @point_quantity(unit="fraction", per="gpu")
-def gpu_row_tensor_active_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int,
+def gpu_row_tensor_active_share(gpu_samples: Samples, t_measure: float, t_end: float, gpu: int,
                                 gpm_absent_texts: GpmTexts = None) -> float:
     """This GPU's mean share of time its SMs ran any tensor-core operation in the window, by GPM (0 to 1)."""
-    return tensor_active_share(gpu_samples, t_start, t_end, gpu, gpm_absent_texts)
+    return tensor_active_share(gpu_samples, t_measure, t_end, gpu, gpm_absent_texts)
 
 
 @point_quantity(unit="fraction", per="gpu")
-def gpu_row_sm_active_share(gpu_samples: Samples, t_start: float, t_end: float, gpu: int,
+def gpu_row_sm_active_share(gpu_samples: Samples, t_measure: float, t_end: float, gpu: int,
                             gpm_absent_texts: GpmTexts = None) -> float:
     """This GPU's mean share of busy SMs in the window, by GPM (0 to 1)."""
-    return sm_active_share(gpu_samples, t_start, t_end, gpu, gpm_absent_texts)
+    return sm_active_share(gpu_samples, t_measure, t_end, gpu, gpm_absent_texts)
 
 
 # What a compute-bound verdict predicts: the engine's mean step at the compute ceiling of the

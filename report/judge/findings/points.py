@@ -17,6 +17,8 @@ from report.words import LANGS, in_lang, listed, round_name, word
 
 # Each bottleneck's mechanism (diagnosis.Attribution.mechanism): its sentence is the catalogue's
 # `finding.mechanism_<code>`; a point that fails a check is worded by `finding.invalid_<code>`.
+# The one list of codes: the rules (rules.RULES) and the diagnosis name these and no other, and
+# the catalogue words each (tests/unit/report/test_mechanism_codes.py reads all three).
 MECHANISMS = (
     "step_bandwidth", "step_compute", "step_compute_power_capped", "step_both_roofs", "step_host_side",
     "running_at_sequence_cap", "step_budget_full", "client_shares_engine_host",

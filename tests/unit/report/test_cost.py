@@ -39,10 +39,10 @@ def test_a_million_tokens_cost_the_replicas_gpu_hours_over_the_tokens_it_makes_i
 
 def test_a_value_at_the_capacity_is_interpolated_in_log_load_between_its_bracket():
     loads, values = [1.0, 4.0, 16.0], [100.0, 300.0, 600.0]
-    assert C.at_capacity(values, loads, 8.0, 4.0, 16.0) == pytest.approx(450.0)   # halfway in log
-    assert C.at_capacity(values, loads, 4.0, 4.0, 16.0) == pytest.approx(300.0)
+    assert C.at_capacity(loads, values, 8.0, 4.0, 16.0) == pytest.approx(450.0)   # halfway in log
+    assert C.at_capacity(loads, values, 4.0, 4.0, 16.0) == pytest.approx(300.0)
     with pytest.raises(Absent):
-        C.at_capacity([100.0, None, 600.0], loads, 8.0, 4.0, 16.0)
+        C.at_capacity(loads, [100.0, None, 600.0], 8.0, 4.0, 16.0)
 
 
 def test_the_replicas_carry_the_capacitys_bracket():

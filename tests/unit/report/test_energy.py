@@ -40,7 +40,7 @@ def ledger_of(rows: list[dict], t_start: float, t_end: float, **more) -> Ledger:
     resolve_round(led, validity.__name__, [], RawSources(), over_points=False)
     raw = RawSources()
     raw.add("gpu_samples", rows, ("gpu.jsonl",))
-    raw.add("t_start", t_start)
+    raw.add("t_measure", t_start)
     raw.add("t_end", t_end)
     for name, value in more.items():
         raw.add(name, value)

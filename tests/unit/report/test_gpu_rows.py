@@ -34,7 +34,7 @@ def ledger_of(samples) -> Ledger:
     led = Ledger()
     raw = RawSources()
     raw.add("gpu_samples", samples, ("gpu.jsonl",))
-    raw.add("t_start", 0.0)
+    raw.add("t_measure", 0.0)
     raw.add("t_end", 3.0)
     raw.add("gpu_items", PW.gpu_items(samples), ("gpu.jsonl",))
     resolve_point(led, PW.__name__, "c8", raw)
