@@ -268,7 +268,6 @@ POINT_RAW_INPUTS: dict[str, str] = {
     "all_requests": "every request of the point, warm-up and failed ones included; requests file",
     "failed": "the point's failed requests; requests file",
     "t_measure": "the measurement start (the end of the warm-up); points.jsonl",
-    "t_start": "the measurement start again (t_measure), as analyses.py's client-sample quantities name it; points.jsonl",
     "t_end": "the point's end; points.jsonl",
     "window_start": "the point's window start, warm-up included; points.jsonl",
     "gpu_samples": "the round's GPU rows (NVML or DCGM), or why there are none; gpu file",
@@ -341,7 +340,6 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("all_requests", p.requests, src)
     raw.add("failed", p.failed, src)
     raw.add("t_measure", p.window.t_measure, win)
-    raw.add("t_start", p.window.t_measure, win)
     raw.add("t_end", p.window.t_end, win)
     gpu_why = PW.gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry")
     n_gpu = sum(1 for s in rd.gpu_samples if p.window.t_measure <= s["t"] <= p.window.t_end)

@@ -7,9 +7,9 @@ from report.ledger import Absent
 from report.registry import point_quantity
 
 
-def loop_lag_p99_ms(client_samples: list, t_start: float, t_end: float) -> float:
+def loop_lag_p99_ms(client_samples: list, t_measure: float, t_end: float) -> float:
     """p99 of the client's own event-loop delay inside the window, ms (the client's lag)."""
-    return loop_lag_ms_quantile(client_samples, t_start, t_end, 99)
+    return loop_lag_ms_quantile(client_samples, t_measure, t_end, 99)
 
 
 @point_quantity(unit="ms")
@@ -18,26 +18,26 @@ def client_lag_ms_p50(client_samples: list, measure_window: tuple[float, float])
     return loop_lag_ms_quantile(client_samples, *measure_window, 50)
 
 
-def loop_lag_ms_quantile(client_samples: list, t_start: float, t_end: float, q: float) -> float:
+def loop_lag_ms_quantile(client_samples: list, t_measure: float, t_end: float, q: float) -> float:
     """The q-th percentile of the client's event-loop delay inside the window, ms."""
     from report.derive.stats import percentile
-    vals = [s["loop_lag_s"] * 1e3 for s in client_samples if t_start <= s["t"] <= t_end]
+    vals = [s["loop_lag_s"] * 1e3 for s in client_samples if t_measure <= s["t"] <= t_end]
     if not vals:
         raise Absent("reason.no_client_lag")
     return percentile(vals, q)
 
 
-def _read_samples(client_samples: list, t_start: float, t_end: float) -> list:
-    rows = [s for s in client_samples if t_start <= s["t"] <= t_end and "reads" in s]
+def _read_samples(client_samples: list, t_measure: float, t_end: float) -> list:
+    rows = [s for s in client_samples if t_measure <= s["t"] <= t_end and "reads" in s]
     if not rows:
         raise Absent("reason.no_read_counters")
     return rows
 
 
 @point_quantity(unit="fraction")
-def kernel_stamped_read_share(client_samples: list, t_start: float, t_end: float) -> float:
+def kernel_stamped_read_share(client_samples: list, t_measure: float, t_end: float) -> float:
     """Share of the client's stream reads in the window timed by the kernel's receive stamp."""
-    rows = _read_samples(client_samples, t_start, t_end)
+    rows = _read_samples(client_samples, t_measure, t_end)
     reads = sum(s["reads"] for s in rows)
     if not reads:
         raise Absent("reason.no_stream_reads")
@@ -45,9 +45,9 @@ def kernel_stamped_read_share(client_samples: list, t_start: float, t_end: float
 
 
 @point_quantity(unit="fraction")
-def packet_stamped_read_share(client_samples: list, t_start: float, t_end: float) -> float:
+def packet_stamped_read_share(client_samples: list, t_measure: float, t_end: float) -> float:
     """Share of the client's stream reads in the window whose every byte was timed by its own TCP segment's arrival (packet ring)."""
-    rows = _read_samples(client_samples, t_start, t_end)
+    rows = _read_samples(client_samples, t_measure, t_end)
     if not any("reads_packet_stamped" in s for s in rows):
         raise Absent("reason.no_packet_ring")
     reads = sum(s["reads"] for s in rows)
@@ -56,7 +56,7 @@ def packet_stamped_read_share(client_samples: list, t_start: float, t_end: float
     return sum(s.get("reads_packet_stamped", 0) for s in rows) / reads
 
 
-def socket_wait_p99_ms(client_samples: list, t_start: float, t_end: float) -> float:
+def socket_wait_p99_ms(client_samples: list, t_measure: float, t_end: float) -> float:
     """p99 over the window's lag samples of the longest socket-buffer wait of stream bytes timed by their read, ms.
 
     Each 0.5 s sample holds the longest time bytes waited before the client read them, known
@@ -65,13 +65,13 @@ def socket_wait_p99_ms(client_samples: list, t_start: float, t_end: float) -> fl
     their times do not depend on when they were read.
     """
     from report.derive.stats import percentile
-    rows = [s for s in _read_samples(client_samples, t_start, t_end) if s["reads_kernel_stamped"]]
+    rows = [s for s in _read_samples(client_samples, t_measure, t_end) if s["reads_kernel_stamped"]]
     if not rows:
         raise Absent("reason.no_kernel_stamp")
     return percentile([s["read_wait_max_s"] * 1e3 for s in rows], 99)
 
 
-def client_timing_error_bound_ms(client_samples: list, t_start: float, t_end: float) -> float:
+def client_timing_error_bound_ms(client_samples: list, t_measure: float, t_end: float) -> float:
     """How late the client may have timed a chunk in the window, ms.
 
     Every read kernel-stamped: the p99 socket-buffer wait of bytes timed by their read (a
@@ -81,30 +81,30 @@ def client_timing_error_bound_ms(client_samples: list, t_start: float, t_end: fl
     (a chunk is timed when the loop reads it).
     """
     try:
-        if kernel_stamped_read_share(client_samples, t_start, t_end) == 1.0:
-            return socket_wait_p99_ms(client_samples, t_start, t_end)
+        if kernel_stamped_read_share(client_samples, t_measure, t_end) == 1.0:
+            return socket_wait_p99_ms(client_samples, t_measure, t_end)
     except Absent:
         pass
-    return loop_lag_p99_ms(client_samples, t_start, t_end)
+    return loop_lag_p99_ms(client_samples, t_measure, t_end)
 
 
 # The point's client lag, each key one function.
 @point_quantity(unit="ms")
-def client_lag_ms_p99(client_samples: list, t_start: float, t_end: float) -> float:
+def client_lag_ms_p99(client_samples: list, t_measure: float, t_end: float) -> float:
     """p99 of the client's own event-loop delay inside the point's window, ms."""
-    return loop_lag_p99_ms(client_samples, t_start, t_end)
+    return loop_lag_p99_ms(client_samples, t_measure, t_end)
 
 
 @point_quantity(unit="ms")
-def socket_wait_ms_p99(client_samples: list, t_start: float, t_end: float) -> float:
+def socket_wait_ms_p99(client_samples: list, t_measure: float, t_end: float) -> float:
     """p99 of the longest socket-buffer wait of stream bytes timed by their read, inside the point's window, ms."""
-    return socket_wait_p99_ms(client_samples, t_start, t_end)
+    return socket_wait_p99_ms(client_samples, t_measure, t_end)
 
 
 @point_quantity(unit="ms")
-def client_timing_error_ms(client_samples: list, t_start: float, t_end: float) -> float:
+def client_timing_error_ms(client_samples: list, t_measure: float, t_end: float) -> float:
     """How late the client may have timed a chunk inside the point's window, ms."""
-    return client_timing_error_bound_ms(client_samples, t_start, t_end)
+    return client_timing_error_bound_ms(client_samples, t_measure, t_end)
 
 
 @point_quantity(unit="fraction")
