@@ -1,6 +1,7 @@
 """Every ledger key a narrative template names exists in a ledger of the recorded rounds
-(runs/round-1..5, composed as the site composes them, and round 9, whose requests bring their
-own lengths; about a minute on two cores)."""
+(runs/round-1..5, composed as the site composes them, round 9, whose requests bring their
+own lengths, and the two-node Ray fixture, whose keys only a Ray round has; about a minute on two
+cores)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ def test_every_template_key_exists_in_a_real_ledger():
     own = ROOT / "runs" / "round-9" / "bundle"
     if (own / "manifest.json").exists():
         reports += compose_rounds([(own, "round-9")])
+    reports += compose_rounds([(ROOT / "tests" / "fixtures" / "ray-two-nodes", "ray-two-nodes")])
     full, suffixes = set(), set()
     for rep in reports:
         for key in rep.ledger.values:
