@@ -95,6 +95,39 @@ def test_the_flop_rate_names_the_clocks_peak_only_where_the_clock_ran_slower():
     assert "p.b.peak_tflops_at_clock" not in _cited(fast)
 
 
+@pytest.mark.parametrize("diff, code", [(0.03, "repro_within"), (-0.08, "repro_over")])
+def test_reproducibility_names_the_largest_difference_against_the_rule(diff, code):
+    led = _led({"x.a.output_tok_s_diff": 0.01, "x.b.output_tok_s_diff": diff, "r.rule_repro_tput_tol": 0.05})
+    cap = C.cap_repro(led, ["a", "b", "c"], {"b": "C=64"})
+    assert cap["en"] == C.word(f"finding.figcap_{code}", "en", p="b", at="C=64")
+    assert _cited(cap) == {"x.b.output_tok_s_diff", "r.rule_repro_tput_tol"}
+    assert C.cap_repro(_led({"x.a.output_tok_s_diff": 0.01}), ["a"], {}) is None
+
+
+def test_occupancy_says_whether_the_fullest_valid_point_also_delivered_the_most():
+    vals = {"p.a.kv_occupancy": 0.1, "p.a.output_tok_s": 100.0, "p.b.kv_occupancy": 0.5,
+            "p.b.output_tok_s": 300.0, "p.c.kv_occupancy": 0.9, "p.c.valid": False, "p.c.output_tok_s": 900.0}
+    top = C.cap_occupancy(_led(vals), ["a", "b", "c"], {})
+    assert top["en"] == C.word("finding.figcap_occ_top", "en", p="b", at="b")   # the invalid point is left out
+    past = C.cap_occupancy(_led({**vals, "p.b.output_tok_s": 50.0}), ["a", "b", "c"], {})
+    assert _cited(past) == {"p.b.kv_occupancy", "p.b.output_tok_s", "p.a.output_tok_s"}
+
+
+@pytest.mark.parametrize("last, code", [(80.0, "session_ttft_up"), (20.0, "session_ttft_flat")])
+def test_a_sessions_ttft_says_whether_it_grows_with_the_turn(last, code):
+    led = _led({"p.b.session_first_turn_ttft_ms_p50": 30.0, "p.b.session_last_turn_ttft_ms_p50": last,
+                "p.b.session_last_turn": 5})
+    assert C.cap_session_ttft(led, "b", {})["en"] == C.word(f"finding.figcap_{code}", "en", p="b", at="b")
+
+
+@pytest.mark.parametrize("serves, code", [(True, "session_hits_yes"), (False, "session_hits_no")])
+def test_a_sessions_hit_rate_states_the_ledgers_verdict(serves, code):
+    led = _led({"p.b.session_cache_serves_history": serves, "p.b.session_first_turn_hit_rate": 0.0,
+                "p.b.session_last_turn_hit_rate": 0.8, "p.b.session_last_turn": 5})
+    assert C.cap_session_hits(led, "b", {})["en"] == C.word(f"finding.figcap_{code}", "en", p="b", at="b")
+    assert C.cap_session_hits(_led({}), "b", {}) is None
+
+
 @pytest.fixture(scope="module")
 def reports():
     paths = [(ROOT / "runs" / r / "bundle", r) for r in ("round-4", "round-5")]
