@@ -164,6 +164,29 @@ def cap_session_hits(led: Ledger, last: str, labels: dict) -> dict[str, str] | N
     return sentence(led, "session_hits_yes" if serves else "session_hits_no", p=last, at=labels.get(last, last))
 
 
+def cap_lengths(led: Ledger, last: str, labels: dict) -> dict[str, str] | None:
+    """Whether the headline point's requests brought longer prompts than outputs, on average."""
+    prompt, output = _v(led, f"p.{last}.prompt_tokens_sent_mean"), _v(led, f"p.{last}.output_tokens_sent_mean")
+    if prompt is None or output is None:
+        return None
+    return sentence(led, "lengths_prompt_longer" if prompt > output else "lengths_output_longer",
+                    p=last, at=labels.get(last, last))
+
+
+def cap_budget_curve(led: Ledger, pids: list[str]) -> dict[str, str] | None:
+    """Whether ITL p99 fell from the largest step budget swept to the smallest, and what output
+    throughput did beside it."""
+    got = [(pid, _v(led, f"p.{pid}.step_token_budget")) for pid in pids]
+    got = [(pid, b) for pid, b in got if b is not None]
+    if len({b for _, b in got}) < 2:
+        return None
+    lo, hi = min(got, key=lambda g: g[1])[0], max(got, key=lambda g: g[1])[0]
+    itl_lo, itl_hi = _v(led, f"p.{lo}.itl_ms_p99"), _v(led, f"p.{hi}.itl_ms_p99")
+    if itl_lo is None or itl_hi is None:
+        return None
+    return sentence(led, "budget_itl_falls" if itl_lo < itl_hi else "budget_itl_holds", lo=lo, hi=hi)
+
+
 def cap_sets(comparisons: list, labels: dict) -> dict[str, str]:
     """The sets of one question whose flags did what they were expected to, and those whose did not."""
     held = [c.point for c in comparisons if c.verdict == "held"]
@@ -190,7 +213,9 @@ def captions(led: Ledger, figs: dict[str, Figure], pids: list[str], first: str |
         made["kv_linearity"] = cap_kv_linearity(led, last, labels)
         made["session_ttft"] = cap_session_ttft(led, last, labels)
         made["session_hits"] = cap_session_hits(led, last, labels)
+        made["lengths"] = cap_lengths(led, last, labels)
     made["repro"] = cap_repro(led, pids, labels)
+    made["budget_curve"] = cap_budget_curve(led, pids)
     made["occupancy"] = cap_occupancy(led, pids, labels)
     for question in dict.fromkeys(c.question for c in comparisons):
         made[f"sets_{question}"] = cap_sets([c for c in comparisons if c.question == question], labels)

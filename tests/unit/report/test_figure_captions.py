@@ -173,3 +173,18 @@ def test_sets_that_sweep_one_flag_are_named_by_its_value_on_the_flags_axis():
                 for r in d["values"] if isinstance(r, dict) and "set" in r}
         sets |= {r["set"] for ds in (fig.specs[lang].get("datasets") or {}).values() for r in ds if "set" in r}
         assert sets and all(not s.startswith("--") for s in sets), (lang, sets)
+
+
+@pytest.mark.parametrize("itl_small, code", [(40.0, "budget_itl_falls"), (200.0, "budget_itl_holds")])
+def test_the_budget_curve_says_whether_a_smaller_step_budget_shortened_the_itl_tail(itl_small, code):
+    led = _led({"p.a.step_token_budget": 2048, "p.a.itl_ms_p99": itl_small, "p.a.output_tok_s": 6000.0,
+                "p.b.step_token_budget": 8192, "p.b.itl_ms_p99": 180.0, "p.b.output_tok_s": 7100.0})
+    assert C.cap_budget_curve(led, ["b", "a"])["en"] == C.word(f"finding.figcap_{code}", "en", lo="a", hi="b")
+    assert C.cap_budget_curve(_led({"p.a.step_token_budget": 2048}), ["a"]) is None
+
+
+@pytest.mark.parametrize("prompt, code", [(2000.0, "lengths_prompt_longer"), (100.0, "lengths_output_longer")])
+def test_the_lengths_say_whether_prompts_or_outputs_carry_more_tokens(prompt, code):
+    led = _led({"p.b.prompt_tokens_sent_mean": prompt, "p.b.output_tokens_sent_mean": 300.0})
+    assert C.cap_lengths(led, "b", {})["en"] == C.word(f"finding.figcap_{code}", "en", p="b", at="b")
+    assert C.cap_lengths(_led({"p.b.prompt_tokens_sent_mean": prompt}), "b", {}) is None
