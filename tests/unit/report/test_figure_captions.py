@@ -4,6 +4,8 @@ figure of the committed rounds 4 and 5 that a predicate captions carries it in b
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from report.ledger import Ledger
@@ -147,6 +149,29 @@ def test_the_committed_rounds_figures_carry_their_findings(reports):
             fig = r.figures[fid]
             assert set(fig.caption) == set(LANGS), (rid, fid)
             assert all(k in r.ledger and r.ledger[k].present for k in _cited(fig.caption)), (rid, fid)
+
+
+def test_round_4s_review_prints_the_figures_a_reviewer_reads_and_leaves_the_rest_to_the_web_page(reports):
+    """The review PDF of the seven-point round shows at most seven figures, every one captioned."""
+    from report.publish.render import assembly
+    from report.publish.render.page import Page
+    report = reports["round-4"]
+    for lang in LANGS:
+        page = Page(report, lang)
+        svgs = {b.ref: "<svg></svg>" for b in page.blocks if b.kind == "figure"}
+        review = page.assemble("pdf", svgs=svgs, part="review")
+        shown = re.findall(r'<figure class="figure" id="fig-([\w-]+)"', review)
+        assert len(shown) <= 7 and not set(shown) & assembly.REVIEW_LEAVES_FIGURES, (lang, shown)
+        blocks = review.split('<figure class="figure"')[1:]
+        assert all(re.search(r'<figcaption class="fig-caption">\s*[^<\s]', b) for b in blocks), lang
+
+
+def test_the_sessions_figures_of_round_11_carry_their_findings():
+    from report.publish.compose import compose_round
+    r = compose_round(ROOT / "runs" / "round-11" / "bundle", "round-11")
+    for fid in ("session_ttft", "session_hits", "lengths"):
+        assert set(r.figures[fid].caption) == set(LANGS), fid
+        assert all(k in r.ledger and r.ledger[k].present for k in _cited(r.figures[fid].caption)), fid
 
 
 def test_the_kv_line_figure_draws_the_fit_whose_slope_the_page_quotes(reports):
