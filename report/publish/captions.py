@@ -120,6 +120,73 @@ def cap_kv_linearity(led: Ledger, last: str, labels: dict) -> dict[str, str] | N
     return sentence(led, "kvlin_holds" if abs(off) <= tol else "kvlin_off", p=last, at=labels.get(last, last))
 
 
+def cap_repro(led: Ledger, pids: list[str], labels: dict) -> dict[str, str] | None:
+    """The shared point whose output throughput differs most from the previous round's, and whether
+    every shared point lies within the reproducibility rule."""
+    diffs = [(pid, _v(led, f"x.{pid}.output_tok_s_diff")) for pid in pids]
+    diffs = [(pid, d) for pid, d in diffs if d is not None]
+    tol = _v(led, "r.rule_repro_tput_tol")
+    if not diffs or tol is None:
+        return None
+    pid, d = max(diffs, key=lambda pd_: abs(pd_[1]))
+    return sentence(led, "repro_within" if abs(d) <= tol else "repro_over", p=pid, at=labels.get(pid, pid))
+
+
+def cap_occupancy(led: Ledger, pids: list[str], labels: dict) -> dict[str, str] | None:
+    """This round's valid point of the highest KV occupancy, and whether it also delivered the most
+    output throughput (else the point that did)."""
+    got = [(pid, _v(led, f"p.{pid}.kv_occupancy"), _v(led, f"p.{pid}.output_tok_s")) for pid in pids
+           if _v(led, f"p.{pid}.valid") is not False]
+    got = [(pid, x, y) for pid, x, y in got if x is not None and y is not None]
+    if not got:
+        return None
+    top = max(got, key=lambda g: g[1])[0]
+    best = max(got, key=lambda g: g[2])[0]
+    if best == top:
+        return sentence(led, "occ_top", p=top, at=labels.get(top, top))
+    return sentence(led, "occ_past", p=top, at=labels.get(top, top), q=best, at_q=labels.get(best, best))
+
+
+def cap_session_ttft(led: Ledger, last: str, labels: dict) -> dict[str, str] | None:
+    """Whether TTFT p50 at the headline point rose or not from a session's first turn to its last."""
+    first, final = (_v(led, f"p.{last}.session_first_turn_ttft_ms_p50"),
+                    _v(led, f"p.{last}.session_last_turn_ttft_ms_p50"))
+    if first is None or final is None:
+        return None
+    return sentence(led, "session_ttft_up" if final > first else "session_ttft_flat", p=last, at=labels.get(last, last))
+
+
+def cap_session_hits(led: Ledger, last: str, labels: dict) -> dict[str, str] | None:
+    """Whether the prefix cache served a session's history at the headline point (the ledger's verdict)."""
+    serves = _v(led, f"p.{last}.session_cache_serves_history")
+    if serves is None:
+        return None
+    return sentence(led, "session_hits_yes" if serves else "session_hits_no", p=last, at=labels.get(last, last))
+
+
+def cap_lengths(led: Ledger, last: str, labels: dict) -> dict[str, str] | None:
+    """Whether the headline point's requests brought longer prompts than outputs, on average."""
+    prompt, output = _v(led, f"p.{last}.prompt_tokens_sent_mean"), _v(led, f"p.{last}.output_tokens_sent_mean")
+    if prompt is None or output is None:
+        return None
+    return sentence(led, "lengths_prompt_longer" if prompt > output else "lengths_output_longer",
+                    p=last, at=labels.get(last, last))
+
+
+def cap_budget_curve(led: Ledger, pids: list[str]) -> dict[str, str] | None:
+    """Whether ITL p99 fell from the largest step budget swept to the smallest, and what output
+    throughput did beside it."""
+    got = [(pid, _v(led, f"p.{pid}.step_token_budget")) for pid in pids]
+    got = [(pid, b) for pid, b in got if b is not None]
+    if len({b for _, b in got}) < 2:
+        return None
+    lo, hi = min(got, key=lambda g: g[1])[0], max(got, key=lambda g: g[1])[0]
+    itl_lo, itl_hi = _v(led, f"p.{lo}.itl_ms_p99"), _v(led, f"p.{hi}.itl_ms_p99")
+    if itl_lo is None or itl_hi is None:
+        return None
+    return sentence(led, "budget_itl_falls" if itl_lo < itl_hi else "budget_itl_holds", lo=lo, hi=hi)
+
+
 def cap_sets(comparisons: list, labels: dict) -> dict[str, str]:
     """The sets of one question whose flags did what they were expected to, and those whose did not."""
     held = [c.point for c in comparisons if c.verdict == "held"]
@@ -144,6 +211,12 @@ def captions(led: Ledger, figs: dict[str, Figure], pids: list[str], first: str |
         made["tflops_timeline"] = cap_tflops(led, last, labels)
         made["roofline"] = cap_roofline(led, last, labels)
         made["kv_linearity"] = cap_kv_linearity(led, last, labels)
+        made["session_ttft"] = cap_session_ttft(led, last, labels)
+        made["session_hits"] = cap_session_hits(led, last, labels)
+        made["lengths"] = cap_lengths(led, last, labels)
+    made["repro"] = cap_repro(led, pids, labels)
+    made["budget_curve"] = cap_budget_curve(led, pids)
+    made["occupancy"] = cap_occupancy(led, pids, labels)
     for question in dict.fromkeys(c.question for c in comparisons):
         made[f"sets_{question}"] = cap_sets([c for c in comparisons if c.question == question], labels)
     for fid, texts in made.items():

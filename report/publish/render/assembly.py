@@ -40,6 +40,13 @@ PARTS = ("review", "audit")
 SHORT_TABLE_ROWS = 24
 # A table of more than this many columns is printed in the smaller type of a wide one (print.css: .wide).
 WIDE_TABLE_COLUMNS = 9
+# Figures the review PDF leaves to the web page: each says again what its section's text or a
+# table of the review already states (the queue against prefill: the TTFT breakdown; KV usage:
+# the reconciliation table; the FLOP counter over time, the whole round's waveform, power and
+# temperature over time: the sentences beside them). They stay in the HTML page, hidden in the
+# review PDF (print.css: .review-left), so a number keeps one id in the web page and both PDFs;
+# the review numbers only the figures it shows.
+REVIEW_LEAVES_FIGURES = frozenset({"queue_vs_prefill", "kv", "tflops_timeline", "timeline", "power"})
 # Where each section of the assembled page begins (templates/base.html.j2).
 _SECTION_START = re.compile(r'<section class="section" id="sec-([\w-]+)">')
 
@@ -135,7 +142,7 @@ class Assembly(Provenance):
         rendered: dict[int, str] = {}
         for i in order:
             b = self.page.blocks[i]
-            if b.kind in counters:
+            if b.kind in counters and not self.left_out(b):
                 counters[b.kind] += 1
                 self.numbers[(b.kind, b.ref)] = counters[b.kind]
             rendered[i] = str(self.render_block(b))
@@ -143,10 +150,20 @@ class Assembly(Provenance):
         return PH.sub(lambda m: rendered[int(m.group(2))] if m.group(1) == "b" else m.group(0),
                        doc)
 
+    def left_out(self, b) -> bool:
+        """Whether block B is one the review PDF leaves to the web page (REVIEW_LEAVES_FIGURES)
+        and no sentence of the page points to."""
+        return (self.mode == "pdf" and self.part == "review" and b.kind == "figure"
+                and b.ref in REVIEW_LEAVES_FIGURES and ("figure", b.ref) not in self.page.refs)
+
     def render_block(self, b) -> Markup:
         m = self.macros
         if b.kind == "figure":
             f = self.report.figures[b.ref]
+            if self.left_out(b):
+                # Its caption's numbers keep their ids; the review shows none of it.
+                return Markup('<div class="review-left">{0} {1}</div>').format(
+                    b.payload["caption"], b.payload["keys"])
             label = self.words["fig_label"].format(n=self.numbers[("figure", b.ref)])
             if self.mode == "html":
                 body = Markup('<div class="chart" id="chart-{0}" role="img" aria-label="{1}"></div>'

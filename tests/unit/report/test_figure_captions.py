@@ -4,6 +4,8 @@ figure of the committed rounds 4 and 5 that a predicate captions carries it in b
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from report.ledger import Ledger
@@ -95,6 +97,39 @@ def test_the_flop_rate_names_the_clocks_peak_only_where_the_clock_ran_slower():
     assert "p.b.peak_tflops_at_clock" not in _cited(fast)
 
 
+@pytest.mark.parametrize("diff, code", [(0.03, "repro_within"), (-0.08, "repro_over")])
+def test_reproducibility_names_the_largest_difference_against_the_rule(diff, code):
+    led = _led({"x.a.output_tok_s_diff": 0.01, "x.b.output_tok_s_diff": diff, "r.rule_repro_tput_tol": 0.05})
+    cap = C.cap_repro(led, ["a", "b", "c"], {"b": "C=64"})
+    assert cap["en"] == C.word(f"finding.figcap_{code}", "en", p="b", at="C=64")
+    assert _cited(cap) == {"x.b.output_tok_s_diff", "r.rule_repro_tput_tol"}
+    assert C.cap_repro(_led({"x.a.output_tok_s_diff": 0.01}), ["a"], {}) is None
+
+
+def test_occupancy_says_whether_the_fullest_valid_point_also_delivered_the_most():
+    vals = {"p.a.kv_occupancy": 0.1, "p.a.output_tok_s": 100.0, "p.b.kv_occupancy": 0.5,
+            "p.b.output_tok_s": 300.0, "p.c.kv_occupancy": 0.9, "p.c.valid": False, "p.c.output_tok_s": 900.0}
+    top = C.cap_occupancy(_led(vals), ["a", "b", "c"], {})
+    assert top["en"] == C.word("finding.figcap_occ_top", "en", p="b", at="b")   # the invalid point is left out
+    past = C.cap_occupancy(_led({**vals, "p.b.output_tok_s": 50.0}), ["a", "b", "c"], {})
+    assert _cited(past) == {"p.b.kv_occupancy", "p.b.output_tok_s", "p.a.output_tok_s"}
+
+
+@pytest.mark.parametrize("last, code", [(80.0, "session_ttft_up"), (20.0, "session_ttft_flat")])
+def test_a_sessions_ttft_says_whether_it_grows_with_the_turn(last, code):
+    led = _led({"p.b.session_first_turn_ttft_ms_p50": 30.0, "p.b.session_last_turn_ttft_ms_p50": last,
+                "p.b.session_last_turn": 5})
+    assert C.cap_session_ttft(led, "b", {})["en"] == C.word(f"finding.figcap_{code}", "en", p="b", at="b")
+
+
+@pytest.mark.parametrize("serves, code", [(True, "session_hits_yes"), (False, "session_hits_no")])
+def test_a_sessions_hit_rate_states_the_ledgers_verdict(serves, code):
+    led = _led({"p.b.session_cache_serves_history": serves, "p.b.session_first_turn_hit_rate": 0.0,
+                "p.b.session_last_turn_hit_rate": 0.8, "p.b.session_last_turn": 5})
+    assert C.cap_session_hits(led, "b", {})["en"] == C.word(f"finding.figcap_{code}", "en", p="b", at="b")
+    assert C.cap_session_hits(_led({}), "b", {}) is None
+
+
 @pytest.fixture(scope="module")
 def reports():
     paths = [(ROOT / "runs" / r / "bundle", r) for r in ("round-4", "round-5")]
@@ -114,6 +149,29 @@ def test_the_committed_rounds_figures_carry_their_findings(reports):
             fig = r.figures[fid]
             assert set(fig.caption) == set(LANGS), (rid, fid)
             assert all(k in r.ledger and r.ledger[k].present for k in _cited(fig.caption)), (rid, fid)
+
+
+def test_round_4s_review_prints_the_figures_a_reviewer_reads_and_leaves_the_rest_to_the_web_page(reports):
+    """The review PDF of the seven-point round shows at most seven figures, every one captioned."""
+    from report.publish.render import assembly
+    from report.publish.render.page import Page
+    report = reports["round-4"]
+    for lang in LANGS:
+        page = Page(report, lang)
+        svgs = {b.ref: "<svg></svg>" for b in page.blocks if b.kind == "figure"}
+        review = page.assemble("pdf", svgs=svgs, part="review")
+        shown = re.findall(r'<figure class="figure" id="fig-([\w-]+)"', review)
+        assert len(shown) <= 7 and not set(shown) & assembly.REVIEW_LEAVES_FIGURES, (lang, shown)
+        blocks = review.split('<figure class="figure"')[1:]
+        assert all(re.search(r'<figcaption class="fig-caption">\s*[^<\s]', b) for b in blocks), lang
+
+
+def test_the_sessions_figures_of_round_11_carry_their_findings():
+    from report.publish.compose import compose_round
+    r = compose_round(ROOT / "runs" / "round-11" / "bundle", "round-11")
+    for fid in ("session_ttft", "session_hits", "lengths"):
+        assert set(r.figures[fid].caption) == set(LANGS), fid
+        assert all(k in r.ledger and r.ledger[k].present for k in _cited(r.figures[fid].caption)), fid
 
 
 def test_the_kv_line_figure_draws_the_fit_whose_slope_the_page_quotes(reports):
@@ -140,3 +198,18 @@ def test_sets_that_sweep_one_flag_are_named_by_its_value_on_the_flags_axis():
                 for r in d["values"] if isinstance(r, dict) and "set" in r}
         sets |= {r["set"] for ds in (fig.specs[lang].get("datasets") or {}).values() for r in ds if "set" in r}
         assert sets and all(not s.startswith("--") for s in sets), (lang, sets)
+
+
+@pytest.mark.parametrize("itl_small, code", [(40.0, "budget_itl_falls"), (200.0, "budget_itl_holds")])
+def test_the_budget_curve_says_whether_a_smaller_step_budget_shortened_the_itl_tail(itl_small, code):
+    led = _led({"p.a.step_token_budget": 2048, "p.a.itl_ms_p99": itl_small, "p.a.output_tok_s": 6000.0,
+                "p.b.step_token_budget": 8192, "p.b.itl_ms_p99": 180.0, "p.b.output_tok_s": 7100.0})
+    assert C.cap_budget_curve(led, ["b", "a"])["en"] == C.word(f"finding.figcap_{code}", "en", lo="a", hi="b")
+    assert C.cap_budget_curve(_led({"p.a.step_token_budget": 2048}), ["a"]) is None
+
+
+@pytest.mark.parametrize("prompt, code", [(2000.0, "lengths_prompt_longer"), (100.0, "lengths_output_longer")])
+def test_the_lengths_say_whether_prompts_or_outputs_carry_more_tokens(prompt, code):
+    led = _led({"p.b.prompt_tokens_sent_mean": prompt, "p.b.output_tokens_sent_mean": 300.0})
+    assert C.cap_lengths(led, "b", {})["en"] == C.word(f"finding.figcap_{code}", "en", p="b", at="b")
+    assert C.cap_lengths(_led({"p.b.prompt_tokens_sent_mean": prompt}), "b", {}) is None

@@ -175,3 +175,24 @@ def test_why_says_an_absent_values_reason_in_words_without_the_not_measured_mark
 def test_a_findings_why_placeholder_prints_the_reason_in_its_sentence(tmp_path):
     text = render_section(tmp_path, '{{ say("MFU: [[mfu.intensity|why]].") }}')
     assert Reason.of("reason.mfu_counters_still").text("zh") in text and "num-why" in text
+
+
+def test_the_review_pdf_leaves_a_figure_to_the_web_page_and_keeps_every_numbers_id(monkeypatch):
+    """A figure the review leaves out is not printed nor numbered there; the numbers of its
+    caption keep the ids the web page and the audit give them; a figure a sentence points to stays."""
+    report = hand_built_report()
+    page = Page(report, "en")
+    svgs = {b.ref: "<svg></svg>" for b in page.blocks if b.kind == "figure"}
+    # The fixture's sentences point to both figures: the one to the breakdown is pointed elsewhere.
+    page.refs = [("figure", "queue_vs_prefill") if r == ("figure", "ttft_breakdown") else r for r in page.refs]
+    monkeypatch.setattr(assembly, "REVIEW_LEAVES_FIGURES", frozenset({"ttft_breakdown", "queue_vs_prefill"}))
+    runs = {}
+    for mode, part in (("html", "review"), ("pdf", "review"), ("pdf", "audit")):
+        a = assembly.Assembly(page, mode, svgs, {}, part)
+        runs[(mode, part)] = (a.run(), a.ids)
+    review, ids = runs[("pdf", "review")]
+    assert ids == runs[("html", "review")][1] == runs[("pdf", "audit")][1]
+    assert 'id="fig-ttft_breakdown"' not in review and 'class="review-left"' in review
+    assert 'id="fig-queue_vs_prefill"' in review            # a sentence points to it: it stays, Figure 1
+    assert re.search(r'id="fig-queue_vs_prefill">\s*<div class="fig-head"><span class="fig-label">Figure 1<', review)
+    assert 'id="fig-ttft_breakdown"' in runs[("html", "review")][0]
