@@ -127,6 +127,7 @@ def test_a_title_written_by_next_is_said_in_each_pages_language():
 
 def test_every_step_has_a_name_in_both_languages():
     import re as _re
+
     from report.words import has
     src = (ROOT / "report/judge/next_steps.py").read_text(encoding="utf-8")
     sids = set(_re.findall(r'step\(f?"([a-z_]+?)(?:_\{[a-z]+\})?"', src))

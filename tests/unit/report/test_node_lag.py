@@ -81,8 +81,8 @@ def test_hand_built_signals_one_lagging_node_makes_the_client_the_limit_and_name
 
 
 def test_the_node_verdicts_sentence_names_the_node_in_both_languages_and_cites_known_keys():
-    from report.judge.findings.finding import catalogue_texts as _texts
     import report.judge.verdicts  # noqa: F401 (every quantity of a round registered)
+    from report.judge.findings.finding import catalogue_texts as _texts
     from report.judge.findings.points import MECHANISMS
     from report.registry import REGISTRY
     from report.words import PLACEHOLDER
