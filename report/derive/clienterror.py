@@ -22,6 +22,7 @@ from bundle.request_table import RequestTable, as_request_table
 from report.derive import series
 from report.derive import validity as V
 from report.derive.load.inflight import late_send_share
+from report.derive.stats import percentile
 from report.ledger import Absent
 from report.registry import DOES_NOT_APPLY, point_quantity, round_quantity
 
@@ -91,14 +92,12 @@ def zero_gap_share(zero_gap_chunks: int, events_received: int) -> float:
 @point_quantity(unit="ms")
 def chunk_itl_ms_p50(measured: RequestTable) -> float:
     """Median gap between consecutive chunks of the measured requests (a chunk, not a token, is the unit)."""
-    from report.derive.stats import percentile
     return percentile(chunk_gaps_ms(measured), 50)
 
 
 @point_quantity(unit="ms")
 def chunk_itl_ms_p99(measured: RequestTable) -> float:
     """p99 of the gaps between consecutive chunks of the measured requests."""
-    from report.derive.stats import percentile
     return percentile(chunk_gaps_ms(measured), 99)
 
 
@@ -433,14 +432,12 @@ def node_lags_ms(client_samples: list, t_start: float, t_end: float, node: str) 
 @point_quantity(unit="ms", per="node")
 def node_client_lag_ms_p50(client_samples: list, measure_window: tuple[float, float], node: str) -> float:
     """Median of this node's own client event-loop delay inside the point's window, ms."""
-    from report.derive.stats import percentile
     return percentile(node_lags_ms(client_samples, *measure_window, node), 50)
 
 
 @point_quantity(unit="ms", per="node")
 def node_client_lag_ms_p99(client_samples: list, measure_window: tuple[float, float], node: str) -> float:
     """p99 of this node's own client event-loop delay inside the point's window, ms."""
-    from report.derive.stats import percentile
     return percentile(node_lags_ms(client_samples, *measure_window, node), 99)
 
 
@@ -453,7 +450,6 @@ def _nodes_past(point_shards: list, client_samples: list, window: tuple[float, f
                 bar: float) -> str:
     """The client nodes of the point whose own lag samples in WINDOW pass BAR at percentile Q,
     comma-separated ("" where none did); Absent where no node has a sample there."""
-    from report.derive.stats import percentile
     nodes, measured = [], 0
     for item in node_items(point_shards).values():
         try:
