@@ -3,11 +3,13 @@ on the /metrics clock into dcgm.jsonl, and the report reads it as it reads local
 energy, GPM's counters, the GPU's peaks by the exporter's model name). The real embedded vLLM
 serves the requests; the exporter is a stand-in serving tests/fixtures/dcgm/exporter-page.txt
 (built by hand from the documented format: no exporter can run here), its energy counter
-advancing at the page's power draw."""
+advancing at the page's power draw; every other page is written only after a pause within its
+scrape, as a loaded exporter's or client's would be, which the counter's check must allow for."""
 
 from __future__ import annotations
 
 import http.server
+import itertools
 import threading
 import time
 
@@ -27,8 +29,12 @@ class StandInExporter(http.server.BaseHTTPRequestHandler):
     """Serves the page at /metrics, the energy counters at the page's power since start."""
 
     start = time.monotonic()
+    served = itertools.count()
+    LATE_S = 0.5     # every other page is written this long into its scrape
 
     def do_GET(self):  # noqa: N802 - the http.server hook's name
+        if next(self.served) % 2:
+            time.sleep(self.LATE_S)
         elapsed = time.monotonic() - self.start
         body = PAGE
         for g, w in enumerate(WATTS):
@@ -70,7 +76,9 @@ def test_a_remote_servers_gpus_are_read_from_its_exporter(engine, exporter, tmp_
         # Energy over the window, every GPU's counter: they advanced at the page's draws.
         window = led.value_of(k + "window_s")
         assert led.value_of(k + "energy_j") == pytest.approx(sum(WATTS) * window, rel=0.15)
-        # The counters agree with the integral of the page's power: the energy is the counters'.
+        # The counters agree with the integral of the page's power once the late pages' scrape
+        # time is allowed for: the energy is the counters'.
+        assert led.value_of(k + "energy_counter_timing_j") > 0
         assert led[k + "energy_counter_checked_j"].present
         assert [key for _, key in led[k + "energy_j"].inputs] == [k + "energy_counter_checked_j"]
     assert led.value_of("r.peak_tflops") is not None        # the exporter's modelName: NVIDIA H200

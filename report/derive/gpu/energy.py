@@ -72,6 +72,20 @@ def counter_delta_j(rows: list[dict], t_start: float, t_end: float, g: int) -> f
     return (b - a) / 1000.0
 
 
+def counter_timing_j(rows: list[dict], t_start: float, t_end: float, g: int) -> float:
+    """How far GPU G's counter delta over [t_start, t_end] can be off because each row was read
+    at an unknown moment within its `read_s` (a scraped page's; NVML's local reads carry none):
+    at each edge, the larger power × the longer read of the two rows around it (J)."""
+    rows = sorted((s for s in rows if s.get("energy_mj") is not None), key=lambda s: s["t"])
+    total = 0.0
+    for edge in (t_start, t_end):
+        around = [s for s in rows if s["t"] <= edge][-1:] + [s for s in rows if s["t"] >= edge][:1]
+        read = max((s.get("read_s") or 0.0 for s in around), default=0.0)
+        power = max((s.get("power_w") or 0.0 for s in around), default=0.0)
+        total += read * power
+    return total
+
+
 def power_integral_j(rows: list[dict], t_start: float, t_end: float, g: int) -> float:
     """The trapezoid integral of GPU G's power samples over [t_start, t_end] (J): the power at
     each edge interpolated between the samples around it, or the nearest sample's held where
@@ -108,12 +122,20 @@ def energy_power_integral_j(gpu_samples: Samples, t_measure: float, t_end: float
     return _over_gpus(gpu_samples, t_measure, t_end, gpu, power_integral_j)
 
 
+@point_quantity(unit="J")
+def energy_counter_timing_j(gpu_samples: Samples, t_measure: float, t_end: float, gpu: int | None = None) -> float:
+    """How far the energy counter's delta can be off because a scraped page was read at an unknown moment within its scrape: at each window edge, the board power × the longer scrape of the two samples around it, summed over the edges and the GPUs (J); 0 for NVML's local reads."""
+    return _over_gpus(gpu_samples, t_measure, t_end, gpu, counter_timing_j)
+
+
 @point_quantity(unit="fraction")
-def energy_counter_disagreement(energy_counter_j: float, energy_power_integral_j: float) -> float:
-    """How far the energy counter's delta lies from the power samples' integral over the window: |counter − integral| ÷ integral."""
+def energy_counter_disagreement(energy_counter_j: float, energy_power_integral_j: float,
+                                energy_counter_timing_j: float = 0.0) -> float:
+    """How far the energy counter's delta lies from the power samples' integral over the window, beyond what the pages' read times allow: max(0, |counter − integral| − timing) ÷ integral."""
     if energy_power_integral_j <= 0:
         raise Absent("reason.energy_no_power_drawn")
-    return abs(energy_counter_j - energy_power_integral_j) / energy_power_integral_j
+    off = abs(energy_counter_j - energy_power_integral_j) - energy_counter_timing_j
+    return max(0.0, off) / energy_power_integral_j
 
 
 @point_quantity(unit="J")

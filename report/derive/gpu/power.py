@@ -410,6 +410,8 @@ def dcgm_gpu_rows(scrapes: Samples) -> list[dict]:
             continue
         by_gpu: dict[int, dict] = {}
         stated = page_maxima(s.get("samples") or {})
+        # read_s: the page was written at some moment within [t, t + read_s] (the scrape's dt).
+        read = {"read_s": s["dt"]} if s.get("dt") is not None else {}
         for key, value in (s.get("samples") or {}).items():
             name, labels = keys.get(key) or keys.setdefault(key, split_key(key))
             if name not in DCGM_FIELDS or "gpu" not in labels or value is None:
@@ -419,7 +421,7 @@ def dcgm_gpu_rows(scrapes: Samples) -> list[dict]:
             if dcgm_blank(name, value) or dcgm_value_problem(name, value, maxima):
                 continue    # no reading, or none the GPU can give (kept out by later collectors)
             field_name, scale = DCGM_FIELDS[name]
-            row = by_gpu.setdefault(int(labels["gpu"]), {"t": s["t"], "gpu": int(labels["gpu"])})
+            row = by_gpu.setdefault(int(labels["gpu"]), {"t": s["t"], "gpu": int(labels["gpu"]), **read})
             row[field_name] = value * scale
         for row in by_gpu.values():
             if last_t is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+import report.derive.round_ledger  # noqa: F401 - registers every quantity, as a round does
 from bench.exposition import parse_exposition
 from report.derive import validity
 from report.derive.gpu import energy as EN
@@ -154,3 +155,40 @@ def test_the_new_reasons_have_words_in_both_languages():
                          ("reason.energy_counter_disagrees", {"off": 0.2, "tol": 0.1})):
         r = Reason.of(code, **params)
         assert r.text("en") != r.text("zh") and r.text("en") and r.text("zh")
+
+
+def slow_edge_scrapes(late_s: float, read_s: float, rate: float = 1.0) -> list[dict]:
+    """A DCGM exporter scraped once a second whose page is written LATE_S after the scrape began
+    (its read took READ_S): GPU 0's counter is the one at the page's moment, advancing at
+    692.847 W × RATE, GPU 1's at 74.512 W."""
+    def at(i: int, w: float) -> int:
+        return int(1_000_000 + w * 1e3 * rate * (i + (late_s if i == 2 else 0.0)))
+    return PW.dcgm_gpu_rows([{"t": float(i), "dt": read_s if i == 2 else 0.01, "ok": True,
+                              "samples": parse_exposition(PAGE.replace("{energy0}", str(at(i, 692.847)))
+                                                          .replace("{energy1}", str(at(i, 74.512))),
+                                                          "DCGM_FI_")}
+                             for i in range(11)])
+
+
+def test_a_page_written_late_within_a_slow_scrape_is_allowed_for_and_the_counter_used():
+    # The scrape at 2 s took 0.6 s and its page was written 0.5 s in: over [2, 5] the counter
+    # reads 0.5 s less than the integral (a sixth), all of it inside the scrape's own time.
+    rows = slow_edge_scrapes(late_s=0.5, read_s=0.6)
+    led = ledger_of(rows, 2.0, 5.0)
+    assert led.value_of("p.p.energy_counter_j") == pytest.approx(2.5 * (692.847 + 74.512), rel=1e-6)
+    # The 0.6 s scrape at the first edge, a 0.01 s one at the last.
+    assert led.value_of("p.p.energy_counter_timing_j") == pytest.approx((0.6 + 0.01) * (692.847 + 74.512))
+    assert led.value_of("p.p.energy_counter_disagreement") == pytest.approx(0.0, abs=1e-9)
+    assert [v for _, v in led["p.p.energy_j"].inputs] == ["p.p.energy_counter_checked_j"]
+
+
+def test_the_allowance_covers_the_scrapes_time_only_a_counter_wrong_beyond_it_disagrees():
+    # The same slow scrape, but the counters run at 60 % of the board's power: 40 % off, of
+    # which the scrapes at the edges allow 0.61 s of the 3 s window.
+    rows = slow_edge_scrapes(late_s=0.0, read_s=0.6, rate=0.6)
+    led = ledger_of(rows, 2.0, 5.0)
+    assert led.value_of("p.p.energy_counter_disagreement") == pytest.approx(0.4 - 0.61 / 3, rel=1e-4)
+    assert led["p.p.energy_counter_checked_j"].missing.code == "reason.energy_counter_disagrees"
+    # NVML rows carry no read time: no allowance.
+    nv = nvml_rows([300.0] * 11, [200_000 * i for i in range(11)])
+    assert ledger_of(nv, 0.0, 10.0).value_of("p.p.energy_counter_timing_j") == 0.0
