@@ -41,7 +41,8 @@ from bench.clock_sync import ClockServer
 from bench.plan import Plan
 from bench.point_driver import Phase, RoundFailed, end_point, point_shape
 from bench.prompts import Prompt
-from bench.workers import ShardWriter, point_commands, shard_name, share_count
+from bench.shard_writer import ShardWriter, shard_name
+from bench.workers import point_commands, share_count
 from bundle.store import BundleWriter
 
 INSTALL_HINT = ("Ray is not installed in this environment; install it with "

@@ -3,7 +3,9 @@
 Each node is one `ray start` (the head with `--head`, the others with `--address`), with its
 own logical CPUs, so a placement group spread strictly puts one bundle on each. Every node
 listens on 127.0.0.1 only. Invariants: each `ray start` runs in a process group of its own,
-and `stop()` ends exactly those groups (TERM, then KILL), never another cluster on the host.
+and `stop()` ends exactly those groups (TERM, then KILL), never another cluster on the host;
+every node stays in the caller's session, so where the kernel shares CPU between sessions
+(autogroups) the nodes' workers share the caller's, as local worker processes do.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ class LocalCluster:
                               "--object-store-memory", str(OBJECT_STORE_BYTES),
                               "--disable-usage-stats", *args],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                             start_new_session=True)
+                             process_group=0)
         self.groups.append(p.pid)
         out, _ = p.communicate(timeout=120)
         if p.returncode != 0:

@@ -1,8 +1,8 @@
-"""One load worker on a Ray node: the local workers' loop (bench/workers.py) in a thread of an
+"""One load worker on a Ray node: the local workers' loop (bench/worker_loop.py) in a thread of an
 actor, its share of each point on the driver's clock, its shard handed back per point.
 
 `bench/ray_cluster.py` makes `ShardActor` a Ray actor (nothing here imports Ray but `node`).
-The actor runs `workers._worker` (the same request loop a local worker process runs) on its
+The actor runs `worker_loop.command_loop` (the same request loop a local worker process runs) on its
 own event loop, in a thread, and is driven through its methods, each called by the driver:
 
 - `sync_clock` before every point: measures the offset to the driver's clock server
@@ -37,7 +37,8 @@ from typing import Any
 from bench.clock_sync import measure_offset
 from bench.loop import run as run_loop
 from bench.point_driver import LocalSlots
-from bench.workers import ABORT, READY_TIMEOUT_S, RUN, STOP, ShardWriter, _worker
+from bench.shard_writer import ShardWriter
+from bench.worker_loop import ABORT, READY_TIMEOUT_S, RUN, STOP, command_loop
 
 POINT_COUNTS = ("done", "tokens", "errors", "issued", "warm_done")
 
@@ -133,7 +134,7 @@ class ShardActor:
         self.commands: queue.Queue = queue.Queue()
         self.inbox = Inbox()
         self.flags = SimpleNamespace(stop=SimpleNamespace(value=RUN))
-        loop = _worker(k, plan, self.shard, headers, self.commands, self.inbox, self.flags, dataset,
+        loop = command_loop(k, plan, self.shard, headers, self.commands, self.inbox, self.flags, dataset,
                        slots_of=lambda cmd: StrideSlots(k, cmd["stride"], cmd["total"],
                                                         cmd["by_duration"], self.flags))
         self.thread = threading.Thread(target=self._run, args=(loop,), name=f"shard-{k}", daemon=True)

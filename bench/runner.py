@@ -1,5 +1,9 @@
 """A round: start the engine, run every point of the plan, sample everything, write the bundle.
 
+Each point runs in this process (bench/local_point.py), over local worker processes
+(bench/workers.py) or over a Ray cluster's nodes (bench/ray_cluster.py); what the manifest
+records before the engine starts is bench/round_manifest.py's.
+
 Invariants:
 - the bundle stays readable at every instant: samples are appended line by line and the
   manifest is replaced atomically; an interrupted or failed round still says so in it;
@@ -15,62 +19,27 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import re
-import shlex
 import sys
 import time
-import urllib.parse
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import aiohttp
 
-from bench import replay, sessions
-from bench.client import Timeouts, open_stream_session
-from bench.engine import TINY_MODEL_DIR, Engine, EngineError, EngineGroup, free_port
+from bench import replay
+from bench.client import open_stream_session
+from bench.engine import Engine, EngineError, EngineGroup, free_port
+from bench.local_point import run_point
 from bench.loop import collect_between_points
 from bench.loop import run as run_loop
-from bench.plan import (
-    Plan,
-    PlanError,
-    context_problem,
-    flags_problem,
-    resume_problem,
-    warmup_ends_at_first_reply,
-)
-from bench.point_driver import (
-    LocalSlots,
-    Phase,
-    PointRun,
-    RoundFailed,
-    ServerDied,
-    completion_urls,
-    drive_closed,
-    drive_open,
-    end_point,
-    open_loop_arrivals,
-    point_shape,
-    progress_line,
-    route,
-    send_request,
-    tally,
-    transport_error,
-    warm_or_measure,
-    warm_until,
-)
-from bench.provenance import (
-    collect_host_metadata,
-    collect_model_config,
-    collect_tokenizer_vocab,
-    collect_tool_metadata,
-    model_dirs_of_command,
-)
+from bench.plan import Plan, PlanError, context_problem, flags_problem, resume_problem
+from bench.point_driver import Phase, RoundFailed, ServerDied, progress_line
+from bench.round_manifest import dataset_tokenizer, initial_manifest, model_config_of, secrets_of
 from bench.samplers import AT_ROUND, AT_SERVER, Context, round_samplers
 from bench.search import SloSearch
-from bench.workload import make_prompts, stream_start_offsets
 from bundle.files import server_log_name
 from bundle.lock import BundleLock
-from bundle.redact import Redactor, url_credentials
+from bundle.redact import Redactor
 from bundle.store import BundleWriter, read_bundle
 
 
@@ -108,105 +77,6 @@ class Progress:
         else:
             self.stream.write(line + "\n")
         self.stream.flush()
-
-
-async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, point: dict,
-                    index: int, writer: BundleWriter, progress: Progress, model: str,
-                    headers: dict | None) -> str:
-    """Run one point in this process; return "ok" or raise ServerDied."""
-    w, wl, sw = writer, plan.workload, plan.sweep
-    C, warmup, total, by_duration, seed, pool_size = point_shape(plan, point, index)
-    urls = completion_urls(engine.endpoints, wl.api)
-    # The client's own lazy set-up (address, packet ring) before the point's clock starts:
-    # an open loop's first sends would otherwise wait for it.
-    for url in urls:
-        await session.prepare(url)
-    w.append("points", {"point": point["id"], "event": "start", "t": w.now(), "settings": point,
-                        "seed": seed})
-    state = {"issued": 0, "done": 0, "tokens": 0, "errors": 0, "warm_done": 0, "died": None,
-             "transport_error": None}
-    t_start = w.now()
-    slots = LocalSlots(total=total, by_duration=by_duration)
-    phase = Phase(0, warmup, window_s=sw.duration_s if by_duration else None)
-
-    def measure(t: float) -> None:
-        phase.measured_at = t - t_start
-        w.append("points", {"point": point["id"], "event": "measure", "t": t})
-
-    async def record(rec: dict) -> None:
-        w.append("requests", rec)
-        if not tally(state, rec) and transport_error(rec):
-            # The connection failed (refused, reset, cut mid-stream): ask whether the
-            # server still answers, off the event loop so other streams keep their clock.
-            state["transport_error"] = rec["error"]
-            if not state["died"] and not await asyncio.to_thread(engine.alive):
-                state["died"] = rec["error"]
-                slots.stop = True
-        phase.warm_done = state["warm_done"]
-        progress.update(index, point["id"], state["done"], total if not by_duration else state["issued"],
-                        state["tokens"], state["errors"], w.now() - t_start, phase=phase)
-
-    def issued() -> None:
-        state["issued"] += 1
-
-    def send(p, i, warm, t_slot, t_sched):
-        url, extra = route(urls, i, {"shared_blocks": replay.shared_blocks(wl, i)}
-                           if wl.kind == replay.TRACE else None)
-        return send_request(session, url, model, wl, p, point["id"], i, warm, t_slot, t_sched,
-                            w.now, headers, Timeouts.of(plan.client), extra)
-
-    def send_turn(p, i, warm, t_slot, s, k, think, reply):
-        # A conversation's turns go to one endpoint (its prefix cache holds the history).
-        url, extra = route(urls, s, {"session": s, "turn": k, "think_s": think})
-        return send_request(session, url, model, wl, p, point["id"], i, warm, t_slot, None,
-                            w.now, headers, Timeouts.of(plan.client), extra, reply)
-
-    if wl.kind == replay.TRACE:
-        # Every kept request of the trace, once each, in its order; warm-up only if asked.
-        pool = replay.trace_prompts(wl, seed)
-        total, warmup = replay.trace_counts(wl, sw.warmup_requests)
-        slots.total = total
-        phase.warm_total = warmup
-    elif wl.kind == replay.SHAREGPT:
-        pool = replay.dataset_prompts(wl, dataset_tokenizer(plan))
-    else:
-        pool = [] if wl.kind == sessions.KIND else make_prompts(
-            wl, point["input_len"], point["output_len"], pool_size, seed)
-    run = PointRun(
-        pool=pool,
-        warmup=warmup, ramp_end=warm_until(point, t_start, sw.warmup_s), by_duration=by_duration,
-        duration_s=sw.duration_s, slots=slots, now=w.now,
-        send=send,
-        on_measure=measure,
-        on_record=record, on_issue=issued,
-        ends_at_first_reply=wl.kind not in (replay.TRACE, sessions.KIND)
-        and warmup_ends_at_first_reply(sw, point.get("request_rate")))
-    if wl.kind == sessions.KIND:
-        await sessions.drive_sessions(
-            run, sessions.SessionDraws(wl, point["input_len"], point["output_len"], seed),
-            [t_start + off for off in stream_start_offsets(C, point.get("ramp_s") or 0.0, seed)],
-            send_turn,
-            warm_or_measure, vocab=served_vocab(w.manifest))
-    elif wl.kind == replay.TRACE:
-        # An open loop with no cap: each request goes at its own time whatever is in flight.
-        await drive_open(run, replay.trace_schedule(wl, w.now()), None)
-    elif point.get("request_rate"):
-        offs = open_loop_arrivals(plan, point, total, warmup, by_duration, seed)
-        base = w.now()
-        await drive_open(run, [(i, base + off) for i, off in enumerate(offs)], point["concurrency"])
-    else:
-        offsets = stream_start_offsets(C, point.get("ramp_s") or 0.0, seed)
-        await drive_closed(run, [t_start + off for off in offsets])
-    return await end_point(w, point, state, engine, progress, index, t_start)
-
-
-def served_vocab(manifest: dict) -> int | None:
-    """How many token ids the served model can emit: the larger of its tokenizer's and its
-    config's vocabulary (random weights emit ids past the tokenizer's), None when neither is known."""
-    model = manifest.get("model") or {}
-    sizes = [n for n in (model.get("tokenizer_vocab_size"), (model.get("config") or {}).get("vocab_size"))
-             if isinstance(n, int) and not isinstance(n, bool) and n > 0]
-    return max(sizes, default=None)
 
 
 async def models_with_key(session: aiohttp.ClientSession, endpoint: str) -> list | None:
@@ -392,106 +262,6 @@ async def _run(plan: Plan, writer: BundleWriter, skip: set[str], api_key: str | 
         await session.close()
         await streams.close()
         await stop_engine()
-
-
-def served_model_paths(plan: Plan) -> tuple[str | None, str | None, str | None]:
-    """(config path, tokenizer path, where the config path came from) of the served model:
-    the plan's model_config, else the embedded model, else the launch command's model."""
-    e = plan.engine
-    if e.mode == "embedded":
-        return e.model_config or str(TINY_MODEL_DIR), str(TINY_MODEL_DIR), \
-            "[engine].model_config" if e.model_config else "the embedded model"
-    model = tokenizer = None
-    if e.mode == "launch":
-        # Several servers (data parallel) serve one model: the first command line names it.
-        first = e.all_commands()[0] if e.all_commands() else ""
-        try:
-            argv = shlex.split(first) if isinstance(first, str) else list(first)
-        except ValueError:
-            argv = []
-        model, tokenizer = model_dirs_of_command(argv + list(e.flags))
-    if e.model_config:
-        return e.model_config, tokenizer, "[engine].model_config"
-    if model and (Path(model) / "config.json").is_file():
-        return str(Path(model) / "config.json"), tokenizer, "the launch command's model directory"
-    return None, tokenizer, None
-
-
-def dataset_tokenizer(plan: Plan) -> str | None:
-    """The folder of the served model's tokenizer.json: the served model's, else the plan's
-    [engine].model_config's folder, or that folder itself when it names one (an endpoint's
-    model is known only from that)."""
-    tok = served_model_paths(plan)[1]
-    if tok is None and plan.engine.model_config:
-        cfg = Path(plan.engine.model_config)     # config.json, or the model's folder itself
-        tok = str(cfg if cfg.is_dir() else cfg.parent)
-    return tok
-
-
-def model_config_of(plan: Plan) -> tuple[dict | None, str | None]:
-    """The served model's config.json and its path; PlanError where the plan names one that cannot be read."""
-    config, src = collect_model_config(served_model_paths(plan)[0])
-    if plan.engine.model_config and config is None:
-        raise PlanError(f"{plan.source or 'plan'} [engine].model_config: cannot read a JSON "
-                        f"config.json at {plan.engine.model_config}")
-    return config, src
-
-
-def initial_manifest(plan: Plan, endpoint_override: str | list[str] | None) -> dict[str, Any]:
-    """Provenance known before the engine starts."""
-    from bench.samplers.gpu import describe_gpus
-    gpus, absent = describe_gpus()
-    cfg_path, tok_path, cfg_how = served_model_paths(plan)
-    config, cfg_src = model_config_of(plan)
-    vocab, vocab_src = collect_tokenizer_vocab(tok_path)
-    model_vocab = (config or {}).get("vocab_size")
-    if vocab and isinstance(model_vocab, int) and vocab < model_vocab:
-        print(f"warning: the served tokenizer ({vocab_src}) knows {vocab:,} ids but the model "
-              f"emits ids up to {model_vocab:,}: with random weights the server's detokenizer "
-              "can become the bottleneck", file=sys.stderr)
-    return {
-        "tool": collect_tool_metadata(), "host": collect_host_metadata(),
-        "gpus": gpus, "gpu_absent_reason": absent,
-        "engine": {"mode": plan.engine.mode, "endpoint_override": endpoint_override},
-        "model": {"config": config, "config_source": cfg_src,
-                  "config_found_by": cfg_how if config is not None else None,
-                  "tokenizer_vocab_size": vocab, "tokenizer_source": vocab_src,
-                  "name": "tiny-qwen2" if plan.engine.mode == "embedded" else None,
-                  "load_format": "dummy" if plan.engine.mode == "embedded" else None},
-        "plan": plan.to_dict(),
-        "workload_source": replay.source_facts(plan.workload, dataset_tokenizer(plan))
-        if plan.workload.kind in replay.KINDS else None,
-    }
-
-
-# Server flags whose value is a credential; environment names that hold one.
-SECRET_FLAGS = ("--api-key", "--hf-token", "--ssl-keyfile-password")
-SECRET_ENV = re.compile(r"(?:^|_)(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)(?:$|_)", re.I)
-
-
-def secrets_of(plan: Plan, api_key: str | None) -> list[str]:
-    """Every credential the round knows of, to be kept out of the bundle."""
-    out = [api_key] if api_key else []
-    e = plan.engine
-    argv: list[str] = []
-    for cmd in e.all_commands():      # every server's command line
-        try:
-            argv += shlex.split(cmd) if isinstance(cmd, str) else list(cmd or [])
-        except ValueError:
-            pass
-    argv += [str(f) for f in e.flags] + [str(f) for fl in plan.sweep.server_flags for f in fl]
-    for i, a in enumerate(argv):
-        if a in SECRET_FLAGS and i + 1 < len(argv):
-            out.append(argv[i + 1])
-        elif a.startswith(tuple(f + "=" for f in SECRET_FLAGS)):
-            out.append(a.split("=", 1)[1])
-    out += [str(v) for k, v in (e.env or {}).items() if SECRET_ENV.search(k)]
-    # A URL's user and password (an exporter behind basic auth: aiohttp sends them); endpoints
-    # carrying them are refused by the plan check (bench/urls.py).
-    creds = [c for url in [plan.sampler.gpu_metrics, *e.all_endpoints()] if url
-             and (c := url_credentials(url))]
-    out += creds + [urllib.parse.unquote(c) for c in creds]   # as written, and as decoded
-    return out
 
 
 def run_round(plan: Plan, out: Path, endpoint_override: str | list[str] | None = None,

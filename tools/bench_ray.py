@@ -8,7 +8,10 @@ client), then through the cluster, one worker per node (`[client] ray = ..., nod
 It prints per N the medians of the tokens/s each received in its measured window and of the
 client CPU (the round's process, its children and its Ray workers; not the Ray daemons), and
 the median of the pairs' ratios Ray / local against the target 0.95. Alternating pairs share
-whatever else the host is doing at the time; the load average before and after is printed.
+whatever else the host is doing at the time; the load average before and after is printed,
+and per round how long the stand-in was runnable but got no CPU (its threads' run-queue wait,
+/proc/PID/task/*/schedstat): where that differs between the two rounds of a pair, the ratio
+says how the host's other work fell on each, not what the Ray path costs.
 
 Every round gives each worker the same load (`--streams-per-worker`), so the ratio isolates
 what the Ray path costs: clock probes, orders and shards through the cluster, an actor's
@@ -40,6 +43,11 @@ import bench_workers as BW  # noqa: E402
 from bench.ray_local import LocalCluster  # noqa: E402
 
 TARGET = 0.95       # the Ray path within 5 % of the same number of local workers
+
+
+def us_per_token(r: dict) -> float:
+    """Client CPU microseconds per token received in a round's window."""
+    return 1e6 * r["client_cores"] / r["tok_s"] if r["tok_s"] else float("nan")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,15 +90,20 @@ def main(argv: list[str] | None = None) -> int:
                                      client=f'ray = "{cluster.address}"\nnodes = {n}')
                     pairs.append({"local": local, "ray": ray, "ratio": ray["tok_s"] / local["tok_s"]})
                     print(f"  N={n} #{rep + 1}: local {local['tok_s']:,.0f} tok/s (client "
-                          f"{local['client_cores']:.2f}, server {local['server_cores']:.2f} cores), "
-                          f"Ray {ray['tok_s']:,.0f} tok/s (client {ray['client_cores']:.2f}, server "
-                          f"{ray['server_cores']:.2f} cores), errors {local['errors']}/{ray['errors']}",
-                          flush=True)
+                          f"{local['client_cores']:.2f}, server {local['server_cores']:.2f} cores, "
+                          f"server waited {local['server_wait']:.2f} s/s), Ray {ray['tok_s']:,.0f} "
+                          f"tok/s (client {ray['client_cores']:.2f}, server {ray['server_cores']:.2f} "
+                          f"cores, server waited {ray['server_wait']:.2f} s/s), errors "
+                          f"{local['errors']}/{ray['errors']}", flush=True)
             rows.append({"n": n, "pairs": pairs,
                          "local": median([p["local"]["tok_s"] for p in pairs]),
                          "ray": median([p["ray"]["tok_s"] for p in pairs]),
                          "local_cores": median([p["local"]["client_cores"] for p in pairs]),
                          "ray_cores": median([p["ray"]["client_cores"] for p in pairs]),
+                         "local_us": median([us_per_token(p["local"]) for p in pairs]),
+                         "ray_us": median([us_per_token(p["ray"]) for p in pairs]),
+                         "local_wait": median([p["local"]["server_wait"] for p in pairs]),
+                         "ray_wait": median([p["ray"]["server_wait"] for p in pairs]),
                          "ratio": median([p["ratio"] for p in pairs]),
                          "streams": pairs[0]["local"]["streams"], "ideal": pairs[0]["local"]["ideal"]})
     finally:
@@ -99,14 +112,17 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     print()
     print(f"{'N':>3} {'C':>5} {'ideal':>9} {'local tok/s':>12} {'Ray tok/s':>10} "
-          f"{'local CPU':>10} {'Ray CPU':>8} {'Ray/local':>9}  target {TARGET}")
+          f"{'local CPU':>10} {'Ray CPU':>8} {'us/tok':>11} {'server wait':>11} "
+          f"{'Ray/local':>9}  target {TARGET}")
     for r in rows:
         r["meets"] = r["ratio"] >= TARGET
         print(f"{r['n']:>3} {r['streams']:>5} {r['ideal']:>9,.0f} {r['local']:>12,.0f} "
               f"{r['ray']:>10,.0f} {r['local_cores']:>10.2f} {r['ray_cores']:>8.2f} "
+              f"{r['local_us']:>5.1f}/{r['ray_us']:<5.1f} {r['local_wait']:>5.2f}/{r['ray_wait']:<5.2f} "
               f"{r['ratio']:>9.3f}  {'meets' if r['meets'] else 'below'}")
-    print(f"(medians of {args.repeat} alternating pairs; Ray/local is the median of the pairs' "
-          f"ratios; host load average {load[0]:.1f} before, {os.getloadavg()[0]:.1f} after, on "
+    print(f"(medians of {args.repeat} alternating pairs; us/tok: client CPU per token, local/Ray; "
+          f"server wait: seconds per second the stand-in was runnable without a CPU, local/Ray; "
+          f"Ray/local is the median of the pairs' ratios; host load average {load[0]:.1f} before, {os.getloadavg()[0]:.1f} after, on "
           f"{os.cpu_count()} cores)")
     if args.keep:
         print(f"\nbundles and round logs: {work}")

@@ -87,6 +87,18 @@ def cpu_seconds(pid: int) -> float:
         return 0.0
 
 
+def runq_wait_seconds(pid: int) -> float:
+    """Seconds PID's threads have spent runnable but waiting for a CPU so far (schedstat; 0
+    when gone): what the host's other work took from it."""
+    total = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            total += int((task / "schedstat").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        pass
+    return total / 1e9
+
+
 def children_of(pid: int) -> list[int]:
     out = []
     for d in Path("/proc").iterdir():
@@ -224,8 +236,8 @@ gpu = false
     proc = subprocess.Popen([sys.executable, "-m", "serving_ledger", "run", "--plan", str(plan),
                              "--endpoint", url, "--out", str(out)], cwd=ROOT, stdout=log,
                             stderr=subprocess.STDOUT, preexec_fn=prepare(args.client_cpus))
-    c0 = s0 = t0 = seen = None
-    c1 = s1 = t1 = None
+    c0 = s0 = w0 = t0 = seen = None
+    c1 = s1 = w1 = t1 = None
     try:
         limit = time.monotonic() + args.seconds + 300
         while proc.poll() is None:
@@ -241,9 +253,11 @@ gpu = false
             if c0 is None and ("measure" in ev or ray_started and time.monotonic() - seen >= 0.5):
                 t0, c0 = time.monotonic(), client_cpu(proc.pid, out)
                 s0 = {p.pid: cpu_seconds(p.pid) for p in servers}
+                w0 = {p.pid: runq_wait_seconds(p.pid) for p in servers}
             if c0 is not None and c1 is None and time.monotonic() - t0 >= args.seconds:
                 t1, c1 = time.monotonic(), client_cpu(proc.pid, out)
                 s1 = {p.pid: cpu_seconds(p.pid) for p in servers}
+                w1 = {p.pid: runq_wait_seconds(p.pid) for p in servers}
             time.sleep(POLL_S)
     finally:
         if proc.poll() is None:
@@ -258,7 +272,9 @@ gpu = false
             "tok_s": tokens / args.seconds, "requests": requests, "errors": errors,
             "client_cores": used(c0, c1) / (t1 - t0),
             "coordinator_cores": (c1[proc.pid] - c0[proc.pid]) / (t1 - t0) if n > 1 else None,
-            "server_cores": used(s0, s1) / (t1 - t0)}
+            "server_cores": used(s0, s1) / (t1 - t0),
+            # Per server: the share of the window it was runnable and got no CPU.
+            "server_wait": max(w1[p] - w0[p] for p in w1) / (t1 - t0)}
 
 
 def main(argv: list[str] | None = None) -> int:

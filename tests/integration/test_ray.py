@@ -131,6 +131,55 @@ def test_a_round_over_two_nodes_sends_every_request_once_on_one_clock(tmp_path, 
             assert lag["value"] is not None or node in lag["missing"]
 
 
+
+def test_two_workers_per_node_send_every_request_once_each_naming_its_node(tmp_path, cluster):
+    n = 24
+    st = StandInThread(step_ms=STEP_MS)
+    with st as url:
+        plan = plan_file(tmp_path, cluster.address, f"concurrency = [4]\nrequests_per_point = {n}",
+                         output_len=40)
+        out = tmp_path / "b"
+        run_bench("run", "--plan", str(plan), "--endpoint", url, "--out", str(out),
+                  "--workers-per-node", "2", timeout=120)
+    b = read_bundle(out)
+    assert b.manifest["status"] == "complete"
+    ray = b.manifest["ray"]
+    assert ray["nodes"] == 2 and ray["workers_per_node"] == 2
+    workers = {w["worker"]: w for w in ray["workers"]}
+    assert sorted(workers) == [0, 1, 2, 3]
+    # Each node lists its two workers, worker k on the node of bundle k mod 2, each its shard.
+    on_node: dict[str, set[int]] = {}
+    for k, w in workers.items():
+        on_node.setdefault(w["node"], set()).add(k)
+        assert w["shard"] == f"requests.w{k}.jsonl"
+    assert sorted(on_node.values(), key=min) == [{0, 2}, {1, 3}]
+    assert {f"requests.w{k}" for k in workers} <= set(b.manifest["files"])
+    # Every request exactly once, worker k sending indices k, k+4, ..., each naming its worker.
+    shards = by_worker(out)
+    reqs = [r for recs in shards.values() for r in recs]
+    assert sorted(r["i"] for r in reqs) == list(range(4 + n))
+    for k, recs in shards.items():
+        assert recs and all(r["worker"] == k and r["i"] % 4 == k for r in recs)
+    assert all(r["status"] == "ok" for r in reqs)
+    assert len(reqs) == st.server.counters["requests"] == len(b.requests)
+    # One shards.jsonl record per worker, on its node, with its own clock measurement.
+    recs = {s["worker"]: s for s in b.shards}
+    assert sorted(recs) == [0, 1, 2, 3]
+    for k, s in recs.items():
+        assert s["status"] == "ok" and s["node"] == workers[k]["node"]
+        assert s["planned"] == s["sent"] == s["done"] == len(range(k, n + 4, 4))
+        assert s["clock_probes"] > 0
+    # Every worker's loop lag reached client.jsonl, each sample naming its worker and node.
+    lag = [c for c in b.client if "worker" in c]
+    assert {c["worker"] for c in lag} == {0, 1, 2, 3}
+    assert all(c["node"] == workers[c["worker"]]["node"] for c in lag)
+    # The report keeps the two nodes apart, each with the requests its two workers sent.
+    vals = json.loads(run_bench("ledger", str(out), "--json").stdout)["values"]
+    for i in (0, 1):
+        node = vals[f"p.L16-c4.n{i}.node_id"]["value"]
+        assert vals[f"p.L16-c4.n{i}.node_sent_requests"]["value"] == \
+            sum(recs[k]["sent"] for k in on_node[node])
+
 def test_a_killed_worker_fails_its_point_named_and_the_round_goes_on(tmp_path, cluster):
     with StandInThread(step_ms=STEP_MS) as url:
         plan = plan_file(tmp_path, cluster.address, "request_rate = [20.0, 40.0]\n"

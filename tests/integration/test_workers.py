@@ -21,8 +21,9 @@ import pytest
 
 from bench.engine import free_port, http_get
 from bench.plan import PlanError, plan_from_dict
+from bench.shard_writer import ShardWriter
 from bench.standin import StandInThread
-from bench.workers import ShardWriter, split
+from bench.workers import split
 from bench.workload import arrival_offsets, point_seed
 from bundle.store import BundleWriter, read_bundle
 from tests.conftest import ROOT, run_bench

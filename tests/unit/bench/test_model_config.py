@@ -8,7 +8,7 @@ import pytest
 from bench.cli import plan_from_args
 from bench.plan import PlanError, plan_from_dict
 from bench.provenance import collect_model_config
-from bench.runner import dataset_tokenizer
+from bench.round_manifest import dataset_tokenizer
 from serving_ledger.cli import build_parser
 
 

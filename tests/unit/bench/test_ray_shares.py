@@ -14,7 +14,8 @@ from bench import cli
 from bench.clock_sync import ClockError, ClockServer, measure_offset
 from bench.plan import PlanError, plan_from_dict
 from bench.ray_shard import StrideSlots, planned_requests
-from bench.workers import RUN, STOP, point_commands, share_count
+from bench.worker_loop import RUN, STOP
+from bench.workers import point_commands, share_count
 
 RUNNING = SimpleNamespace(stop=SimpleNamespace(value=RUN))
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 
+import pytest
+
 from bench.plan import SamplerSpec
 from bench.samplers import AT_ROUND, AT_SERVER, Sampler, round_samplers
 from bundle.schema import STREAM
@@ -31,9 +33,10 @@ def test_the_host_interval_is_at_most_half_a_second():
     assert host.interval_s == 0.5
 
 
-def test_the_runner_appends_no_sample_stream_itself():
-    # Only the point events are the runner's own; every sample stream is a sampler's.
-    tree = ast.parse((ROOT / "bench" / "runner.py").read_text(encoding="utf-8"))
+@pytest.mark.parametrize("module", ["runner.py", "local_point.py"])
+def test_the_runner_appends_no_sample_stream_itself(module):
+    # Only the point events and requests are the round's own; every sample stream is a sampler's.
+    tree = ast.parse((ROOT / "bench" / module).read_text(encoding="utf-8"))
     streams = {node.args[0].value for node in ast.walk(tree)
                if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "append"
                and node.args and isinstance(node.args[0], ast.Constant)}

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from bench.ray_cluster import RayPool
-from bench.workers import _lag_monitor
+from bench.worker_loop import lag_monitor
 
 INTERVAL_S = 0.05
 JUMP_S = 5.0     # a node's clock to the driver's: seconds
@@ -35,7 +35,7 @@ def test_a_workers_lag_sample_names_it_and_a_clock_sync_mid_sample_moves_nothing
 
     async def run() -> float:
         stop = asyncio.Event()
-        task = asyncio.create_task(_lag_monitor(3, shard, results, stop, interval_s=INTERVAL_S))
+        task = asyncio.create_task(lag_monitor(3, shard, results, stop, interval_s=INTERVAL_S))
         await asyncio.sleep(INTERVAL_S / 2)
         shard.t0 -= JUMP_S            # the first sync, halfway through the first sample
         synced = shard.now()
