@@ -9,7 +9,7 @@ from pathlib import Path
 
 from report.derive import validity as V
 from report.derive.gpu.power import PEAK_DTYPE, gpu_absent_reason
-from report.derive.round_ledger import OWN_LENGTH_KINDS, ok_points
+from report.derive.round.read import OWN_LENGTH_KINDS, ok_points
 from report.judge.result import RoundResult, judge_rounds, refusal_text
 from report.ledger import Ledger
 from report.publish import numbers as N
@@ -380,7 +380,7 @@ def compose_from(res: RoundResult) -> RoundReport:
     facts["lengths_vary"] = bool(rd.lengths_vary)
     if rd.lengths_vary:
         # Each request had lengths of its own: the sections that model the architecture read
-        # them (round_ledger.modelled_lengths), and the percentiles mix them; said here.
+        # them (round.read.modelled_lengths), and the percentiles mix them; said here.
         work = (bundle.manifest.get("plan") or {}).get("workload") or {}
         source = work.get("kind") if work.get("kind") in OWN_LENGTH_KINDS else "drawn"
         lead, rest = in_langs(f"label.notice_lengths_{source}"), in_langs("label.notice_length_dist")

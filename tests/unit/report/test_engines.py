@@ -19,7 +19,7 @@ from bundle.store import read_bundle
 from report.derive.load import admission as LA
 from report.derive.load import engines as OC
 from report.derive.load import inflight as LI
-from report.derive.round_ledger import read_round
+from report.derive.round.read import read_round
 from report.judge.verdicts import build_ledger
 from report.ledger import Absent, Ledger
 from report.publish.compose import ENGINE_COLUMNS, item_table
