@@ -20,7 +20,6 @@ from report.derive.round.read import (
     peer_file,
     peer_id,
     peer_matches,
-    prefill_reference,
     server_sets,
 )
 from report.derive.timing import server as TS
@@ -42,7 +41,7 @@ def slo_raw(rd: RoundData) -> tuple[Any, tuple[str, ...]]:
     return rd.slo, (rd.slo_source,)
 
 
-def _model_config_raw(rd: RoundData) -> tuple[dict | Reason, tuple[str, ...]]:
+def model_config_raw(rd: RoundData) -> tuple[dict | Reason, tuple[str, ...]]:
     """The raw input `model_config`: the bundle's model config (or why there is none) and the file it cites."""
     return (rd.config if rd.config is not None else Reason.of("reason.no_model_config"),
             (f"{rd.name}/manifest.json: model.config",))
@@ -151,7 +150,7 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
             (f"{rd.name}/manifest.json: engine.command",))
     raw.add("log_args", rd.log.non_default_args if rd.log is not None and rd.log.non_default_args is not None
             else Reason.of("reason.no_server_log"), (f"{rd.name}/server.log",))
-    raw.add("model_config", *_model_config_raw(rd))
+    raw.add("model_config", *model_config_raw(rd))
     a, b = TS.bracketing_window(rd.bundle.metrics, p.window.t_measure, p.window.t_end)
     ms = _src_metrics(rd, a, b, _what("source.what_bracketing", point=p.pid))
     raw.add("scrapes", rd.bundle.metrics, ms)
@@ -283,7 +282,7 @@ def round_raw(rd: RoundData, pts: list[PointData]) -> RawSources:
         raw.add("other_logs", dict(rd.other_logs), tuple(f"{rd.name}/{name}" for name, _ in rd.other_logs))
     else:
         raw.add("other_logs", Reason.of("reason.one_server_log"))
-    raw.add("model_config", *_model_config_raw(rd))
+    raw.add("model_config", *model_config_raw(rd))
     engine = rd.bundle.manifest.get("engine") or {}
     raw.add("engine_command", engine.get("command") or Reason.of("reason.no_engine_command"),
             (f"{rd.name}/manifest.json: engine.command",))
@@ -373,32 +372,12 @@ def modelled_raw(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> N
             _src_requests(rd, p) if rd.lengths_vary else ())
 
 
-def settings_raw(p: PointData) -> RawSources:
-    """The settings of point P the quantities across points read: its concurrency and whether it
-    ran in a closed loop (no arrival rate)."""
-    raw = RawSources()
-    raw.add("concurrency", p.settings.get("concurrency"))
-    raw.add("closed_loop", not p.settings.get("request_rate"))
-    return raw
-
-
 def prefill_tail_raw(led: Ledger, rd: RoundData, p: PointData, rate: Value, reference_clock: Value) -> RawSources:
     """Point P's inputs of the engine step its fullest prefill makes at the prefill RATE measured
     alone (at the SM clock REFERENCE_CLOCK)."""
     raw = RawSources()
-    raw.add("model_config", *_model_config_raw(rd))
+    raw.add("model_config", *model_config_raw(rd))
     raw.add("modelled_input_len", modelled_lengths(led, rd, p)[0])
     raw.add("prefill_flop_rate", rate)
     raw.add("reference_clock_mhz", reference_clock)
-    return raw
-
-
-def prefill_rate_raw(led: Ledger, rd: RoundData, pts: list[PointData]) -> RawSources:
-    """The round's inputs of the prefill FLOP rate measured alone: its reference point's (prefill_reference) prompt and prefill."""
-    ref = prefill_reference(pts, rd.replayed_trace)
-    raw = RawSources()
-    raw.add("model_config", *_model_config_raw(rd))
-    no_ref = Reason.of("reason.no_c1_point")
-    raw.add("reference_input_len", no_ref if ref is None else modelled_lengths(led, rd, ref)[0])
-    raw.add("reference_prefill_ms", no_ref if ref is None else led[f"p.{ref.pid}.prefill_ms_mean"])
     return raw

@@ -15,18 +15,18 @@ from report.derive.gpu import energy as EN  # noqa: F401 (registers what the pha
 from report.derive.load import admission as LA  # noqa: F401 (registers what the phases resolve)
 from report.derive.reconcile import model as R  # noqa: F401 (registers what the phases resolve)
 from report.derive.round.raw import (
+    model_config_raw,
     modelled_raw,
     peer_raw,
     point_raw,
-    prefill_rate_raw,
     prefill_tail_raw,
     round_raw,
-    settings_raw,
 )
 from report.derive.round.read import (
     PointData,
     RoundData,
     load_of,
+    modelled_lengths,
     ok_points,
     prefill_reference,
     valid_points,
@@ -35,9 +35,30 @@ from report.derive.sweep import concurrency as SC  # noqa: F401 (registers what 
 from report.derive.sweep import lengths as SLN  # noqa: F401 (registers what the phases resolve)
 from report.derive.timing import client as TC  # noqa: F401 (registers what the phases resolve)
 from report.derive.timing import server as TS  # noqa: F401 (registers what the phases resolve)
-from report.ledger import Ledger
+from report.ledger import Ledger, Reason
 from report.phases import PHASES, Phase, module_order
 from report.registry import RawSources, resolve_across, resolve_point, resolve_round
+
+
+def settings_raw(p: PointData) -> RawSources:
+    """The settings of point P the quantities across points read: its concurrency and whether it
+    ran in a closed loop (no arrival rate)."""
+    raw = RawSources()
+    raw.add("concurrency", p.settings.get("concurrency"))
+    raw.add("closed_loop", not p.settings.get("request_rate"))
+    return raw
+
+
+def prefill_rate_raw(led: Ledger, rd: RoundData, pts: list[PointData]) -> RawSources:
+    """The round's inputs of the prefill FLOP rate measured alone: its reference point's (prefill_reference) prompt and prefill."""
+    ref = prefill_reference(pts, rd.replayed_trace)
+    raw = RawSources()
+    raw.add("model_config", *model_config_raw(rd))
+    no_ref = Reason.of("reason.no_c1_point")
+    raw.add("reference_input_len", no_ref if ref is None else modelled_lengths(led, rd, ref)[0])
+    raw.add("reference_prefill_ms", no_ref if ref is None else led[f"p.{ref.pid}.prefill_ms_mean"])
+    return raw
+
 
 # The ledger, phase by phase (report/phases.py): what each phase's `points`, `when` and
 # `raw` name.
