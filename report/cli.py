@@ -153,7 +153,7 @@ def point_summaries(bundle_dir: Path, warnings: list[str] | None = None) -> list
     """Per point, the client statistics from the ledger (None where absent); the bundle's
     read warnings (a truncated last line) are appended to WARNINGS."""
     from bundle.store import read_bundle
-    from report.derive.round_ledger import NO_SLO, read_round
+    from report.derive.round.read import NO_SLO, read_round
     from report.judge.verdicts import build_ledger
     bundle = read_bundle(bundle_dir)
     if warnings is not None:

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bundle.store import SAMPLE_FILES, compress_in_members, find_bundles, read_bundle  # noqa: E402
-from report.derive.round_ledger import read_round  # noqa: E402
+from report.derive.round.read import read_round  # noqa: E402
 from report.judge.verdicts import build_ledger  # noqa: E402
 
 TARGET_REPORT_S = 60.0

@@ -5,9 +5,9 @@ what of ours it imports, the layer each package sits in, and any cycle or layer 
 
 Layers (each imports only those below it): bundle (nothing of ours) < bench, report (bundle
 only; never each other) < serving_ledger (the console script). Inside report, its stages:
-the ledger's types and the catalogue (report.ledger, report.words) < architecture < derive <
-judge < publish, with the planner on architecture alone, and the report's command line
-(report.cli) over all of them. Imports inside functions count. Module names are paths from
+the ledger's types, the phase table and the catalogue (report.ledger, report.registry,
+report.phases, report.words) < architecture < derive < judge < publish, with the planner on
+architecture alone, and the report's command line (report.cli) over all of them. Imports inside functions count. Module names are paths from
 the checkout's root (report.ledger is report/ledger.py).
 """
 
@@ -23,7 +23,7 @@ PACKAGES = ("bundle", "bench", "report", "serving_ledger")
 # The report's stages, each a sub-package, in import order (each imports only those before it).
 STAGES = ("architecture", "derive", "judge", "publish")
 # The modules every stage may import: the ledger's types and the catalogue of words.
-REPORT_CORE = ("report.ledger", "report.registry", "report.words")
+REPORT_CORE = ("report.ledger", "report.phases", "report.registry", "report.words")
 CORE, CLI = "report.core", "report.cli"
 _REPORT_UNITS = [CORE] + [f"report.{s}" for s in STAGES]
 # What each layer may import of ours.

@@ -1,3 +1,3 @@
 """The ledger's quantities: pure functions over a round's raw samples, and the round's ledger built from them
-(`round_ledger`). Imports `architecture` and the ledger's types; nothing of `judge` or `publish`.
+(`round/`). Imports `architecture` and the ledger's types; nothing of `judge` or `publish`.
 """

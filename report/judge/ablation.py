@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bundle.gpu_fields import GPM_FIELDS
 from bundle.store import Bundle, read_bundle
-from report.derive.round_ledger import read_round
+from report.derive.round.read import read_round
 from report.judge.rules import WEAKER
 from report.judge.verdicts import build_ledger
 

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Iterator
 
 from report.derive import arith as A
 from report.derive.load.engines import plan_endpoints
 from report.derive.prefilltail import rate_reference_point
-from report.derive.round_ledger import RoundData, ok_points, prefill_tail_points
+from report.derive.round.raw import prefill_tail_raw
+from report.derive.round.read import RoundData, ok_points
 from report.ledger import Absent, Ledger, Reason, Source, Value
-from report.registry import RawSources, cross_quantity, resolve_scope
+from report.phases import Phase, resolve_selected
+from report.registry import RawSources, cross_quantity
 from report.words import LANGS, Named, round_name
 
 # Workload settings that must match for two points to count as "the same point".
@@ -96,11 +99,6 @@ cross_quantity("occupancy_tput_ratio", A.ratio, unit="×", per="occupancy",
                numerator="prev_tput_at_occupancy", denominator="output_tok_s")
 
 
-def _resolve(led: Ledger, group: str, raw: RawSources, prefix: str = "x.") -> None:
-    """The cross-round quantities of GROUP into LED, from the inputs RAW names."""
-    resolve_scope(led, "cross", __name__, prefix, raw, group)
-
-
 def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: RoundData) -> dict[str, Any]:
     """Comparisons of this round with the previous one, each behind a comparability check; the
     facts the narrative needs of it (which round, what differs, which points are shared)."""
@@ -131,74 +129,124 @@ def cross_round_ledger(led: Ledger, rd: RoundData, prev_led: Ledger, prev: Round
     facts["verdicts_new"] = list(dict.fromkeys(
         now_a[p].bottleneck for p in now_a if p in now_v and now_v[p].valid
         and now_a[p].bottleneck not in seen and now_a[p].bottleneck not in ("unknown", "under_driven")))
-    diffs: dict[str, list[Value]] = {qty: [] for qty in REPRO}
-    for p, q in common:
-        raw = RawSources()
-        for qty in REPRO:
-            raw.add(qty, led[f"p.{p.pid}.{qty}"])
-            raw.add(f"prev_{qty}", import_value(led, f"x.prev.{q.pid}.{qty}", prev_led[f"p.{q.pid}.{qty}"],
-                                                prev.name))
-        _resolve(led, "pair", raw, f"x.{p.pid}.")
-        for qty, present in diffs.items():
-            present += [led[f"x.{p.pid}.{qty}_diff"]] if led[f"x.{p.pid}.{qty}_diff"].present else []
-    for qty, vals in diffs.items():
+    selected = _Selection(led, rd, prev_led, prev, common, facts)
+    resolve_selected(led, "cross", selected.inputs)
+    return facts
+
+
+@dataclass
+class _Selection:
+    """The inputs of each cross-round group, selected once the groups before it are resolved
+    (report/phases.py `resolve_selected`); the facts naming what each selected."""
+
+    led: Ledger
+    rd: RoundData
+    prev_led: Ledger
+    prev: RoundData
+    common: list
+    facts: dict[str, Any]
+    rate: Value | None = None
+
+    def inputs(self, phase: Phase, group: str | None) -> Iterator[tuple[str, RawSources]]:
+        """Where and from what PHASE's GROUP is resolved: its selector's (each a generator)."""
+        yield from getattr(self, f"_{group or 'prefill_tail'}")()
+
+    def _pair(self) -> Iterator[tuple[str, RawSources]]:
+        """Each shared point against the previous round's."""
+        led, prev_led = self.led, self.prev_led
+        for p, q in self.common:
+            raw = RawSources()
+            for qty in REPRO:
+                raw.add(qty, led[f"p.{p.pid}.{qty}"])
+                raw.add(f"prev_{qty}", import_value(led, f"x.prev.{q.pid}.{qty}", prev_led[f"p.{q.pid}.{qty}"],
+                                                    self.prev.name))
+            yield f"x.{p.pid}.", raw
+
+    def _diffs(self, qty: str) -> list[Value]:
+        """The shared points' differences of QTY where present."""
+        return [v for p, _ in self.common if (v := self.led[f"x.{p.pid}.{qty}_diff"]).present]
+
+    def _repro(self, qty: str) -> Iterator[tuple[str, RawSources]]:
+        """The spread of QTY's differences over the shared points where present."""
+        vals = self._diffs(qty)
         if vals:
             raw = RawSources()
             raw.add(f"{qty}_diffs", [v.value for v in vals], tuple(v.key for v in vals))
-            _resolve(led, f"repro_{REPRO[qty]}", raw)
-    facts["repro_points"] = len(diffs["output_tok_s"])
-    # The prefill step behind the ITL tail, for a round without a C=1 point of its own: the
-    # previous round's prefill rate measured alone stands for it (same model, GPU, engine and
-    # flags: the comparability check above), with the clock it ran at.
-    rate_prev = prev_led.get("r.prefill_flop_rate")
-    own = led.get("r.prefill_flop_rate")
-    if ((own is None or not own.present) and rate_prev is not None and rate_prev.present
-            and rd.config is not None):
-        rate = import_value(led, "x.prefill_flop_rate", rate_prev, prev.name)
-        _resolve(led, "prefill_rate", RawSources())
-        ref = rate_reference_point(rate_prev)
+            yield "x.", raw
+
+    def _repro_tput(self) -> Iterator[tuple[str, RawSources]]:
+        self.facts["repro_points"] = len(self._diffs("output_tok_s"))
+        yield from self._repro("output_tok_s")
+
+    def _repro_ttft_p99(self) -> Iterator[tuple[str, RawSources]]:
+        yield from self._repro("ttft_ms_p99")
+
+    def _prefill_rate(self) -> Iterator[tuple[str, RawSources]]:
+        """The prefill step behind the ITL tail, for a round without a C=1 point of its own: the
+        previous round's prefill rate measured alone stands for it (same model, GPU, engine and
+        flags: the comparability check), with the clock it ran at."""
+        rate_prev = self.prev_led.get("r.prefill_flop_rate")
+        own = self.led.get("r.prefill_flop_rate")
+        if ((own is None or not own.present) and rate_prev is not None and rate_prev.present
+                and self.rd.config is not None):
+            self.rate = import_value(self.led, "x.prefill_flop_rate", rate_prev, self.prev.name)
+            yield "x.", RawSources()
+
+    def _prefill_tail(self) -> Iterator[tuple[str, RawSources]]:
+        """Each point's prefill tail at the borrowed rate, at the clock of the previous round's reference point."""
+        if self.rate is None:
+            return
+        ref = rate_reference_point(self.prev_led["r.prefill_flop_rate"])
         clock_key = f"x.prev.{ref}.sm_clock_load_mhz"
         # The power module derives every point's SM clock, so the reference point has one.
-        clock = import_value(led, clock_key, prev_led[f"p.{ref}.sm_clock_load_mhz"], prev.name)
-        prefill_tail_points(led, rd, rate, clock)
-        facts["prefill_ref_clock"] = clock_key
-    # Prefill under concurrency (item 14): the same prompt length at C=1 in the previous round.
-    # The highest-concurrency point of this round whose prompt length the previous round
-    # measured alone, with its prefill known on both sides.
-    for p in sorted(pts, key=lambda p: -(p.settings.get("concurrency") or 0)):
-        ref = next((q for q in prev_pts if q.settings.get("concurrency") == 1
-                    and q.settings.get("input_len") == p.settings.get("input_len")
-                    and q.settings.get("output_len") == p.settings.get("output_len")), None)
-        if (ref is None or p.settings.get("concurrency") == 1
-                or not prev_led[f"p.{ref.pid}.prefill_ms_mean"].present
-                or not led[f"p.{p.pid}.prefill_ms_mean"].present):
-            continue
-        raw = RawSources()
-        raw.add("prefill_ms_mean", led[f"p.{p.pid}.prefill_ms_mean"])
-        raw.add("prev_prefill_ms_mean", import_value(led, f"x.prev.{ref.pid}.prefill_ms_mean",
-                                                     prev_led[f"p.{ref.pid}.prefill_ms_mean"], prev.name))
-        _resolve(led, "prefill_c1", raw)
-        facts["prefill_ref_point"] = p.pid
-        break
-    # Same KV occupancy (item 20): this round's output throughput against the previous
-    # round's, interpolated at the same occupancy C·(L+out)/pool.
-    prev_occ = [(prev_led[f"p.{q.pid}.kv_occupancy"], prev_led[f"p.{q.pid}.output_tok_s"]) for q in prev_pts]
-    prev_occ = sorted((o.value, t.value) for o, t in prev_occ if o.present and t.present)
-    best = None
-    for p in pts:
-        o, t = led[f"p.{p.pid}.kv_occupancy"], led[f"p.{p.pid}.output_tok_s"]
-        if o.present and t.present and len(prev_occ) >= 2 and prev_occ[0][0] <= o.value <= prev_occ[-1][0]:
-            best = p  # the highest occupancy inside the previous round's range
-    if best is not None:
-        cites = (f"{prev.name}: p.*.kv_occupancy, p.*.output_tok_s",)
-        raw = RawSources()
-        raw.add("kv_occupancy", led[f"p.{best.pid}.kv_occupancy"])
-        raw.add("prev_kv_occupancies", [a for a, _ in prev_occ], cites)
-        raw.add("prev_output_tok_s_by_occupancy", [b for _, b in prev_occ], cites)
-        raw.add("output_tok_s", led[f"p.{best.pid}.output_tok_s"])
-        _resolve(led, "occupancy", raw)
-        facts["occupancy_point"] = best.pid
-    return facts
+        clock = import_value(self.led, clock_key, self.prev_led[f"p.{ref}.sm_clock_load_mhz"], self.prev.name)
+        self.facts["prefill_ref_clock"] = clock_key
+        for p in ok_points(self.rd):
+            yield p.pid, prefill_tail_raw(self.led, self.rd, p, self.rate, clock)
+
+    def _prefill_c1(self) -> Iterator[tuple[str, RawSources]]:
+        """Prefill under concurrency (item 14): the same prompt length at C=1 in the previous round.
+        The highest-concurrency point of this round whose prompt length the previous round
+        measured alone, with its prefill known on both sides."""
+        led, prev_led = self.led, self.prev_led
+        prev_pts = ok_points(self.prev)
+        for p in sorted(ok_points(self.rd), key=lambda p: -(p.settings.get("concurrency") or 0)):
+            ref = next((q for q in prev_pts if q.settings.get("concurrency") == 1
+                        and q.settings.get("input_len") == p.settings.get("input_len")
+                        and q.settings.get("output_len") == p.settings.get("output_len")), None)
+            if (ref is None or p.settings.get("concurrency") == 1
+                    or not prev_led[f"p.{ref.pid}.prefill_ms_mean"].present
+                    or not led[f"p.{p.pid}.prefill_ms_mean"].present):
+                continue
+            raw = RawSources()
+            raw.add("prefill_ms_mean", led[f"p.{p.pid}.prefill_ms_mean"])
+            raw.add("prev_prefill_ms_mean", import_value(led, f"x.prev.{ref.pid}.prefill_ms_mean",
+                                                         prev_led[f"p.{ref.pid}.prefill_ms_mean"], self.prev.name))
+            yield "x.", raw
+            self.facts["prefill_ref_point"] = p.pid
+            return
+
+    def _occupancy(self) -> Iterator[tuple[str, RawSources]]:
+        """Same KV occupancy (item 20): this round's output throughput against the previous
+        round's, interpolated at the same occupancy C·(L+out)/pool."""
+        led, prev_led = self.led, self.prev_led
+        prev_occ = [(prev_led[f"p.{q.pid}.kv_occupancy"], prev_led[f"p.{q.pid}.output_tok_s"])
+                    for q in ok_points(self.prev)]
+        prev_occ = sorted((o.value, t.value) for o, t in prev_occ if o.present and t.present)
+        best = None
+        for p in ok_points(self.rd):
+            o, t = led[f"p.{p.pid}.kv_occupancy"], led[f"p.{p.pid}.output_tok_s"]
+            if o.present and t.present and len(prev_occ) >= 2 and prev_occ[0][0] <= o.value <= prev_occ[-1][0]:
+                best = p  # the highest occupancy inside the previous round's range
+        if best is not None:
+            cites = (f"{self.prev.name}: p.*.kv_occupancy, p.*.output_tok_s",)
+            raw = RawSources()
+            raw.add("kv_occupancy", led[f"p.{best.pid}.kv_occupancy"])
+            raw.add("prev_kv_occupancies", [a for a, _ in prev_occ], cites)
+            raw.add("prev_output_tok_s_by_occupancy", [b for _, b in prev_occ], cites)
+            raw.add("output_tok_s", led[f"p.{best.pid}.output_tok_s"])
+            yield "x.", raw
+            self.facts["occupancy_point"] = best.pid
 
 
 def require(v: Value) -> Any:

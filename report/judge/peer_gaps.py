@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from bundle.peers import DEFINITIONS, VLLM, PeerResult
 from report.derive import validity as V
-from report.derive.round_ledger import RoundData, ok_points, peer_id, peer_matches
+from report.derive.round.read import RoundData, ok_points, peer_id, peer_matches
 from report.judge.diagnosis import val
 from report.judge.findings.finding import Finding, catalogue_texts, make_finding
 from report.ledger import Ledger

@@ -15,7 +15,7 @@ from bundle.files import bundle_dir, run_dir
 from bundle.server_flags import LAUNCHER_WORDS, command_words, set_names, switch_state
 from bundle.slo import SloError
 from bundle.store import BundleError, read_bundle
-from report.derive.round_ledger import RoundData, ok_points, read_round
+from report.derive.round.read import RoundData, ok_points, read_round
 from report.derive.stats import INTERRUPTED
 from report.judge.compare import cross_round_ledger
 from report.judge.findings.finding import Finding
@@ -229,7 +229,7 @@ def judge(bundle_path: Path, round_id: str, rd: RoundData, led: Ledger,
 def peer_facts(led: Ledger, rd: RoundData, facts: dict) -> list[Finding]:
     """Other tools' results into FACTS, each beside the point it ran, and those no point ran;
     the findings of the reasons they differ (kind "peers")."""
-    from report.derive.round_ledger import peer_file
+    from report.derive.round.read import peer_file
     from report.judge.peer_gaps import matches, round_peer_findings, tool_name, unmatched
     labels = facts["point_labels"]
     facts["peer_matches"] = [{"point": m.point, "item": m.item, "tool": m.tool, "file": peer_file(rd, m.result),

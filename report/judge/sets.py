@@ -12,15 +12,16 @@ point's, or for a share a difference), so its provenance is the ledger's.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from bundle.server_flags import server_flag
 from report.derive import arith as A
 from report.derive import validity as V
-from report.derive.round_ledger import valid_points
+from report.derive.round.read import valid_points
 from report.judge.diagnosis import val
 from report.ledger import Ledger
-from report.registry import DOES_NOT_APPLY, RawSources, bound_quantity, resolve_point
+from report.phases import resolve_selected
+from report.registry import DOES_NOT_APPLY, RawSources, bound_quantity
 
 # The flag a set adds -> the question it asks (the first that matches names it).
 QUESTIONS = (
@@ -160,19 +161,25 @@ def set_comparisons(led: Ledger, rd, validity: Mapping) -> list[SetComparison]:
                    for p in ok if (p.settings.get("server_set") or 0) == b}
     base_flags = next((p.settings.get("server_flags") or [] for p in base_points.values()), [])
     out = []
-    for p in ok:
-        if (p.settings.get("server_set") or 0) == b:
-            continue
-        bp = base_points.get((p.settings.get("concurrency"), p.settings.get("request_rate"), p.settings.get("input_len")))
-        q = question_of(p.settings.get("server_flags") or [], base_flags)
-        if bp is None or q is None:
-            continue
-        question, flag = q
-        c = SetComparison(p.pid, bp.pid, question, flag,
-                          direction_of(question, flag, p.settings.get("server_flags") or [], base_flags,
-                                       led, p.pid, bp.pid), tuple(p.settings.get("server_flags") or ()))
-        resolve_point(led, __name__, p.pid, base_raw(led, question, bp.pid))
-        for qty, how, _ in SIGNALS[question]:
-            c.moved[qty] = _moved(val(led, f"p.{p.pid}.{qty}_vs_base"), how)
-        out.append(c)
+
+    def inputs(phase, group) -> Iterator[tuple[str, RawSources]]:
+        """Each compared point and its base point's signals; its comparison read once they are resolved."""
+        for p in ok:
+            if (p.settings.get("server_set") or 0) == b:
+                continue
+            bp = base_points.get((p.settings.get("concurrency"), p.settings.get("request_rate"),
+                                  p.settings.get("input_len")))
+            q = question_of(p.settings.get("server_flags") or [], base_flags)
+            if bp is None or q is None:
+                continue
+            question, flag = q
+            c = SetComparison(p.pid, bp.pid, question, flag,
+                              direction_of(question, flag, p.settings.get("server_flags") or [], base_flags,
+                                           led, p.pid, bp.pid), tuple(p.settings.get("server_flags") or ()))
+            yield p.pid, base_raw(led, question, bp.pid)
+            for qty, how, _ in SIGNALS[question]:
+                c.moved[qty] = _moved(val(led, f"p.{p.pid}.{qty}_vs_base"), how)
+            out.append(c)
+
+    resolve_selected(led, "server_sets", inputs)
     return out

@@ -11,7 +11,8 @@ from typing import Mapping
 
 from bundle.files import bundle_dir
 from bundle.store import read_bundle
-from report.derive.round_ledger import RoundData, read_round, resolve_stage
+from report.derive.round.read import RoundData, read_round
+from report.derive.round.stages import resolve_stage
 from report.judge import cost as _cost  # noqa: F401 (registers what the phases resolve)
 from report.judge import goodput as _goodput  # noqa: F401 (registers what the phases resolve)
 from report.judge.diagnosis import Attribution, Validity, point_bottleneck, point_validity

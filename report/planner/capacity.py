@@ -5,17 +5,18 @@ and the settings, with what it modelled, what it did not and its warnings in cod
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from report.architecture import fit
 from report.architecture import kvlayout as K
 from report.architecture import theory as th
 from report.architecture.gpus import lookup_gpu, normalize_dtype
 from report.ledger import Absent, Ledger, Reason
+from report.phases import resolve_selected
 from report.planner import notes as N
-from report.planner import quantities
+from report.planner import quantities  # noqa: F401 (registers what the plan phases resolve)
 from report.planner.notes import Note
-from report.registry import RawSources, resolve_scope
+from report.registry import RawSources
 
 
 @dataclass(frozen=True)
@@ -125,15 +126,23 @@ def plan(config: dict[str, Any], gpu_name: str, *, tp: int = 1, dtype: str = "au
     ]
     for key, value, unit, doc, sources, missing in observed:
         lg.record(key, value, unit=unit, doc=doc, sources=sources, missing=missing)
-    resolve_scope(lg, "plan", quantities.__name__, "", raw, "kv")
-    layer, mha = lg["kv_layer_bytes_per_token"], lg["mha_kv_bytes_per_token"]
-    layout = K.kv_layout(shape.kinds, shape.sliding_window, layer.value, block_size)
-    raw.add("layout", layout)
-    raw.add("mha_layout", K.kv_layout(shape.kinds, shape.sliding_window, mha.value // shape.kv_layers, block_size)
-            if mha.present else None)
     chunk = ("default_chunk",) if max_num_batched_tokens is None else ()
-    for group in ("layout", *pool_groups, *chunk, ""):
-        resolve_scope(lg, "plan", quantities.__name__, "", raw, group)
+    groups = ("kv", "layout", *pool_groups, *chunk, "")
+    layouts: list[K.KVLayout] = []
+
+    def inputs(phase, group) -> Iterator[tuple[str, RawSources]]:
+        """The plan's raw inputs for each group the given sizes select; the KV layouts once KV per token is known."""
+        if group == "layout":
+            layer, mha = lg["kv_layer_bytes_per_token"], lg["mha_kv_bytes_per_token"]
+            layouts.append(K.kv_layout(shape.kinds, shape.sliding_window, layer.value, block_size))
+            raw.add("layout", layouts[0])
+            raw.add("mha_layout", K.kv_layout(shape.kinds, shape.sliding_window, mha.value // shape.kv_layers,
+                                              block_size) if mha.present else None)
+        if group in groups:
+            yield "", raw
+
+    resolve_selected(lg, "plan", inputs)
+    layout = layouts[0]
 
     settings = {"tp": tp, "dtype": dtype, "kv_dtype": kv_dtype, "concurrency": concurrency,
                 "input_len": input_len, "output_len": output_len, "kv_pool_tokens": kv_pool_tokens,

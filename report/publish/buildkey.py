@@ -50,7 +50,7 @@ def round_key(bundle: Path, prev_bundle: Path | None, code: str, formats: tuple[
     """The key of one round's pages (its SLO too: the --slo given, or its slo.toml; the cost
     flags given; and the other tools' results read beside it: its external/ folder's and COMPARE_WITH)."""
     from bundle.peers import round_peer_files
-    from report.derive.round_ledger import slo_file_of
+    from report.derive.round.read import slo_file_of
     slo_file = slo_file_of(Path(bundle))
     # Read as the ledger reads it (bounded, a regular file): SloError for one it would refuse.
     slo = slo_text or (hashlib.sha256(slo_file_text(slo_file).encode()).hexdigest()

@@ -15,7 +15,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from report.derive.round_ledger import RoundData, ok_points
+from report.derive.round.read import RoundData, ok_points
 from report.ledger import Ledger
 
 BR_VERSION = "0.2.1"

@@ -9,7 +9,7 @@ import pytest
 
 from bench.standin import StandInThread
 from bundle.store import read_bundle
-from report.derive.round_ledger import read_round
+from report.derive.round.read import read_round
 from report.judge.verdicts import build_ledger
 from tests.conftest import ROOT, run_bench
 

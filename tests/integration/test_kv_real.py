@@ -34,10 +34,10 @@ import pytest
 
 from bench.engine import TINY_MODEL_DIR
 from bundle.store import read_bundle
-from report.derive import round_ledger as B
 from report.derive import series as S
 from report.derive.reconcile import estimator as RE
 from report.derive.reconcile import kvpool as R
+from report.derive.round import read as B
 from report.derive.serverlog import server_log_facts
 from report.judge.verdicts import build_ledger
 from tests import oracles as O

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from bundle.store import read_bundle
-from report.derive.round_ledger import read_round
+from report.derive.round.read import read_round
 from report.judge.verdicts import build_ledger
 from tests.conftest import ROOT
 

@@ -9,7 +9,7 @@ import pytest
 
 from bench.search import SloSearch
 from bundle.store import read_bundle
-from report.derive.round_ledger import read_round
+from report.derive.round.read import read_round
 from report.judge.search import point_meets_slo
 from report.judge.verdicts import build_ledger
 from tests.conftest import run_bench

@@ -88,7 +88,7 @@ def itl_slope_bandwidth_efficiency(itl_slope_vs_theory: float) -> float:
 #
 # Point quantities (report/registry.py). `modelled_input_len` / `modelled_output_len` are the
 # lengths the sections model (the plan's, or the requests' own means where the workload varies
-# them: round_ledger.modelled_lengths); `own_lengths` is the measured requests where each
+# them: round.read.modelled_lengths); `own_lengths` is the measured requests where each
 # brings lengths of its own, and then the request-level forms above replace theory's closed
 # forms. `pool_tokens_usable` is the point's server set's pool where the sets differ, else the
 # round's. The FLOP counter's increase is taken between the quiet scrapes around the point.

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bundle.store import read_bundle
-from report.derive.round_ledger import read_round
+from report.derive.round.read import read_round
 from report.judge.diagnosis import Attribution
 from report.judge.findings.points import client_suspect_finding
 from report.judge.verdicts import build_ledger

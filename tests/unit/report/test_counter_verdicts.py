@@ -15,7 +15,7 @@ import pytest
 
 from bundle.store import read_bundle
 from report.derive import validity as V
-from report.derive.round_ledger import read_round
+from report.derive.round.read import read_round
 from report.judge.diagnosis import point_bottleneck
 from report.judge.findings.points import bottleneck_finding, disagreement_finding
 from report.judge.verdicts import build_ledger

@@ -47,7 +47,7 @@ def test_one_engine_has_no_balance_and_no_counter_says_so():
 
 def test_round6_is_one_engine_in_its_ledger():
     from bundle.store import read_bundle
-    from report.derive.round_ledger import read_round
+    from report.derive.round.read import read_round
     from report.judge.verdicts import build_ledger
     path = ROOT / "runs" / "round-6" / "bundle"
     if not path.is_dir():
@@ -60,7 +60,7 @@ def test_round6_is_one_engine_in_its_ledger():
 @pytest.fixture(scope="module")
 def round12():
     from bundle.store import read_bundle
-    from report.derive.round_ledger import read_round
+    from report.derive.round.read import read_round
     from report.judge.verdicts import build_ledger
     path = ROOT / "runs" / "round-12" / "bundle"
     if not path.is_dir():
@@ -151,7 +151,7 @@ def test_every_servers_log_is_read_and_a_log_that_states_another_pool_is_said(tm
     import shutil
 
     from bundle.store import read_bundle
-    from report.derive.round_ledger import read_round
+    from report.derive.round.read import read_round
     from report.judge.verdicts import build_ledger
     real = ROOT / "runs" / "round-12" / "bundle"
     rd = read_round(read_bundle(real))
@@ -173,7 +173,7 @@ def test_every_servers_log_is_read_and_a_log_that_states_another_pool_is_said(tm
 def test_two_engines_sharing_one_gpu_each_step_at_half_their_summed_rate_and_share_its_peak():
     from bundle.store import read_bundle
     from report.derive.gpu.power import step_ms_at_compute_ceiling, step_ms_mean
-    from report.derive.round_ledger import read_round
+    from report.derive.round.read import read_round
     from report.judge.verdicts import build_ledger
     # HAND-BUILT: 50 steps a second summed over two engines; a 1,000 GFLOP step at 500 TFLOP/s
     assert step_ms_mean(50.0, engines_stepping=2) == 40.0 and step_ms_mean(50.0) == 20.0

@@ -19,10 +19,10 @@ from bundle.store import read_bundle
 from report.derive.load import admission as LA
 from report.derive.load import engines as OC
 from report.derive.load import inflight as LI
-from report.derive.round_ledger import read_round
+from report.derive.round.read import read_round
 from report.judge.verdicts import build_ledger
 from report.ledger import Absent, Ledger
-from report.publish.compose import ENGINE_COLUMNS, item_table
+from report.publish.tables import ENGINE_COLUMNS, item_table
 from report.registry import RawSources, resolve_point
 from tests.standin_round import STANDIN_ROUND_PLAN
 
@@ -156,7 +156,7 @@ def test_the_ledger_of_a_round_against_two_standins_keeps_each_apart(tmp_path):
 
 
 def test_the_parallel_section_is_on_the_page_only_with_engines_or_gpus_in_parallel():
-    from report.publish.compose import runs_in_parallel
+    from report.publish.tables import runs_in_parallel
     assert runs_in_parallel(ledger_of(SCRAPES), "c8")
     one = ledger_of([scrape(t, {(None, "0"): engine_values(3, 0, 0.5, 100 * t, t)}) for t in (0.0, 1.0)])
     assert not runs_in_parallel(one, "c8") and not runs_in_parallel(one, None)

@@ -1,5 +1,5 @@
 """One row per GPU: each sampled GPU's quantities under `p.<point>.gpu<k>.` (report/derive/gpu/power.py,
-per="gpu" in report/registry.py) and the page's table of them (report/publish/compose.py).
+per="gpu" in report/registry.py) and the page's table of them (report/publish/tables.py).
 
 No multi-GPU round could be recorded (no machine with two GPUs was lent): the two-GPU samples
 below are HAND-BUILT in gpu.jsonl's format (docs/bundle.md), not measured."""
@@ -10,7 +10,7 @@ import pytest
 
 from report.derive.gpu import power as PW
 from report.ledger import Ledger
-from report.publish.compose import GPU_COLUMNS, item_table
+from report.publish.tables import GPU_COLUMNS, item_table
 from report.registry import RawSources, resolve_point
 
 

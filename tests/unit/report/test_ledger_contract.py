@@ -12,7 +12,7 @@ Contract:
   absent with a reason in words; no value is 0 where its input was missing;
 - every public function of the quantity modules has a docstring.
 
-Known gaps of report/derive/round_ledger.py, listed by key pattern below so that each test still fails on
+Known gaps of report/derive/round/, listed by key pattern below so that each test still fails on
 any other violation and on a listed one that has been fixed (remove it from the list then).
 """
 
@@ -29,7 +29,7 @@ import pytest
 
 from bench.plan import Plan, SweepSpec, WorkloadSpec
 from bundle.store import BundleWriter, read_bundle
-from report.derive import round_ledger as B
+from report.derive.round import read as B
 from report.judge.verdicts import build_ledger
 from report.ledger import Ledger, Value
 from tests.standin_round import TINY_CONFIG
@@ -63,7 +63,7 @@ LEGITIMATE_ZEROS = {
 }
 
 
-# Known gaps in report/derive/round_ledger.py, as key patterns: absent values that name no source, absent
+# Known gaps in report/derive/round/, as key patterns: absent values that name no source, absent
 # values whose reason names the wrong cause, and reasons without words. None at present; a
 # pattern listed here must match a real violation (check_known fails once it is fixed).
 KNOWN_NO_PROVENANCE: tuple[str, ...] = ()

@@ -25,7 +25,8 @@ import pytest
 
 from bundle.slo import slo_from_text
 from bundle.store import read_bundle
-from report.derive.round_ledger import RoundData, point_raw, read_round, round_raw
+from report.derive.round.raw import point_raw, round_raw
+from report.derive.round.read import RoundData, read_round
 from report.judge.compare import cross_round_ledger
 from report.judge.verdicts import build_ledger
 from report.ledger import quantity_name

@@ -98,7 +98,7 @@ def test_the_smaller_budget_step_stays_silent_where_the_itl_tail_is_not_one_pref
     import dataclasses
 
     from bundle.store import read_bundle
-    from report.derive.round_ledger import read_round
+    from report.derive.round.read import read_round
     from report.judge.next_steps import next_steps
     from report.judge.result import point_labels
     from report.judge.verdicts import build_ledger

@@ -1,5 +1,5 @@
 """The KV, theory and MFU sections over each request's own lengths where a workload varies them
-(report/derive/reconcile/kvpool.py, round_ledger.modelled_lengths), the plan's nominal ones elsewhere,
+(report/derive/reconcile/kvpool.py, round.read.modelled_lengths), the plan's nominal ones elsewhere,
 and the page's notice saying which."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import pytest
 from bundle.peers import VLLM, PeerResult
 from bundle.store import read_bundle
 from report.derive.peers import peer_matches
-from report.derive.round_ledger import read_round
+from report.derive.round.read import read_round
 from report.judge.peer_gaps import matches, round_peer_findings, same_definition, unmatched
 from report.judge.verdicts import build_ledger
 from serving_ledger.cli import main

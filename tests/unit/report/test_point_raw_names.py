@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from bundle.store import read_bundle
-from report.derive.round_ledger import POINT_RAW_INPUTS, point_raw, read_round
+from report.derive.round.raw import POINT_RAW_INPUTS, point_raw
+from report.derive.round.read import read_round
 from tests.conftest import ROOT
 
 

@@ -37,7 +37,7 @@ def test_a_traces_shared_blocks_predict_the_prefix_cache_hit_rate_of_round_10():
     # whole engine blocks of each request's shared 512-token trace blocks over its prompt
     # tokens predict what vLLM's counters measured with caching on, and nothing with it off.
     from bundle.store import read_bundle
-    from report.derive.round_ledger import read_round
+    from report.derive.round.read import read_round
     from report.judge.verdicts import build_ledger
 
     led = build_ledger(read_round(read_bundle(ROOT / "runs" / "round-10" / "bundle")))
@@ -50,7 +50,7 @@ def test_a_traces_shared_blocks_predict_the_prefix_cache_hit_rate_of_round_10():
 
 def test_a_round_with_no_shared_prompt_blocks_has_no_expected_hit_rate():
     from bundle.store import read_bundle
-    from report.derive.round_ledger import read_round
+    from report.derive.round.read import read_round
     from report.judge.verdicts import build_ledger
 
     led = build_ledger(read_round(read_bundle(ROOT / "runs" / "round-8" / "bundle")))

@@ -11,7 +11,7 @@ import pytest
 
 from bundle.store import read_bundle
 from report.architecture import roofline as RF
-from report.derive.round_ledger import read_round
+from report.derive.round.read import read_round
 from report.judge.diagnosis import point_bottleneck, val
 from report.judge.findings.points import bottleneck_finding, step_mix_finding
 from report.judge.verdicts import build_ledger

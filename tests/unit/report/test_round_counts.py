@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from report.derive.round_ledger import ok_points, valid_points
+from report.derive.round.read import ok_points, valid_points
 from report.judge.verdicts import read_bundle_ledger
 from report.registry import REGISTRY, declared
 from tests.conftest import FIXTURES, ROOT

@@ -10,7 +10,7 @@ import pytest
 from bundle.store import read_bundle
 from report.derive import series as S
 from report.derive import validity as V
-from report.derive.round_ledger import read_round
+from report.derive.round.read import read_round
 from report.derive.timing.server import bracketing_window
 from report.judge.verdicts import build_ledger, read_bundle_ledger
 from tests.conftest import FIXTURES

@@ -13,7 +13,7 @@ import pytest
 
 from bundle.store import read_bundle
 from report.derive.gpu.power import GPU_ABSENT_CODES, gpu_absent_reason
-from report.derive.round_ledger import read_round
+from report.derive.round.read import read_round
 from report.judge.verdicts import build_ledger
 from report.ledger import Absent, Ledger, Reason
 from report.words import LANGS, fields_of, section, word

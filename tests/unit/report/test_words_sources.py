@@ -7,7 +7,7 @@ import ast
 import re
 
 from bundle.store import read_bundle
-from report.derive.round_ledger import read_round
+from report.derive.round.read import read_round
 from report.judge.verdicts import build_ledger
 from report.ledger import Source
 from report.words import LANGS, fields_of, section

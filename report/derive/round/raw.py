@@ -1,242 +1,30 @@
-"""Compose a round's ledger from its bundle: every number the report prints is derived here.
-
-Keys: `p.<point>.<quantity>` per point, `r.<quantity>` per round, `x.<quantity>` for
-comparisons with other rounds. Values come only from `Ledger.derive` (a pure function over
-raw samples or other values) or `Ledger.record` (a setting or count read from a bundle).
-"""
+"""A round's raw inputs by the names quantities give their parameters: a point's, the round's, and those of the phases that read more."""
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from bundle.cost import Cost, CostError, cost_from_dict, cost_of_file
-from bundle.files import run_dir
-from bundle.peers import PeerResult, external_dir, read_peer_files, round_peer_files
-from bundle.request_table import RequestTable
-from bundle.slo import Slo, SloError, slo_from_dict, slo_of_file
-from bundle.store import Bundle
 from report.derive import clienterror as CE
 from report.derive import delivery as DL
-from report.derive import peers as PR
-from report.derive import prefilltail as PT
 from report.derive import series as S
-from report.derive import serverlog as SL  # noqa: F401 (registers what the phases resolve)
-from report.derive import sizes as SZ  # noqa: F401 (registers what the phases resolve)
-from report.derive import stats as ST
-from report.derive import step as SP  # noqa: F401 (registers what the phases resolve)
-from report.derive import validity as V  # noqa: F401 (registers what the phases resolve)
-from report.derive.gpu import energy as EN  # noqa: F401 (registers what the phases resolve)
 from report.derive.gpu import power as PW
-from report.derive.load import admission as LA  # noqa: F401 (registers what the phases resolve)
 from report.derive.load import engines as LE
 from report.derive.load import inflight as LI
-from report.derive.phases import PHASES, Phase, module_order
-from report.derive.reconcile import model as R  # noqa: F401 (registers what the phases resolve)
-from report.derive.serverlog import ServerLogFacts, server_log_facts
-from report.derive.sweep import concurrency as SC  # noqa: F401 (registers what the phases resolve)
-from report.derive.sweep import lengths as SLN  # noqa: F401 (registers what the phases resolve)
-from report.derive.timing import client as TC  # noqa: F401 (registers what the phases resolve)
-from report.derive.timing import server as TS  # noqa: F401 (registers what the phases resolve)
+from report.derive.round.read import (
+    STEADY_FRACTION,
+    PointData,
+    RoundData,
+    load_of,
+    modelled_lengths,
+    ok_points,
+    peer_file,
+    peer_id,
+    peer_matches,
+    server_sets,
+)
+from report.derive.timing import server as TS
 from report.ledger import Absent, Ledger, Reason, Source, Value
-from report.registry import DOES_NOT_APPLY, RawSources, resolve_across, resolve_point, resolve_round
-
-# The steady part of a point's window used for gauge statistics (KV usage, running, waiting):
-# its middle fraction, leaving out the ramp-up after the first measured request and the
-# ramp-down while the last requests drain.
-STEADY_FRACTION = 0.6
-
-
-# Workloads whose every request brings lengths of its own (beside drawn distributions).
-OWN_LENGTH_KINDS = ("sessions", "trace", "sharegpt")
-
-@dataclass
-class PointData:
-    """One point's raw inputs, as read from the bundle."""
-
-    window: ST.Window
-    requests: RequestTable      # every request of the point (warm-up and failed included)
-    measured: RequestTable      # non-warm-up, ok
-    failed: RequestTable        # non-warm-up, error
-    steady: tuple[float, float]
-
-    @property
-    def pid(self) -> str:
-        return self.window.point
-
-    @property
-    def settings(self) -> dict:
-        return self.window.settings
-
-
-@dataclass
-class RoundData:
-    """A bundle read for the report: points in run order, the log's facts, the model config."""
-
-    bundle: Bundle
-    points: list[PointData]
-    log: ServerLogFacts | None
-    config: dict | None
-    axis: str                   # "concurrency", "input_len", "server" or "single"
-    # The SLO the round is judged against and where it was stated (None: no SLO, or the Reason).
-    slo: Slo | Reason | None = None
-    slo_source: str = ""
-    # The round's id in a series of rounds ("round-4"; empty for a lone bundle).
-    round_id: str = ""
-    # The logs of servers 1, 2, … by file name, where several servers were launched (server 0's is `log`).
-    other_logs: tuple[tuple[str, ServerLogFacts], ...] = ()
-    # Each point's validity and bottleneck and the set comparisons (report.judge.verdicts.Verdicts,
-    # a frozen object): None until build_ledger has judged the round, set once there.
-    verdicts: Any = None
-    # The GPU the server ran on as the user names it (`--gpu`), for a bundle whose client sampled
-    # none (a server on another host); the bundle's own GPUs win where it has them.
-    gpu_name: str = ""
-    # The price per GPU-hour and target load the round is costed at and where they were stated
-    # (None: none given, or the Reason its [cost] could not be read).
-    cost: Cost | Reason | None = None
-    cost_source: str = ""
-    # Other tools' results read beside the round (bundle.peers): its external/ folder's, then
-    # those `build --compare-with` named; empty where there are none.
-    peers: tuple[PeerResult, ...] = ()
-    # The GPU rows once read (gpu_samples): read on first use, every quantity then shares them.
-    _gpu_rows: Any = field(default=None, repr=False, compare=False)
-    # Each point's raw inputs once built (point_raw), by point id: every phase then shares them.
-    _point_raws: dict = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def name(self) -> str:
-        return self.bundle.name
-
-    @property
-    def lengths_vary(self) -> bool:
-        """Whether each request has lengths of its own: drawn from distributions, read from a
-        dataset or trace, or grown by a sessions workload's resent history."""
-        work = (self.bundle.manifest.get("plan") or {}).get("workload") or {}
-        return bool(work.get("input_dist") or work.get("output_dist")
-                    or work.get("kind") in OWN_LENGTH_KINDS)
-
-    @property
-    def replayed_trace(self) -> bool:
-        """Whether the round replayed a trace (an open loop whatever concurrency its settings carry)."""
-        return (self.bundle.manifest.get("workload_source") or {}).get("kind") == "trace"
-
-    @property
-    def gpu_samples(self) -> list[dict]:
-        """The GPU rows: NVML's on the client's host, else a DCGM exporter's (remote GPUs); read
-        once, indexed by GPU (power.GpuRows)."""
-        if self._gpu_rows is None:
-            self._gpu_rows = PW.GpuRows(
-                PW.plausible_gpu_rows(self.bundle.gpu, self.bundle.manifest.get("gpus"))
-                or PW.dcgm_gpu_rows(self.bundle.dcgm))
-        return self._gpu_rows
-
-    @property
-    def gpu_file(self) -> str:
-        """The bundle file the GPU rows come from."""
-        return self.bundle.file_for("gpu") if self.bundle.gpu or not self.bundle.dcgm else self.bundle.file_for("dcgm")
-
-    @property
-    def gpus(self) -> list[dict]:
-        """The GPUs described: NVML's on the client's host, else the exporter's labels, else the one `--gpu` names."""
-        return (self.bundle.manifest.get("gpus") or PW.dcgm_gpus(self.bundle.dcgm)
-                or ([{"name": self.gpu_name}] if self.gpu_name else []))
-
-
-def sweep_axis(points: list[PointData]) -> str:
-    """Which setting varies across the points."""
-    def varies(k: str) -> bool:
-        return len({str(p.settings.get(k)) for p in points}) > 1
-    if varies("server_set"):
-        return "server"
-    if varies("input_len") and not varies("concurrency"):
-        return "input_len"
-    if varies("concurrency") or varies("request_rate"):
-        return "concurrency"
-    return "single"
-
-
-def read_round(bundle: Bundle, slo: tuple[Slo, str] | None = None, round_id: str = "",
-               gpu_name: str = "", cost: tuple[Cost, str] | None = None,
-               compare_with: tuple[str, ...] = ()) -> RoundData:
-    """Split a bundle into points with their windows and requests; SLO (the Slo and where it
-    was stated) overrides the round's own (round_slo); ROUND_ID names it in a series of rounds;
-    COST (a Cost and where stated) overrides the keys it gives of the round's own (round_cost);
-    other tools' results are read from its external/ folder and COMPARE_WITH (PeerFileError
-    for one that cannot be read)."""
-    reads_slo = slo is not NO_SLO
-    wins = ST.point_windows(bundle.points)
-    pts = []
-    for w in wins.values():
-        reqs = ST.requests_of_point(bundle.request_table, w)
-        if w.status == ST.INTERRUPTED:
-            w = ST.interrupted_window(w, reqs)
-        pts.append(PointData(window=w, requests=reqs, measured=ST.measured(reqs),
-                             failed=ST.failed_requests(reqs),
-                             steady=S.steady_window(w.t_measure, w.t_end, STEADY_FRACTION)
-                             if w.t_end > w.t_measure else (w.t_measure, w.t_end)))
-    log_text = bundle.server_log()
-    log = server_log_facts(log_text) if log_text else None
-    config = (bundle.manifest.get("model") or {}).get("config")
-    slo, slo_source = slo if slo is not None else round_slo(bundle)
-    others = tuple((name, server_log_facts(text)) for name, text in bundle.other_server_logs())
-    # A reader that uses no SLO (`summary`) uses no cost either: the round's slo.toml stays unread.
-    own, own_source = round_cost(bundle) if reads_slo else (None, "")
-    if cost is not None and not isinstance(own, Reason):
-        own, own_source = cost[0].over(own), ", ".join(x for x in (cost[1], own_source) if x)
-    peers = tuple(read_peer_files(round_peer_files(bundle.path, tuple(compare_with))))
-    return RoundData(bundle=bundle, points=pts, log=log, config=config, axis=sweep_axis(pts),
-                     slo=slo, slo_source=slo_source, round_id=round_id, other_logs=others,
-                     gpu_name=gpu_name, cost=own, cost_source=own_source, peers=peers)
-
-
-# read_round's SLO for a reader that uses none (`summary`): the round's own is not read, so a
-# slo.toml it cannot read does not stop it.
-NO_SLO = (None, "")
-
-
-def slo_file_of(bundle_dir: Path) -> Path:
-    """Where a round states the SLO it is judged against: slo.toml beside its bundle/."""
-    return run_dir(bundle_dir) / "slo.toml"
-
-
-def round_slo(bundle: Bundle) -> tuple[Slo | Reason | None, str]:
-    """The round's SLO and where it is stated: its slo.toml, else its plan's [slo]; None when
-    neither states one. A slo.toml that cannot be read raises SloError naming the file and field."""
-    path = slo_file_of(bundle.path)
-    if os.path.lexists(path):
-        # Any slo.toml, a symlink, a pipe or a directory too, is read by the one reader: a
-        # round judged against an SLO it states but cannot read is refused (SloError), not
-        # judged against none.
-        return slo_of_file(path), str(path.name)
-    table = (bundle.manifest.get("plan") or {}).get("slo")
-    where = f"{bundle.name}/manifest.json: plan.slo"
-    if not table:
-        return None, ""
-    try:
-        return slo_from_dict(table, where), where
-    except SloError as e:
-        return Reason.of("reason.slo_unreadable", problem=str(e)), where
-
-
-def round_cost(bundle: Bundle) -> tuple[Cost | Reason | None, str]:
-    """The round's price and target load and where stated: its slo.toml's [cost], else its
-    plan's [cost]; None when neither gives one. A [cost] in slo.toml that cannot be read raises
-    CostError (as its [slo] would); the plan's is a Reason."""
-    path = slo_file_of(bundle.path)
-    if os.path.lexists(path):
-        found = cost_of_file(path)
-        if found is not None:
-            return found, str(path.name)
-    table = (bundle.manifest.get("plan") or {}).get("cost")
-    if not table:
-        return None, ""
-    where = f"{bundle.name}/manifest.json: plan.cost"
-    try:
-        return cost_from_dict(table, where), where
-    except CostError as e:
-        return Reason.of("reason.cost_unreadable", problem=str(e)), where
+from report.registry import DOES_NOT_APPLY, RawSources
 
 
 def cost_raw(rd: RoundData) -> tuple[Any, tuple[str, ...]]:
@@ -253,7 +41,7 @@ def slo_raw(rd: RoundData) -> tuple[Any, tuple[str, ...]]:
     return rd.slo, (rd.slo_source,)
 
 
-def _model_config_raw(rd: RoundData) -> tuple[dict | Reason, tuple[str, ...]]:
+def model_config_raw(rd: RoundData) -> tuple[dict | Reason, tuple[str, ...]]:
     """The raw input `model_config`: the bundle's model config (or why there is none) and the file it cites."""
     return (rd.config if rd.config is not None else Reason.of("reason.no_model_config"),
             (f"{rd.name}/manifest.json: model.config",))
@@ -362,7 +150,7 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
             (f"{rd.name}/manifest.json: engine.command",))
     raw.add("log_args", rd.log.non_default_args if rd.log is not None and rd.log.non_default_args is not None
             else Reason.of("reason.no_server_log"), (f"{rd.name}/server.log",))
-    raw.add("model_config", *_model_config_raw(rd))
+    raw.add("model_config", *model_config_raw(rd))
     a, b = TS.bracketing_window(rd.bundle.metrics, p.window.t_measure, p.window.t_end)
     ms = _src_metrics(rd, a, b, _what("source.what_bracketing", point=p.pid))
     raw.add("scrapes", rd.bundle.metrics, ms)
@@ -464,11 +252,6 @@ def set_raw(rd: RoundData, p: PointData, raw: RawSources) -> None:
     raw.add("set_end", b)
 
 
-def load_of(p: PointData) -> float | None:
-    """The load a point was run at: its arrival rate in an open loop, else its concurrency."""
-    return p.settings.get("request_rate") or p.settings.get("concurrency")
-
-
 def round_raw(rd: RoundData, pts: list[PointData]) -> RawSources:
     """The round's raw inputs over the points PTS (valid, in load order)."""
     raw = RawSources()
@@ -499,7 +282,7 @@ def round_raw(rd: RoundData, pts: list[PointData]) -> RawSources:
         raw.add("other_logs", dict(rd.other_logs), tuple(f"{rd.name}/{name}" for name, _ in rd.other_logs))
     else:
         raw.add("other_logs", Reason.of("reason.one_server_log"))
-    raw.add("model_config", *_model_config_raw(rd))
+    raw.add("model_config", *model_config_raw(rd))
     engine = rd.bundle.manifest.get("engine") or {}
     raw.add("engine_command", engine.get("command") or Reason.of("reason.no_engine_command"),
             (f"{rd.name}/manifest.json: engine.command",))
@@ -562,43 +345,9 @@ def _gauge_or_empty(sc: list, a: float, b: float, name: str, where=None, agg: st
         return []
 
 
-def server_sets(rd: RoundData) -> dict[int, tuple[float, float]]:
-    """Each server set's span on the bundle's clock: its first point's start to its last point's end."""
-    out: dict[int, tuple[float, float]] = {}
-    for p in rd.points:
-        s = p.settings.get("server_set") or 0
-        a, b = out.get(s, (p.window.t_start, p.window.t_end))
-        out[s] = (min(a, p.window.t_start), max(b, p.window.t_end))
-    return out
-
-
 def _plan_metrics(rd: RoundData) -> bool:
     """Whether the round's plan had the /metrics sampler on."""
     return bool(((rd.bundle.manifest.get("plan") or {}).get("sampler") or {}).get("metrics", True))
-
-
-def peer_id(rd: RoundData, peer: PeerResult) -> str:
-    """A result's item name in every point's keys (`peer1`, `peer2`, …: its place among the round's results)."""
-    return f"peer{rd.peers.index(peer) + 1}"
-
-
-def peer_file(rd: RoundData, peer: PeerResult) -> str:
-    """The result's file as a value cites it: under the round's external/ folder, else as it was named."""
-    path = Path(peer.path)
-    ext = external_dir(rd.bundle.path)
-    try:
-        return f"{rd.name}/external/{path.resolve().relative_to(ext.resolve())}"
-    except ValueError:
-        return peer.path
-
-
-def peer_matches(rd: RoundData, p: PointData) -> list[PeerResult]:
-    """The other tools' results that ran point P (same load and lengths: peers.peer_matches); none
-    where each request brings its own lengths (a trace, a dataset, sessions, drawn lengths), whose
-    settings name no one load and length another tool could have run."""
-    if rd.lengths_vary:
-        return []
-    return [r for r in rd.peers if PR.peer_matches(r, p.settings)]
 
 
 def peer_raw(rd: RoundData, p: PointData, raw: RawSources) -> None:
@@ -609,16 +358,6 @@ def peer_raw(rd: RoundData, p: PointData, raw: RawSources) -> None:
     raw.add("peer_item_sources", {peer_id(rd, r): (Source.of(peer_file(rd, r), "source.peer_result",
                                                              tool=r.tool, index=r.index),)
                                   for r in matched})
-
-
-def modelled_lengths(led: Ledger, rd: RoundData, p: PointData) -> tuple[Any, Any]:
-    """The prompt and output lengths the KV, theory and MFU sections model at point P: the
-    means of its requests' own (as their usage reports them) where the workload varies them,
-    else the plan's for the point."""
-    if not rd.lengths_vary:
-        return p.settings.get("input_len"), p.settings.get("output_len")
-    k = f"p.{p.pid}."
-    return led[k + "prompt_tokens_sent_mean"], led[k + "output_tokens_sent_mean"]
 
 
 def modelled_raw(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> None:
@@ -633,168 +372,12 @@ def modelled_raw(led: Ledger, rd: RoundData, p: PointData, raw: RawSources) -> N
             _src_requests(rd, p) if rd.lengths_vary else ())
 
 
-def ok_points(rd: RoundData) -> list[PointData]:
-    """The round's points measured to the end (status `ok`), in run order."""
-    return [p for p in rd.points if p.window.status == "ok"]
-
-
-def valid_points(rd: RoundData, validity: Mapping[str, Any]) -> list[PointData]:
-    """Points measured to the end whose validity checks all passed (VALIDITY: each point's, see
-    report.judge.diagnosis; a point it does not hold counts as valid)."""
-    return [p for p in ok_points(rd) if p.pid not in validity or validity[p.pid].valid]
-
-
-def settings_raw(p: PointData) -> RawSources:
-    """The settings of point P the quantities across points read: its concurrency and whether it
-    ran in a closed loop (no arrival rate)."""
-    raw = RawSources()
-    raw.add("concurrency", p.settings.get("concurrency"))
-    raw.add("closed_loop", not p.settings.get("request_rate"))
-    return raw
-
-
-def prefill_reference(pts: list[PointData], replayed_trace: bool = False) -> PointData | None:
-    """The point the round's prefill rate is measured at: its first valid closed-loop C=1 point of PTS (None where none)."""
-    # A replayed trace is an open loop whatever concurrency its settings carry: no prompt ran alone.
-    return next((p for p in pts if not LI.open_loop(p.settings, replayed_trace)
-                 and p.settings.get("concurrency") == 1), None)
-
-
 def prefill_tail_raw(led: Ledger, rd: RoundData, p: PointData, rate: Value, reference_clock: Value) -> RawSources:
     """Point P's inputs of the engine step its fullest prefill makes at the prefill RATE measured
     alone (at the SM clock REFERENCE_CLOCK)."""
     raw = RawSources()
-    raw.add("model_config", *_model_config_raw(rd))
+    raw.add("model_config", *model_config_raw(rd))
     raw.add("modelled_input_len", modelled_lengths(led, rd, p)[0])
     raw.add("prefill_flop_rate", rate)
     raw.add("reference_clock_mhz", reference_clock)
     return raw
-
-
-def prefill_tail_points(led: Ledger, rd: RoundData, rate: Value, reference_clock: Value) -> None:
-    """At each point, the engine step its fullest prefill makes at the prefill RATE measured alone
-    (at the SM clock REFERENCE_CLOCK), against the measured ITL p99."""
-    for p in ok_points(rd):
-        resolve_point(led, PT.__name__, p.pid, prefill_tail_raw(led, rd, p, rate, reference_clock))
-
-
-def _prefill_rate_raw(led: Ledger, rd: RoundData, pts: list[PointData]) -> RawSources:
-    """The round's inputs of the prefill FLOP rate measured alone: its reference point's (prefill_reference) prompt and prefill."""
-    ref = prefill_reference(pts, rd.replayed_trace)
-    raw = RawSources()
-    raw.add("model_config", *_model_config_raw(rd))
-    no_ref = Reason.of("reason.no_c1_point")
-    raw.add("reference_input_len", no_ref if ref is None else modelled_lengths(led, rd, ref)[0])
-    raw.add("reference_prefill_ms", no_ref if ref is None else led[f"p.{ref.pid}.prefill_ms_mean"])
-    return raw
-
-
-# The ledger, phase by phase (report/derive/phases.py): what each phase's `points`, `when` and
-# `raw` name.
-
-
-@dataclass
-class _Stage:
-    """What the phases of one stage read: the round, its points' validity, the valid points."""
-
-    rd: RoundData
-    validity: Mapping[str, Any]
-    valid: list[PointData]
-
-    def points(self, which: str) -> list[PointData]:
-        """The points a phase runs over, in load order where it says so."""
-        return {"all": self.rd.points, "ok": ok_points(self.rd), "valid": self.valid,
-                "valid_by_load": sorted(self.valid, key=lambda p: load_of(p) or 0)}[which]
-
-    def holds(self, when: str) -> bool:
-        """Whether a phase's condition holds for the round."""
-        rd, n = self.rd, len(self.valid)
-        return {"": True, "peers": bool(rd.peers), "valid_points": n > 0,
-                "prefill_reference": n > 0 and rd.config is not None
-                and prefill_reference(self.valid, rd.replayed_trace) is not None,
-                "concurrency_axis": n > 0 and rd.axis == "concurrency",
-                "concurrency_fits": n >= 2 and rd.axis == "concurrency",
-                "length_fits": n >= 2 and rd.axis == "input_len"}[when]
-
-
-def _point_raw_once(rd: RoundData, p: PointData) -> RawSources:
-    """Point P's raw inputs (point_raw), built once per round and shared by every phase that reads them."""
-    if p.pid not in rd._point_raws:
-        rd._point_raws[p.pid] = point_raw(rd, p)
-    return rd._point_raws[p.pid]
-
-
-def _with(raw: RawSources) -> RawSources:
-    return RawSources(dict(raw.values), dict(raw.sources))
-
-
-def _point_phase_raw(led: Ledger, st: _Stage, kind: str, p: PointData, made: dict[str, RawSources]) -> RawSources:
-    """Point P's raw inputs of KIND, each built once for the point (MADE): its point_raw; with the
-    lengths the models read (`modelled`); with the other tools' results too (`peers`); its failed
-    checks (`checks`); the inputs of its prefill tail (`prefill_tail_point`)."""
-    if kind in made:
-        return made[kind]
-    rd = st.rd
-    if kind == "point":
-        raw = _point_raw_once(rd, p)
-    elif kind == "modelled":        # the lengths the point's own quantities measured
-        raw = _with(_point_raw_once(rd, p))
-        modelled_raw(led, rd, p, raw)
-    elif kind == "peers":
-        raw = _with(_point_phase_raw(led, st, "modelled", p, made))
-        peer_raw(rd, p, raw)
-    elif kind == "checks":
-        v, raw = st.validity[p.pid], RawSources()
-        raw.add("failed_checks", tuple(v.reasons), tuple(v.evidence))
-    elif kind == "prefill_tail_point":
-        ref = prefill_reference(st.valid, rd.replayed_trace)
-        raw = prefill_tail_raw(led, rd, p, led["r.prefill_flop_rate"], led[f"p.{ref.pid}.sm_clock_load_mhz"])
-    else:
-        raise ValueError(f"no point phase reads raw inputs {kind!r}")
-    made[kind] = raw
-    return raw
-
-
-def _round_phase(led: Ledger, st: _Stage, ph: Phase, order: list[str]) -> None:
-    """One phase of round quantities, or of point quantities across points, over its points; ORDER: its modules'."""
-    pts = st.points(ph.points)
-    pids = [p.pid for p in pts]
-    if ph.raw == "settings":        # across points: each point's settings, the others' values
-        raws = {p.pid: settings_raw(p) for p in ok_points(st.rd)}
-        for module in order:
-            resolve_across(led, module, pids, [p.pid for p in st.valid], raws)
-        return
-    if ph.raw == "round":           # before the points' validity: over no point
-        raw, pids = round_raw(st.rd, []), []
-    elif ph.raw == "valid":
-        raw = round_raw(st.rd, pts)
-    elif ph.raw == "prefill_tail":
-        raw = _prefill_rate_raw(led, st.rd, pts)
-    else:
-        raise ValueError(f"no round phase reads raw inputs {ph.raw!r}")
-    for module in order:
-        resolve_round(led, module, pids, raw, ph.over_points)
-
-
-def resolve_stage(led: Ledger, rd: RoundData, stage: str, validity: Mapping[str, Any] | None = None) -> None:
-    """Every phase of STAGE (report/derive/phases.py) into LED, in the table's order, each where its
-    condition holds; consecutive point phases over the same points run point after point.
-    VALIDITY: each point's (report.judge.diagnosis), once the judge has found it."""
-    st = _Stage(rd, validity or {}, valid_points(rd, validity or {}))
-    todo = [ph for ph in PHASES if ph.stage == stage]
-    order = {ph: module_order(ph) for ph in todo}
-    while todo:
-        ph = todo.pop(0)
-        if ph.scope != "point":
-            if st.holds(ph.when):
-                _round_phase(led, st, ph, order[ph])
-            continue
-        run = [ph]
-        while todo and todo[0].scope == "point" and todo[0].points == ph.points:
-            run.append(todo.pop(0))
-        run = [q for q in run if st.holds(q.when)]
-        for p in st.points(ph.points) if run else ():
-            made: dict[str, RawSources] = {}
-            for q in run:
-                for module in order[q]:
-                    resolve_point(led, module, p.pid, _point_phase_raw(led, st, q.raw, p, made), q.after_valid_points)

@@ -1,10 +1,12 @@
 """The order a round's quantities are resolved in, as data: its phases, and the graph over every quantity that checks them.
 
 A phase resolves the quantities its modules declared in one scope, over one set of points,
-reading one kind of raw inputs, where its condition holds; `round_ledger.resolve_stage` walks
-the phases of a stage in this table's order (consecutive point phases point by point). Inside
-a phase the modules come in the order `graphlib` gives over what their quantities read (this
-table's order among independent ones); inside a module, in the registry's dependency order.
+reading one kind of raw inputs, where its condition holds. Two drivers walk a stage's phases in
+this table's order, and nothing else resolves a quantity: `derive.round.stages.resolve_stage`
+a round's stages (consecutive point phases point by point), `resolve_selected` here the stages
+whose inputs their caller selects (a round of server sets, the previous round, the planner).
+Inside a phase the modules come in the order `graphlib` gives over what their quantities read
+(this table's order among independent ones); inside a module, in the registry's dependency order.
 Invariant: every declared quantity belongs to exactly one phase, and reads only raw inputs and
 quantities of its own phase or an earlier one (`check`, run by tests/unit/report/test_phases.py).
 """
@@ -17,9 +19,21 @@ from dataclasses import dataclass
 from functools import lru_cache
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
+from typing import Callable, Iterable
 
 import report.registry as RG
-from report.registry import EACH, FIRST, PREV, Declared, _raw_input_names, across_points
+from report.ledger import Ledger
+from report.registry import (
+    EACH,
+    FIRST,
+    PREV,
+    Declared,
+    RawSources,
+    _raw_input_names,
+    across_points,
+    resolve_point,
+    resolve_scope,
+)
 
 # The modules whose quantities the phases resolve: named here once.
 STATS, DELIVERY, VALIDITY, SERIES = "report.derive.stats", "report.derive.delivery", "report.derive.validity", "report.derive.series"
@@ -32,8 +46,11 @@ PREFILLTAIL, POWER, ENERGY = "report.derive.prefilltail", "report.derive.gpu.pow
 DIAGNOSIS, GOODPUT, COST = "report.judge.diagnosis", "report.judge.goodput", "report.judge.cost"
 SETS, COMPARE, PLANNER = "report.judge.sets", "report.judge.compare", "report.planner.quantities"
 
-# The cross-round groups `judge.compare.cross_round_ledger` resolves, each once it has selected its inputs.
-CROSS_GROUPS = ("pair", "repro_tput", "repro_ttft_p99", "prefill_rate", "prefill_c1", "occupancy")
+# The cross-round groups, in the order they resolve: each shared point, the spread over them, a
+# prefill rate borrowed from the previous round (then each point's prefill tail at that rate),
+# prefill under concurrency, throughput at the same KV occupancy.
+CROSS_GROUPS = ("pair", "repro_tput", "repro_ttft_p99", "prefill_rate")
+CROSS_LATER_GROUPS = ("prefill_c1", "occupancy")
 
 
 @dataclass(frozen=True)
@@ -43,13 +60,17 @@ class Phase:
     name: str
     scope: str                    # "round", "point", "across" (a point's, reading other points), "cross", "plan"
     modules: tuple[str, ...]
-    stage: str                    # "measured", "checked" (each point's checks known), "valid_points", or "elsewhere"
-    raw: str = ""                 # the raw inputs it reads (round_ledger._point_phase_raw, _round_phase); "" elsewhere
+    # A round's: "measured", "checked" (each point's checks known), "valid_points"; those whose
+    # inputs their caller selects (resolve_selected): "server_sets", "cross", "plan".
+    stage: str
+    raw: str = ""                 # the raw inputs a round's phase reads (derive.round.stages); "" where selected
     points: str = "all"           # "all", "ok" (measured to the end), "valid", "valid_by_load"
-    when: str = ""                # its condition (round_ledger._Stage.holds); "" always
+    when: str = ""                # its condition (derive.round.stages._Stage.holds); "" always
     after_valid_points: bool | None = None    # point phases: only those declared so, or only the others
     over_points: bool | None = None           # round phases: only those over the valid points, or only the others
     groups: tuple[str, ...] | None = None     # cross and plan phases: the groups it resolves (None: all), each apart
+    # The phase whose quantities this one resolves again from other inputs (in the graph once, as that phase's).
+    again: str = ""
 
 
 PHASES: tuple[Phase, ...] = (
@@ -77,11 +98,14 @@ PHASES: tuple[Phase, ...] = (
     Phase("admission queue", "point", (ADMISSION,), "valid_points", "point", after_valid_points=True),
     Phase("against the SLO", "point", (GOODPUT, COST), "valid_points", "point"),
     Phase("capacity", "round", (GOODPUT, COST, RECONCILE), "valid_points", "valid", "valid_by_load"),
-    # Resolved by their own callers, once what they read is selected: in the graph all the same.
-    Phase("set comparisons", "point", (SETS,), "elsewhere"),
-    Phase("against the previous round", "cross", (COMPARE,), "elsewhere", groups=CROSS_GROUPS),
-    # The planner's groups in the order `planner.capacity.plan` resolves them ("tokens" or "from_blocks": the size given).
-    *(Phase(f"capacity plan: {' or '.join(g) or 'the rest'}", "plan", (PLANNER,), "elsewhere", groups=g)
+    # Resolved by `resolve_selected`, from the inputs their caller selects (judge.sets, judge.compare,
+    # planner.capacity): each set's point against the base set's, the round against the previous one.
+    Phase("set comparisons", "point", (SETS,), "server_sets"),
+    Phase("against the previous round", "cross", (COMPARE,), "cross", groups=CROSS_GROUPS),
+    Phase("prefill tail at the previous round's rate", "point", (PREFILLTAIL,), "cross", again="prefill tail"),
+    Phase("prefill and occupancy against the previous round", "cross", (COMPARE,), "cross", groups=CROSS_LATER_GROUPS),
+    # The planner's groups in the order they resolve ("tokens" or "from_blocks": the size given).
+    *(Phase(f"capacity plan: {' or '.join(g) or 'the rest'}", "plan", (PLANNER,), "plan", groups=g)
       for g in (("kv",), ("layout",), ("memory",), ("tokens", "from_blocks"), ("scaled",), ("default_chunk",), ("",))),
 )
 
@@ -95,6 +119,8 @@ class PhaseError(ValueError):
 
 def members(phase: Phase) -> list[Declared]:
     """The declared quantities PHASE resolves, its modules' in table order."""
+    if phase.again:
+        return members(next(ph for ph in PHASES if ph.name == phase.again))
     scope = REGISTRY_SCOPE.get(phase.scope, phase.scope)
     out = []
     for module in phase.modules:
@@ -134,7 +160,7 @@ def _gives(reader: Declared, param: str, q: Declared) -> bool:
 
 def _literals(pattern: str) -> frozenset[str]:
     """What PATTERN's group matches in report/**/*.py."""
-    root = Path(__file__).parents[1]
+    root = Path(__file__).parent
     return frozenset(n for f in root.rglob("*.py") for n in re.findall(pattern, f.read_text(encoding="utf-8")))
 
 
@@ -154,7 +180,7 @@ def _item_input_names() -> frozenset[str]:
 @lru_cache(maxsize=1)
 def _planner_records() -> frozenset[str]:
     """The keys the capacity planner records as given (report/planner/*.py: `("name", value, unit, doc, ...)` rows)."""
-    root = Path(__file__).parents[1] / "planner"
+    root = Path(__file__).parent / "planner"
     return frozenset(n for f in root.glob("*.py") for n in re.findall(r'(?m)^\s*\("([a-z_0-9]+)", ', f.read_text(encoding="utf-8")))
 
 
@@ -169,7 +195,7 @@ def graph(phases: tuple[Phase, ...] = PHASES) -> dict[str, set[str]]:
     at: dict[str, tuple[int, Phase, Declared]] = {}
     entries = {id(d): k for k, d in RG.REGISTRY.items()}
     for i, phase in enumerate(phases):
-        for d in members(phase):
+        for d in members(phase) if not phase.again else ():
             entry = entries[id(d)]
             if entry in at:
                 raise PhaseError(f"quantity {d.name!r} ({d.module}) is resolved by two phases: "
@@ -178,7 +204,7 @@ def graph(phases: tuple[Phase, ...] = PHASES) -> dict[str, set[str]]:
     for entry, d in RG.REGISTRY.items():
         if entry not in at:
             raise PhaseError(f"quantity {d.name!r} ({d.module}, {d.scope}) is resolved by no phase: "
-                             "its module is in none of report/derive/phases.py's phases of its scope")
+                             "its module is in none of report/phases.py's phases of its scope")
     by_name: dict[str, list[tuple[int, Phase, Declared]]] = {}
     for i, phase, d in at.values():
         by_name.setdefault(d.name, []).append((i, phase, d))
@@ -237,3 +263,24 @@ def module_order(phase: Phase) -> list[str]:
         out.append(first)
         ts.done(first)
     return out
+
+
+# What a selected stage's caller gives for a phase and group (None: a phase of no groups): each
+# time it is resolved, where (a point's id; a cross or plan key's prefix) and from which raw
+# inputs. Read lazily, after the groups before it are resolved, so it may read their values.
+Selected = Callable[[Phase, "str | None"], Iterable[tuple[str, RawSources]]]
+
+
+def resolve_selected(led: Ledger, stage: str, inputs: Selected) -> None:
+    """Every phase of STAGE into LED, in the table's order, each of its groups apart, once for
+    each (where, raw inputs) INPUTS selects for it (none: not resolved)."""
+    for ph in PHASES:
+        if ph.stage != stage:
+            continue
+        for module in module_order(ph):
+            for group in ph.groups if ph.groups is not None else (None,):
+                for where, raw in inputs(ph, group):
+                    if ph.scope == "point":
+                        resolve_point(led, module, where, raw)
+                    else:
+                        resolve_scope(led, ph.scope, module, where, raw, group)
