@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-import report.derive.round_ledger  # noqa: F401 - registers every quantity, as a round does
+import report.derive.round.stages  # noqa: F401 - registers every quantity, as a round does
 from bench.exposition import parse_exposition
 from report.derive import validity
 from report.derive.gpu import energy as EN
