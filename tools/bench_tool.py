@@ -890,7 +890,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu_model = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
                       if ln.startswith("model name")), platform.processor()) \
         if os.path.exists("/proc/cpuinfo") else platform.processor()
-    from bench.httpstream import reader_name
+    from bench.httpstream.sockets import reader_name
     print(f"bench_tool {dt.datetime.now().isoformat(timespec='seconds')}  host: {ncpu} cores "
           f"({cpu_model}), {platform.machine()}, Python {platform.python_version()}, "
           f"aiohttp {aiohttp.__version__}")

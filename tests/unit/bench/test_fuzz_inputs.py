@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.client import EventSink
-from bench.httpstream import StreamError
+from bench.httpstream.framing import StreamError
 from bench.plan import SECTIONS, PlanError, load_plan, plan_from_dict
 from bundle.schema import record_problem
 from bundle.textsafety import terminal_line
