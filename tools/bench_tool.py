@@ -3,7 +3,7 @@
 Not a test: it prints figures. Run `make bench-tool` (or `.venv/bin/python tools/bench_tool.py
 [--quick]`). What it does:
 
-1. Starts the stand-in server (`bench/standin.py`, step timer `--step-ms`, token send times
+1. Starts the stand-in server (`bench/standin/`, step timer `--step-ms`, token send times
    traced) pinned to one core (`--server-cpu`, default 1).
 2. For each concurrency level C, runs a closed loop of C streams for `--seconds` with each
    client in turn (each client is one long-lived worker process, started once):

@@ -1,6 +1,6 @@
 """Bad input to the real command lines: one clear line naming the file, exit status 2, no traceback.
 
-A small bundle is recorded once against the stand-in (bench/standin.py); each test
+A small bundle is recorded once against the stand-in (bench/standin/); each test
 damages a copy of it the way a crash, a bad disk or another tool version would.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.standin import StandInThread
+from bench.standin.thread import StandInThread
 from bundle.store import SCHEMA_VERSION
 from tests.conftest import ROOT, run_bench
 from tests.standin_round import STANDIN_ROUND_PLAN

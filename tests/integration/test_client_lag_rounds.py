@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.standin import StandInThread
+from bench.standin.thread import StandInThread
 from bundle.store import read_bundle
 from report.derive.round_ledger import read_round
 from report.judge.verdicts import build_ledger

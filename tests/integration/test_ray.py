@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.standin import StandInThread
+from bench.standin.thread import StandInThread
 from bundle.store import read_bundle
 from tests.conftest import ROOT, run_bench
 

@@ -21,7 +21,7 @@ import pytest
 
 from bench.engine import free_port, http_get
 from bench.plan import PlanError, plan_from_dict
-from bench.standin import StandInThread
+from bench.standin.thread import StandInThread
 from bench.workers import ShardWriter, split
 from bench.workload import arrival_offsets, point_seed
 from bundle.store import BundleWriter, read_bundle

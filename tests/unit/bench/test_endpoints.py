@@ -14,7 +14,7 @@ from bench.point_driver import route
 from bench.runner import run_round
 from bench.samplers import Context
 from bench.samplers.scrape import MetricsSampler
-from bench.standin import StandInThread
+from bench.standin.thread import StandInThread
 from bundle.metric_keys import split_key
 from bundle.store import BundleWriter, read_bundle
 from serving_ledger.cli import build_parser

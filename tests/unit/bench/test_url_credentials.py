@@ -11,7 +11,7 @@ import pytest
 from bench.cli import plan_from_args
 from bench.plan import PlanError, plan_from_dict
 from bench.runner import run_round
-from bench.standin import StandInThread
+from bench.standin.thread import StandInThread
 from bench.urls import same_server
 from bundle.store import read_bundle
 from serving_ledger.cli import build_parser
