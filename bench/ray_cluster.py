@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.clock_sync import ClockServer
-from bench.plan import Plan
+from bench.plan.spec import Plan
 from bench.point_driver import Phase, RoundFailed, end_point, point_shape
 from bench.prompts import Prompt
 from bench.workers import ShardWriter, point_commands, shard_name, share_count

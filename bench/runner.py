@@ -30,14 +30,10 @@ from bench.client import Timeouts, open_stream_session
 from bench.engine import TINY_MODEL_DIR, Engine, EngineError, EngineGroup, free_port
 from bench.loop import collect_between_points
 from bench.loop import run as run_loop
-from bench.plan import (
-    Plan,
-    PlanError,
-    context_problem,
-    flags_problem,
-    resume_problem,
-    warmup_ends_at_first_reply,
-)
+from bench.plan.budget import warmup_ends_at_first_reply
+from bench.plan.checks import context_problem, flags_problem
+from bench.plan.resume import resume_problem
+from bench.plan.spec import Plan
 from bench.point_driver import (
     LocalSlots,
     Phase,
@@ -58,6 +54,7 @@ from bench.point_driver import (
     warm_or_measure,
     warm_until,
 )
+from bench.prompts import PlanError
 from bench.provenance import (
     collect_host_metadata,
     collect_model_config,

@@ -52,7 +52,8 @@ from bench import replay
 from bench.client import Timeouts, open_stream_session
 from bench.loop import collect_between_points
 from bench.loop import run as run_loop
-from bench.plan import Plan, PlanError, warmup_ends_at_first_reply
+from bench.plan.budget import warmup_ends_at_first_reply
+from bench.plan.spec import Plan
 from bench.point_driver import (
     Phase,
     PointRun,
@@ -71,7 +72,7 @@ from bench.point_driver import (
     transport_error,
     warm_until,
 )
-from bench.prompts import Prompt
+from bench.prompts import PlanError, Prompt
 from bench.workload import make_prompts, stream_start_offsets
 from bundle.redact import Redactor
 from bundle.store import BundleWriter, check_written, reopen_for_append, request_line

@@ -85,7 +85,7 @@ def chunk_pairs(v: Any) -> bool:
         and (p[1] is None or (integer(p[1]) and 0 <= p[1] <= MAX_COUNT)) for p in v)
 
 
-# A point id as the collector makes it (bench/plan.py Plan._point: `s1-L128-c4`, `L1024-r0.5`,
+# A point id as the collector makes it (bench/plan/spec.py Plan._point: `s1-L128-c4`, `L1024-r0.5`,
 # `L64-r1e+06`): letters, digits and `.+-`, so an id is data wherever the report puts it (the
 # `[[p.<id>.<key>]]` placeholders of its sentences, a file name), never markup.
 POINT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+-]{0,63}")
@@ -107,7 +107,7 @@ WHAT = {number: "a number", integer: "an integer", text: "a string", boolean: "t
 POINT_EVENTS = ("start", "measure", "end", "server_start", "server_ready", "server_stop", "search")
 POINT_STATUSES = ("ok", "failed")
 
-# The fields of a point's `settings` (bench/plan.py Plan.points writes them).
+# The fields of a point's `settings` (bench/plan/spec.py Plan.points writes them).
 SETTINGS: dict[str, Check] = {
     "id": point_id, "server_flags": array, "server_set": count, "input_len": count,
     "output_len": count, "arrival": text, "concurrency": nullable(count),

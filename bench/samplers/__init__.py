@@ -17,7 +17,7 @@ __all__ = ["AT_ROUND", "AT_SERVER", "Context", "Sampler", "round_samplers"]
 
 def round_samplers(sampler, gpus: bool) -> list[Sampler]:
     """The samplers a round runs, in the order it starts them, from the plan's `[sampler]`
-    table (bench/plan.py); GPUS: whether the manifest describes any GPU."""
+    table (bench/plan/spec.py); GPUS: whether the manifest describes any GPU."""
     out: list[Sampler] = []
     if sampler.gpu and gpus:
         out.append(GpuSampler(sampler.gpu_interval_s))

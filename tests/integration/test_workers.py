@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from bench.engine import free_port, http_get
-from bench.plan import PlanError, plan_from_dict
+from bench.plan.parse import plan_from_dict
+from bench.prompts import PlanError
 from bench.standin.thread import StandInThread
 from bench.workers import ShardWriter, split
 from bench.workload import arrival_offsets, point_seed

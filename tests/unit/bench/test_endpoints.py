@@ -9,8 +9,9 @@ import aiohttp
 import pytest
 
 from bench.cli import plan_from_args
-from bench.plan import PlanError, plan_from_dict
+from bench.plan.parse import plan_from_dict
 from bench.point_driver import route
+from bench.prompts import PlanError
 from bench.runner import run_round
 from bench.samplers import Context
 from bench.samplers.scrape import MetricsSampler

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from bench.plan import SamplerSpec
+from bench.plan.spec import SamplerSpec
 from bench.samplers import AT_ROUND, AT_SERVER, Sampler, round_samplers
 from bundle.schema import STREAM
 from tests.conftest import ROOT

@@ -9,7 +9,8 @@ import tomllib
 import pytest
 
 from bench.cli import plan_from_args
-from bench.plan import PlanError, plan_from_dict
+from bench.plan.parse import plan_from_dict
+from bench.prompts import PlanError
 from bench.runner import run_round
 from bench.standin.thread import StandInThread
 from bench.urls import same_server

@@ -12,7 +12,8 @@ import shutil
 
 import pytest
 
-from bench.plan import PlanError, plan_from_dict
+from bench.plan.parse import plan_from_dict
+from bench.prompts import PlanError
 from bundle.cost import Cost, CostError, cost_from_dict
 from bundle.slo import slo_from_text
 from bundle.store import read_bundle

@@ -10,7 +10,7 @@ import tomllib
 
 import pytest
 
-from bench.plan import plan_from_dict
+from bench.plan.parse import plan_from_dict
 from bench.runner import run_round
 from bench.standin.thread import StandInThread
 from bundle.metric_keys import sample_key

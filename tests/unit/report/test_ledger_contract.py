@@ -27,7 +27,7 @@ import re
 
 import pytest
 
-from bench.plan import Plan, SweepSpec, WorkloadSpec
+from bench.plan.spec import Plan, SweepSpec, WorkloadSpec
 from bundle.store import BundleWriter, read_bundle
 from report.derive import round_ledger as B
 from report.judge.verdicts import build_ledger

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.plan import load_plan
+from bench.plan.parse import load_plan
 from report.publish.plans import applied, plan_toml
 from tests.conftest import ROOT, run_bench
 

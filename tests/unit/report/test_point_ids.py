@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from bench.plan import Plan, SamplerSpec, SweepSpec, WorkloadSpec
+from bench.plan.spec import Plan, SamplerSpec, SweepSpec, WorkloadSpec
 from bundle.expect import ExpectError, expect_from_dict
 from bundle.files import BundleError
 from bundle.schema import POINT_ID
