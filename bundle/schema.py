@@ -152,7 +152,7 @@ STREAMS: tuple[Stream, ...] = (
         "status": text, "reason": nullable(text), "seed": integer, "server_set": count,
         "command": nullable(array), "mode": text, "met_slo": boolean},
         required=("event", "t"), unique_keys=True),
-    # Read into columns by bundle/request_table.py; `requests.w{k}` (worker k's) share it.
+    # Read into columns by bundle/request_table/; `requests.w{k}` (worker k's) share it.
     Stream("requests", "one request, every timestamp raw", {
         "point": text, "i": integer, "warmup": boolean, "status": text, "error": nullable(text),
         "t_slot": nullable(number), "t_sched": nullable(number), "t_send": nullable(number),

@@ -40,7 +40,8 @@ from bundle.files import (
     stream_file,
 )
 from bundle.redact import REDACTED, SECRET_MIN_LEN, Redactor  # noqa: F401 - REDACTED re-exported
-from bundle.request_table import RequestTable, line_blocks, read_request_files
+from bundle.request_table.fileread import line_blocks, read_request_files
+from bundle.request_table.table import RequestTable
 from bundle.schema import STREAMS, manifest_problem, not_finite, record_problem
 
 SCHEMA_VERSION = 3

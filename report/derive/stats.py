@@ -1,6 +1,6 @@
 """Per-point client statistics, pure functions over raw request records.
 
-The records come as a RequestTable (bundle/request_table.py: one numpy column per field, the
+The records come as a RequestTable (bundle/request_table/: one numpy column per field, the
 chunks of all requests in flat arrays); a list of record dicts is converted first. Lists of
 values are numpy arrays.
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bundle.request_table import RequestTable, as_request_table
+from bundle.request_table.table import RequestTable, as_request_table
 from report.ledger import Absent
 from report.registry import DOES_NOT_APPLY, point_quantity, round_quantity
 

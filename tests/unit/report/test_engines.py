@@ -14,7 +14,7 @@ from bench.plan.parse import plan_from_dict
 from bench.runner import run_round
 from bench.standin.thread import StandInThread
 from bundle.metric_keys import sample_key
-from bundle.request_table import RequestTable
+from bundle.request_table.table import RequestTable
 from bundle.store import read_bundle
 from report.derive.load import admission as LA
 from report.derive.load import engines as OC

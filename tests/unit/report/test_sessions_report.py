@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from bundle.request_table import RequestTable
+from bundle.request_table.table import RequestTable
 from report.derive import stats as ST
 from report.ledger import Absent
 from report.publish.compose import compose_round
