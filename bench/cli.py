@@ -17,8 +17,8 @@ from bench.plan.parse import load_plan
 from bench.plan.spec import Plan, SamplerSpec, SweepSpec, WorkloadSpec
 from bench.prompts import PlanError
 from bench.urls import check_endpoint, check_endpoints_differ
+from bundle.files import BundleError
 from bundle.redact import API_KEY_ENV, SECRET_MIN_LEN
-from bundle.store import BundleError
 from bundle.textsafety import terminal_line
 
 

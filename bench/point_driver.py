@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 if TYPE_CHECKING:
     from bench.engine import Engine
-    from bundle.store import BundleWriter
+    from bundle.store.writer import BundleWriter
 
 from bench.client import Timeouts, completion_payload, stream_request
 from bench.loop import sleep_until

@@ -42,7 +42,7 @@ from bench.plan.spec import Plan
 from bench.point_driver import Phase, RoundFailed, end_point, point_shape
 from bench.prompts import Prompt
 from bench.workers import ShardWriter, point_commands, shard_name, share_count
-from bundle.store import BundleWriter
+from bundle.store.writer import BundleWriter
 
 INSTALL_HINT = ("Ray is not installed in this environment; install it with "
                 "pip install 'serving-ledger[ray]'")

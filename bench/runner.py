@@ -68,7 +68,8 @@ from bench.workload import make_prompts, stream_start_offsets
 from bundle.files import server_log_name
 from bundle.lock import BundleLock
 from bundle.redact import Redactor, url_credentials
-from bundle.store import BundleWriter, read_bundle
+from bundle.store.reader import read_bundle
+from bundle.store.writer import BundleWriter
 
 
 def make_engine(plan: Plan, port: int, flags: list[str]) -> Engine | EngineGroup:

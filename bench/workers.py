@@ -75,7 +75,7 @@ from bench.point_driver import (
 from bench.prompts import PlanError, Prompt
 from bench.workload import make_prompts, stream_start_offsets
 from bundle.redact import Redactor
-from bundle.store import BundleWriter, check_written, reopen_for_append, request_line
+from bundle.store.writer import BundleWriter, check_written, reopen_for_append, request_line
 
 RUN, STOP, ABORT = 0, 1, 2     # shared stop flag: go on, stop issuing (server died), cancel now
 PROGRESS_EVERY_S = 0.25        # a worker reports its counts at most this often

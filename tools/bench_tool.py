@@ -92,7 +92,7 @@ def worker_ours(args: argparse.Namespace) -> None:
     from bench.client import completion_payload, open_stream_session, stream_request
     from bench.loop import loop_name
     from bench.loop import run as run_loop
-    from bundle.store import BundleWriter
+    from bundle.store.writer import BundleWriter
 
     gc_log: list[tuple[int, float]] = []    # (generation, pause s) of each collection
     gc_t = [0.0]
@@ -476,7 +476,8 @@ def sampler_jitter(url: str, interval: float, seconds: float, load: int, max_tok
     from bench.loop import run as run_loop
     from bench.samplers import Context
     from bench.samplers.scrape import MetricsSampler
-    from bundle.store import BundleWriter, read_bundle
+    from bundle.store.reader import read_bundle
+    from bundle.store.writer import BundleWriter
 
     out = tmp / f"sampler-{interval:g}-{load}"
     w = BundleWriter(out, {"tool": {}, "engine": {}, "plan": {}})

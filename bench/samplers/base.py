@@ -21,7 +21,7 @@ def no_engine() -> None:
 class Context:
     """What a round gives its samplers."""
 
-    writer: Any       # the bundle (bundle.store.BundleWriter): `now()` its clock, `append()`
+    writer: Any       # the bundle (bundle.store.writer.BundleWriter): `now()` its clock, `append()`
     session: Any = None     # the side requests' HTTP pool, kept off the client's streams
     # The server's base URL now, or each server's of a data-parallel round.
     endpoint: Callable[[], str | list[str]] | None = None

@@ -14,5 +14,5 @@ selection keeps the order of the records in the bundle.
 Reading (`read_request_files`) parses whole blocks of lines at once: the chunk pairs, most of
 a line, go through pandas' C number parser in bulk; the rest of each record through orjson. A
 block that is not of the usual shape is read line by line instead, with the same result and
-the same checks and messages as any other stream (`bundle.store.iter_jsonl`).
+the same checks and messages as any other stream (`bundle.store.streams.iter_jsonl`).
 """

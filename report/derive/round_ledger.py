@@ -17,7 +17,7 @@ from bundle.files import run_dir
 from bundle.peers import PeerResult, external_dir, read_peer_files, round_peer_files
 from bundle.request_table.table import RequestTable
 from bundle.slo import Slo, SloError, slo_from_dict, slo_of_file
-from bundle.store import Bundle
+from bundle.store.reader import Bundle
 from report.derive import clienterror as CE
 from report.derive import delivery as DL
 from report.derive import peers as PR

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bundle.gpu_fields import GPM_FIELDS
-from bundle.store import Bundle, read_bundle
+from bundle.store.reader import Bundle, read_bundle
 from report.derive.round_ledger import read_round
 from report.judge.rules import WEAKER
 from report.judge.verdicts import build_ledger

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench.standin.thread import StandInThread
-from bundle.store import SCHEMA_VERSION
+from bundle.store.manifest import SCHEMA_VERSION
 from tests.conftest import ROOT, run_bench
 from tests.standin_round import STANDIN_ROUND_PLAN
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.standin.thread import StandInThread
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive.round_ledger import read_round
 from report.judge.verdicts import build_ledger
 from tests.conftest import ROOT, run_bench

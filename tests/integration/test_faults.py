@@ -21,7 +21,7 @@ import pytest
 
 from bench.engine import http_get
 from bench.standin.thread import StandInThread
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive import stats as ST
 from report.derive.round_ledger import read_round
 from report.judge.verdicts import build_ledger

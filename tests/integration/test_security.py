@@ -19,7 +19,8 @@ import pytest
 
 from bench.engine import free_port
 from bench.standin.thread import StandInThread
-from bundle.store import REDACTED, read_bundle
+from bundle.redact import REDACTED
+from bundle.store.reader import read_bundle
 from tests.conftest import ROOT, run_bench
 from tests.standin_round import STANDIN_ROUND_PLAN
 

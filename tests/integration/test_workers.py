@@ -25,7 +25,8 @@ from bench.prompts import PlanError
 from bench.standin.thread import StandInThread
 from bench.workers import ShardWriter, split
 from bench.workload import arrival_offsets, point_seed
-from bundle.store import BundleWriter, read_bundle
+from bundle.store.reader import read_bundle
+from bundle.store.writer import BundleWriter
 from tests.conftest import ROOT, run_bench
 
 STEP_MS = 5.0

@@ -17,7 +17,8 @@ from bench.samplers import Context
 from bench.samplers.scrape import MetricsSampler
 from bench.standin.thread import StandInThread
 from bundle.metric_keys import split_key
-from bundle.store import BundleWriter, read_bundle
+from bundle.store.reader import read_bundle
+from bundle.store.writer import BundleWriter
 from serving_ledger.cli import build_parser
 from tests.standin_round import STANDIN_ROUND_PLAN
 

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bundle.store import BundleError, BundleWriter, read_bundle
+from bundle.files import BundleError
+from bundle.store.reader import read_bundle
+from bundle.store.writer import BundleWriter
 
 MANIFEST = {"tool": {"name": "test"}, "engine": None, "plan": {}}
 

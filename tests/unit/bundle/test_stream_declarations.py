@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from bundle import store
+from bundle.store import reader, streams
 from bundle.schema import STREAM, STREAMS, record_problem
 from tests.conftest import ROOT
 
@@ -17,10 +17,10 @@ LINK = re.compile(r"\[([^\]]+)\]\([^)]+\)")
 
 
 def test_the_writer_and_the_reader_take_the_streams_from_their_declaration():
-    assert store.SAMPLE_FILES == tuple(s.name for s in STREAMS)
-    assert store.RECORD_FIELDS == {s.name: s.required for s in STREAMS}
-    assert set(store.ORDERED_STREAMS) == {s.name for s in STREAMS if s.ordered}
-    assert set(store.UNIQUE_KEY_STREAMS) == {s.name for s in STREAMS if s.unique_keys}
+    assert streams.SAMPLE_FILES == tuple(s.name for s in STREAMS)
+    assert streams.RECORD_FIELDS == {s.name: s.required for s in STREAMS}
+    assert set(streams.ORDERED_STREAMS) == {s.name for s in STREAMS if s.ordered}
+    assert set(streams.UNIQUE_KEY_STREAMS) == {s.name for s in STREAMS if s.unique_keys}
     assert all(set(s.required) <= set(s.fields) for s in STREAMS)
     assert STREAM["requests"].file == "requests.jsonl"
 
@@ -50,5 +50,5 @@ def test_docs_bundle_names_every_field_of_every_stream():
 def test_the_reader_keeps_each_declared_stream_in_a_field_of_its_name():
     # requests are the columnar request table; every other stream is a list of records.
     from dataclasses import fields
-    have = {f.name for f in fields(store.Bundle)}
+    have = {f.name for f in fields(reader.Bundle)}
     assert [s.name for s in STREAMS if s.name != "requests" and s.name not in have] == []

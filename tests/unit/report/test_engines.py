@@ -15,7 +15,7 @@ from bench.runner import run_round
 from bench.standin.thread import StandInThread
 from bundle.metric_keys import sample_key
 from bundle.request_table.table import RequestTable
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive.load import admission as LA
 from report.derive.load import engines as OC
 from report.derive.load import inflight as LI

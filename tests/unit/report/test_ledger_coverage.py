@@ -24,7 +24,7 @@ import types
 import pytest
 
 from bundle.slo import slo_from_text
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive.round_ledger import RoundData, point_raw, read_round, round_raw
 from report.judge.compare import cross_round_ledger
 from report.judge.verdicts import build_ledger

@@ -97,7 +97,7 @@ def test_an_existing_file_or_an_unknown_step_is_refused_and_nothing_is_written(t
 def test_the_smaller_budget_step_stays_silent_where_the_itl_tail_is_not_one_prefill_step():
     import dataclasses
 
-    from bundle.store import read_bundle
+    from bundle.store.reader import read_bundle
     from report.derive.round_ledger import read_round
     from report.judge.next_steps import next_steps
     from report.judge.result import point_labels

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from bundle.peers import VLLM, PeerResult
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive.peers import peer_matches
 from report.derive.round_ledger import read_round
 from report.judge.peer_gaps import matches, round_peer_findings, same_definition, unmatched

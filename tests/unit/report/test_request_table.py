@@ -16,9 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bundle.files import BundleError
 from bundle.request_table import fileread
 from bundle.request_table.table import RequestTable
-from bundle.store import BundleError, compress_in_members, read_bundle
+from bundle.store.reader import read_bundle
+from bundle.store.writer import compress_in_members
 from report.derive import stats as ST
 from report.derive.reconcile.estimator import requests_inside_window
 from report.derive.timing.server import per_request_server_ms

@@ -112,7 +112,7 @@ def test_a_round_of_single_requests_says_nothing_of_sessions():
 def test_the_length_histograms_count_every_sent_request_in_a_few_bars_per_point():
     # Round 9 sent thousands of ShareGPT requests a point: counted in Python, a point is at most
     # forty bars a series, and each series' bars add up to every measured request of the round.
-    from bundle.store import read_bundle
+    from bundle.store.reader import read_bundle
     from report.derive.round_ledger import read_round
     from report.publish.figures.lengths import fig_lengths
 
