@@ -269,3 +269,4 @@ MAX_LOG_BYTES = 256 << 20
 
 def find_bundles(root: str | os.PathLike) -> list[Path]:
     """Every bundle directory (one holding manifest.json) below ROOT, in sorted order."""
+    return sorted(p.parent for p in Path(root).rglob("manifest.json"))
