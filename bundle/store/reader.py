@@ -16,7 +16,7 @@ from bundle.files import (
 )
 from bundle.request_table.fileread import read_request_files
 from bundle.request_table.table import RequestTable
-from bundle.schema import manifest_problem
+from bundle.schema import STREAMS, manifest_problem
 from bundle.store.manifest import (
     KIND,
     LIST_KEYS,
@@ -38,28 +38,35 @@ from bundle.store.streams import (
     stream_names,
 )
 
+# Every stream but the requests (a columnar table) is read into a list of records under its name.
+RECORD_STREAMS = tuple(s.name for s in STREAMS if s.name != "requests")
+
 
 @dataclass
 class Bundle:
     """A bundle read back: manifest plus raw sample lists, with any read warnings.
 
-    The requests are a columnar RequestTable (`request_table`, what the report reads);
-    `requests` gives them as record dicts, built on first use (slow for a large round).
+    Each stream bundle/schema.py declares is a list of records in `samples`, read as the
+    attribute of its name (`bundle.gpu`); the requests are a columnar RequestTable
+    (`request_table`, what the report reads), `requests` gives them as record dicts, built on
+    first use (slow for a large round).
     """
 
     path: Path
     manifest: dict[str, Any]
-    points: list[dict] = field(default_factory=list)
-    metrics: list[dict] = field(default_factory=list)
-    gpu: list[dict] = field(default_factory=list)
-    client: list[dict] = field(default_factory=list)
-    host: list[dict] = field(default_factory=list)
-    dcgm: list[dict] = field(default_factory=list)
-    shards: list[dict] = field(default_factory=list)
+    samples: dict[str, list[dict]] = field(
+        default_factory=lambda: {name: [] for name in RECORD_STREAMS})
     warnings: list[str] = field(default_factory=list)
     request_table: RequestTable = field(default_factory=RequestTable.empty)
     request_files: list[str] = field(default_factory=list)  # read, in order
     _requests: list[dict] | None = field(default=None, repr=False, compare=False)
+
+    def __getattr__(self, name: str) -> list[dict]:
+        """A stream's records by the stream's name (`bundle.points`, `bundle.gpu`, ...)."""
+        samples = self.__dict__.get("samples")
+        if samples is None or name not in samples:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return samples[name]
 
     @property
     def requests(self) -> list[dict]:
@@ -188,7 +195,7 @@ def read_bundle(path: str | os.PathLike) -> Bundle:
             numbered = list(iter_jsonl(files[stream], b.warnings, RECORD_FIELDS[stream], stream))
             if stream == "points":
                 check_point_events(files[stream], numbered)
-            getattr(b, stream).extend(rec for _, rec in numbered)
+            b.samples[stream].extend(rec for _, rec in numbered)
     # Requests: requests.jsonl, then each worker's shard in k order, as one columnar table. A
     # closed bundle lists its shards in the manifest; a shard it does not list came from
     # elsewhere and would count its requests again.
