@@ -1,9 +1,11 @@
 """Each sample stream is declared once (bundle/schema.py STREAMS): the writer and the reader take
-its file, fields, required fields and order from it, and docs/bundle.md's table of files lists
-every declared stream with what a record is, and names each of its fields."""
+its file, fields, required fields and order from it, docs/bundle.md's table of files is written
+from it (tools/stream_table.py) with what a record is and when, and the document names each of
+its fields."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 
 from bundle.schema import STREAM, STREAMS, record_problem
@@ -14,6 +16,10 @@ DOC = ROOT / "docs" / "bundle.md"
 # A row of the table of files: `file` | written | one line / content |
 FILE_ROW = re.compile(r"^\| `([a-z]+)\.jsonl` \| [^|]* \| (.*) \|$", re.M)
 LINK = re.compile(r"\[([^\]]+)\]\([^)]+\)")
+
+spec = importlib.util.spec_from_file_location("stream_table", ROOT / "tools" / "stream_table.py")
+stream_table = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(stream_table)
 
 
 def test_the_writer_and_the_reader_take_the_streams_from_their_declaration():
@@ -35,6 +41,13 @@ def test_docs_bundle_lists_every_declared_stream_and_what_a_record_is():
     rows = {name: LINK.sub(r"\1", what) for name, what in FILE_ROW.findall(DOC.read_text(encoding="utf-8"))}
     assert sorted(rows) == sorted(STREAM), "docs/bundle.md's table of files is not bundle/schema.py's STREAMS"
     assert {n: rows[n] for n in STREAM} == {n: s.what for n, s in STREAM.items()}
+
+
+def test_docs_bundle_table_of_files_is_the_one_written_from_the_declarations():
+    block = stream_table.BLOCK.search(DOC.read_text(encoding="utf-8"))
+    assert block, "docs/bundle.md has no <!-- files --> block"
+    assert block[2] == stream_table.files_table(), \
+        "docs/bundle.md's table of files is stale: .venv/bin/python tools/stream_table.py --write"
 
 
 def test_docs_bundle_names_every_field_of_every_stream():
