@@ -18,11 +18,13 @@ DOC = ROOT / "docs" / "bundle.md"
 BLOCK = re.compile(r"(<!-- files -->\n)(.*?)(<!-- /files -->\n)", re.S)
 HEAD = "| file | written | one line / content |\n|---|---|---|\n"
 # The bundle's files that are not sample streams: before the streams, after the stream named, last.
-FIRST = "| `manifest.json` | at start; replaced atomically on every change | provenance and status (below) |\n"
-AFTER = {"requests": "| `requests.w{k}.jsonl` | appended by load-generating worker process k (0, 1, ...) "
-                     "| the same, see below |\n"}
+FIRST = ("| `manifest.json` | at start; replaced atomically on every change "
+         "| provenance and status (below) |\n")
+AFTER = {"requests": "| `requests.w{k}.jsonl` | appended by load-generating worker process k "
+                     "(0, 1, ...) | the same, see below |\n"}
 LAST = ("| `server.log` | streamed by the engine | the engine's log (when this tool started it) |\n"
-        "| `writer.lock` | while `run` writes the bundle | the pid of the one process writing it (below) |\n")
+        "| `writer.lock` | while `run` writes the bundle "
+        "| the pid of the one process writing it (below) |\n")
 DOC_LINK = re.compile(r"\((\w+\.md)\)")
 
 

@@ -1,4 +1,4 @@
-"""What the stand-in answers with: its names, its fault modes and their error replies, a prompt's tokens."""
+"""What the stand-in answers with: its names, fault modes, error replies, a prompt's size."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from bundle.request_table.columns import Builder, RecordError, Store, records_bl
 
 
 class RequestTable(Sequence):
-    """Requests as columns, as the package's docstring says; iterated, a sequence of record dicts."""
+    """Requests as columns, as the package's docstring says; iterated, a sequence of dicts."""
 
     def __init__(self, store: Store, rows: np.ndarray | None = None):
         self._s = store

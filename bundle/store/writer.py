@@ -1,4 +1,4 @@
-"""BundleWriter: raw samples appended and flushed line by line, the manifest rewritten atomically."""
+"""BundleWriter: raw samples appended and flushed line by line, the manifest replaced atomically."""
 
 from __future__ import annotations
 
