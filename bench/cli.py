@@ -11,20 +11,14 @@ import sys
 from pathlib import Path
 
 from bench.engine import EngineError
-from bench.plan import (
-    OPEN_FILES_RESERVED,
-    Plan,
-    PlanError,
-    SamplerSpec,
-    SweepSpec,
-    WorkloadSpec,
-    check_plan,
-    load_plan,
-    open_files_limit,
-)
+from bench.plan.budget import OPEN_FILES_RESERVED, open_files_limit
+from bench.plan.checks import check_plan
+from bench.plan.parse import load_plan
+from bench.plan.spec import Plan, SamplerSpec, SweepSpec, WorkloadSpec
+from bench.prompts import PlanError
 from bench.urls import check_endpoint, check_endpoints_differ
+from bundle.files import BundleError
 from bundle.redact import API_KEY_ENV, SECRET_MIN_LEN
-from bundle.store import BundleError
 from bundle.textsafety import terminal_line
 
 
@@ -246,7 +240,7 @@ def run(args: argparse.Namespace, judge=None) -> int:
     if problem:
         print(f"error: {API_KEY_ENV}: {problem}", file=sys.stderr)
         return 2
-    from bench.plan import affinity_problem
+    from bench.plan.checks import affinity_problem
     problem = affinity_problem(plan)
     if problem:
         print(f"error: {name_the_flag(problem, args)}", file=sys.stderr)

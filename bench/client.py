@@ -17,7 +17,8 @@ from array import array
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from bench.httpstream import StreamError, StreamPool, dumps
+from bench.httpstream.framing import StreamError
+from bench.httpstream.pool import StreamPool, dumps
 from bundle.schema import MAX_COUNT
 
 try:

@@ -15,7 +15,8 @@ import aiohttp
 from bench import replay, sessions
 from bench.client import Timeouts
 from bench.engine import Engine
-from bench.plan import Plan, warmup_ends_at_first_reply
+from bench.plan.budget import warmup_ends_at_first_reply
+from bench.plan.spec import Plan
 from bench.point_driver import (
     LocalSlots,
     Phase,
@@ -35,7 +36,7 @@ from bench.point_driver import (
 )
 from bench.round_manifest import dataset_tokenizer
 from bench.workload import make_prompts, stream_start_offsets
-from bundle.store import BundleWriter
+from bundle.store.writer import BundleWriter
 
 
 async def run_point(session: aiohttp.ClientSession, engine: Engine, plan: Plan, point: dict,

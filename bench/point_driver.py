@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 if TYPE_CHECKING:
     from bench.engine import Engine
-    from bundle.store import BundleWriter
+    from bundle.store.writer import BundleWriter
 
 from bench.client import Timeouts, completion_payload, stream_request
 from bench.loop import sleep_until
-from bench.plan import Plan, prompt_pool_size, warmup_count
+from bench.plan.budget import prompt_pool_size, warmup_count
+from bench.plan.spec import Plan
 from bench.workload import arrival_offsets, point_seed
 
 

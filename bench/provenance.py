@@ -34,7 +34,7 @@ def collect_git_revision() -> str | None:
 
 def collect_tool_metadata() -> dict:
     """Tool name and version, git revision, Python and platform, and how the client reads."""
-    from bench.httpstream import reader_name
+    from bench.httpstream.sockets import reader_name
     from bench.loop import loop_name
     return {"name": "serving-ledger", "version": __version__, "git_revision": collect_git_revision(),
             "python": sys.version.split()[0], "platform": platform.platform(),

@@ -38,12 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.clock_sync import ClockServer
-from bench.plan import Plan
+from bench.plan.spec import Plan
 from bench.point_driver import Phase, RoundFailed, end_point, point_shape
 from bench.prompts import Prompt
 from bench.shard_writer import ShardWriter, shard_name
 from bench.workers import point_commands, share_count
-from bundle.store import BundleWriter
+from bundle.store.writer import BundleWriter
 
 INSTALL_HINT = ("Ray is not installed in this environment; install it with "
                 "pip install 'serving-ledger[ray]'")

@@ -155,7 +155,7 @@ class ShardActor:
         """Where this worker runs: its Ray node id, host name and process."""
         import ray
 
-        from bench import httpstream
+        from bench.httpstream import sockets as httpstream
         # Whether the compiled reader loaded here (the shipped build may not fit the node).
         return {"worker": self.k, "node": ray.get_runtime_context().get_node_id(),
                 "hostname": socket.gethostname(), "pid": os.getpid(),

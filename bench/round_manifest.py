@@ -13,7 +13,8 @@ from typing import Any
 
 from bench import replay
 from bench.engine import TINY_MODEL_DIR
-from bench.plan import Plan, PlanError
+from bench.plan.spec import Plan
+from bench.prompts import PlanError
 from bench.provenance import (
     collect_host_metadata,
     collect_model_config,

@@ -32,15 +32,19 @@ from bench.engine import Engine, EngineError, EngineGroup, free_port
 from bench.local_point import run_point
 from bench.loop import collect_between_points
 from bench.loop import run as run_loop
-from bench.plan import Plan, PlanError, context_problem, flags_problem, resume_problem
+from bench.plan.checks import context_problem, flags_problem
+from bench.plan.resume import resume_problem
+from bench.plan.spec import Plan
 from bench.point_driver import Phase, RoundFailed, ServerDied, progress_line
+from bench.prompts import PlanError
 from bench.round_manifest import dataset_tokenizer, initial_manifest, model_config_of, secrets_of
 from bench.samplers import AT_ROUND, AT_SERVER, Context, round_samplers
 from bench.search import SloSearch
 from bundle.files import server_log_name
 from bundle.lock import BundleLock
 from bundle.redact import Redactor
-from bundle.store import BundleWriter, read_bundle
+from bundle.store.reader import read_bundle
+from bundle.store.writer import BundleWriter
 
 
 def make_engine(plan: Plan, port: int, flags: list[str]) -> Engine | EngineGroup:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bundle.redact import Redactor
-from bundle.store import check_written, reopen_for_append, request_line
+from bundle.store.writer import check_written, reopen_for_append, request_line
 
 
 def shard_name(k: int) -> str:

@@ -37,7 +37,7 @@ from bench import replay
 from bench.client import Timeouts, open_stream_session
 from bench.loop import collect_between_points
 from bench.loop import run as run_loop
-from bench.plan import Plan
+from bench.plan.spec import Plan
 from bench.point_driver import (
     PointRun,
     RoundFailed,

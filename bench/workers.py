@@ -34,7 +34,8 @@ import threading
 import time
 
 from bench import replay
-from bench.plan import Plan, PlanError, warmup_ends_at_first_reply
+from bench.plan.budget import warmup_ends_at_first_reply
+from bench.plan.spec import Plan
 from bench.point_driver import (
     Phase,
     RoundFailed,
@@ -44,10 +45,10 @@ from bench.point_driver import (
     point_shape,
     warm_until,
 )
-from bench.prompts import Prompt
+from bench.prompts import PlanError, Prompt
 from bench.worker_loop import ABORT, READY_TIMEOUT_S, STOP, Shared, worker_main
 from bench.workload import stream_start_offsets
-from bundle.store import BundleWriter
+from bundle.store.writer import BundleWriter
 
 OPEN_LOOP_LEAD_S = 0.05        # the open-loop schedule starts this long after the point's start
 

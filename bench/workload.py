@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 
 from bench.lengths import length_sampler
-from bench.plan import WorkloadSpec
+from bench.plan.spec import WorkloadSpec
 from bench.prompts import PlanError, Prompt, read_prompt_file
 
 

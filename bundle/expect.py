@@ -12,7 +12,7 @@ from typing import Any
 from bundle.schema import point_id
 from bundle.textfile import read_toml_file
 
-# A plan file is at most this large (bench/plan.py reads it with the same bound).
+# A plan file is at most this large (bench/plan/parse.py reads it with the same bound).
 MAX_PLAN_FILE_BYTES = 1 << 20
 
 

@@ -85,7 +85,7 @@ def chunk_pairs(v: Any) -> bool:
         and (p[1] is None or (integer(p[1]) and 0 <= p[1] <= MAX_COUNT)) for p in v)
 
 
-# A point id as the collector makes it (bench/plan.py Plan._point: `s1-L128-c4`, `L1024-r0.5`,
+# A point id as the collector makes it (bench/plan/spec.py Plan._point: `s1-L128-c4`, `L1024-r0.5`,
 # `L64-r1e+06`): letters, digits and `.+-`, so an id is data wherever the report puts it (the
 # `[[p.<id>.<key>]]` placeholders of its sentences, a file name), never markup.
 POINT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+-]{0,63}")
@@ -107,7 +107,7 @@ WHAT = {number: "a number", integer: "an integer", text: "a string", boolean: "t
 POINT_EVENTS = ("start", "measure", "end", "server_start", "server_ready", "server_stop", "search")
 POINT_STATUSES = ("ok", "failed")
 
-# The fields of a point's `settings` (bench/plan.py Plan.points writes them).
+# The fields of a point's `settings` (bench/plan/spec.py Plan.points writes them).
 SETTINGS: dict[str, Check] = {
     "id": point_id, "server_flags": array, "server_set": count, "input_len": count,
     "output_len": count, "arrival": text, "concurrency": nullable(count),
@@ -117,10 +117,12 @@ SETTINGS: dict[str, Check] = {
 @dataclass(frozen=True)
 class Stream:
     """One sample stream of a bundle, declared once: the writer checks what it appends by it, the
-    reader what it reads, and docs/bundle.md's table of files lists it (a test holds them equal)."""
+    reader what it reads, and docs/bundle.md's table of files is written from it
+    (tools/stream_table.py; a test holds them equal)."""
 
     name: str       # its file is `<name>.jsonl` (`.jsonl.gz` once compressed)
     what: str       # what a record is, as docs/bundle.md's table of files says it
+    written: str    # when a record is appended, as that table says it
     # Each listed field's type; a record may hold others (a later collector's additions).
     fields: dict[str, Check]
     # The fields every record carries (the report reads them unguarded); a "t" among them a number.
@@ -147,13 +149,13 @@ TRACE_BLOCK_TOKENS = 512
 
 # Every sample stream, in the order the writer compresses and the reader reads them.
 STREAMS: tuple[Stream, ...] = (
-    Stream("points", "a point or server event", {
+    Stream("points", "a point or server event", "appended", {
         "t": number, "event": text, "point": nullable(point_id), "settings": obj,
         "status": text, "reason": nullable(text), "seed": integer, "server_set": count,
         "command": nullable(array), "mode": text, "met_slo": boolean},
         required=("event", "t"), unique_keys=True),
-    # Read into columns by bundle/request_table.py; `requests.w{k}` (worker k's) share it.
-    Stream("requests", "one request, every timestamp raw", {
+    # Read into columns by bundle/request_table/; `requests.w{k}` (worker k's) share it.
+    Stream("requests", "one request, every timestamp raw", "appended when a request ends", {
         "point": text, "i": integer, "warmup": boolean, "status": text, "error": nullable(text),
         "t_slot": nullable(number), "t_sched": nullable(number), "t_send": nullable(number),
         "t_headers": nullable(number), "t_first": nullable(number), "t_end": nullable(number),
@@ -172,8 +174,10 @@ STREAMS: tuple[Stream, ...] = (
         required=("point",)),
     # withheld: the scraped samples that were no measurement (not finite, out of range), each
     # key with its reason, kept out of `samples` (bundle/plausible.py).
-    Stream("metrics", "one `/metrics` scrape or a gap", SCRAPE, required=("t", "ok"), ordered=True),
-    Stream("gpu", "one GPU's NVML sample, with its GPM counters where the GPU has them", {
+    Stream("metrics", "one `/metrics` scrape or a gap", "appended every scrape", SCRAPE,
+           required=("t", "ok"), ordered=True),
+    Stream("gpu", "one GPU's NVML sample, with its GPM counters where the GPU has them",
+           "appended every telemetry tick", {
         "t": number, "gpu": count, "power_w": nullable(number),
         "power_limit_w": nullable(number), "temperature_c": nullable(number),
         "sm_clock_mhz": nullable(number), "mem_clock_mhz": nullable(number),
@@ -185,12 +189,13 @@ STREAMS: tuple[Stream, ...] = (
         required=("t",), ordered=True, unique_keys=True),
     # `worker` and `node`: the load worker that took the sample (a worker process, a Ray
     # round's node); absent in the round's own samples and in bundles recorded before them.
-    Stream("client", "the client's own lag: event loop and socket reads", {
+    Stream("client", "the client's own lag: event loop and socket reads", "appended every 0.5 s", {
         "t": number, "loop_lag_s": number, "tasks": count, "reads": count,
         "reads_kernel_stamped": count, "read_wait_max_s": number, "worker": count,
         "node": text},
         required=("t",), unique_keys=True),
-    Stream("host", "cumulative CPU seconds of the host, the engine's processes, the client", {
+    Stream("host", "cumulative CPU seconds of the host, the engine's processes, the client",
+           "appended every 0.5 s (or the `/metrics` interval, if shorter)", {
         "t": number, "cores": count, "cpu_busy_s": number, "cpu_total_s": number,
         "client_cpu_s": number, "engine_cpu_s": nullable(number),
         # The client's event loop's run-queue wait (runnable, not running), cumulative.
@@ -198,11 +203,13 @@ STREAMS: tuple[Stream, ...] = (
         required=("t",), ordered=True, unique_keys=True),
     # Scrapes of an NVIDIA DCGM exporter's page (remote GPUs), recorded as metrics are.
     Stream("dcgm", "one scrape of an NVIDIA DCGM exporter's page (the `DCGM_FI_*` samples, as "
-           "`metrics.jsonl` holds vLLM's) or a gap", SCRAPE,
+           "`metrics.jsonl` holds vLLM's) or a gap",
+           "appended every `/metrics` tick, when `[sampler] gpu_metrics` (`--gpu-metrics URL`) "
+           "names an exporter", SCRAPE,
            required=("t", "ok"), ordered=True),
     # A Ray round's worker per point (bench/ray_cluster.py): status "ok", "died" or "lost".
     Stream("shards", "one worker of the point: its node, what it was asked to send and sent, "
-           "its clock offset (ray.md)", {
+           "its clock offset (ray.md)", "appended at the end of each point of a Ray round", {
         "t": number, "point": text, "worker": count, "node": nullable(text),
         "status": text, "error": nullable(text), "planned": nullable(count),
         "sent": nullable(count), "done": nullable(count), "errors": nullable(count),

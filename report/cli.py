@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from bundle.files import bundle_dir
+from bundle.files import BundleError, bundle_dir
 from bundle.slo import SloError
-from bundle.store import BundleError, find_bundles
+from bundle.store.reader import find_bundles
 from report.words import LANGS, round_name
 
 FORMATS = ("html", "pdf")
@@ -152,7 +152,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def point_summaries(bundle_dir: Path, warnings: list[str] | None = None) -> list[dict]:
     """Per point, the client statistics from the ledger (None where absent); the bundle's
     read warnings (a truncated last line) are appended to WARNINGS."""
-    from bundle.store import read_bundle
+    from bundle.store.reader import read_bundle
     from report.derive.round.read import NO_SLO, read_round
     from report.judge.verdicts import build_ledger
     bundle = read_bundle(bundle_dir)
@@ -411,7 +411,7 @@ def cmd_next(args: argparse.Namespace) -> int:
 
 def read_recorded_plan(bundle: Path) -> dict:
     """The plan a bundle's manifest says its round ran."""
-    from bundle.store import read_bundle
+    from bundle.store.reader import read_bundle
     return read_bundle(bundle).manifest.get("plan") or {}
 
 

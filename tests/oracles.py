@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bundle.request_table import RequestTable, as_request_table
+from bundle.request_table.table import RequestTable, as_request_table
 from report.architecture import theory as T
 from report.architecture.modelconfig import ModelShape
 from report.architecture.theory import (

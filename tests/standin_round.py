@@ -1,4 +1,4 @@
-"""A short round plan for tests against the stand-in (bench/standin.py), with no engine.
+"""A short round plan for tests against the stand-in (bench/standin/), with no engine.
 
 The plan names the embedded model's config.json, vendored in tests/fixtures/models, so that
 the report has an architecture (KV section) though the stand-in serves no model.

@@ -31,7 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bundle.store import SAMPLE_FILES, compress_in_members, find_bundles, read_bundle  # noqa: E402
+from bundle.store.reader import find_bundles, read_bundle  # noqa: E402
+from bundle.store.streams import SAMPLE_FILES  # noqa: E402
+from bundle.store.writer import compress_in_members  # noqa: E402
 from report.derive.round.read import read_round  # noqa: E402
 from report.judge.verdicts import build_ledger  # noqa: E402
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import httpstream  # noqa: E402
+from bench.httpstream import sockets  # noqa: E402
 
 
 def event(n: int) -> bytes:
@@ -47,14 +47,14 @@ def one_run(conns: int, events: int, ring: bool) -> dict:
     srv.bind(("127.0.0.1", 0))
     srv.listen(conns)
     port = srv.getsockname()[1]
-    poller = httpstream._streamread.Poller(httpstream._loads)
+    poller = sockets._streamread.Poller(sockets._loads)
     if ring:
         poller.capture(port)          # before connecting: the ring must see each SYN-ACK
     clients, servers = [], []
     try:
         for _ in range(conns):
             c = socket.create_connection(("127.0.0.1", port))
-            c.setsockopt(socket.SOL_SOCKET, httpstream.SO_TIMESTAMPNS, 1)
+            c.setsockopt(socket.SOL_SOCKET, sockets.SO_TIMESTAMPNS, 1)
             c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
             c.setblocking(False)
             s, _ = srv.accept()
@@ -111,10 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--cpu", type=int, help="pin to this CPU")
     args = ap.parse_args(argv)
-    if httpstream._streamread is None:
+    if sockets._streamread is None:
         print("the compiled reader is not built here", file=sys.stderr)
         return 2
-    if not httpstream.packet_ring_allowed():
+    if not sockets.packet_ring_allowed():
         print("no packet ring here (AF_PACKET not permitted): nothing to compare", file=sys.stderr)
         return 2
     if args.cpu is not None:

@@ -3,7 +3,7 @@
 Not a test: it prints figures. Run `make bench-tool` (or `.venv/bin/python tools/bench_tool.py
 [--quick]`). What it does:
 
-1. Starts the stand-in server (`bench/standin.py`, step timer `--step-ms`, token send times
+1. Starts the stand-in server (`bench/standin/`, step timer `--step-ms`, token send times
    traced) pinned to one core (`--server-cpu`, default 1).
 2. For each concurrency level C, runs a closed loop of C streams for `--seconds` with each
    client in turn (each client is one long-lived worker process, started once):
@@ -92,7 +92,7 @@ def worker_ours(args: argparse.Namespace) -> None:
     from bench.client import completion_payload, open_stream_session, stream_request
     from bench.loop import loop_name
     from bench.loop import run as run_loop
-    from bundle.store import BundleWriter
+    from bundle.store.writer import BundleWriter
 
     gc_log: list[tuple[int, float]] = []    # (generation, pause s) of each collection
     gc_t = [0.0]
@@ -476,7 +476,8 @@ def sampler_jitter(url: str, interval: float, seconds: float, load: int, max_tok
     from bench.loop import run as run_loop
     from bench.samplers import Context
     from bench.samplers.scrape import MetricsSampler
-    from bundle.store import BundleWriter, read_bundle
+    from bundle.store.reader import read_bundle
+    from bundle.store.writer import BundleWriter
 
     out = tmp / f"sampler-{interval:g}-{load}"
     w = BundleWriter(out, {"tool": {}, "engine": {}, "plan": {}})
@@ -890,7 +891,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu_model = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
                       if ln.startswith("model name")), platform.processor()) \
         if os.path.exists("/proc/cpuinfo") else platform.processor()
-    from bench.httpstream import reader_name
+    from bench.httpstream.sockets import reader_name
     print(f"bench_tool {dt.datetime.now().isoformat(timespec='seconds')}  host: {ncpu} cores "
           f"({cpu_model}), {platform.machine()}, Python {platform.python_version()}, "
           f"aiohttp {aiohttp.__version__}")

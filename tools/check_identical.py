@@ -55,7 +55,7 @@ def _json(path: Path, obj) -> None:
 
 def bundles() -> list[tuple[Path, str]]:
     """(bundle, name in the output) of every committed bundle, runs/ first (run from the root)."""
-    from bundle.store import find_bundles
+    from bundle.store.reader import find_bundles
     from report.judge.result import round_id_for
     out = []
     for root in BUNDLE_ROOTS:     # paths from the checkout's root, as a page names its bundle

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.samplers import gpu as gpu_mod  # noqa: E402
-from bundle.store import BundleWriter  # noqa: E402
+from bundle.store.writer import BundleWriter  # noqa: E402
 
 
 def _version(dist: str) -> str | None:

@@ -3,7 +3,7 @@
     .venv/bin/python tools/record_ray_fixture.py OUT
 
 Starts a two-node Ray cluster on 127.0.0.1 (bench/ray_local.py) and the stand-in server
-(bench/standin.py, 5 ms steps) in this process, then runs `serving_ledger run` through the
+(bench/standin/, 5 ms steps) in this process, then runs `serving_ledger run` through the
 cluster: two open-loop Poisson points (6 and 10 req/s, 40 requests each, 16 tokens in and
 out), several seconds each so that every node's 0.5 s loop-lag samples land in each point's
 window. Once the first point has started and KILL_AFTER_S more have passed, worker 1's
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.ray_local import LocalCluster  # noqa: E402
-from bench.standin import StandInThread  # noqa: E402
+from bench.standin.thread import StandInThread  # noqa: E402
 
 KILL_AFTER_S = 3.0       # into the first point: worker 1 has sent part of its share
 STEP_MS = 5.0

@@ -1,31 +1,33 @@
 """The round's samplers, one per sample stream beside the requests and the point events: each a
 `Sampler` (base) that appends one stream bundle/schema.py declares, started by the round with
-its `Context` and stopped with it. A new signal is one module here, its line in
-`round_samplers`, its stream in bundle/schema.py and the quantity that reads it.
+its `Context` and stopped with it. A new signal is one module here declaring its `SIGNALS`
+(its stream, and its sampler made from the plan's `[sampler]` table), its stream in
+bundle/schema.py and the quantity that reads it; nothing lists it by hand.
 """
 
 from __future__ import annotations
 
-from bench.samplers.base import AT_ROUND, AT_SERVER, Context, Sampler
-from bench.samplers.gpu import GpuSampler
-from bench.samplers.hostcpu import HOST_INTERVAL_S, HostSampler
-from bench.samplers.lag import LagSampler
-from bench.samplers.scrape import MetricsSampler
+import importlib
+import pkgutil
 
-__all__ = ["AT_ROUND", "AT_SERVER", "Context", "Sampler", "round_samplers"]
+from bench.samplers.base import AT_ROUND, AT_SERVER, Context, Sampler, Signal
+from bundle.schema import STREAMS
+
+__all__ = ["AT_ROUND", "AT_SERVER", "Context", "Sampler", "round_samplers", "signals"]
+
+
+def signals() -> tuple[Signal, ...]:
+    """Every signal the modules of this package declare (their `SIGNALS`), in the order of
+    bundle/schema.py's STREAMS."""
+    found: list[Signal] = []
+    for module in pkgutil.iter_modules(__path__):
+        found += getattr(importlib.import_module(f"{__name__}.{module.name}"), "SIGNALS", ())
+    order = [s.name for s in STREAMS]
+    return tuple(sorted(found, key=lambda s: order.index(s.stream)))
 
 
 def round_samplers(sampler, gpus: bool) -> list[Sampler]:
-    """The samplers a round runs, in the order it starts them, from the plan's `[sampler]`
-    table (bench/plan.py); GPUS: whether the manifest describes any GPU."""
-    out: list[Sampler] = []
-    if sampler.gpu and gpus:
-        out.append(GpuSampler(sampler.gpu_interval_s))
-    out += [LagSampler(), HostSampler(min(sampler.metrics_interval_s, HOST_INTERVAL_S))]
-    if sampler.metrics:
-        out.append(MetricsSampler(sampler.metrics_interval_s))
-        if sampler.gpu_metrics:
-            # The remote GPUs' exporter, on the same clock as /metrics.
-            out.append(MetricsSampler(sampler.metrics_interval_s, stream="dcgm", path="",
-                                      prefix="DCGM_FI_", url=sampler.gpu_metrics))
-    return out
+    """The samplers a round runs, from the plan's `[sampler]` table (bench/plan/spec.py): each
+    declared signal's that the plan leaves on; GPUS: whether the manifest describes any GPU.
+    The round starts those of one `starts` together, in this order."""
+    return [s for signal in signals() if (s := signal.sampler(sampler, gpus)) is not None]

@@ -21,7 +21,7 @@ def no_engine() -> None:
 class Context:
     """What a round gives its samplers."""
 
-    writer: Any       # the bundle (bundle.store.BundleWriter): `now()` its clock, `append()`
+    writer: Any       # the bundle (bundle.store.writer.BundleWriter): `now()` its clock, `append()`
     session: Any = None     # the side requests' HTTP pool, kept off the client's streams
     # The server's base URL now, or each server's of a data-parallel round.
     endpoint: Callable[[], str | list[str]] | None = None
@@ -40,3 +40,14 @@ class Sampler(ABC):
     @abstractmethod
     async def sample(self, ctx: Context, stop: asyncio.Event) -> None:
         """Append records to `stream` until STOP is set (or the task is cancelled)."""
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A sampled signal, declared once beside its sampler (a module's `SIGNALS`): the stream it
+    appends, as bundle/schema.py's STREAMS names it, and its sampler for a round."""
+
+    stream: str
+    # (the plan's [sampler] table, whether the manifest describes a GPU) -> the sampler, or
+    # None where the plan (or a round without GPUs) leaves the signal off.
+    sampler: Callable[[Any, bool], Sampler | None]

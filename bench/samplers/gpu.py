@@ -21,7 +21,7 @@ try:  # the package is a dependency, but a missing one must read as "no NVML", n
 except ImportError:  # pragma: no cover - exercised by monkeypatching _nvml in tests
     pynvml = None
 
-from bench.samplers.base import AT_ROUND, Context, Sampler
+from bench.samplers.base import AT_ROUND, Context, Sampler, Signal
 from bench.samplers.gpm import close_streams, gpm_absent_reason, open_streams
 from bundle.gpu_fields import (  # noqa: F401
     GPM_FIELDS,
@@ -337,3 +337,11 @@ def _next_tick(prev: float, interval_s: float) -> float:
     if nxt < now:
         nxt += ((now - nxt) // interval_s + 1) * interval_s
     return nxt
+
+
+def gpu_sampler(sampler: Any, gpus: bool) -> GpuSampler | None:
+    """NVML's samples of the round's GPUs, unless the plan turns them off or there are none."""
+    return GpuSampler(sampler.gpu_interval_s) if sampler.gpu and gpus else None
+
+
+SIGNALS = (Signal("gpu", gpu_sampler),)

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bench.samplers.base import AT_ROUND, Context, Sampler
+from bench.samplers.base import AT_ROUND, Context, Sampler, Signal
 
 TICKS = os.sysconf("SC_CLK_TCK")
 # Host CPU is sampled at least this often (the /metrics interval, where shorter): a short
@@ -104,3 +104,11 @@ class HostSampler(Sampler):
                 await asyncio.wait_for(stop.wait(), timeout=self.interval_s)
             except asyncio.TimeoutError:
                 pass
+
+
+def host_sampler(sampler: Any, gpus: bool) -> HostSampler:
+    """The host's CPU seconds in every round, at the /metrics interval where it is shorter."""
+    return HostSampler(min(sampler.metrics_interval_s, HOST_INTERVAL_S))
+
+
+SIGNALS = (Signal("host", host_sampler),)

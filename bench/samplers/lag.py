@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from bench.point_driver import lag_sample
-from bench.samplers.base import AT_ROUND, Context, Sampler
+from bench.samplers.base import AT_ROUND, Context, Sampler, Signal
 
 
 class LagSampler(Sampler):
@@ -25,3 +26,11 @@ class LagSampler(Sampler):
             t = writer.now()
             await asyncio.sleep(self.interval_s)
             writer.append(self.stream, lag_sample(t, writer.now() - t - self.interval_s, ctx.streams))
+
+
+def lag_sampler(sampler: Any, gpus: bool) -> LagSampler:
+    """The client's own lag, in every round."""
+    return LagSampler()
+
+
+SIGNALS = (Signal("client", lag_sampler),)

@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 
 from bench.exposition import parse_exposition
-from bench.samplers.base import AT_SERVER, Context, Sampler
+from bench.samplers.base import AT_SERVER, Context, Sampler, Signal
 from bundle.metric_keys import ENDPOINT_LABEL, sample_key, split_key
 from bundle.plausible import screen
 
@@ -97,3 +97,19 @@ def labelled(key: str, k: int) -> str:
     """Sample KEY with the label `endpoint="K"` added (labels stay sorted by name)."""
     name, labels = split_key(key)
     return sample_key(name, {**labels, ENDPOINT_LABEL: str(k)})
+
+
+def metrics_sampler(sampler: Any, gpus: bool) -> MetricsSampler | None:
+    """The server's /metrics, unless the plan turns scraping off."""
+    return MetricsSampler(sampler.metrics_interval_s) if sampler.metrics else None
+
+
+def dcgm_sampler(sampler: Any, gpus: bool) -> MetricsSampler | None:
+    """The remote GPUs' DCGM exporter the plan names, scraped on the /metrics clock."""
+    if not (sampler.metrics and sampler.gpu_metrics):
+        return None
+    return MetricsSampler(sampler.metrics_interval_s, stream="dcgm", path="", prefix="DCGM_FI_",
+                          url=sampler.gpu_metrics)
+
+
+SIGNALS = (Signal("metrics", metrics_sampler), Signal("dcgm", dcgm_sampler))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bundle.request_table import RequestTable, as_request_table
+from bundle.request_table.table import RequestTable, as_request_table
 from report.derive import series
 from report.derive import validity as V
 from report.derive.load.inflight import late_send_share

@@ -1,6 +1,6 @@
 """Per-point client statistics, pure functions over raw request records.
 
-The records come as a RequestTable (bundle/request_table.py: one numpy column per field, the
+The records come as a RequestTable (bundle/request_table/: one numpy column per field, the
 chunks of all requests in flat arrays); a list of record dicts is converted first. Lists of
 values are numpy arrays.
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bundle.request_table import RequestTable, as_request_table
+from bundle.request_table.table import RequestTable, as_request_table
 from report.ledger import Absent
 from report.registry import DOES_NOT_APPLY, point_quantity, round_quantity
 
@@ -495,7 +495,7 @@ def e2e_sched_ms_p99(open_loop_requests: RequestTable) -> float:
 
 
 # The lengths each request brings (its usage), where the workload varies them: what the KV,
-# theory and MFU sections model in place of the plan's (round_ledger.modelled_lengths).
+# theory and MFU sections model in place of the plan's (round.read.modelled_lengths).
 def lengths_sent(requests: RequestTable) -> tuple[np.ndarray, np.ndarray]:
     """(prompt tokens, output tokens) of each answered request, as its usage reports them."""
     reqs = as_request_table(requests)

@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bundle.request_table import RequestTable
+from bundle.request_table.table import RequestTable
 from bundle.server_flags import has_flag, server_flag
 from report.architecture import roofline as RF
 from report.architecture import stepmodel as SM

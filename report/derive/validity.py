@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bundle.request_table import RequestTable, as_request_table
+from bundle.request_table.table import RequestTable, as_request_table
 from report.derive import series
 from report.ledger import Absent
 from report.registry import point_quantity, round_quantity

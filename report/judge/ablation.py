@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bundle.gpu_fields import GPM_FIELDS
-from bundle.store import Bundle, read_bundle
+from bundle.store.reader import Bundle, read_bundle
 from report.derive.round.read import read_round
 from report.judge.rules import WEAKER
 from report.judge.verdicts import build_ledger
@@ -46,12 +46,13 @@ def without(bundle: Bundle, source: str) -> tuple[Bundle, str]:
     name = gpus[0].get("name", "") if gpus else ""
     if source == "gpu_samples":
         manifest = {k: v for k, v in bundle.manifest.items() if k != "gpu_absent_reason"} | {"gpus": []}
-        return replace(bundle, gpu=[], dcgm=[], manifest=manifest), name
+        return replace(bundle, samples={**bundle.samples, "gpu": [], "dcgm": []}, manifest=manifest), name
     if source == "mfu_counters":
-        return replace(bundle, metrics=[_without_estimated(s) for s in bundle.metrics]), ""
+        return replace(bundle, samples={**bundle.samples,
+                                         "metrics": [_without_estimated(s) for s in bundle.metrics]}), ""
     if source == "gpu_counters":
-        return replace(bundle, gpu=[{k: v for k, v in s.items() if k not in GPM_FIELDS} for s in bundle.gpu],
-                       dcgm=[]), ""
+        gpu = [{k: v for k, v in s.items() if k not in GPM_FIELDS} for s in bundle.gpu]
+        return replace(bundle, samples={**bundle.samples, "gpu": gpu, "dcgm": []}), ""
     if source == "server_log":
         fields = {f: getattr(bundle, f) for f in bundle.__dataclass_fields__}
         return _NoLog(**fields), ""
@@ -59,7 +60,7 @@ def without(bundle: Bundle, source: str) -> tuple[Bundle, str]:
         manifest = {**bundle.manifest, "plan": {**(bundle.manifest.get("plan") or {}),
                                                 "sampler": {**((bundle.manifest.get("plan") or {}).get("sampler") or {}),
                                                             "metrics": False}}}
-        return replace(bundle, metrics=[], manifest=manifest), ""
+        return replace(bundle, samples={**bundle.samples, "metrics": []}, manifest=manifest), ""
     raise ValueError(f"unknown source {source!r}; known: {', '.join(SOURCES)}")
 
 

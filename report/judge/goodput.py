@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bundle.request_table import RequestTable
+from bundle.request_table.table import RequestTable
 from bundle.slo import OBJECTIVES, REQUEST_OBJECTIVES, Slo
 from report.derive import stats as ST
 from report.ledger import Absent

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bundle.files import bundle_dir, run_dir
+from bundle.files import BundleError, bundle_dir, run_dir
 from bundle.server_flags import LAUNCHER_WORDS, command_words, set_names, switch_state
 from bundle.slo import SloError
-from bundle.store import BundleError, read_bundle
+from bundle.store.reader import read_bundle
 from report.derive.round.read import RoundData, ok_points, read_round
 from report.derive.stats import INTERRUPTED
 from report.judge.compare import cross_round_ledger

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bundle.request_table import read_request_files
+from bundle.request_table.fileread import read_request_files
 from bundle.slo import slo_from_dict
-from bundle.store import shard_streams
+from bundle.store.streams import shard_streams
 from report.derive import stats as ST
 from report.judge.goodput import (
     slo_e2e_ms,

@@ -10,7 +10,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from bundle.files import bundle_dir
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive.round.read import RoundData, read_round
 from report.derive.round.stages import resolve_stage
 from report.judge import cost as _cost  # noqa: F401 (registers what the phases resolve)

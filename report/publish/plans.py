@@ -18,7 +18,7 @@ from report.ledger import Ledger
 from report.publish.numbers import plain_text
 from report.words import round_name, word
 
-# The plan's tables in the order a plan file lists them (bench/plan.py's sections, then [slo] and [cost]).
+# The plan's tables in the order a plan file lists them (bench/plan/spec.py's sections, then [slo] and [cost]).
 SECTIONS = ("engine", "workload", "sweep", "sampler", "client", "slo", "cost")
 TOP = ("id", "title", "seed")
 # A step's comment lines in a plan file wrap at this many characters.

@@ -8,7 +8,7 @@ from serving_ledger.verb import Verb
 
 def plan_problem(path: str, source: str) -> str | None:
     """Why the collector would refuse the plan file at PATH (named SOURCE), or None."""
-    from bench.plan import load_plan
+    from bench.plan.parse import load_plan
     from bench.prompts import PlanError
     try:
         load_plan(path)

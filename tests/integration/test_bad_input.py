@@ -1,6 +1,6 @@
 """Bad input to the real command lines: one clear line naming the file, exit status 2, no traceback.
 
-A small bundle is recorded once against the stand-in (bench/standin.py); each test
+A small bundle is recorded once against the stand-in (bench/standin/); each test
 damages a copy of it the way a crash, a bad disk or another tool version would.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.standin import StandInThread
-from bundle.store import SCHEMA_VERSION
+from bench.standin.thread import StandInThread
+from bundle.store.manifest import SCHEMA_VERSION
 from tests.conftest import ROOT, run_bench
 from tests.standin_round import STANDIN_ROUND_PLAN
 
@@ -233,22 +233,25 @@ def test_prompt_file_that_is_not_utf8_is_refused_before_the_round(tmp_path):
 
 def test_capacity_bounds_say_why(monkeypatch):
     """Client memory over half of the host's, and more sockets than a process may open."""
-    from bench import plan as P
-    monkeypatch.setattr(P, "host_memory_bytes", lambda: 8 << 30)
-    monkeypatch.setattr(P, "available_memory_bytes", lambda: 6 << 30)
-    monkeypatch.setattr(P, "open_files_limit", lambda: 1024)
-    plan = P.Plan(workload=P.WorkloadSpec(input_len=4096),
-                  sweep=P.SweepSpec(concurrency=[2048], requests_per_point=100_000))
+    from bench.plan import budget
+    from bench.plan.checks import check_plan
+    from bench.plan.spec import Plan, SweepSpec, WorkloadSpec
+    from bench.prompts import PlanError
+    monkeypatch.setattr(budget, "host_memory_bytes", lambda: 8 << 30)
+    monkeypatch.setattr(budget, "available_memory_bytes", lambda: 6 << 30)
+    monkeypatch.setattr(budget, "open_files_limit", lambda: 1024)
+    plan = Plan(workload=WorkloadSpec(input_len=4096),
+               sweep=SweepSpec(concurrency=[2048], requests_per_point=100_000))
     # (2048 warm-up + 100,000 prompts) x 4096 tokens x 48 B = 18.7 GiB
-    with pytest.raises(P.PlanError, match=r"L4096-c2048 needs about 18.7 GiB of client memory"
-                                          r".*over half of this host's 8.0 GiB"):
-        P.check_plan(plan)
+    with pytest.raises(PlanError, match=r"L4096-c2048 needs about 18.7 GiB of client memory"
+                                        r".*over half of this host's 8.0 GiB"):
+        check_plan(plan)
     plan.sweep.requests_per_point, plan.workload.input_len = 16, 128
-    with pytest.raises(P.PlanError, match=r"2048 requests in flight need 2048 connections per "
-                                          r"client process, over the 960 this host allows"):
-        P.check_plan(plan)
+    with pytest.raises(PlanError, match=r"2048 requests in flight need 2048 connections per "
+                                        r"client process, over the 960 this host allows"):
+        check_plan(plan)
     plan.client.workers = 4      # 512 connections each
-    P.check_plan(plan)
+    check_plan(plan)
 
 
 def test_missing_plan_file(tmp_path):
@@ -258,7 +261,7 @@ def test_missing_plan_file(tmp_path):
 
 def test_plan_strings_are_data(tmp_path):
     """A plan value that looks like code stays a string: TOML is parsed, never evaluated."""
-    from bench.plan import load_plan
+    from bench.plan.parse import load_plan
     marker = tmp_path / "pwned"
     code = f"__import__('os').system('touch {marker}')"
     plan = tmp_path / "plan.toml"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.standin import StandInThread
-from bundle.store import read_bundle
+from bench.standin.thread import StandInThread
+from bundle.store.reader import read_bundle
 from report.derive.round.read import read_round
 from report.judge.verdicts import build_ledger
 from tests.conftest import ROOT, run_bench

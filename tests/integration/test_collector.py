@@ -12,7 +12,8 @@ import time
 import pytest
 
 from bench.exposition import split_key
-from bundle.store import SCHEMA_VERSION, read_bundle
+from bundle.store.manifest import SCHEMA_VERSION
+from bundle.store.reader import read_bundle
 from tests.conftest import ROOT, run_bench
 
 pytestmark = pytest.mark.engine

@@ -3,8 +3,8 @@ readable (the client's handling of each fault: tests/unit/bench/test_stream_faul
 
 from __future__ import annotations
 
-from bench.standin import StandInThread
-from bundle.store import read_bundle
+from bench.standin.thread import StandInThread
+from bundle.store.reader import read_bundle
 from tests.conftest import output_tokens, run_bench
 
 STEP_MS = 10.0

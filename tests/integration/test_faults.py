@@ -2,7 +2,7 @@
 
 The server kill with restart and Ctrl-C use the real vLLM (its own embedded engine, and the
 session engine); endpoint-mode death and /metrics faults use the stand-in
-(bench/standin.py), which can misbehave on cue and dies in milliseconds.
+(bench/standin/), which can misbehave on cue and dies in milliseconds.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from bench.engine import http_get
-from bench.standin import StandInThread
-from bundle.store import read_bundle
+from bench.standin.thread import StandInThread
+from bundle.store.reader import read_bundle
 from report.derive import stats as ST
 from report.derive.round.read import read_round
 from report.judge.verdicts import build_ledger

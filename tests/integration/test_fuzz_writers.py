@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bench.standin import StandInThread
+from bench.standin.thread import StandInThread
 from bundle.lock import LOCK_NAME
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from tests.conftest import ROOT
 from tests.standin_round import STANDIN_ENGINE
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import pytest
 
 from bench.engine import TINY_MODEL_DIR
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive import series as S
 from report.derive.reconcile import estimator as RE
 from report.derive.reconcile import kvpool as R

@@ -26,7 +26,7 @@ import pytest
 
 from bench.engine import free_port
 from bench.exposition import parse_exposition
-from bundle.store import iter_jsonl
+from bundle.store.streams import iter_jsonl
 from tests.conftest import ROOT
 
 pytestmark = [

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive.round.read import read_round
 from report.judge.verdicts import build_ledger
 from tests.conftest import ROOT

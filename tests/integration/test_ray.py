@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.standin import StandInThread
-from bundle.store import read_bundle
+from bench.standin.thread import StandInThread
+from bundle.store.reader import read_bundle
 from tests.conftest import ROOT, run_bench
 
 STEP_MS = 5.0

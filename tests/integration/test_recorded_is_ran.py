@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench.engine import free_port, http_get
-from bench.standin import StandInThread
+from bench.standin.thread import StandInThread
 from tests.conftest import ROOT, run_bench
 from tests.standin_round import STANDIN_ROUND_PLAN
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.judge.verdicts import read_bundle_ledger
 from tests.conftest import FIXTURES, run_bench
 

@@ -11,7 +11,7 @@ import pytest
 
 from bench.datasets import model_token_counter
 from bench.engine import TINY_MODEL_DIR
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.judge.verdicts import read_bundle_ledger
 from tests.conftest import run_bench
 

@@ -1,6 +1,6 @@
 """Hostile servers and secrets: server strings are escaped in HTML, API keys never written.
 
-Rounds run against the stand-in of bench/standin.py (it serves whatever names it is given
+Rounds run against the stand-in of bench/standin/ (it serves whatever names it is given
 and keeps the Authorization headers it received); no engine is needed.
 """
 
@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from bench.engine import free_port
-from bench.standin import StandInThread
-from bundle.store import REDACTED, read_bundle
+from bench.standin.thread import StandInThread
+from bundle.redact import REDACTED
+from bundle.store.reader import read_bundle
 from tests.conftest import ROOT, run_bench
 from tests.standin_round import STANDIN_ROUND_PLAN
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.judge.verdicts import read_bundle_ledger
 from tests.conftest import run_bench
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from bench.search import SloSearch
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive.round.read import read_round
 from report.judge.search import point_meets_slo
 from report.judge.verdicts import build_ledger

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.exposition import split_key
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive import series as S
 from report.derive import stats as ST
 from tests.conftest import run_bench

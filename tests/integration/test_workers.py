@@ -20,12 +20,14 @@ from pathlib import Path
 import pytest
 
 from bench.engine import free_port, http_get
-from bench.plan import PlanError, plan_from_dict
+from bench.plan.parse import plan_from_dict
+from bench.prompts import PlanError
 from bench.shard_writer import ShardWriter
-from bench.standin import StandInThread
+from bench.standin.thread import StandInThread
 from bench.workers import split
 from bench.workload import arrival_offsets, point_seed
-from bundle.store import BundleWriter, read_bundle
+from bundle.store.reader import read_bundle
+from bundle.store.writer import BundleWriter
 from tests.conftest import ROOT, run_bench
 
 STEP_MS = 5.0

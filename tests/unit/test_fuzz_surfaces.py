@@ -23,7 +23,8 @@ from bundle.files import BundleError
 from bundle.plausible import DCGM_FIELDS, FIELD_RANGES, screen
 from bundle.schema import record_problem
 from bundle.slo import Slo, SloError, slo_of_file
-from bundle.store import BundleWriter, read_bundle
+from bundle.store.reader import read_bundle
+from bundle.store.writer import BundleWriter
 from report.derive.gpu.power import dcgm_gpu_rows
 from report.derive.round.read import NO_SLO, read_round
 from report.judge.result import judge

@@ -21,7 +21,7 @@ def test_our_modules_keep_their_layers_and_have_no_cycles():
     # the bundle layer imports nothing of ours; the report reads bundles through it (the pipeline reads them)
     assert all(d.startswith("bundle.") for m in g if m.startswith("bundle")
                for d in g[m])
-    assert "bundle.store" in g["report.judge.result"]
+    assert "bundle.store.reader" in g["report.judge.result"]
 
 
 def test_a_breach_and_a_cycle_are_found():
@@ -67,7 +67,8 @@ def test_no_folder_of_the_report_holds_more_than_fourteen_modules():
 # The folders whose rooms were split by topic, each room under about 400 lines; a room that
 # grows past it splits again rather than becoming a hall.
 SPLIT_BY_TOPIC = ("report/publish/render", "report/publish/figures", "report/planner", "report/judge/findings",
-                  "report/derive/timing", "report/derive/load", "report/derive/sweep", "report/derive/reconcile")
+                  "report/derive/timing", "report/derive/load", "report/derive/sweep", "report/derive/reconcile",
+                  "bench/httpstream", "bench/plan", "bench/standin", "bundle/request_table", "bundle/store")
 ROOM_LINES = 400
 
 

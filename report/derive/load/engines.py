@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from bundle.metric_keys import ENDPOINT_LABEL, split_key
-from bundle.request_table import RequestTable, as_request_table
+from bundle.request_table.table import RequestTable, as_request_table
 from report.derive import series
 from report.ledger import Absent
 from report.registry import point_quantity

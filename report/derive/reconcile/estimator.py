@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from bundle.request_table import RequestTable, as_request_table
+from bundle.request_table.table import RequestTable, as_request_table
 from report.architecture import theory as T
 from report.derive import series as S
 from report.ledger import Absent

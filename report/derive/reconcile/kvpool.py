@@ -31,7 +31,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from bundle.request_table import RequestTable
+from bundle.request_table.table import RequestTable
 from report.architecture import theory as T
 from report.derive.stats import lengths_sent
 from report.ledger import Absent

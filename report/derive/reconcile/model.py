@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bundle.request_table import RequestTable
+from bundle.request_table.table import RequestTable
 from report.architecture import roofline as RF
 from report.architecture import theory as T
 from report.derive import arith as A

@@ -10,9 +10,9 @@ from typing import Any, Mapping
 from bundle.cost import Cost, CostError, cost_from_dict, cost_of_file
 from bundle.files import run_dir
 from bundle.peers import PeerResult, external_dir, read_peer_files, round_peer_files
-from bundle.request_table import RequestTable
+from bundle.request_table.table import RequestTable
 from bundle.slo import Slo, SloError, slo_from_dict, slo_of_file
-from bundle.store import Bundle
+from bundle.store.reader import Bundle
 from report.derive import peers as PR
 from report.derive import series as S
 from report.derive import stats as ST

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bundle.request_table import RequestTable, as_request_table
+from bundle.request_table.table import RequestTable, as_request_table
 from report.derive import series
 from report.derive.arith import ratio, share
 from report.ledger import Absent

@@ -9,14 +9,15 @@ import json
 
 import pytest
 
-from bench import plan as P
-from bench.plan import PlanError, plan_from_dict
+from bench.plan import budget
+from bench.plan.parse import plan_from_dict
+from bench.prompts import PlanError
 
 
 @pytest.fixture
 def one_gib_host(monkeypatch):
-    monkeypatch.setattr(P, "host_memory_bytes", lambda: 1 << 30)
-    monkeypatch.setattr(P, "available_memory_bytes", lambda: None)
+    monkeypatch.setattr(budget, "host_memory_bytes", lambda: 1 << 30)
+    monkeypatch.setattr(budget, "available_memory_bytes", lambda: None)
 
 
 def test_a_traces_prompts_count_each_at_its_own_length(tmp_path, one_gib_host):
@@ -59,23 +60,23 @@ def test_every_shared_prefix_counts_however_few_prompts_use_it(one_gib_host):
 
 
 def test_the_memory_a_host_has_available_bounds_a_point(monkeypatch):
-    monkeypatch.setattr(P, "host_memory_bytes", lambda: 64 << 30)
-    monkeypatch.setattr(P, "available_memory_bytes", lambda: 200 << 20)
+    monkeypatch.setattr(budget, "host_memory_bytes", lambda: 64 << 30)
+    monkeypatch.setattr(budget, "available_memory_bytes", lambda: 200 << 20)
     with pytest.raises(PlanError, match=r"needs about 0.4 GiB .*over the 0.2 GiB this host has "
                                         r"available \(MemAvailable\)"):
         plan_from_dict({"workload": {**SHARED, "num_prefixes": 8_000}, "sweep": FEW}, "p.toml")
-    monkeypatch.setattr(P, "available_memory_bytes", lambda: 1 << 30)
+    monkeypatch.setattr(budget, "available_memory_bytes", lambda: 1 << 30)
     plan_from_dict({"workload": {**SHARED, "num_prefixes": 8_000}, "sweep": FEW}, "p.toml")
 
 
 def test_this_hosts_available_memory_is_read_from_the_kernel():
-    avail = P.available_memory_bytes()
-    assert avail is None or 0 < avail <= P.host_memory_bytes()
+    avail = budget.available_memory_bytes()
+    assert avail is None or 0 < avail <= budget.host_memory_bytes()
 
 
 def test_a_dataset_or_prompt_file_counts_at_its_size(tmp_path, monkeypatch):
-    monkeypatch.setattr(P, "host_memory_bytes", lambda: 2 << 20)       # 1 MiB for the client
-    monkeypatch.setattr(P, "available_memory_bytes", lambda: None)
+    monkeypatch.setattr(budget, "host_memory_bytes", lambda: 2 << 20)       # 1 MiB for the client
+    monkeypatch.setattr(budget, "available_memory_bytes", lambda: None)
     conv = {"conversations": [{"from": "human", "value": "w " * 200}, {"from": "gpt", "value": "r " * 50}]}
     data = tmp_path / "d.jsonl"
     data.write_text("\n".join(json.dumps(conv) for _ in range(300)) + "\n")     # about 160 KB

@@ -106,7 +106,7 @@ def test_a_file_cut_anywhere_reads_exactly_its_whole_records(tmp_path_factory, n
 
 
 def test_a_dataset_that_cannot_be_read_is_refused_before_the_bundle_exists(tmp_path):
-    from bench.plan import plan_from_dict
+    from bench.plan.parse import plan_from_dict
     from bench.runner import run_round
     from bench.tinymodel import write_model_dir
     model = write_model_dir(tmp_path / "m")

@@ -9,14 +9,16 @@ import aiohttp
 import pytest
 
 from bench.cli import plan_from_args
-from bench.plan import PlanError, plan_from_dict
+from bench.plan.parse import plan_from_dict
 from bench.point_driver import route
+from bench.prompts import PlanError
 from bench.runner import run_round
 from bench.samplers import Context
 from bench.samplers.scrape import MetricsSampler
-from bench.standin import StandInThread
+from bench.standin.thread import StandInThread
 from bundle.metric_keys import split_key
-from bundle.store import BundleWriter, read_bundle
+from bundle.store.reader import read_bundle
+from bundle.store.writer import BundleWriter
 from serving_ledger.cli import build_parser
 from tests.standin_round import STANDIN_ROUND_PLAN
 

@@ -9,11 +9,12 @@ import time
 
 import pytest
 
-from bench import httpstream
 from bench.client import EventSink, Timeouts, stream_request
+from bench.httpstream import sockets
+from bench.httpstream.pool import StreamPool
 from tests.unit.bench.test_httpstream import HEAD_CHUNKED, _threaded_server
 
-compiled_only = pytest.mark.skipif(httpstream._streamread is None,
+compiled_only = pytest.mark.skipif(sockets._streamread is None,
                                    reason="bench._streamread is not built here")
 
 
@@ -61,7 +62,7 @@ def record(texts: list[bytes], compiled: bool, monkeypatch,
     first in the head's write), and how many events the compiled reader handed over parsed."""
     with monkeypatch.context() as m:
         if not compiled:
-            m.setattr(httpstream, "_streamread", None)
+            m.setattr(sockets, "_streamread", None)
         fast_events = [0]
         feed_events = EventSink.feed_events
 
@@ -75,7 +76,7 @@ def record(texts: list[bytes], compiled: bool, monkeypatch,
         url, th = _threaded_server(pieces, [0.0] + [0.003] * (len(pieces) - 1))
 
         async def main():
-            pool = httpstream.StreamPool()
+            pool = StreamPool()
             rec: dict = {}
             await stream_request(pool, url, {"prompt": "p"}, rec, time.monotonic,
                                  timeouts=Timeouts(total_s=10))
@@ -124,7 +125,7 @@ def test_the_compiled_reader_is_built_where_a_compiler_is():
     import sys
     if sys.platform != "linux" or not shutil.which("cc"):
         pytest.skip("no C compiler here: the event-loop reader is used")
-    assert httpstream._streamread is not None, "setup.py's extension failed to build"
+    assert sockets._streamread is not None, "setup.py's extension failed to build"
 
 
 @compiled_only

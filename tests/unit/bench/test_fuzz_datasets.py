@@ -175,26 +175,27 @@ DIST = st.one_of(
        duration=st.sampled_from([0, 3, 60]), concurrency=st.integers(1, 64))
 def test_a_sessions_plan_is_refused_in_one_line_or_its_users_draws_are_bounded(
         turns, think_ms, input_len, output_len, dists, duration, concurrency):
-    from bench import plan as P
+    from bench.plan import budget
+    from bench.plan.parse import plan_from_dict
     from bench.sessions import MAX_THINK_MS, SessionDraws, longest_prompt
     w = {"kind": "sessions", "api": "completions", "chunk_token_counts": "token_ids",
          "input_len": input_len, "output_len": output_len, "turns": turns, "think_ms": think_ms,
          **{k: v for k, v in dists.items() if v}}
     sweep = {"concurrency": [concurrency], **({"duration_s": duration} if duration else {"requests_per_point": 8})}
-    kept = P.host_memory_bytes, P.available_memory_bytes
-    P.host_memory_bytes, P.available_memory_bytes = (lambda: 8 << 30), (lambda: None)
+    kept = budget.host_memory_bytes, budget.available_memory_bytes
+    budget.host_memory_bytes, budget.available_memory_bytes = (lambda: 8 << 30), (lambda: None)
     try:
-        plan = P.plan_from_dict({"workload": w, "sweep": sweep}, "p.toml")
+        plan = plan_from_dict({"workload": w, "sweep": sweep}, "p.toml")
     except PlanError as e:
         one_line(e, "p.toml")
         return
     finally:
-        P.host_memory_bytes, P.available_memory_bytes = kept
+        budget.host_memory_bytes, budget.available_memory_bytes = kept
     wl = plan.workload
     most_in, most_out = longest_prompt(wl, input_len, output_len)
     # What the memory check counted holds every history the users can draw.
-    parts = dict((words.split(" ", 1)[1], b) for b, words in P.client_memory_parts(plan, plan.points()[0]))
-    assert parts["users' histories of up to " + f"{most_in:,} tokens"] >= concurrency * most_in * P.PROMPT_TOKEN_BYTES
+    parts = dict((words.split(" ", 1)[1], b) for b, words in budget.client_memory_parts(plan, plan.points()[0]))
+    assert parts["users' histories of up to " + f"{most_in:,} tokens"] >= concurrency * most_in * budget.PROMPT_TOKEN_BYTES
     draws = SessionDraws(wl, input_len, output_len, seed=1)
     sent = 0
     while sent < 40:
@@ -215,25 +216,26 @@ def test_a_sessions_plan_is_refused_in_one_line_or_its_users_draws_are_bounded(
        requests=st.integers(1, 40), dist=DIST)
 def test_a_shared_prefix_plan_is_refused_in_one_line_or_holds_what_its_check_counted(
         input_len, prefix_len, num_prefixes, concurrency, requests, dist):
-    from bench import plan as P
+    from bench.plan import budget
+    from bench.plan.parse import plan_from_dict
     from bench.workload import make_prompts
     w = {"kind": "shared-prefix", "input_len": input_len, "prefix_len": prefix_len,
          "num_prefixes": num_prefixes, **({"input_dist": dist} if dist else {})}
-    kept = P.host_memory_bytes, P.available_memory_bytes
-    P.host_memory_bytes, P.available_memory_bytes = (lambda: 32 << 20), (lambda: None)
+    kept = budget.host_memory_bytes, budget.available_memory_bytes
+    budget.host_memory_bytes, budget.available_memory_bytes = (lambda: 32 << 20), (lambda: None)
     try:
-        plan = P.plan_from_dict({"workload": w, "sweep": {"concurrency": [concurrency],
+        plan = plan_from_dict({"workload": w, "sweep": {"concurrency": [concurrency],
                                                           "requests_per_point": requests}}, "p.toml")
     except PlanError as e:
         one_line(e, "p.toml")
         return
     finally:
-        P.host_memory_bytes, P.available_memory_bytes = kept
+        budget.host_memory_bytes, budget.available_memory_bytes = kept
     point = plan.points()[0]
-    n = P.prompt_pool_size(plan.sweep, concurrency)
+    n = budget.prompt_pool_size(plan.sweep, concurrency)
     prompts = make_prompts(plan.workload, point["input_len"], plan.workload.output_len, n, seed=3)
     held = sum(len(p.prompt) for p in prompts) + max(1, num_prefixes) * prefix_len
-    assert held * P.PROMPT_TOKEN_BYTES <= P.client_memory_bytes(plan, point)
+    assert held * budget.PROMPT_TOKEN_BYTES <= budget.client_memory_bytes(plan, point)
     for p in prompts:       # each prompt is its group's prefix and at least one token of its own
         assert len(p.prompt) == p.input_len > prefix_len
         assert p.prompt[:prefix_len] == prompts[p.group].prompt[:prefix_len]

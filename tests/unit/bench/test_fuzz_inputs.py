@@ -10,8 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.client import EventSink
-from bench.httpstream import StreamError
-from bench.plan import SECTIONS, PlanError, load_plan, plan_from_dict
+from bench.httpstream.framing import StreamError
+from bench.plan.parse import load_plan, plan_from_dict
+from bench.plan.spec import SECTIONS
+from bench.prompts import PlanError
 from bundle.schema import record_problem
 from bundle.textsafety import terminal_line
 

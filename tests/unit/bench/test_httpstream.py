@@ -11,16 +11,17 @@ import time
 
 import pytest
 
-from bench import httpstream
-from bench.httpstream import StreamError, StreamPool
+from bench.httpstream import sockets
+from bench.httpstream.framing import StreamError
+from bench.httpstream.pool import StreamPool
 
 
 @pytest.fixture(autouse=True, params=["compiled", "python"])
 def reader(request, monkeypatch):
     """Every test runs with the compiled reader (where built) and with the loop's own reads."""
     if request.param == "python":
-        monkeypatch.setattr(httpstream, "_streamread", None)
-    elif httpstream._streamread is None:
+        monkeypatch.setattr(sockets, "_streamread", None)
+    elif sockets._streamread is None:
         pytest.skip("bench._streamread is not built here")
     return request.param
 

@@ -9,7 +9,9 @@ import statistics
 import pytest
 
 from bench.lengths import check_dist, length_sampler, longest
-from bench.plan import PlanError, WorkloadSpec, plan_from_dict
+from bench.plan.parse import plan_from_dict
+from bench.plan.spec import WorkloadSpec
+from bench.prompts import PlanError
 from bench.workload import make_prompts
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bench.cli import plan_from_args
-from bench.plan import PlanError, plan_from_dict
+from bench.plan.parse import plan_from_dict
+from bench.prompts import PlanError
 from bench.provenance import collect_model_config
 from bench.round_manifest import dataset_tokenizer
 from serving_ledger.cli import build_parser

@@ -12,7 +12,8 @@ import pytest
 
 from bench.client import MAX_IDS_PER_EVENT, EventSink
 from bench.lengths import check_dist, length_sampler
-from bench.plan import PlanError, plan_from_dict
+from bench.plan.parse import plan_from_dict
+from bench.prompts import PlanError
 from bench.sessions import ReplyIds
 from bench.traces import MAX_GAP_S, MAX_SPAN_S, load_trace
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bench.cli import api_key_problem
-from bench.plan import PlanError, plan_from_dict
+from bench.plan.parse import plan_from_dict
+from bench.prompts import PlanError
 
 OPEN = {"sweep": {"request_rate": [4, 200], "arrival": "poisson", "duration_s": 5}}
 

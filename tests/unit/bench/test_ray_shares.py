@@ -12,7 +12,8 @@ import pytest
 
 from bench import cli
 from bench.clock_sync import ClockError, ClockServer, measure_offset
-from bench.plan import PlanError, plan_from_dict
+from bench.plan.parse import plan_from_dict
+from bench.prompts import PlanError
 from bench.ray_shard import StrideSlots, planned_requests
 from bench.worker_loop import RUN, STOP
 from bench.workers import point_commands, share_count

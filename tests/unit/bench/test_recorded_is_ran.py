@@ -8,7 +8,9 @@ import tomllib
 
 import pytest
 
-from bench.plan import PlanError, plan_from_dict, resume_problem
+from bench.plan.parse import plan_from_dict
+from bench.plan.resume import resume_problem
+from bench.prompts import PlanError
 from bench.runner import run_round
 from tests.standin_round import STANDIN_ROUND_PLAN
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bench import replay
-from bench.plan import PlanError, load_plan, plan_from_dict
+from bench.plan.parse import load_plan, plan_from_dict
+from bench.prompts import PlanError
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "traffic"
 TRACE = str(FIXTURES / "mooncake-tiny.jsonl")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.plan import PlanError, plan_from_dict
+from bench.plan.parse import plan_from_dict
+from bench.prompts import PlanError
 from bench.search import SloSearch
 
 

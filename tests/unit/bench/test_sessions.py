@@ -7,8 +7,9 @@ import asyncio
 
 import pytest
 
-from bench.plan import PlanError, plan_from_dict
+from bench.plan.parse import plan_from_dict
 from bench.point_driver import LocalSlots, warm_or_measure
+from bench.prompts import PlanError
 from bench.sessions import SessionDraws, drive_sessions, longest_prompt, next_prompt
 
 WORKLOAD = {"kind": "sessions", "api": "completions", "chunk_token_counts": "token_ids",

@@ -13,7 +13,9 @@ import aiohttp
 import pytest
 
 from bench.exposition import parse_exposition
-from bench.standin import FAULT_MODES, StandIn, StandInThread, parse_fault
+from bench.standin.faults import FAULT_MODES, parse_fault
+from bench.standin.server import StandIn
+from bench.standin.thread import StandInThread
 from tests.conftest import ROOT
 
 STEP_MS = 10.0

@@ -15,7 +15,7 @@ from bench.client import (
     open_stream_session,
     stream_request,
 )
-from bench.standin import StandIn
+from bench.standin.server import StandIn
 from report.derive.stats import itl_gaps_ms
 from tests.conftest import output_tokens
 

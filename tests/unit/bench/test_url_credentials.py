@@ -9,11 +9,12 @@ import tomllib
 import pytest
 
 from bench.cli import plan_from_args
-from bench.plan import PlanError, plan_from_dict
+from bench.plan.parse import plan_from_dict
+from bench.prompts import PlanError
 from bench.runner import run_round
-from bench.standin import StandInThread
+from bench.standin.thread import StandInThread
 from bench.urls import same_server
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from serving_ledger.cli import build_parser
 from tests.standin_round import STANDIN_ROUND_PLAN
 

@@ -9,13 +9,9 @@ import asyncio
 
 import pytest
 
-from bench.plan import (
-    PlanError,
-    SweepSpec,
-    plan_from_dict,
-    warmup_count,
-    warmup_ends_at_first_reply,
-)
+from bench.plan.budget import warmup_count, warmup_ends_at_first_reply
+from bench.plan.parse import plan_from_dict
+from bench.plan.spec import SweepSpec
 from bench.point_driver import (
     LocalSlots,
     Phase,
@@ -25,6 +21,7 @@ from bench.point_driver import (
     progress_line,
     warm_until,
 )
+from bench.prompts import PlanError
 from serving_ledger.cli import main
 
 

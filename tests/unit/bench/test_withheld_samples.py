@@ -14,7 +14,8 @@ from aiohttp import web
 from bench.samplers import Context
 from bench.samplers.scrape import MetricsSampler
 from bundle.files import BundleError
-from bundle.store import BundleWriter, read_bundle
+from bundle.store.reader import read_bundle
+from bundle.store.writer import BundleWriter
 from report.derive.gpu import power as PW
 from tests.conftest import FIXTURES
 

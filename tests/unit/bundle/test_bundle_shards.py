@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bundle.store import BundleError, BundleWriter, read_bundle
+from bundle.files import BundleError
+from bundle.store.reader import read_bundle
+from bundle.store.writer import BundleWriter
 
 MANIFEST = {"tool": {"name": "test"}, "engine": None, "plan": {}}
 
@@ -125,7 +127,7 @@ def test_resume_reopens_shards_like_the_other_streams(tmp_path):
 
 
 def test_a_gzip_member_whose_size_trailer_lies_is_refused_in_bounded_memory(tmp_path):
-    from bundle.request_table import _inflate_range
+    from bundle.request_table.fileread import _inflate_range
     member = bytearray(gzip.compress(b"\n" * (256 << 20), mtime=0))
     member[-4:] = (100).to_bytes(4, "little")      # says 100 bytes; holds 256 MiB
     p = tmp_path / "requests.jsonl.gz"

@@ -10,7 +10,8 @@ import shutil
 import pytest
 
 from bundle.files import BundleError
-from bundle.store import BundleWriter, read_bundle
+from bundle.store.reader import read_bundle
+from bundle.store.writer import BundleWriter
 from tests.conftest import FIXTURES, run_bench
 
 

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from bundle.files import BundleError
 from bundle.schema import record_problem
-from bundle.store import BundleError, BundleWriter, read_bundle
+from bundle.store.reader import read_bundle
+from bundle.store.writer import BundleWriter
 
 MANIFEST = {"tool": {"name": "test"}, "engine": None, "plan": {}}
 SETTINGS = {"id": "A", "concurrency": 2, "input_len": 8, "output_len": 3, "server_set": 0}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from bundle.store import request_line
+from bundle.store.writer import request_line
 
 
 def reference(record: dict) -> str:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bundle.files import BundleError
-from bundle.store import BundleWriter, read_bundle
+from bundle.store.reader import read_bundle
+from bundle.store.writer import BundleWriter
 
 
 def bundle_of(tmp_path, **change):

@@ -3,7 +3,8 @@ streams and a crash-truncated last line included."""
 
 from __future__ import annotations
 
-from bundle.store import BundleWriter, read_bundle
+from bundle.store.reader import read_bundle
+from bundle.store.writer import BundleWriter
 
 
 def test_resume_appends_to_compressed_and_crash_truncated_streams(tmp_path):

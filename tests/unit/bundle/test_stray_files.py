@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from bundle.files import BundleError
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from tests.conftest import FIXTURES
 
 

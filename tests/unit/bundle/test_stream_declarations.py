@@ -1,13 +1,15 @@
 """Each sample stream is declared once (bundle/schema.py STREAMS): the writer and the reader take
-its file, fields, required fields and order from it, and docs/bundle.md's table of files lists
-every declared stream with what a record is, and names each of its fields."""
+its file, fields, required fields and order from it, docs/bundle.md's table of files is written
+from it (tools/stream_table.py) with what a record is and when, and the document names each of
+its fields."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 
-from bundle import store
 from bundle.schema import STREAM, STREAMS, record_problem
+from bundle.store import reader, streams
 from tests.conftest import ROOT
 
 DOC = ROOT / "docs" / "bundle.md"
@@ -15,12 +17,16 @@ DOC = ROOT / "docs" / "bundle.md"
 FILE_ROW = re.compile(r"^\| `([a-z]+)\.jsonl` \| [^|]* \| (.*) \|$", re.M)
 LINK = re.compile(r"\[([^\]]+)\]\([^)]+\)")
 
+spec = importlib.util.spec_from_file_location("stream_table", ROOT / "tools" / "stream_table.py")
+stream_table = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(stream_table)
+
 
 def test_the_writer_and_the_reader_take_the_streams_from_their_declaration():
-    assert store.SAMPLE_FILES == tuple(s.name for s in STREAMS)
-    assert store.RECORD_FIELDS == {s.name: s.required for s in STREAMS}
-    assert set(store.ORDERED_STREAMS) == {s.name for s in STREAMS if s.ordered}
-    assert set(store.UNIQUE_KEY_STREAMS) == {s.name for s in STREAMS if s.unique_keys}
+    assert streams.SAMPLE_FILES == tuple(s.name for s in STREAMS)
+    assert streams.RECORD_FIELDS == {s.name: s.required for s in STREAMS}
+    assert set(streams.ORDERED_STREAMS) == {s.name for s in STREAMS if s.ordered}
+    assert set(streams.UNIQUE_KEY_STREAMS) == {s.name for s in STREAMS if s.unique_keys}
     assert all(set(s.required) <= set(s.fields) for s in STREAMS)
     assert STREAM["requests"].file == "requests.jsonl"
 
@@ -37,6 +43,13 @@ def test_docs_bundle_lists_every_declared_stream_and_what_a_record_is():
     assert {n: rows[n] for n in STREAM} == {n: s.what for n, s in STREAM.items()}
 
 
+def test_docs_bundle_table_of_files_is_the_one_written_from_the_declarations():
+    block = stream_table.BLOCK.search(DOC.read_text(encoding="utf-8"))
+    assert block, "docs/bundle.md has no <!-- files --> block"
+    assert block[2] == stream_table.files_table(), \
+        "docs/bundle.md's table of files is stale: .venv/bin/python tools/stream_table.py --write"
+
+
 def test_docs_bundle_names_every_field_of_every_stream():
     text = DOC.read_text(encoding="utf-8")
 
@@ -47,8 +60,10 @@ def test_docs_bundle_names_every_field_of_every_stream():
     assert missing == [], "fields bundle/schema.py declares that docs/bundle.md never names"
 
 
-def test_the_reader_keeps_each_declared_stream_in_a_field_of_its_name():
-    # requests are the columnar request table; every other stream is a list of records.
-    from dataclasses import fields
-    have = {f.name for f in fields(store.Bundle)}
-    assert [s.name for s in STREAMS if s.name != "requests" and s.name not in have] == []
+def test_the_reader_keeps_each_declared_stream_under_its_name():
+    # requests are the columnar request table; every other stream is a list of records, read
+    # as the bundle's attribute of the stream's name.
+    b = reader.read_bundle(ROOT / "tests" / "fixtures" / "cpu-demo")
+    assert sorted(b.samples) == sorted(s.name for s in STREAMS if s.name != "requests")
+    assert all(getattr(b, name) is b.samples[name] for name in b.samples)
+    assert b.points and b.metrics and b.client and b.dcgm == []

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from bundle.files import BundleError
-from bundle.store import SCHEMA_VERSION, read_bundle, upgrade_manifest, upgrade_to_2, upgrade_to_3
+from bundle.store.manifest import SCHEMA_VERSION, upgrade_manifest, upgrade_to_2, upgrade_to_3
+from bundle.store.reader import read_bundle
 from tests.conftest import FIXTURES
 
 

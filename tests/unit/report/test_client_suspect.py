@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive.round.read import read_round
 from report.judge.diagnosis import Attribution
 from report.judge.findings.points import client_suspect_finding

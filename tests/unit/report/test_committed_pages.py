@@ -174,7 +174,7 @@ def test_the_chinese_page_has_no_english_sentence_and_the_english_no_chinese(pag
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_points_are_named_by_their_settings_never_by_their_id(pages, lang):
-    from bundle.store import read_bundle
+    from bundle.store.reader import read_bundle
     from report.derive.round.read import read_round
     from report.judge.result import point_labels
     for r in ROUNDS:

@@ -12,10 +12,11 @@ import shutil
 
 import pytest
 
-from bench.plan import PlanError, plan_from_dict
+from bench.plan.parse import plan_from_dict
+from bench.prompts import PlanError
 from bundle.cost import Cost, CostError, cost_from_dict
 from bundle.slo import slo_from_text
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive.round.read import read_round
 from report.judge import cost as C
 from report.judge.verdicts import build_ledger

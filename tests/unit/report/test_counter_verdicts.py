@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive import validity as V
 from report.derive.round.read import read_round
 from report.judge.diagnosis import point_bottleneck

@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 
 from bench.exposition import parse_exposition
-from bundle.request_table import RequestTable
+from bundle.request_table.table import RequestTable
 from report.derive import clienterror as CE
 from report.derive import series as S
 from report.derive import serverlog as LS

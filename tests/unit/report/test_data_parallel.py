@@ -46,7 +46,7 @@ def test_one_engine_has_no_balance_and_no_counter_says_so():
 
 
 def test_round6_is_one_engine_in_its_ledger():
-    from bundle.store import read_bundle
+    from bundle.store.reader import read_bundle
     from report.derive.round.read import read_round
     from report.judge.verdicts import build_ledger
     path = ROOT / "runs" / "round-6" / "bundle"
@@ -59,7 +59,7 @@ def test_round6_is_one_engine_in_its_ledger():
 
 @pytest.fixture(scope="module")
 def round12():
-    from bundle.store import read_bundle
+    from bundle.store.reader import read_bundle
     from report.derive.round.read import read_round
     from report.judge.verdicts import build_ledger
     path = ROOT / "runs" / "round-12" / "bundle"
@@ -150,7 +150,7 @@ def test_each_engine_admits_prompts_against_its_own_running_decodes_and_drains_i
 def test_every_servers_log_is_read_and_a_log_that_states_another_pool_is_said(tmp_path):
     import shutil
 
-    from bundle.store import read_bundle
+    from bundle.store.reader import read_bundle
     from report.derive.round.read import read_round
     from report.judge.verdicts import build_ledger
     real = ROOT / "runs" / "round-12" / "bundle"
@@ -171,7 +171,7 @@ def test_every_servers_log_is_read_and_a_log_that_states_another_pool_is_said(tm
 
 
 def test_two_engines_sharing_one_gpu_each_step_at_half_their_summed_rate_and_share_its_peak():
-    from bundle.store import read_bundle
+    from bundle.store.reader import read_bundle
     from report.derive.gpu.power import step_ms_at_compute_ceiling, step_ms_mean
     from report.derive.round.read import read_round
     from report.judge.verdicts import build_ledger

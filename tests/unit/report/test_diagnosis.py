@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive.round.read import read_round
 from report.judge.diagnosis import kv_pool_full, point_bottleneck, point_validity, val
 from report.judge.verdicts import build_ledger

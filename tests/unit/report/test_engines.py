@@ -2,7 +2,7 @@
 samples carry the endpoint label of bundle format 3 and vLLM's own data-parallel `engine` label.
 
 The scrapes of the first tests are HAND-BUILT in metrics.jsonl's format (docs/bundle.md); the last
-test records a round against two stand-in servers (bench/standin.py), not vLLM."""
+test records a round against two stand-in servers (bench/standin/), not vLLM."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import tomllib
 
 import pytest
 
-from bench.plan import plan_from_dict
+from bench.plan.parse import plan_from_dict
 from bench.runner import run_round
-from bench.standin import StandInThread
+from bench.standin.thread import StandInThread
 from bundle.metric_keys import sample_key
-from bundle.request_table import RequestTable
-from bundle.store import read_bundle
+from bundle.request_table.table import RequestTable
+from bundle.store.reader import read_bundle
 from report.derive.load import admission as LA
 from report.derive.load import engines as OC
 from report.derive.load import inflight as LI

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive.round.read import read_round
 from report.judge.diagnosis import val
 from report.judge.findings.points import first_step_finding

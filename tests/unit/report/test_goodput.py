@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bundle.request_table import RequestTable
+from bundle.request_table.table import RequestTable
 from bundle.slo import Slo, SloError, slo_from_dict, slo_from_text
 from report.judge import goodput as G
 from report.ledger import Absent

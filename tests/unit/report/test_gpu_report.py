@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.publish.compose import compose_rounds
 from report.publish.render.output import render_round
 from tests.conftest import FIXTURES, ROOT

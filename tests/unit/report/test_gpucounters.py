@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive.gpu import power as G
 from report.ledger import Absent
 from tests.conftest import ROOT

@@ -27,8 +27,9 @@ import re
 
 import pytest
 
-from bench.plan import Plan, SweepSpec, WorkloadSpec
-from bundle.store import BundleWriter, read_bundle
+from bench.plan.spec import Plan, SweepSpec, WorkloadSpec
+from bundle.store.reader import read_bundle
+from bundle.store.writer import BundleWriter
 from report.derive.round import read as B
 from report.judge.verdicts import build_ledger
 from report.ledger import Ledger, Value

@@ -24,7 +24,7 @@ import types
 import pytest
 
 from bundle.slo import slo_from_text
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive.round.raw import point_raw, round_raw
 from report.derive.round.read import RoundData, read_round
 from report.judge.compare import cross_round_ledger

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.plan import load_plan
+from bench.plan.parse import load_plan
 from report.publish.plans import applied, plan_toml
 from tests.conftest import ROOT, run_bench
 
@@ -97,7 +97,7 @@ def test_an_existing_file_or_an_unknown_step_is_refused_and_nothing_is_written(t
 def test_the_smaller_budget_step_stays_silent_where_the_itl_tail_is_not_one_prefill_step():
     import dataclasses
 
-    from bundle.store import read_bundle
+    from bundle.store.reader import read_bundle
     from report.derive.round.read import read_round
     from report.judge.next_steps import next_steps
     from report.judge.result import point_labels

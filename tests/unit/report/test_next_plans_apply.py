@@ -8,7 +8,7 @@ import json
 import shutil
 import tomllib
 
-from bench.plan import plan_from_dict
+from bench.plan.parse import plan_from_dict
 from report.cli import read_recorded_plan
 from report.publish.compose import compose_rounds
 from report.publish.plans import applied, plan_toml

@@ -12,7 +12,7 @@ import statistics
 import numpy as np
 import pytest
 
-from bundle.request_table import RequestTable
+from bundle.request_table.table import RequestTable
 from report.architecture import theory as T
 from report.derive import stats as ST
 from report.derive.reconcile import kvpool as R

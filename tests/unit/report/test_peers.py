@@ -9,7 +9,7 @@ import json
 import pytest
 
 from bundle.peers import VLLM, PeerResult
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive.peers import peer_matches
 from report.derive.round.read import read_round
 from report.judge.peer_gaps import matches, round_peer_findings, same_definition, unmatched
@@ -181,7 +181,7 @@ def test_guidellm_and_aiperf_results_are_set_beside_round_14_by_their_definition
 def test_the_prediction_leaves_out_exactly_the_gaps_another_first_token_fell_in():
     # HAND-BUILT table: stream A's events every 10 ms, one gap 30 ms long in which stream B's
     # first token arrived; B's own gaps 10 ms
-    from bundle.request_table import as_request_table
+    from bundle.request_table.table import as_request_table
     from report.derive.peers import chunk_itl_ms_p99_no_prefill
 
     def req(rid, send, times):

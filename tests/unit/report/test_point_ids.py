@@ -9,11 +9,11 @@ import shutil
 
 import pytest
 
-from bench.plan import Plan, SamplerSpec, SweepSpec, WorkloadSpec
+from bench.plan.spec import Plan, SamplerSpec, SweepSpec, WorkloadSpec
 from bundle.expect import ExpectError, expect_from_dict
 from bundle.files import BundleError
 from bundle.schema import POINT_ID
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.judge.findings import finding as FI
 from report.judge.verdicts import read_bundle_ledger
 from report.words import PLACEHOLDER

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive.round.raw import POINT_RAW_INPUTS, point_raw
 from report.derive.round.read import read_round
 from tests.conftest import ROOT

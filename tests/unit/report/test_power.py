@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive.gpu import energy, power
 from report.ledger import Absent, Ledger
 from tests.conftest import FIXTURES

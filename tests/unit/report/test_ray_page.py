@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive.stats import percentile
 from report.publish import numbers as N
 from report.publish.compose import compose_rounds

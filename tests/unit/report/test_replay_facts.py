@@ -36,7 +36,7 @@ def test_a_traces_shared_blocks_predict_the_prefix_cache_hit_rate_of_round_10():
     # Round 10 replayed one synthetic trace with prefix caching off (set 0) and on (set 1): the
     # whole engine blocks of each request's shared 512-token trace blocks over its prompt
     # tokens predict what vLLM's counters measured with caching on, and nothing with it off.
-    from bundle.store import read_bundle
+    from bundle.store.reader import read_bundle
     from report.derive.round.read import read_round
     from report.judge.verdicts import build_ledger
 
@@ -49,7 +49,7 @@ def test_a_traces_shared_blocks_predict_the_prefix_cache_hit_rate_of_round_10():
 
 
 def test_a_round_with_no_shared_prompt_blocks_has_no_expected_hit_rate():
-    from bundle.store import read_bundle
+    from bundle.store.reader import read_bundle
     from report.derive.round.read import read_round
     from report.judge.verdicts import build_ledger
 

@@ -16,8 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bundle import request_table as RT
-from bundle.store import BundleError, compress_in_members, read_bundle
+from bundle.files import BundleError
+from bundle.request_table import fileread
+from bundle.request_table.table import RequestTable
+from bundle.store.reader import read_bundle
+from bundle.store.writer import compress_in_members
 from report.derive import stats as ST
 from report.derive.reconcile.estimator import requests_inside_window
 from report.derive.timing.server import per_request_server_ms
@@ -119,7 +122,7 @@ def recs():
 
 
 def test_statistics_equal_the_record_definitions(recs):
-    table = RT.RequestTable.from_records(recs)
+    table = RequestTable.from_records(recs)
     assert list(table) == recs
     for pid in "ABC":
         w = ST.Window(pid, 10.0, 20.0, 90.0, "ok", None, {})
@@ -154,7 +157,7 @@ def test_statistics_equal_the_record_definitions(recs):
 
 
 def test_output_tokens_per_request(recs):
-    table = RT.RequestTable.from_records(recs)
+    table = RequestTable.from_records(recs)
     got = ST.output_token_counts(table).tolist()
     ref = [output_tokens(r) for r in recs]
     assert [None if math.isnan(g) else int(g) for g in got] == ref
@@ -164,7 +167,7 @@ def _write(path: Path, recs: list[dict]) -> None:
     path.write_bytes(b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in recs))
 
 
-def _same_store(a: RT.RequestTable, b: RT.RequestTable) -> None:
+def _same_store(a: RequestTable, b: RequestTable) -> None:
     sa, sb = a._s, b._s
     assert sa.cols.keys() == sb.cols.keys() and sa.server.keys() == sb.server.keys()
     for k in sa.cols:
@@ -179,11 +182,11 @@ def _same_store(a: RT.RequestTable, b: RT.RequestTable) -> None:
 def test_bulk_and_line_by_line_parses_agree(tmp_path, recs, monkeypatch):
     p = tmp_path / "requests.jsonl"
     _write(p, recs)
-    bulk = RT.read_request_files([p], [])
-    monkeypatch.setattr(RT, "_fast_block", lambda block: (None, block.count(b"\n")))
-    slow = RT.read_request_files([p], [])
+    bulk = fileread.read_request_files([p], [])
+    monkeypatch.setattr(fileread, "fast_block", lambda block: (None, block.count(b"\n")))
+    slow = fileread.read_request_files([p], [])
     _same_store(bulk, slow)
-    _same_store(bulk, RT.RequestTable.from_records(recs))
+    _same_store(bulk, RequestTable.from_records(recs))
     assert list(bulk) == recs
 
 
@@ -200,19 +203,19 @@ def test_parallel_parse_equals_the_serial_one(tmp_path, recs, monkeypatch, gz, c
         raw = tmp_path / "raw.jsonl"
         raw.write_bytes(data)
         compress_in_members(raw, p, member_bytes=4096)
-        assert len(RT._gzip_members(p)) > 10 and gzip.decompress(p.read_bytes()) == data
+        assert len(fileread._gzip_members(p)) > 10 and gzip.decompress(p.read_bytes()) == data
     else:
         p.write_bytes(gzip.compress(data, mtime=1) if gz else data)
-        assert RT._gzip_members(p) == []
+        assert fileread._gzip_members(p) == []
     warned: list[str] = []
-    serial = RT.read_request_files([p], warned)
+    serial = fileread.read_request_files([p], warned)
     assert len(warned) == cut_short
-    monkeypatch.setattr(RT, "BLOCK_BYTES", 4096)
-    monkeypatch.setattr(RT, "PARALLEL_BYTES", 0)
-    assert RT.parse_workers(1) >= 1
-    monkeypatch.setattr(RT, "parse_workers", lambda text_bytes: 2)
+    monkeypatch.setattr(fileread, "BLOCK_BYTES", 4096)
+    monkeypatch.setattr(fileread, "PARALLEL_BYTES", 0)
+    assert fileread.parse_workers(1) >= 1
+    monkeypatch.setattr(fileread, "parse_workers", lambda text_bytes: 2)
     warned_too: list[str] = []
-    parallel = RT.read_request_files([p], warned_too)
+    parallel = fileread.read_request_files([p], warned_too)
     assert warned_too == warned
     _same_store(parallel, serial)
     assert list(parallel) == [json.loads(ln) for ln in lines]
@@ -227,7 +230,7 @@ def check_reads_as_json(bundle) -> None:
         ref = [json.loads(line) for line in lines]
     table = read_bundle(bundle).request_table
     assert len(table) == len(ref) and list(table) == ref
-    _same_store(table, RT.RequestTable.from_records(ref))
+    _same_store(table, RequestTable.from_records(ref))
 
 
 @pytest.mark.parametrize("bundle", FIXTURE_BUNDLES, ids=lambda p: p.name)
@@ -248,7 +251,7 @@ def test_a_bad_record_in_the_middle_is_named_by_its_line(tmp_path, recs, line, n
     p.write_bytes(p.read_bytes() + line + b"\n" + json.dumps(recs[5]).encode() + b"\n")
     with pytest.raises(BundleError, match="line 6"):
         try:
-            RT.read_request_files([p], [])
+            fileread.read_request_files([p], [])
         except BundleError as e:
             assert needle in str(e), str(e)
             raise
@@ -259,6 +262,6 @@ def test_an_unterminated_last_line_is_skipped_with_a_warning(tmp_path, recs):
     _write(p, recs[:20])
     p.write_bytes(p.read_bytes() + b'{"point":"A","chunks":[[1.0,')
     warnings: list[str] = []
-    table = RT.read_request_files([p], warnings)
+    table = fileread.read_request_files([p], warnings)
     assert list(table) == recs[:20]
     assert warnings == ["requests.jsonl line 21: truncated last line skipped"]

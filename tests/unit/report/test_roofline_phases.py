@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.architecture import roofline as RF
 from report.derive.round.read import read_round
 from report.judge.diagnosis import point_bottleneck, val

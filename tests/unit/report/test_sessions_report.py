@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from bundle.request_table import RequestTable
+from bundle.request_table.table import RequestTable
 from report.derive import stats as ST
 from report.ledger import Absent
 from report.publish.compose import compose_round
@@ -112,7 +112,7 @@ def test_a_round_of_single_requests_says_nothing_of_sessions():
 def test_the_length_histograms_count_every_sent_request_in_a_few_bars_per_point():
     # Round 9 sent thousands of ShareGPT requests a point: counted in Python, a point is at most
     # forty bars a series, and each series' bars add up to every measured request of the round.
-    from bundle.store import read_bundle
+    from bundle.store.reader import read_bundle
     from report.derive.round.read import read_round
     from report.publish.figures.lengths import fig_lengths
 

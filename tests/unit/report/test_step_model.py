@@ -139,7 +139,7 @@ def test_a_plateau_is_the_count_held_long_enough_not_a_moment_between_two_reques
 
 
 def test_without_gpu_samples_the_gpu_named_by_the_user_keeps_the_peaks():
-    from bundle.store import read_bundle
+    from bundle.store.reader import read_bundle
     bundle = read_bundle(ROOT / "runs" / "round-4" / "bundle")
     reduced, gpu = without(bundle, "gpu_samples")
     assert gpu == "NVIDIA H200" and not reduced.gpu and not reduced.manifest["gpus"]

@@ -61,7 +61,7 @@ def test_nvlink_against_the_predicted_allreduce():
 
 
 def test_a_one_gpu_round_says_why_there_is_no_allreduce():
-    from bundle.store import read_bundle
+    from bundle.store.reader import read_bundle
     from report.derive.round.read import read_round
     from report.judge.verdicts import build_ledger
     led = build_ledger(read_round(read_bundle(FIXTURES / "h200-round-4")))

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive import series as S
 from report.derive import validity as V
 from report.derive.round.read import read_round

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive.gpu.power import GPU_ABSENT_CODES, gpu_absent_reason
 from report.derive.round.read import read_round
 from report.judge.verdicts import build_ledger

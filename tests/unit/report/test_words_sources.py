@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import re
 
-from bundle.store import read_bundle
+from bundle.store.reader import read_bundle
 from report.derive.round.read import read_round
 from report.judge.verdicts import build_ledger
 from report.ledger import Source
