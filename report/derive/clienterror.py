@@ -19,9 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from bundle.request_table import RequestTable, as_request_table
-from report.derive import series
 from report.derive import validity as V
 from report.derive.load.inflight import late_send_share
+from report.derive.series import scrapes as S
 from report.derive.stats import percentile
 from report.ledger import Absent
 from report.registry import DOES_NOT_APPLY, point_quantity, round_quantity
@@ -168,7 +168,7 @@ def quantile_error_ms(gaps_ms: np.ndarray, q: float, wrong_share: float) -> floa
 
 def engine_itl_bucket_ms(scrapes: list, t_start: float, t_end: float, q: float, edge: str) -> float:
     """The lower or upper bound (EDGE) of the engine ITL histogram bucket that holds its q-th percentile over the window, ms."""
-    delta = series.histogram_increase(scrapes, t_start, t_end, ENGINE_ITL)
+    delta = S.histogram_increase(scrapes, t_start, t_end, ENGINE_ITL)
     if delta.count <= 0 or not delta.buckets:
         raise Absent("reason.no_observations_mean", name=ENGINE_ITL)
     rank = q / 100.0 * delta.count

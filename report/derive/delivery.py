@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from bundle.request_table import RequestTable, as_request_table
-from report.derive import series
+from report.derive.series import scrapes as S
 from report.ledger import Absent
 from report.registry import point_quantity
 
@@ -28,19 +28,19 @@ ITERATION_TOKENS = "vllm:iteration_tokens_total"
 @point_quantity(unit="ms")
 def engine_itl_ms_mean(scrapes: list, bracket_start: float, bracket_end: float) -> float:
     """Mean gap between a request's engine-core output timestamps: Δsum/Δcount of inter_token_latency_seconds, ms."""
-    return 1e3 * series.histogram_window_mean(scrapes, bracket_start, bracket_end, ENGINE_ITL)
+    return 1e3 * S.histogram_window_mean(scrapes, bracket_start, bracket_end, ENGINE_ITL)
 
 
 @point_quantity(unit="ms")
 def engine_ttft_ms_mean(population_scrapes: list, population_start: float, population_end: float) -> float:
     """Mean time from arrival in the engine client to the first token's iteration: Δsum/Δcount of time_to_first_token_seconds, ms."""
-    return 1e3 * series.histogram_window_mean(population_scrapes, population_start, population_end, ENGINE_TTFT)
+    return 1e3 * S.histogram_window_mean(population_scrapes, population_start, population_end, ENGINE_TTFT)
 
 
 @point_quantity(unit="ms")
 def engine_tpot_ms_mean(population_scrapes: list, population_start: float, population_end: float) -> float:
     """Mean per-request engine decode pace, (last − first token) ÷ (tokens − 1): Δsum/Δcount of request_time_per_output_token_seconds, ms."""
-    return 1e3 * series.histogram_window_mean(population_scrapes, population_start, population_end, ENGINE_TPOT)
+    return 1e3 * S.histogram_window_mean(population_scrapes, population_start, population_end, ENGINE_TPOT)
 
 
 @point_quantity(unit="step/s")
@@ -48,7 +48,7 @@ def engine_steps_per_s(scrapes: list, bracket_start: float, bracket_end: float) 
     """Engine steps per second: Δcount of iteration_tokens_total over the window."""
     if bracket_end <= bracket_start:
         raise Absent("reason.window_empty")
-    delta = series.histogram_increase(scrapes, bracket_start, bracket_end, ITERATION_TOKENS)
+    delta = S.histogram_increase(scrapes, bracket_start, bracket_end, ITERATION_TOKENS)
     return delta.count / (bracket_end - bracket_start)
 
 
@@ -143,7 +143,7 @@ def requests_first_token_between(requests: RequestTable, t_start: float,
 
 def server_finished_count(scrapes: list, t_start: float, t_end: float) -> float:
     """Requests the server finished in the window: Δcount of request_queue_time_seconds."""
-    return series.histogram_increase(scrapes, t_start, t_end, QUEUE).count
+    return S.histogram_increase(scrapes, t_start, t_end, QUEUE).count
 
 
 @point_quantity(unit="")

@@ -20,9 +20,9 @@ from bundle.slo import Slo, SloError, slo_from_dict, slo_of_file
 from bundle.store import Bundle
 from report.derive import clienterror as CE
 from report.derive import delivery as DL
+from report.derive import host as HO  # noqa: F401 (registers what the phases resolve)
 from report.derive import peers as PR
 from report.derive import prefilltail as PT
-from report.derive import series as S
 from report.derive import serverlog as SL  # noqa: F401 (registers what the phases resolve)
 from report.derive import sizes as SZ  # noqa: F401 (registers what the phases resolve)
 from report.derive import stats as ST
@@ -35,6 +35,10 @@ from report.derive.load import engines as LE
 from report.derive.load import inflight as LI
 from report.derive.phases import PHASES, Phase, module_order
 from report.derive.reconcile import model as R  # noqa: F401 (registers what the phases resolve)
+from report.derive.series import cache_config as CC  # noqa: F401 (registers what the phases resolve)
+from report.derive.series import sampler as SM  # noqa: F401 (registers what the phases resolve)
+from report.derive.series import scrapes as S
+from report.derive.series import server as SV  # noqa: F401 (registers what the phases resolve)
 from report.derive.serverlog import ServerLogFacts, server_log_facts
 from report.derive.sweep import concurrency as SC  # noqa: F401 (registers what the phases resolve)
 from report.derive.sweep import lengths as SLN  # noqa: F401 (registers what the phases resolve)

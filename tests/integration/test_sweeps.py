@@ -6,8 +6,8 @@ import pytest
 
 from bench.exposition import split_key
 from bundle.store import read_bundle
-from report.derive import series as S
 from report.derive import stats as ST
+from report.derive.series import scrapes as S
 from tests.conftest import run_bench
 
 pytestmark = pytest.mark.engine

@@ -36,7 +36,8 @@ from tests.standin_round import TINY_CONFIG
 
 QUANTITY_MODULES = ("report.architecture.theory", "report.derive.arith", "report.derive.sizes",
                     "report.derive.timing.server", "report.derive.timing.client", "report.derive.sweep.concurrency",
-                    "report.derive.stats", "report.derive.series",
+                    "report.derive.stats", "report.derive.series.scrapes", "report.derive.series.sampler",
+                    "report.derive.series.cache_config", "report.derive.series.server", "report.derive.host",
                     "report.derive.gpu.power", "report.derive.reconcile.model",
                     "report.derive.reconcile.estimator", "report.derive.reconcile.kvpool", "report.derive.serverlog",
                     "report.judge.goodput")
