@@ -29,7 +29,9 @@ TIMING_CLIENT, TIMING_SERVER = "report.derive.timing.client", "report.derive.tim
 SWEEP_CONCURRENCY, SWEEP_LENGTHS = "report.derive.sweep.concurrency", "report.derive.sweep.lengths"
 INFLIGHT, ADMISSION, ENGINES = "report.derive.load.inflight", "report.derive.load.admission", "report.derive.load.engines"
 RECONCILE, STEP, PEERS = "report.derive.reconcile.model", "report.derive.step", "report.derive.peers"
-PREFILLTAIL, POWER, ENERGY = "report.derive.prefilltail", "report.derive.gpu.power", "report.derive.gpu.energy"
+PREFILLTAIL, DATASHEET, POWER = "report.derive.prefilltail", "report.derive.gpu.datasheet", "report.derive.gpu.power"
+GPM, PARALLEL, ACROSS = "report.derive.gpu.gpm", "report.derive.gpu.parallel", "report.derive.gpu.across"
+CEILING, PER_GPU, ENERGY = "report.derive.gpu.ceiling", "report.derive.gpu.per_gpu", "report.derive.gpu.energy"
 DIAGNOSIS, GOODPUT, COST = "report.judge.diagnosis", "report.judge.goodput", "report.judge.cost"
 SETS, COMPARE, PLANNER = "report.judge.sets", "report.judge.compare", "report.planner.quantities"
 
@@ -55,12 +57,13 @@ class Phase:
 
 PHASES: tuple[Phase, ...] = (
     # Measured: what needs no point's validity. The round's settings, pool, peaks and policy first.
-    Phase("round settings", "round", (SAMPLER, CACHE_CONFIG, SERVER, HOST, POWER, SERVERLOG, CLIENTERROR, SIZES, STATS, VALIDITY),
+    Phase("round settings", "round", (SAMPLER, CACHE_CONFIG, SERVER, HOST, DATASHEET, SERVERLOG, CLIENTERROR, SIZES, STATS, VALIDITY),
           "measured", "round", over_points=False),
     Phase("point", "point", (STATS, DELIVERY, VALIDITY, SERVER, HOST, SWEEP_CONCURRENCY, TIMING_CLIENT, TIMING_SERVER,
                               INFLIGHT, ADMISSION, ENGINES, CLIENTERROR, SERVERLOG),
           "measured", "point", after_valid_points=False),
-    Phase("modelled", "point", (RECONCILE, POWER, STEP, ENERGY), "measured", "modelled"),
+    Phase("modelled", "point", (RECONCILE, POWER, GPM, PARALLEL, ACROSS, CEILING, PER_GPU, STEP, ENERGY),
+          "measured", "modelled"),
     Phase("peer results", "point", (PEERS,), "measured", "peers", when="peers"),
     Phase("peer results over the round", "round", (PEERS,), "measured", "round", when="peers"),
     # Checked: each point's failed checks, once the judge has found its validity.

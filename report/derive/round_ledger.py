@@ -28,7 +28,14 @@ from report.derive import sizes as SZ  # noqa: F401 (registers what the phases r
 from report.derive import stats as ST
 from report.derive import step as SP  # noqa: F401 (registers what the phases resolve)
 from report.derive import validity as V  # noqa: F401 (registers what the phases resolve)
+from report.derive.gpu import across as GA  # noqa: F401 (registers what the phases resolve)
+from report.derive.gpu import ceiling as GC  # noqa: F401 (registers what the phases resolve)
+from report.derive.gpu import datasheet as DS
+from report.derive.gpu import dcgm as DC
 from report.derive.gpu import energy as EN  # noqa: F401 (registers what the phases resolve)
+from report.derive.gpu import gpm as GM  # noqa: F401 (registers what the phases resolve)
+from report.derive.gpu import parallel as GP  # noqa: F401 (registers what the phases resolve)
+from report.derive.gpu import per_gpu as PG
 from report.derive.gpu import power as PW
 from report.derive.load import admission as LA  # noqa: F401 (registers what the phases resolve)
 from report.derive.load import engines as LE
@@ -132,8 +139,8 @@ class RoundData:
         once, indexed by GPU (power.GpuRows)."""
         if self._gpu_rows is None:
             self._gpu_rows = PW.GpuRows(
-                PW.plausible_gpu_rows(self.bundle.gpu, self.bundle.manifest.get("gpus"))
-                or PW.dcgm_gpu_rows(self.bundle.dcgm))
+                DC.plausible_gpu_rows(self.bundle.gpu, self.bundle.manifest.get("gpus"))
+                or DC.dcgm_gpu_rows(self.bundle.dcgm))
         return self._gpu_rows
 
     @property
@@ -144,7 +151,7 @@ class RoundData:
     @property
     def gpus(self) -> list[dict]:
         """The GPUs described: NVML's on the client's host, else the exporter's labels, else the one `--gpu` names."""
-        return (self.bundle.manifest.get("gpus") or PW.dcgm_gpus(self.bundle.dcgm)
+        return (self.bundle.manifest.get("gpus") or DC.dcgm_gpus(self.bundle.dcgm)
                 or ([{"name": self.gpu_name}] if self.gpu_name else []))
 
 
@@ -345,11 +352,11 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("failed", p.failed, src)
     raw.add("t_measure", p.window.t_measure, win)
     raw.add("t_end", p.window.t_end, win)
-    gpu_why = PW.gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry")
+    gpu_why = DS.gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry")
     n_gpu = sum(1 for s in rd.gpu_samples if p.window.t_measure <= s["t"] <= p.window.t_end)
     raw.add("gpu_samples", rd.gpu_samples or gpu_why,
             (Source.of(f"{rd.name}/{rd.gpu_file}", "source.gpu_samples_of_point", n=n_gpu, point=p.pid),))
-    raw.add("gpu_items", PW.gpu_items(rd.gpu_samples), (f"{rd.name}/{rd.gpu_file}",))
+    raw.add("gpu_items", PG.gpu_items(rd.gpu_samples), (f"{rd.name}/{rd.gpu_file}",))
     raw.add("gpm_absent_texts", {g.get("index", i): g.get("gpm_absent_reason")
                                  for i, g in enumerate(rd.bundle.manifest.get("gpus") or ())},
             (f"{rd.name}/manifest.json: gpus[].gpm_absent_reason",))

@@ -2,7 +2,7 @@
 
 Round quantities over the pool cache_config_info states (`pool_tokens_metrics`, `block_size`,
 series/cache_config.py), what the server log states (serverlog.py), the round's raw `model_config` and the
-GPU's datasheet peaks (`peak_flops`, `peak_bandwidth`: gpu/power.py); beside them, single
+GPU's datasheet peaks (`peak_flops`, `peak_bandwidth`: gpu/datasheet.py); beside them, single
 scrape intervals of vLLM's FLOP counter against the peak no GPU can pass.
 """
 

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from report.derive import validity as V
-from report.derive.gpu.power import PEAK_DTYPE, gpu_absent_reason
+from report.derive.gpu.datasheet import PEAK_DTYPE, gpu_absent_reason
 from report.derive.round_ledger import OWN_LENGTH_KINDS, ok_points
 from report.judge.result import RoundResult, judge_rounds, refusal_text
 from report.ledger import Ledger
@@ -190,7 +190,7 @@ def point_table(led: Ledger, pids: list[str], table_id: str, title: dict[str, st
                  row_labels=[{lang: in_lang(labels.get(pid, pid), lang) for lang in LANGS} for pid in pids])
 
 
-# One row per GPU sampled (report/derive/gpu/power.py: the per-GPU quantities of a point).
+# One row per GPU sampled (report/derive/gpu/per_gpu.py: the per-GPU quantities of a point).
 GPU_COLUMNS = [
     ("gpu_row_power_median_w", "label.col_gpu_power", "", 0),
     ("gpu_row_sm_clock_load_mhz", "label.col_gpu_sm_clock", "", 0),

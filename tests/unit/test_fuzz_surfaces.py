@@ -24,7 +24,7 @@ from bundle.plausible import DCGM_FIELDS, FIELD_RANGES, screen
 from bundle.schema import record_problem
 from bundle.slo import Slo, SloError, slo_of_file
 from bundle.store import BundleWriter, read_bundle
-from report.derive.gpu.power import dcgm_gpu_rows
+from report.derive.gpu.dcgm import dcgm_gpu_rows
 from report.derive.round_ledger import NO_SLO, read_round
 from report.judge.result import judge
 from report.judge.verdicts import build_ledger

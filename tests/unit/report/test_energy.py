@@ -11,8 +11,8 @@ import pytest
 
 from bench.exposition import parse_exposition
 from report.derive import validity
+from report.derive.gpu import dcgm
 from report.derive.gpu import energy as EN
-from report.derive.gpu import power as PW
 from report.ledger import Absent, Ledger, Reason
 from report.registry import RawSources, resolve_point, resolve_round
 from tests.conftest import FIXTURES
@@ -28,7 +28,7 @@ def nvml_rows(watts: list[float], energy_mj: list[float] | None = None, gpu: int
 
 def dcgm_rows(seconds: int, e0, e1, text: str = PAGE) -> list[dict]:
     """A DCGM exporter scraped once a second; E0(i), E1(i): GPU 0's and GPU 1's counters (mJ)."""
-    return PW.dcgm_gpu_rows([{"t": float(i), "dt": 0.01, "ok": True,
+    return dcgm.dcgm_gpu_rows([{"t": float(i), "dt": 0.01, "ok": True,
                               "samples": parse_exposition(text.replace("{energy0}", str(e0(i)))
                                                           .replace("{energy1}", str(e1(i))), "DCGM_FI_")}
                              for i in range(seconds)])

@@ -38,7 +38,9 @@ QUANTITY_MODULES = ("report.architecture.theory", "report.derive.arith", "report
                     "report.derive.timing.server", "report.derive.timing.client", "report.derive.sweep.concurrency",
                     "report.derive.stats", "report.derive.series.scrapes", "report.derive.series.sampler",
                     "report.derive.series.cache_config", "report.derive.series.server", "report.derive.host",
-                    "report.derive.gpu.power", "report.derive.reconcile.model",
+                    "report.derive.gpu.datasheet", "report.derive.gpu.power", "report.derive.gpu.gpm",
+                    "report.derive.gpu.dcgm", "report.derive.gpu.parallel", "report.derive.gpu.across",
+                    "report.derive.gpu.per_gpu", "report.derive.gpu.ceiling", "report.derive.reconcile.model",
                     "report.derive.reconcile.estimator", "report.derive.reconcile.kvpool", "report.derive.serverlog",
                     "report.judge.goodput")
 SERVER_FILES = ("metrics.jsonl", "server.log")
