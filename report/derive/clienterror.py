@@ -22,7 +22,7 @@ from bundle.request_table import RequestTable, as_request_table
 from report.derive import validity as V
 from report.derive.load.inflight import late_send_share
 from report.derive.series import scrapes as S
-from report.derive.stats import percentile
+from report.derive.stats.samples import percentile
 from report.ledger import Absent
 from report.registry import DOES_NOT_APPLY, point_quantity, round_quantity
 
@@ -196,7 +196,7 @@ def _itl_error_ms(measured: RequestTable, q: float, mistimed_share: float, late_
     # Two bounds hold at once: only the mistimed events' gaps moved (the quantile can move no
     # further than the percentiles the moved share spans), and none moved by more than a stamp
     # can be late (a gap's two ends are each late by 0 to LATE_MS, so the gap by at most LATE_MS).
-    from report.derive.stats import itl_gaps_ms
+    from report.derive.stats.samples import itl_gaps_ms
     spread = quantile_error_ms(itl_gaps_ms(measured), q, mistimed_share)
     return spread if late_ms is None else min(spread, late_ms)
 

@@ -65,7 +65,7 @@ def engines_stepping(scrapes: list, bracket_start: float, bracket_end: float) ->
 @point_quantity(unit="ms")
 def client_itl_ms_mean(measured: RequestTable) -> float:
     """Mean gap per output token as the client received it (a chunk of k tokens gives k equal gaps), ms."""
-    from report.derive.stats import itl_gaps_ms
+    from report.derive.stats.samples import itl_gaps_ms
     gaps = itl_gaps_ms(as_request_table(measured))
     if not len(gaps):
         raise Absent("reason.no_two_chunks")
@@ -81,7 +81,7 @@ def delivery_itl_ms(client_itl_ms_mean: float, engine_itl_ms_mean: float) -> flo
 @point_quantity(unit="ms")
 def client_tpot_ms_mean(population: RequestTable) -> float:
     """Mean TPOT, as the client measured it, of the requests the engine's histograms count."""
-    from report.derive.stats import mean, tpots_ms
+    from report.derive.stats.samples import mean, tpots_ms
     return mean(tpots_ms(population))
 
 
@@ -95,7 +95,7 @@ def delivery_tpot_ratio(client_tpot_ms_mean: float, engine_tpot_ms_mean: float) 
 @point_quantity(unit="ms")
 def client_ttft_ms_mean_first_in_window(first_in_population: RequestTable) -> float:
     """Mean TTFT, as the client measured it, of the requests whose first token the engine's TTFT histogram counts."""
-    from report.derive.stats import mean, ttfts_ms
+    from report.derive.stats.samples import mean, ttfts_ms
     return mean(ttfts_ms(first_in_population))
 
 

@@ -22,7 +22,8 @@ import report.registry as RG
 from report.registry import EACH, FIRST, PREV, Declared, _raw_input_names, across_points
 
 # The modules whose quantities the phases resolve: named here once.
-STATS, DELIVERY, VALIDITY, HOST = "report.derive.stats", "report.derive.delivery", "report.derive.validity", "report.derive.host"
+REQUESTS, STATS, SESSIONS = "report.derive.stats.requests", "report.derive.stats.point", "report.derive.stats.sessions"
+DELIVERY, VALIDITY, HOST = "report.derive.delivery", "report.derive.validity", "report.derive.host"
 SAMPLER, CACHE_CONFIG, SERVER = "report.derive.series.sampler", "report.derive.series.cache_config", "report.derive.series.server"
 SIZES, CLIENTERROR, SERVERLOG = "report.derive.sizes", "report.derive.clienterror", "report.derive.serverlog"
 TIMING_CLIENT, TIMING_SERVER = "report.derive.timing.client", "report.derive.timing.server"
@@ -57,9 +58,9 @@ class Phase:
 
 PHASES: tuple[Phase, ...] = (
     # Measured: what needs no point's validity. The round's settings, pool, peaks and policy first.
-    Phase("round settings", "round", (SAMPLER, CACHE_CONFIG, SERVER, HOST, DATASHEET, SERVERLOG, CLIENTERROR, SIZES, STATS, VALIDITY),
+    Phase("round settings", "round", (SAMPLER, CACHE_CONFIG, SERVER, HOST, DATASHEET, SERVERLOG, CLIENTERROR, SIZES, REQUESTS, VALIDITY),
           "measured", "round", over_points=False),
-    Phase("point", "point", (STATS, DELIVERY, VALIDITY, SERVER, HOST, SWEEP_CONCURRENCY, TIMING_CLIENT, TIMING_SERVER,
+    Phase("point", "point", (STATS, SESSIONS, DELIVERY, VALIDITY, SERVER, HOST, SWEEP_CONCURRENCY, TIMING_CLIENT, TIMING_SERVER,
                               INFLIGHT, ADMISSION, ENGINES, CLIENTERROR, SERVERLOG),
           "measured", "point", after_valid_points=False),
     Phase("modelled", "point", (RECONCILE, POWER, GPM, PARALLEL, ACROSS, CEILING, PER_GPU, STEP, ENERGY),

@@ -25,7 +25,6 @@ from report.derive import peers as PR
 from report.derive import prefilltail as PT
 from report.derive import serverlog as SL  # noqa: F401 (registers what the phases resolve)
 from report.derive import sizes as SZ  # noqa: F401 (registers what the phases resolve)
-from report.derive import stats as ST
 from report.derive import step as SP  # noqa: F401 (registers what the phases resolve)
 from report.derive import validity as V  # noqa: F401 (registers what the phases resolve)
 from report.derive.gpu import across as GA  # noqa: F401 (registers what the phases resolve)
@@ -47,6 +46,9 @@ from report.derive.series import sampler as SM  # noqa: F401 (registers what the
 from report.derive.series import scrapes as S
 from report.derive.series import server as SV  # noqa: F401 (registers what the phases resolve)
 from report.derive.serverlog import ServerLogFacts, server_log_facts
+from report.derive.stats import point as STP  # noqa: F401 (registers what the phases resolve)
+from report.derive.stats import requests as ST
+from report.derive.stats import sessions as SES  # noqa: F401 (registers what the phases resolve)
 from report.derive.sweep import concurrency as SC  # noqa: F401 (registers what the phases resolve)
 from report.derive.sweep import lengths as SLN  # noqa: F401 (registers what the phases resolve)
 from report.derive.timing import client as TC  # noqa: F401 (registers what the phases resolve)
