@@ -25,7 +25,8 @@ from report.registry import EACH, FIRST, PREV, Declared, _raw_input_names, acros
 REQUESTS, STATS, SESSIONS = "report.derive.stats.requests", "report.derive.stats.point", "report.derive.stats.sessions"
 DELIVERY, VALIDITY, HOST = "report.derive.delivery", "report.derive.validity", "report.derive.host"
 SAMPLER, CACHE_CONFIG, SERVER = "report.derive.series.sampler", "report.derive.series.cache_config", "report.derive.series.server"
-SIZES, CLIENTERROR, SERVERLOG = "report.derive.sizes", "report.derive.clienterror", "report.derive.serverlog"
+SIZES, SERVERLOG = "report.derive.sizes", "report.derive.serverlog"
+CLIENT_ITL, CLIENT_NODES = "report.derive.clienterror.itl", "report.derive.clienterror.nodes"
 TIMING_CLIENT, TIMING_SERVER = "report.derive.timing.client", "report.derive.timing.server"
 SWEEP_CONCURRENCY, SWEEP_LENGTHS = "report.derive.sweep.concurrency", "report.derive.sweep.lengths"
 INFLIGHT, ADMISSION, ENGINES = "report.derive.load.inflight", "report.derive.load.admission", "report.derive.load.engines"
@@ -58,10 +59,10 @@ class Phase:
 
 PHASES: tuple[Phase, ...] = (
     # Measured: what needs no point's validity. The round's settings, pool, peaks and policy first.
-    Phase("round settings", "round", (SAMPLER, CACHE_CONFIG, SERVER, HOST, DATASHEET, SERVERLOG, CLIENTERROR, SIZES, REQUESTS, VALIDITY),
+    Phase("round settings", "round", (SAMPLER, CACHE_CONFIG, SERVER, HOST, DATASHEET, SERVERLOG, CLIENT_NODES, SIZES, REQUESTS, VALIDITY),
           "measured", "round", over_points=False),
     Phase("point", "point", (STATS, SESSIONS, DELIVERY, VALIDITY, SERVER, HOST, SWEEP_CONCURRENCY, TIMING_CLIENT, TIMING_SERVER,
-                              INFLIGHT, ADMISSION, ENGINES, CLIENTERROR, SERVERLOG),
+                              INFLIGHT, ADMISSION, ENGINES, CLIENT_ITL, CLIENT_NODES, SERVERLOG),
           "measured", "point", after_valid_points=False),
     Phase("modelled", "point", (RECONCILE, POWER, GPM, PARALLEL, ACROSS, CEILING, PER_GPU, STEP, ENERGY),
           "measured", "modelled"),

@@ -18,7 +18,6 @@ from bundle.peers import PeerResult, external_dir, read_peer_files, round_peer_f
 from bundle.request_table import RequestTable
 from bundle.slo import Slo, SloError, slo_from_dict, slo_of_file
 from bundle.store import Bundle
-from report.derive import clienterror as CE
 from report.derive import delivery as DL
 from report.derive import host as HO  # noqa: F401 (registers what the phases resolve)
 from report.derive import peers as PR
@@ -27,6 +26,8 @@ from report.derive import serverlog as SL  # noqa: F401 (registers what the phas
 from report.derive import sizes as SZ  # noqa: F401 (registers what the phases resolve)
 from report.derive import step as SP  # noqa: F401 (registers what the phases resolve)
 from report.derive import validity as V  # noqa: F401 (registers what the phases resolve)
+from report.derive.clienterror import itl as CE  # noqa: F401 (registers what the phases resolve)
+from report.derive.clienterror import nodes as CN
 from report.derive.gpu import across as GA  # noqa: F401 (registers what the phases resolve)
 from report.derive.gpu import ceiling as GC  # noqa: F401 (registers what the phases resolve)
 from report.derive.gpu import datasheet as DS
@@ -364,12 +365,12 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
             (f"{rd.name}/manifest.json: gpus[].gpm_absent_reason",))
     raw.add("slo", *slo_raw(rd))
     raw.add("cost", *cost_raw(rd))
-    # A Ray round's workers at this point (shards.jsonl): each one an item of clienterror.py.
+    # A Ray round's workers at this point (shards.jsonl): each one an item of clienterror/nodes.py.
     shards = [s for s in rd.bundle.shards if s["point"] == p.pid]
     shards_src = (f"{rd.name}/{rd.bundle.file_for('shards')}",)
     raw.add("point_shards", shards, shards_src)
-    raw.add("worker_items", CE.worker_items(shards), shards_src)
-    raw.add("node_items", CE.node_items(shards), shards_src)
+    raw.add("worker_items", CN.worker_items(shards), shards_src)
+    raw.add("node_items", CN.node_items(shards), shards_src)
     engine = rd.bundle.manifest.get("engine") or {}
     raw.add("engine_command", engine.get("command") or Reason.of("reason.no_engine_command"),
             (f"{rd.name}/manifest.json: engine.command",))

@@ -238,7 +238,7 @@ def item_table(led: Ledger, pid: str | None, per: str, table_id: str, title: dic
                                       else item[len(per):]) for item in items])
 
 
-# One row per client node and point of a Ray round (report/derive/clienterror.py: the per-node
+# One row per client node and point of a Ray round (report/derive/clienterror/nodes.py: the per-node
 # quantities): the load it was planned and delivered, and its own client's event-loop lag.
 NODE_COLUMNS = [
     ("node_planned_requests", "label.col_node_planned", "", 0),

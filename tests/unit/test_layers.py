@@ -68,7 +68,8 @@ def test_no_folder_of_the_report_holds_more_than_fourteen_modules():
 # grows past it splits again rather than becoming a hall.
 SPLIT_BY_TOPIC = ("report/publish/render", "report/publish/figures", "report/planner", "report/judge/findings",
                   "report/derive/timing", "report/derive/load", "report/derive/sweep", "report/derive/reconcile",
-                  "report/derive/series", "report/derive/gpu", "report/derive/stats")
+                  "report/derive/series", "report/derive/gpu", "report/derive/stats",
+                  "report/derive/clienterror")
 ROOM_LINES = 400
 
 

@@ -10,9 +10,9 @@ import pytest
 
 from bench.exposition import parse_exposition
 from bundle.request_table import RequestTable
-from report.derive import clienterror as CE
 from report.derive import host
 from report.derive import serverlog as LS
+from report.derive.clienterror import itl as CE
 from report.derive.load import inflight as OC
 from report.derive.serverlog import server_log_facts
 from report.judge.diagnosis import distortion_check, held_check, saturation_check
