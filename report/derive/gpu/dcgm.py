@@ -19,8 +19,8 @@ from bundle.plausible import (
 from report.architecture.gpus import lookup_gpu
 from report.derive.gpu.power import Samples
 
-# An NVIDIA DCGM exporter's page (dcgm.jsonl, a remote server's GPUs) is read as the GPU rows
-# above through bundle/plausible.py's DCGM_FIELDS (each exporter name's row field and scale).
+# An NVIDIA DCGM exporter's page (dcgm.jsonl, a remote server's GPUs) is read as NVML's GPU
+# rows (power.py) through bundle/plausible.py's DCGM_FIELDS (each exporter name's row field and scale).
 
 
 @lru_cache(maxsize=64)

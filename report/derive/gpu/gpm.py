@@ -12,8 +12,6 @@ from report.registry import point_quantity
 GpmTexts = Mapping[int, str | None] | None
 
 
-# GPM hardware counters over a window, from a bundle's gpu.jsonl rows (bench/samplers/gpm.py).
-#
 # Each row's counters are NVML's figures over the interval (t - gpm_interval_s, t]; a window
 # [t_start, t_end] takes the rows whose whole interval lies inside it, and a mean weights each
 # row by its interval. Shares are fractions (0..1, comparable with MBU and MFU), bandwidths
