@@ -145,7 +145,7 @@ class Absent(Exception):
 
 
 def quantity_name(func: str) -> str:
-    """A `Value.func` without its package and stage: "report.derive.stats.mean" -> "stats.mean".
+    """A `Value.func` without its package and stage: "report.derive.stats.samples.mean" -> "stats.samples.mean".
 
     Invariant (tests/unit/report/test_words_labels.py): module names are unique across the
     report's stages, so the short name still names one function.

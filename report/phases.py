@@ -36,13 +36,18 @@ from report.registry import (
 )
 
 # The modules whose quantities the phases resolve: named here once.
-STATS, DELIVERY, VALIDITY, SERIES = "report.derive.stats", "report.derive.delivery", "report.derive.validity", "report.derive.series"
-SIZES, CLIENTERROR, SERVERLOG = "report.derive.sizes", "report.derive.clienterror", "report.derive.serverlog"
+REQUESTS, STATS, SESSIONS = "report.derive.stats.requests", "report.derive.stats.point", "report.derive.stats.sessions"
+DELIVERY, VALIDITY, HOST = "report.derive.delivery", "report.derive.validity", "report.derive.host"
+SAMPLER, CACHE_CONFIG, SERVER = "report.derive.series.sampler", "report.derive.series.cache_config", "report.derive.series.server"
+SIZES, SERVERLOG = "report.derive.sizes", "report.derive.serverlog"
+CLIENT_ITL, CLIENT_NODES = "report.derive.clienterror.itl", "report.derive.clienterror.nodes"
 TIMING_CLIENT, TIMING_SERVER = "report.derive.timing.client", "report.derive.timing.server"
 SWEEP_CONCURRENCY, SWEEP_LENGTHS = "report.derive.sweep.concurrency", "report.derive.sweep.lengths"
 INFLIGHT, ADMISSION, ENGINES = "report.derive.load.inflight", "report.derive.load.admission", "report.derive.load.engines"
 RECONCILE, STEP, PEERS = "report.derive.reconcile.model", "report.derive.step", "report.derive.peers"
-PREFILLTAIL, POWER, ENERGY = "report.derive.prefilltail", "report.derive.gpu.power", "report.derive.gpu.energy"
+PREFILLTAIL, DATASHEET, POWER = "report.derive.prefilltail", "report.derive.gpu.datasheet", "report.derive.gpu.power"
+GPM, PARALLEL, ACROSS = "report.derive.gpu.gpm", "report.derive.gpu.parallel", "report.derive.gpu.across"
+CEILING, PER_GPU, ENERGY = "report.derive.gpu.ceiling", "report.derive.gpu.per_gpu", "report.derive.gpu.energy"
 DIAGNOSIS, GOODPUT, COST = "report.judge.diagnosis", "report.judge.goodput", "report.judge.cost"
 SETS, COMPARE, PLANNER = "report.judge.sets", "report.judge.compare", "report.planner.quantities"
 
@@ -75,12 +80,13 @@ class Phase:
 
 PHASES: tuple[Phase, ...] = (
     # Measured: what needs no point's validity. The round's settings, pool, peaks and policy first.
-    Phase("round settings", "round", (SERIES, POWER, SERVERLOG, CLIENTERROR, SIZES, STATS, VALIDITY),
+    Phase("round settings", "round", (SAMPLER, CACHE_CONFIG, SERVER, HOST, DATASHEET, SERVERLOG, CLIENT_NODES, SIZES, REQUESTS, VALIDITY),
           "measured", "round", over_points=False),
-    Phase("point", "point", (STATS, DELIVERY, VALIDITY, SERIES, SWEEP_CONCURRENCY, TIMING_CLIENT, TIMING_SERVER,
-                              INFLIGHT, ADMISSION, ENGINES, CLIENTERROR, SERVERLOG),
+    Phase("point", "point", (STATS, SESSIONS, DELIVERY, VALIDITY, SERVER, HOST, SWEEP_CONCURRENCY, TIMING_CLIENT, TIMING_SERVER,
+                              INFLIGHT, ADMISSION, ENGINES, CLIENT_ITL, CLIENT_NODES, SERVERLOG),
           "measured", "point", after_valid_points=False),
-    Phase("modelled", "point", (RECONCILE, POWER, STEP, ENERGY), "measured", "modelled"),
+    Phase("modelled", "point", (RECONCILE, POWER, GPM, PARALLEL, ACROSS, CEILING, PER_GPU, STEP, ENERGY),
+          "measured", "modelled"),
     Phase("peer results", "point", (PEERS,), "measured", "peers", when="peers"),
     Phase("peer results over the round", "round", (PEERS,), "measured", "round", when="peers"),
     # Checked: each point's failed checks, once the judge has found its validity.

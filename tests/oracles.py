@@ -29,7 +29,6 @@ from report.architecture.theory import (
     request_peak_tokens,
     vllm_step_requests,
 )
-from report.derive import series as S
 from report.derive.reconcile.estimator import (
     FLOPS,
     ITERATIONS,
@@ -50,6 +49,8 @@ from report.derive.reconcile.estimator import (
     requests_inside_window,
 )
 from report.derive.reconcile.kvpool import kv_blocks_distribution
+from report.derive.series import cache_config
+from report.derive.series import scrapes as S
 from report.ledger import Absent
 
 
@@ -432,7 +433,7 @@ def usable_pool_tokens(num_gpu_blocks: int, block_size: int) -> int:
 
 def pool_tokens_from_cache_config(labels: Mapping[str, str]) -> int:
     """KV pool tokens from cache_config_info: num_gpu_blocks × block_size (the null block included, as the log counts)."""
-    pool = S.kv_pool_tokens_from_cache_config(labels)
+    pool = cache_config.kv_pool_tokens_from_cache_config(labels)
     if pool.blocks_times_block_size is None:
         raise Absent("reason.cache_config_lacks")
     return pool.blocks_times_block_size
@@ -440,7 +441,7 @@ def pool_tokens_from_cache_config(labels: Mapping[str, str]) -> int:
 
 def usable_pool_tokens_from_cache_config(labels: Mapping[str, str]) -> int:
     """Usable KV pool tokens from cache_config_info labels: (num_gpu_blocks − 1) × block_size."""
-    blocks, block = S._int_label(labels, "num_gpu_blocks"), S._int_label(labels, "block_size")
+    blocks, block = cache_config._int_label(labels, "num_gpu_blocks"), cache_config._int_label(labels, "block_size")
     if blocks is None or block is None:
         raise Absent("reason.cache_config_lacks")
     return usable_pool_tokens(blocks, block)

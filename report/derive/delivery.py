@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from bundle.request_table.table import RequestTable, as_request_table
-from report.derive import series
+from report.derive.series import scrapes as S
 from report.ledger import Absent
 from report.registry import point_quantity
 
@@ -28,19 +28,19 @@ ITERATION_TOKENS = "vllm:iteration_tokens_total"
 @point_quantity(unit="ms")
 def engine_itl_ms_mean(scrapes: list, bracket_start: float, bracket_end: float) -> float:
     """Mean gap between a request's engine-core output timestamps: Δsum/Δcount of inter_token_latency_seconds, ms."""
-    return 1e3 * series.histogram_window_mean(scrapes, bracket_start, bracket_end, ENGINE_ITL)
+    return 1e3 * S.histogram_window_mean(scrapes, bracket_start, bracket_end, ENGINE_ITL)
 
 
 @point_quantity(unit="ms")
 def engine_ttft_ms_mean(population_scrapes: list, population_start: float, population_end: float) -> float:
     """Mean time from arrival in the engine client to the first token's iteration: Δsum/Δcount of time_to_first_token_seconds, ms."""
-    return 1e3 * series.histogram_window_mean(population_scrapes, population_start, population_end, ENGINE_TTFT)
+    return 1e3 * S.histogram_window_mean(population_scrapes, population_start, population_end, ENGINE_TTFT)
 
 
 @point_quantity(unit="ms")
 def engine_tpot_ms_mean(population_scrapes: list, population_start: float, population_end: float) -> float:
     """Mean per-request engine decode pace, (last − first token) ÷ (tokens − 1): Δsum/Δcount of request_time_per_output_token_seconds, ms."""
-    return 1e3 * series.histogram_window_mean(population_scrapes, population_start, population_end, ENGINE_TPOT)
+    return 1e3 * S.histogram_window_mean(population_scrapes, population_start, population_end, ENGINE_TPOT)
 
 
 @point_quantity(unit="step/s")
@@ -48,7 +48,7 @@ def engine_steps_per_s(scrapes: list, bracket_start: float, bracket_end: float) 
     """Engine steps per second: Δcount of iteration_tokens_total over the window."""
     if bracket_end <= bracket_start:
         raise Absent("reason.window_empty")
-    delta = series.histogram_increase(scrapes, bracket_start, bracket_end, ITERATION_TOKENS)
+    delta = S.histogram_increase(scrapes, bracket_start, bracket_end, ITERATION_TOKENS)
     return delta.count / (bracket_end - bracket_start)
 
 
@@ -65,7 +65,7 @@ def engines_stepping(scrapes: list, bracket_start: float, bracket_end: float) ->
 @point_quantity(unit="ms")
 def client_itl_ms_mean(measured: RequestTable) -> float:
     """Mean gap per output token as the client received it (a chunk of k tokens gives k equal gaps), ms."""
-    from report.derive.stats import itl_gaps_ms
+    from report.derive.stats.samples import itl_gaps_ms
     gaps = itl_gaps_ms(as_request_table(measured))
     if not len(gaps):
         raise Absent("reason.no_two_chunks")
@@ -81,7 +81,7 @@ def delivery_itl_ms(client_itl_ms_mean: float, engine_itl_ms_mean: float) -> flo
 @point_quantity(unit="ms")
 def client_tpot_ms_mean(population: RequestTable) -> float:
     """Mean TPOT, as the client measured it, of the requests the engine's histograms count."""
-    from report.derive.stats import mean, tpots_ms
+    from report.derive.stats.samples import mean, tpots_ms
     return mean(tpots_ms(population))
 
 
@@ -95,7 +95,7 @@ def delivery_tpot_ratio(client_tpot_ms_mean: float, engine_tpot_ms_mean: float) 
 @point_quantity(unit="ms")
 def client_ttft_ms_mean_first_in_window(first_in_population: RequestTable) -> float:
     """Mean TTFT, as the client measured it, of the requests whose first token the engine's TTFT histogram counts."""
-    from report.derive.stats import mean, ttfts_ms
+    from report.derive.stats.samples import mean, ttfts_ms
     return mean(ttfts_ms(first_in_population))
 
 
@@ -143,7 +143,7 @@ def requests_first_token_between(requests: RequestTable, t_start: float,
 
 def server_finished_count(scrapes: list, t_start: float, t_end: float) -> float:
     """Requests the server finished in the window: Δcount of request_queue_time_seconds."""
-    return series.histogram_increase(scrapes, t_start, t_end, QUEUE).count
+    return S.histogram_increase(scrapes, t_start, t_end, QUEUE).count
 
 
 @point_quantity(unit="")

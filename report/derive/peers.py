@@ -16,7 +16,7 @@ import numpy as np
 
 from bundle.peers import PeerResult
 from bundle.request_table.table import RequestTable, as_request_table
-from report.derive import stats as ST
+from report.derive.stats import samples as ST
 from report.ledger import Absent
 from report.registry import Given, bound_quantity, point_quantity, round_quantity
 

@@ -1,8 +1,8 @@
 """The round's KV pool, the model's sizes and the GPU's peaks, as round quantities, and the KV arithmetic over them.
 
 Round quantities over the pool cache_config_info states (`pool_tokens_metrics`, `block_size`,
-series.py), what the server log states (serverlog.py), the round's raw `model_config` and the
-GPU's datasheet peaks (`peak_flops`, `peak_bandwidth`: gpu/power.py); beside them, single
+series/cache_config.py), what the server log states (serverlog.py), the round's raw `model_config` and the
+GPU's datasheet peaks (`peak_flops`, `peak_bandwidth`: gpu/datasheet.py); beside them, single
 scrape intervals of vLLM's FLOP counter against the peak no GPU can pass.
 """
 
@@ -13,8 +13,9 @@ from typing import Any, Mapping
 from bundle.server_flags import server_flag
 from report.architecture import params as PA
 from report.architecture import theory as T
-from report.derive import series
 from report.derive.arith import giga, product, ratio, relative_difference, tera
+from report.derive.series import scrapes as S
+from report.derive.series import server
 from report.ledger import Absent
 from report.registry import round_quantity
 
@@ -67,7 +68,7 @@ def counter_rate_series(scrapes: list, name: str) -> list[tuple[float, float]]:
         if not s.get("ok"):
             continue
         try:
-            pts.append((s["t"], series.scrape_value(s["samples"], name)))
+            pts.append((s["t"], S.scrape_value(s["samples"], name)))
         except Absent:
             continue
     out = []
@@ -229,7 +230,7 @@ def peak_tb_s(peak_bandwidth: float) -> float:
 @round_quantity(unit="FLOP/s")
 def flop_rate_interval_max(scrapes: list) -> float:
     """The largest per-second rate of vLLM's FLOP counter between two consecutive successful scrapes."""
-    return counter_rate_max(scrapes, series.MFU_FLOPS)
+    return counter_rate_max(scrapes, server.MFU_FLOPS)
 
 
 @round_quantity(unit="TFLOP/s")
@@ -241,4 +242,4 @@ def tflops_interval_max(flop_rate_interval_max: float) -> float:
 @round_quantity(unit="")
 def flop_intervals_over_peak(scrapes: list, peak_flops: float) -> int:
     """How many scrape intervals carried vLLM's FLOP counter faster than the GPU's dense peak."""
-    return counter_rate_intervals_above(scrapes, series.MFU_FLOPS, peak_flops)
+    return counter_rate_intervals_above(scrapes, server.MFU_FLOPS, peak_flops)

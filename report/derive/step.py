@@ -22,7 +22,7 @@ from report.architecture import roofline as RF
 from report.architecture import stepmodel as SM
 from report.derive import validity as V
 from report.derive.arith import ratio
-from report.derive.stats import itl_gaps_ms, percentile
+from report.derive.stats.samples import itl_gaps_ms, percentile
 from report.ledger import Absent
 from report.registry import DOES_NOT_APPLY, bound_quantity, point_quantity
 

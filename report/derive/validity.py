@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from bundle.request_table.table import RequestTable, as_request_table
-from report.derive import series
+from report.derive.series import sampler
+from report.derive.series import scrapes as S
 from report.ledger import Absent
 from report.registry import point_quantity, round_quantity
 
@@ -168,8 +169,8 @@ def held_concurrency_fraction(steady_scrapes: list, steady_start: float, steady_
     """Mean over the window's scrapes of min(1, (running + waiting) / C): the share of the set concurrency the server held."""
     if not concurrency:
         raise Absent("reason.no_concurrency")
-    running = series.gauge_series(steady_scrapes, steady_start, steady_end, "vllm:num_requests_running")
-    waiting = dict(series.gauge_series(steady_scrapes, steady_start, steady_end, "vllm:num_requests_waiting"))
+    running = S.gauge_series(steady_scrapes, steady_start, steady_end, "vllm:num_requests_running")
+    waiting = dict(S.gauge_series(steady_scrapes, steady_start, steady_end, "vllm:num_requests_waiting"))
     held = [min(1.0, (r + waiting.get(t, 0.0)) / concurrency) for t, r in running]
     return float(np.mean(held))
 
@@ -213,16 +214,16 @@ def lifetimes_in_window(window_s: float, e2e_ms_p50: float) -> float:
 @point_quantity(unit="fraction")
 def failed_scrape_share(point_scrapes: list, t_measure: float, t_end: float) -> float:
     """Failed /metrics scrapes as a share of the scrapes attempted inside the window."""
-    tried = series.scrape_count(point_scrapes, t_measure, t_end)
+    tried = sampler.scrape_count(point_scrapes, t_measure, t_end)
     if not tried:
         raise Absent("reason.no_scrape_attempted")
-    return series.failed_scrape_count(point_scrapes, t_measure, t_end) / tried
+    return sampler.failed_scrape_count(point_scrapes, t_measure, t_end) / tried
 
 
 @point_quantity(unit="req")
 def waiting_capacity_peak(steady_waiting_capacity: list[float]) -> float:
     """Peak of the requests waiting for KV capacity (num_requests_waiting_by_reason) over the steady window."""
-    return series.peak_value(steady_waiting_capacity)
+    return S.peak_value(steady_waiting_capacity)
 
 # The thresholds above as round quantities without inputs, so pages print them traced
 # (each cites this file; the checks read the constants, the pages these values).

@@ -19,7 +19,7 @@ import numpy as np
 
 from bundle.request_table.table import RequestTable
 from bundle.slo import OBJECTIVES, REQUEST_OBJECTIVES, Slo
-from report.derive import stats as ST
+from report.derive.stats import samples as ST
 from report.ledger import Absent
 from report.registry import point_quantity, round_quantity
 

@@ -16,7 +16,7 @@ from bundle.server_flags import LAUNCHER_WORDS, command_words, set_names, switch
 from bundle.slo import SloError
 from bundle.store.reader import read_bundle
 from report.derive.round.read import RoundData, ok_points, read_round
-from report.derive.stats import INTERRUPTED
+from report.derive.stats.requests import INTERRUPTED
 from report.judge.compare import cross_round_ledger
 from report.judge.findings.finding import Finding
 from report.judge.findings.round import round_findings

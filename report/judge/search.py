@@ -12,7 +12,7 @@ from pathlib import Path
 from bundle.request_table.fileread import read_request_files
 from bundle.slo import slo_from_dict
 from bundle.store.streams import shard_streams
-from report.derive import stats as ST
+from report.derive.stats import requests as ST
 from report.judge.goodput import (
     slo_e2e_ms,
     slo_itl_ms,

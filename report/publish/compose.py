@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from report.derive import validity as V
-from report.derive.gpu.power import PEAK_DTYPE, gpu_absent_reason
+from report.derive.gpu.datasheet import PEAK_DTYPE, gpu_absent_reason
 from report.derive.round.read import OWN_LENGTH_KINDS, ok_points
 from report.judge.result import RoundResult, judge_rounds, refusal_text
 from report.ledger import Ledger

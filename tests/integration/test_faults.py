@@ -22,8 +22,8 @@ import pytest
 from bench.engine import http_get
 from bench.standin.thread import StandInThread
 from bundle.store.reader import read_bundle
-from report.derive import stats as ST
 from report.derive.round.read import read_round
+from report.derive.stats import requests as ST
 from report.judge.verdicts import build_ledger
 from report.publish.compose import compose_round
 from tests.conftest import ROOT, run_bench

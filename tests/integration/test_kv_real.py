@@ -34,10 +34,11 @@ import pytest
 
 from bench.engine import TINY_MODEL_DIR
 from bundle.store.reader import read_bundle
-from report.derive import series as S
 from report.derive.reconcile import estimator as RE
 from report.derive.reconcile import kvpool as R
 from report.derive.round import read as B
+from report.derive.series import cache_config
+from report.derive.series import scrapes as S
 from report.derive.serverlog import server_log_facts
 from report.judge.verdicts import build_ledger
 from tests import oracles as O
@@ -82,7 +83,7 @@ def ledger(bundle):
 
 
 def test_pool_from_cache_config_agrees_with_the_log_line(bundle, engine):
-    labels = S.cache_config_info(bundle.metrics)
+    labels = cache_config.cache_config_info(bundle.metrics)
     pool = O.pool_tokens_from_cache_config(labels)
     facts = server_log_facts(engine.session_log.read_text(errors="replace"))
     assert facts.kv_pool_device == "CPU"
@@ -111,7 +112,7 @@ def test_steady_state_median_closes_within_one_point(bundle, ledger):
     p = next(p for p in rd.points if p.pid == PID)
     steady = S.gauge_values(bundle.metrics, *p.steady, "vllm:kv_cache_usage_perc")
     assert len(steady) >= 5, f"the 10 Hz sampler got only {len(steady)} samples into the steady window"
-    usable = O.usable_pool_tokens_from_cache_config(S.cache_config_info(bundle.metrics))
+    usable = O.usable_pool_tokens_from_cache_config(cache_config.cache_config_info(bundle.metrics))
     measured = led[k + "kv_usage_p50"].value
     running = led[k + "server_running_median"].value
     expected = R.expected_kv_usage_median_fraction_effective(C, running, INPUT_LEN, OUTPUT_LEN,

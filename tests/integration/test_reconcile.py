@@ -40,9 +40,9 @@ import pytest
 from bench.engine import TINY_MODEL_DIR
 from bundle.store.reader import read_bundle
 from report.architecture import theory as T
-from report.derive import series as S
-from report.derive import stats as ST
 from report.derive.reconcile import estimator as R
+from report.derive.series import scrapes as S
+from report.derive.stats import requests as ST
 from report.ledger import Absent
 from tests import oracles as O
 from tests.conftest import run_bench

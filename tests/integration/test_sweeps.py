@@ -6,8 +6,9 @@ import pytest
 
 from bench.exposition import split_key
 from bundle.store.reader import read_bundle
-from report.derive import series as S
-from report.derive import stats as ST
+from report.derive.series import scrapes as S
+from report.derive.stats import requests as RQ
+from report.derive.stats import samples as SA
 from tests.conftest import run_bench
 
 pytestmark = pytest.mark.engine
@@ -45,10 +46,10 @@ input_len = [32, 96]
 requests_per_point = 4
 cooldown_s = 1
 """)
-    wins = ST.point_windows(b.points)
+    wins = RQ.point_windows(b.points)
     assert list(wins) == ["L32-c1", "L32-c3", "L96-c1", "L96-c3"]
     for w in wins.values():
-        reqs = ST.requests_of_point(b.requests, w)
+        reqs = RQ.requests_of_point(b.requests, w)
         c = w.settings["concurrency"]
         assert len(reqs) == 4 + c  # measured + one warm-up per slot
         assert all(r["usage"]["prompt_tokens"] == w.settings["input_len"] for r in reqs)
@@ -77,7 +78,7 @@ metrics_interval_s = 0.25
     stops = [e for e in b.points if e["event"] == "server_stop"]
     assert len(starts) == 2 and len(stops) == 2
     assert "--max-num-seqs" in starts[1]["command"] and "--max-num-seqs" not in starts[0]["command"]
-    wins = ST.point_windows(b.points)
+    wins = RQ.point_windows(b.points)
     assert list(wins) == ["s0-L16-c4", "s1-L16-c4"]
     # The engine really ran with the second flag set: never more than 2 requests running.
     w1 = wins["s1-L16-c4"]
@@ -164,7 +165,7 @@ warmup_requests = 0
     # tail: a stall of the host (not of the client) delays every send queued behind it.
     late = [r["t_send"] - r["t_sched"] for r in b.requests]
     assert min(late) > -1e-3  # never sent before its time (clock resolution aside)
-    assert ST.percentile(late, 50) < 0.01
+    assert SA.percentile(late, 50) < 0.01
 
 
 def test_an_open_loops_first_sends_go_at_their_scheduled_times(engine, tmp_path):
@@ -187,4 +188,4 @@ cooldown_s = 0
     assert min(first) > -1e-3
     # The median of the first four: one stall of the shared host may hold one send. Behind the
     # ring's opening the median was 240-330 ms; a loaded CI host may add tens of ms.
-    assert ST.percentile(first, 50) < 0.1, first
+    assert SA.percentile(first, 50) < 0.1, first

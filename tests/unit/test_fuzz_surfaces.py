@@ -25,7 +25,7 @@ from bundle.schema import record_problem
 from bundle.slo import Slo, SloError, slo_of_file
 from bundle.store.reader import read_bundle
 from bundle.store.writer import BundleWriter
-from report.derive.gpu.power import dcgm_gpu_rows
+from report.derive.gpu.dcgm import dcgm_gpu_rows
 from report.derive.round.read import NO_SLO, read_round
 from report.judge.result import judge
 from report.judge.verdicts import build_ledger

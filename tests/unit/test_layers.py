@@ -63,19 +63,3 @@ def test_no_folder_of_the_report_holds_more_than_fourteen_modules():
     assert import_graph.layer_of("report.publish.render.page") == "report.publish"
     assert all(m in g for mods in folders.values() for m in mods)
 
-
-# The folders whose rooms were split by topic, each room under about 400 lines; a room that
-# grows past it splits again rather than becoming a hall.
-SPLIT_BY_TOPIC = ("report/publish/render", "report/publish/figures", "report/planner", "report/judge/findings",
-                  "report/derive/timing", "report/derive/load", "report/derive/sweep", "report/derive/reconcile",
-                  "bench/httpstream", "bench/plan", "bench/standin", "bundle/request_table", "bundle/store")
-ROOM_LINES = 400
-
-
-def test_rooms_split_by_topic_stay_under_four_hundred_lines():
-    for folder in SPLIT_BY_TOPIC:
-        rooms = sorted(import_graph.ROOT.joinpath(folder).glob("*.py"))
-        assert len(rooms) >= 3, folder      # its __init__ and two rooms at least
-        big = {str(p.relative_to(import_graph.ROOT)): n for p in rooms
-               if (n := len(p.read_text(encoding="utf-8").splitlines())) > ROOM_LINES}
-        assert big == {}, big

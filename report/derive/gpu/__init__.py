@@ -1,1 +1,1 @@
-"""The GPU's own samples: power, clocks, utilisation and counters (power), and the energy a window used (energy)."""
+"""The GPU's own samples: its datasheet (datasheet), NVML's power and clocks (power), the GPM counters (gpm), an exporter's page (dcgm), tensor parallel (parallel), several GPUs (across, per_gpu), the compute ceiling (ceiling), and the energy a window used (energy)."""

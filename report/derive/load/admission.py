@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from bundle.schema import TRACE_BLOCK_TOKENS
-from report.derive import series
 from report.derive.arith import ratio
 from report.derive.load.engines import RUNNING, engine_name, engines_found
+from report.derive.series import scrapes as S
 from report.ledger import Absent
 from report.registry import point_quantity
 
@@ -75,7 +75,7 @@ def queue_over_wave(queue_ms_mean: float, queue_ms_wave: float) -> float:
 @point_quantity(unit="tok")
 def prefix_cache_queries(scrapes: list, bracket_start: float, bracket_end: float) -> float:
     """Prompt tokens the prefix cache was asked for in the point's window: Δvllm:prefix_cache_queries_total."""
-    return series.counter_increase(scrapes, bracket_start, bracket_end, "vllm:prefix_cache_queries_total")
+    return S.counter_increase(scrapes, bracket_start, bracket_end, "vllm:prefix_cache_queries_total")
 
 
 @point_quantity(unit="fraction")

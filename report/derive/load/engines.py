@@ -17,11 +17,12 @@ import numpy as np
 
 from bundle.metric_keys import ENDPOINT_LABEL, split_key
 from bundle.request_table.table import RequestTable, as_request_table
-from report.derive import series
+from report.derive.series import cache_config
+from report.derive.series import scrapes as S
 from report.ledger import Absent
 from report.registry import point_quantity
 
-ENGINE_LABELS = series.ENGINE_LABELS     # the labels that tell engines apart, outermost first
+ENGINE_LABELS = cache_config.ENGINE_LABELS     # the labels that tell engines apart, outermost first
 
 
 FINISHED = "vllm:request_success_total"
@@ -53,7 +54,7 @@ def _order(engine: tuple[tuple[str, str], ...]) -> tuple:
 def engines_of(scrapes: Sequence[Mapping], t_start: float, t_end: float, metric: str) -> list[dict[str, str]]:
     """The engines (their ENGINE_LABELS) whose METRIC is in the window's answered scrapes, in order."""
     found: set[tuple[tuple[str, str], ...]] = set()
-    for s in series.scrapes_in_window(scrapes, t_start, t_end):
+    for s in S.scrapes_in_window(scrapes, t_start, t_end):
         for k in s["samples"]:
             name, engine = _engine_of(k)
             if name == metric:
@@ -61,7 +62,7 @@ def engines_of(scrapes: Sequence[Mapping], t_start: float, t_end: float, metric:
     return [dict(e) for e in sorted(found, key=_order)]
 
 
-engine_name = series.engine_name
+engine_name = cache_config.engine_name
 
 
 def engine_items(scrapes: Sequence[Mapping], t_start: float, t_end: float) -> dict[str, dict]:
@@ -105,7 +106,7 @@ def max_over_mean(values: Sequence[float], of_requests: bool = False) -> float:
 def engine_load_balance(scrapes: list, bracket_start: float, bracket_end: float) -> float:
     """The busiest engine's finished-request rate over the engines' mean rate in the window (1 = evenly spread; data parallel)."""
     # No counter at all leaves no engine to compare: "one engine", as fewer than two do.
-    rates = [series.counter_rate(scrapes, bracket_start, bracket_end, FINISHED, e)
+    rates = [S.counter_rate(scrapes, bracket_start, bracket_end, FINISHED, e)
              for e in engines_of(scrapes, bracket_start, bracket_end, FINISHED)]
     return max_over_mean(rates, of_requests=True)
 
@@ -119,27 +120,27 @@ def _mean(values: Sequence[float]) -> float:
 
 def _running_mean(scrapes, t_start, t_end, engine: Mapping[str, str]) -> float:
     """One engine's mean of the running-requests gauge in the window."""
-    return _mean(series.gauge_values(scrapes, t_start, t_end, RUNNING, engine))
+    return _mean(S.gauge_values(scrapes, t_start, t_end, RUNNING, engine))
 
 
 def _waiting_mean(scrapes, t_start, t_end, engine: Mapping[str, str]) -> float:
     """One engine's mean of the waiting-requests gauge in the window."""
-    return _mean(series.gauge_values(scrapes, t_start, t_end, WAITING, engine))
+    return _mean(S.gauge_values(scrapes, t_start, t_end, WAITING, engine))
 
 
 def _kv_usage_median(scrapes, t_start, t_end, engine: Mapping[str, str]) -> float:
     """One engine's median of the KV cache usage gauge in the window."""
-    return series.median_value(series.gauge_values(scrapes, t_start, t_end, KV_USAGE, engine))
+    return S.median_value(S.gauge_values(scrapes, t_start, t_end, KV_USAGE, engine))
 
 
 def _output_tok_rate(scrapes, t_start, t_end, engine: Mapping[str, str]) -> float:
     """One engine's output tokens per second (its generation-token counter) in the window."""
-    return series.counter_rate(scrapes, t_start, t_end, GENERATION, engine)
+    return S.counter_rate(scrapes, t_start, t_end, GENERATION, engine)
 
 
 def _requests_finished(scrapes, t_start, t_end, engine: Mapping[str, str]) -> float:
     """One engine's finished requests (its request-success counter) in the window."""
-    return series.counter_increase(scrapes, t_start, t_end, FINISHED, engine)
+    return S.counter_increase(scrapes, t_start, t_end, FINISHED, engine)
 
 
 def _each(scrapes, t_start: float, t_end: float, value, engines: list[dict[str, str]] | None = None) -> list[float]:
@@ -198,8 +199,8 @@ def engine_requests_finished(scrapes: list, bracket_start: float, bracket_end: f
 def engine_pool_tokens(steady_scrapes: list, steady_start: float, steady_end: float,
                        engine_labels: dict[str, str]) -> int:
     """This engine's KV pool in tokens: num_gpu_blocks × block_size of its own cache_config_info in the steady window."""
-    labels = series.cache_config_info(steady_scrapes, steady_start, steady_end, engine_labels=engine_labels)
-    pool = series.kv_pool_tokens_from_cache_config(labels).blocks_times_block_size
+    labels = cache_config.cache_config_info(steady_scrapes, steady_start, steady_end, engine_labels=engine_labels)
+    pool = cache_config.kv_pool_tokens_from_cache_config(labels).blocks_times_block_size
     if pool is None:
         raise Absent("reason.cache_config_no_blocks")
     return pool
@@ -209,7 +210,7 @@ def engine_pool_tokens(steady_scrapes: list, steady_start: float, steady_end: fl
 def engine_kv_usage_peak(steady_scrapes: list, steady_start: float, steady_end: float,
                          engine_labels: dict[str, str]) -> float:
     """This engine's peak of the KV cache usage gauge over the point's steady window (a share of its own pool)."""
-    return series.peak_value(series.gauge_values(steady_scrapes, steady_start, steady_end, KV_USAGE, engine_labels))
+    return S.peak_value(S.gauge_values(steady_scrapes, steady_start, steady_end, KV_USAGE, engine_labels))
 
 
 def _engines_of_steady(steady_scrapes, steady_start, steady_end) -> list[dict[str, str]]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from bundle.request_table.table import RequestTable, as_request_table
-from report.derive import series
 from report.derive.arith import ratio
+from report.derive.series import scrapes as S
 from report.derive.validity import LATE_SEND_MS
 from report.ledger import Absent
 from report.registry import point_quantity
@@ -100,7 +100,7 @@ def engine_inflight_mean(scrapes: list, t_start: float, t_end: float) -> float:
     """Mean requests inside the server by Little's law: Δsum of e2e_request_latency_seconds ÷ window."""
     if t_end <= t_start:
         raise Absent("reason.window_empty")
-    delta = series.histogram_increase(scrapes, t_start, t_end, E2E)
+    delta = S.histogram_increase(scrapes, t_start, t_end, E2E)
     if delta.count <= 0:
         raise Absent("reason.no_observations_mean", name=E2E)
     return delta.sum / (delta.t_last - delta.t_first if delta.t_last > delta.t_first
@@ -116,7 +116,7 @@ def engine_inflight_little(scrapes: list, bracket_start: float, bracket_end: flo
 @point_quantity(unit="ms")
 def engine_e2e_ms_mean(population_scrapes: list, population_start: float, population_end: float) -> float:
     """Mean time a request spent in the server from its arrival in the API server's engine client to its finish: Δsum/Δcount of e2e_request_latency_seconds, ms."""
-    return 1e3 * series.histogram_window_mean(population_scrapes, population_start, population_end, E2E)
+    return 1e3 * S.histogram_window_mean(population_scrapes, population_start, population_end, E2E)
 
 
 @point_quantity(unit="ms")
@@ -232,7 +232,7 @@ def engine_finish_rate(span_scrapes: list, span_bracket_start: float, span_brack
     t_start, t_end = span_bracket_start, span_bracket_end
     if t_end <= t_start:
         raise Absent("reason.window_empty")
-    delta = series.histogram_increase(span_scrapes, t_start, t_end, E2E)
+    delta = S.histogram_increase(span_scrapes, t_start, t_end, E2E)
     span = delta.t_last - delta.t_first if delta.t_last > delta.t_first else t_end - t_start
     return delta.count / span
 
@@ -292,10 +292,10 @@ def engine_throughput_trend(span_scrapes: list, span_bracket_start: float, span_
     # Each half needs a few scrapes: a counter differenced over one or two scrape intervals
     # moves by whole steps of the interval and reads as a drift.
     for lo, hi in ((t_start, mid), (mid, t_end)):
-        if len(series.scrapes_in_window(scrapes, lo, hi)) < 3:
+        if len(S.scrapes_in_window(scrapes, lo, hi)) < 3:
             raise Absent("reason.too_few_scrapes_halves")
-    a = series.counter_increase(scrapes, t_start, mid, "vllm:generation_tokens_total")
-    b = series.counter_increase(scrapes, mid, t_end, "vllm:generation_tokens_total")
+    a = S.counter_increase(scrapes, t_start, mid, "vllm:generation_tokens_total")
+    b = S.counter_increase(scrapes, mid, t_end, "vllm:generation_tokens_total")
     if a <= 0:
         raise Absent("reason.mfu_counters_still")
     return b / a

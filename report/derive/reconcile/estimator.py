@@ -43,7 +43,7 @@ import numpy as np
 
 from bundle.request_table.table import RequestTable, as_request_table
 from report.architecture import theory as T
-from report.derive import series as S
+from report.derive.series import scrapes as S
 from report.ledger import Absent
 
 FLOPS = "vllm:estimated_flops_per_gpu_total"

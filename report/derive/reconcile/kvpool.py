@@ -33,7 +33,7 @@ import numpy as np
 
 from bundle.request_table.table import RequestTable
 from report.architecture import theory as T
-from report.derive.stats import lengths_sent
+from report.derive.stats.point import lengths_sent
 from report.ledger import Absent
 
 

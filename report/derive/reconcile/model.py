@@ -14,7 +14,6 @@ from bundle.request_table.table import RequestTable
 from report.architecture import roofline as RF
 from report.architecture import theory as T
 from report.derive import arith as A
-from report.derive import series as S
 from report.derive import sizes as SZ
 from report.derive.reconcile.estimator import (
     FLOPS,
@@ -33,6 +32,7 @@ from report.derive.reconcile.kvpool import (
     request_mean_tokens_sent_mean,
     request_peak_tokens_sent_mean,
 )
+from report.derive.series import cache_config
 from report.ledger import Absent
 from report.registry import point_quantity, require_points, round_quantity
 
@@ -66,8 +66,8 @@ def kv_intercept_together(each_concurrency: Sequence[float | None],
 @point_quantity(unit="tok")
 def pool_tokens_set(set_scrapes: list, set_start: float, set_end: float) -> int | None:
     """KV pool size in tokens of the server set the point ran on (its cache_config_info)."""
-    labels = S.cache_config_info(set_scrapes, set_start, set_end)
-    return S.kv_pool_tokens_from_cache_config(labels).blocks_times_block_size
+    labels = cache_config.cache_config_info(set_scrapes, set_start, set_end)
+    return cache_config.kv_pool_tokens_from_cache_config(labels).blocks_times_block_size
 
 
 @point_quantity(unit="tok")

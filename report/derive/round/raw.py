@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from report.derive import clienterror as CE
 from report.derive import delivery as DL
-from report.derive import series as S
-from report.derive.gpu import power as PW
+from report.derive.clienterror import nodes as CN
+from report.derive.gpu import datasheet as DS
+from report.derive.gpu import per_gpu as PG
 from report.derive.load import engines as LE
 from report.derive.load import inflight as LI
 from report.derive.round.read import (
@@ -22,6 +22,7 @@ from report.derive.round.read import (
     peer_matches,
     server_sets,
 )
+from report.derive.series import scrapes as S
 from report.derive.timing import server as TS
 from report.ledger import Absent, Ledger, Reason, Source, Value
 from report.registry import DOES_NOT_APPLY, RawSources
@@ -129,22 +130,22 @@ def point_raw(rd: RoundData, p: PointData) -> RawSources:
     raw.add("failed", p.failed, src)
     raw.add("t_measure", p.window.t_measure, win)
     raw.add("t_end", p.window.t_end, win)
-    gpu_why = PW.gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry")
+    gpu_why = DS.gpu_absent_reason(rd.bundle.manifest.get("gpu_absent_reason")) or Reason.of("reason.no_gpu_telemetry")
     n_gpu = sum(1 for s in rd.gpu_samples if p.window.t_measure <= s["t"] <= p.window.t_end)
     raw.add("gpu_samples", rd.gpu_samples or gpu_why,
             (Source.of(f"{rd.name}/{rd.gpu_file}", "source.gpu_samples_of_point", n=n_gpu, point=p.pid),))
-    raw.add("gpu_items", PW.gpu_items(rd.gpu_samples), (f"{rd.name}/{rd.gpu_file}",))
+    raw.add("gpu_items", PG.gpu_items(rd.gpu_samples), (f"{rd.name}/{rd.gpu_file}",))
     raw.add("gpm_absent_texts", {g.get("index", i): g.get("gpm_absent_reason")
                                  for i, g in enumerate(rd.bundle.manifest.get("gpus") or ())},
             (f"{rd.name}/manifest.json: gpus[].gpm_absent_reason",))
     raw.add("slo", *slo_raw(rd))
     raw.add("cost", *cost_raw(rd))
-    # A Ray round's workers at this point (shards.jsonl): each one an item of clienterror.py.
+    # A Ray round's workers at this point (shards.jsonl): each one an item of clienterror/nodes.py.
     shards = [s for s in rd.bundle.shards if s["point"] == p.pid]
     shards_src = (f"{rd.name}/{rd.bundle.file_for('shards')}",)
     raw.add("point_shards", shards, shards_src)
-    raw.add("worker_items", CE.worker_items(shards), shards_src)
-    raw.add("node_items", CE.node_items(shards), shards_src)
+    raw.add("worker_items", CN.worker_items(shards), shards_src)
+    raw.add("node_items", CN.node_items(shards), shards_src)
     engine = rd.bundle.manifest.get("engine") or {}
     raw.add("engine_command", engine.get("command") or Reason.of("reason.no_engine_command"),
             (f"{rd.name}/manifest.json: engine.command",))

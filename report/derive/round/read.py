@@ -14,11 +14,12 @@ from bundle.request_table.table import RequestTable
 from bundle.slo import Slo, SloError, slo_from_dict, slo_of_file
 from bundle.store.reader import Bundle
 from report.derive import peers as PR
-from report.derive import series as S
-from report.derive import stats as ST
+from report.derive.gpu import dcgm as DC
 from report.derive.gpu import power as PW
 from report.derive.load import inflight as LI
+from report.derive.series import scrapes as S
 from report.derive.serverlog import ServerLogFacts, server_log_facts
+from report.derive.stats import requests as ST
 from report.ledger import Ledger, Reason
 
 # The steady part of a point's window used for gauge statistics (KV usage, running, waiting):
@@ -106,8 +107,8 @@ class RoundData:
         once, indexed by GPU (power.GpuRows)."""
         if self._gpu_rows is None:
             self._gpu_rows = PW.GpuRows(
-                PW.plausible_gpu_rows(self.bundle.gpu, self.bundle.manifest.get("gpus"))
-                or PW.dcgm_gpu_rows(self.bundle.dcgm))
+                DC.plausible_gpu_rows(self.bundle.gpu, self.bundle.manifest.get("gpus"))
+                or DC.dcgm_gpu_rows(self.bundle.dcgm))
         return self._gpu_rows
 
     @property
@@ -118,7 +119,7 @@ class RoundData:
     @property
     def gpus(self) -> list[dict]:
         """The GPUs described: NVML's on the client's host, else the exporter's labels, else the one `--gpu` names."""
-        return (self.bundle.manifest.get("gpus") or PW.dcgm_gpus(self.bundle.dcgm)
+        return (self.bundle.manifest.get("gpus") or DC.dcgm_gpus(self.bundle.dcgm)
                 or ([{"name": self.gpu_name}] if self.gpu_name else []))
 
 

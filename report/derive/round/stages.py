@@ -5,14 +5,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from report.derive import delivery as DL  # noqa: F401 (registers what the phases resolve)
+from report.derive import host as HO  # noqa: F401 (registers what the phases resolve)
 from report.derive import peers as PR  # noqa: F401 (registers what the phases resolve)
 from report.derive import prefilltail as PT  # noqa: F401 (registers what the phases resolve)
 from report.derive import serverlog as SL  # noqa: F401 (registers what the phases resolve)
 from report.derive import sizes as SZ  # noqa: F401 (registers what the phases resolve)
 from report.derive import step as SP  # noqa: F401 (registers what the phases resolve)
 from report.derive import validity as V  # noqa: F401 (registers what the phases resolve)
+from report.derive.clienterror import itl as CE  # noqa: F401 (registers what the phases resolve)
+from report.derive.clienterror import nodes as CN  # noqa: F401 (registers what the phases resolve)
+from report.derive.gpu import across as GA  # noqa: F401 (registers what the phases resolve)
+from report.derive.gpu import ceiling as GC  # noqa: F401 (registers what the phases resolve)
+from report.derive.gpu import datasheet as DS  # noqa: F401 (registers what the phases resolve)
+from report.derive.gpu import dcgm as DC  # noqa: F401 (registers what the phases resolve)
 from report.derive.gpu import energy as EN  # noqa: F401 (registers what the phases resolve)
+from report.derive.gpu import gpm as GM  # noqa: F401 (registers what the phases resolve)
+from report.derive.gpu import parallel as GP  # noqa: F401 (registers what the phases resolve)
+from report.derive.gpu import per_gpu as PG  # noqa: F401 (registers what the phases resolve)
+from report.derive.gpu import power as PW  # noqa: F401 (registers what the phases resolve)
 from report.derive.load import admission as LA  # noqa: F401 (registers what the phases resolve)
+from report.derive.load import engines as LE  # noqa: F401 (registers what the phases resolve)
+from report.derive.load import inflight as LI  # noqa: F401 (registers what the phases resolve)
 from report.derive.reconcile import model as R  # noqa: F401 (registers what the phases resolve)
 from report.derive.round.raw import (
     model_config_raw,
@@ -31,6 +45,13 @@ from report.derive.round.read import (
     prefill_reference,
     valid_points,
 )
+from report.derive.series import cache_config as CC  # noqa: F401 (registers what the phases resolve)
+from report.derive.series import sampler as SM  # noqa: F401 (registers what the phases resolve)
+from report.derive.series import scrapes as S  # noqa: F401 (registers what the phases resolve)
+from report.derive.series import server as SV  # noqa: F401 (registers what the phases resolve)
+from report.derive.stats import point as STP  # noqa: F401 (registers what the phases resolve)
+from report.derive.stats import requests as ST  # noqa: F401 (registers what the phases resolve)
+from report.derive.stats import sessions as SES  # noqa: F401 (registers what the phases resolve)
 from report.derive.sweep import concurrency as SC  # noqa: F401 (registers what the phases resolve)
 from report.derive.sweep import lengths as SLN  # noqa: F401 (registers what the phases resolve)
 from report.derive.timing import client as TC  # noqa: F401 (registers what the phases resolve)

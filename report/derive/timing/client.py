@@ -20,7 +20,7 @@ def client_lag_ms_p50(client_samples: list, measure_window: tuple[float, float])
 
 def loop_lag_ms_quantile(client_samples: list, t_measure: float, t_end: float, q: float) -> float:
     """The q-th percentile of the client's event-loop delay inside the window, ms."""
-    from report.derive.stats import percentile
+    from report.derive.stats.samples import percentile
     vals = [s["loop_lag_s"] * 1e3 for s in client_samples if t_measure <= s["t"] <= t_end]
     if not vals:
         raise Absent("reason.no_client_lag")
@@ -64,7 +64,7 @@ def socket_wait_p99_ms(client_samples: list, t_measure: float, t_end: float) -> 
     Reads whose bytes were all timed by their segments' arrival (packet ring) add no wait:
     their times do not depend on when they were read.
     """
-    from report.derive.stats import percentile
+    from report.derive.stats.samples import percentile
     rows = [s for s in _read_samples(client_samples, t_measure, t_end) if s["reads_kernel_stamped"]]
     if not rows:
         raise Absent("reason.no_kernel_stamp")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from bundle.request_table.table import RequestTable, as_request_table
-from report.derive import series
 from report.derive.arith import ratio, share
+from report.derive.series import scrapes as S
 from report.ledger import Absent
 from report.registry import point_quantity
 
@@ -17,17 +17,17 @@ ITERATION_TOKENS = "vllm:iteration_tokens_total"
 
 def mean_queue_ms(scrapes: list, t_start: float, t_end: float) -> float:
     """Mean time a request waited in the scheduler queue: Δsum/Δcount of request_queue_time_seconds, ms."""
-    return 1e3 * series.histogram_window_mean(scrapes, t_start, t_end, QUEUE)
+    return 1e3 * S.histogram_window_mean(scrapes, t_start, t_end, QUEUE)
 
 
 def mean_prefill_ms(scrapes: list, t_start: float, t_end: float) -> float:
     """Mean prefill time (scheduled to first token): Δsum/Δcount of request_prefill_time_seconds, ms."""
-    return 1e3 * series.histogram_window_mean(scrapes, t_start, t_end, PREFILL)
+    return 1e3 * S.histogram_window_mean(scrapes, t_start, t_end, PREFILL)
 
 
 def mean_iteration_tokens(scrapes: list, t_start: float, t_end: float) -> float:
     """Mean tokens per engine step: Δsum/Δcount of iteration_tokens_total."""
-    return series.histogram_window_mean(scrapes, t_start, t_end, ITERATION_TOKENS)
+    return S.histogram_window_mean(scrapes, t_start, t_end, ITERATION_TOKENS)
 
 
 def frontend_ms(ttft_ms_mean: float, queue_ms_mean: float, prefill_ms_mean: float) -> float:
@@ -68,7 +68,7 @@ def bracketing_window(scrapes: list, t_start: float, t_end: float) -> tuple[floa
 
 def gauge_peak(scrapes: list, t_start: float, t_end: float, name: str, agg: str = "sum") -> float:
     """Largest sample of gauge NAME in the window, its series combined by AGG."""
-    return series.peak_value(series.gauge_values(scrapes, t_start, t_end, name, agg=agg))
+    return S.peak_value(S.gauge_values(scrapes, t_start, t_end, name, agg=agg))
 
 
 @point_quantity(unit="ms")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from report.derive import series as S
+from report.derive.series import scrapes as S
 from report.ledger import Absent, Ledger
 from report.publish.document import Figure
 from report.publish.figures.chart import (

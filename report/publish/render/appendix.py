@@ -36,7 +36,7 @@ _N_FIELDS = re.compile(r"^(\d+) fields$")   # ... and a mapping input (a model c
 
 def quantity_code(value: Value) -> str:
     """The catalogue code of VALUE's meaning: its quantity function as the ledger records it,
-    less its package and stage ("report.derive.stats.mean" -> "stats.mean"), or for a value read directly, "observed." and its key with the
+    less its package and stage ("report.derive.stats.samples.mean" -> "stats.samples.mean"), or for a value read directly, "observed." and its key with the
     point id written "*"."""
     if value.func == "observed":
         parts = value.key.split(".")

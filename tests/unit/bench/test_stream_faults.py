@@ -16,7 +16,7 @@ from bench.client import (
     stream_request,
 )
 from bench.standin.server import StandIn
-from report.derive.stats import itl_gaps_ms
+from report.derive.stats.samples import itl_gaps_ms
 from tests.conftest import output_tokens
 
 STEP_MS = 10.0

@@ -16,7 +16,7 @@ from bench.samplers.scrape import MetricsSampler
 from bundle.files import BundleError
 from bundle.store.reader import read_bundle
 from bundle.store.writer import BundleWriter
-from report.derive.gpu import power as PW
+from report.derive.gpu import dcgm
 from tests.conftest import FIXTURES
 
 PAGE = (FIXTURES / "dcgm" / "exporter-page.txt").read_text().replace(
@@ -78,7 +78,7 @@ def test_an_exporters_implausible_and_non_finite_samples_are_kept_out_with_their
     assert "sm_clock_mhz range (0" in why["DCGM_FI_DEV_SM_CLOCK/0"]
     assert "non-finite" in why["DCGM_FI_DEV_GPU_TEMP/1"] and "inf" in why["DCGM_FI_DEV_POWER_USAGE/1"]
     assert not set(rec["withheld"]) & set(rec["samples"])
-    rows = PW.dcgm_gpu_rows([rec])
+    rows = dcgm.dcgm_gpu_rows([rec])
     assert "power_w" not in rows[0] and "sm_clock_mhz" not in rows[0] and rows[0]["mem_clock_mhz"] == 3201
     assert "temperature_c" not in rows[1] and "power_w" not in rows[1]
     # A plausible page keeps every sample and says nothing withheld.
@@ -100,7 +100,7 @@ def test_a_power_or_clock_above_what_the_page_states_of_its_gpu_is_withheld(tmp_
     assert "5000 W, above the device's maximum power_w" in why["DCGM_FI_DEV_POWER_USAGE/0"]
     assert "exporter's page" in why["DCGM_FI_DEV_POWER_USAGE/1"]
     assert "2600 MHz, above the device's maximum sm_clock_mhz of 2079 MHz" in why["DCGM_FI_DEV_SM_CLOCK/0"]
-    rows = PW.dcgm_gpu_rows([rec])
+    rows = dcgm.dcgm_gpu_rows([rec])
     assert "power_w" not in rows[0] and "power_w" not in rows[1] and "sm_clock_mhz" not in rows[0]
     assert rows[1]["sm_clock_mhz"] == 2600      # no maximum stated of GPU 1's clock
 
@@ -123,7 +123,7 @@ def test_a_bundle_recorded_before_keeps_an_implausible_value_out_of_the_gpu_rows
     rec = {"t": 1.0, "ok": True, "samples": {'DCGM_FI_DEV_POWER_USAGE{gpu="0"}': -700.0,
                                              'DCGM_FI_PROF_DRAM_ACTIVE{gpu="0"}': 5.0,
                                              'DCGM_FI_DEV_GPU_TEMP{gpu="0"}': 50.0}}
-    (row,) = PW.dcgm_gpu_rows([rec])
+    (row,) = dcgm.dcgm_gpu_rows([rec])
     assert row == {"t": 1.0, "gpu": 0, "temperature_c": 50.0}
 
 

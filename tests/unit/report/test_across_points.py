@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from report.derive import stats as ST
+from report.derive.stats import point as ST
 from report.derive.sweep import concurrency as A
 from report.ledger import Ledger, Reason
 from report.registry import RawSources, across_points, resolve_across, resolve_point

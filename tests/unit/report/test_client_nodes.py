@@ -6,7 +6,7 @@ and requests.jsonl (one record per worker and point; each request carries its wo
 
 from __future__ import annotations
 
-from report.derive.clienterror import client_nodes_behind
+from report.derive.clienterror.nodes import client_nodes_behind
 from report.registry import DOES_NOT_APPLY
 
 

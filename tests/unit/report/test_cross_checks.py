@@ -10,9 +10,9 @@ import pytest
 
 from bench.exposition import parse_exposition
 from bundle.request_table.table import RequestTable
-from report.derive import clienterror as CE
-from report.derive import series as S
+from report.derive import host
 from report.derive import serverlog as LS
+from report.derive.clienterror import itl as CE
 from report.derive.load import inflight as OC
 from report.derive.serverlog import server_log_facts
 from report.judge.diagnosis import distortion_check, held_check, saturation_check
@@ -115,15 +115,15 @@ def test_requests_in_flight_by_the_client_and_the_share_of_life_inside_the_engin
 
 
 def test_host_cpu_shares_from_cumulative_counters():
-    host = [{"t": 0.0, "cores": 2, "cpu_busy_s": 10.0, "cpu_total_s": 20.0, "client_cpu_s": 1.0,
-             "engine_cpu_s": 5.0},
-            {"t": 10.0, "cores": 2, "cpu_busy_s": 28.0, "cpu_total_s": 40.0, "client_cpu_s": 1.5,
-             "engine_cpu_s": 20.0}]
-    assert S.engine_cpu_share(host, 0, 10) == pytest.approx(15 / 20)
-    assert S.client_cpu_cores(host, 0, 10) == pytest.approx(0.05)
-    assert S.host_cpu_busy_share(host, 0, 10) == pytest.approx(18 / 20)
+    samples = [{"t": 0.0, "cores": 2, "cpu_busy_s": 10.0, "cpu_total_s": 20.0, "client_cpu_s": 1.0,
+                "engine_cpu_s": 5.0},
+               {"t": 10.0, "cores": 2, "cpu_busy_s": 28.0, "cpu_total_s": 40.0, "client_cpu_s": 1.5,
+                "engine_cpu_s": 20.0}]
+    assert host.engine_cpu_share(samples, 0, 10) == pytest.approx(15 / 20)
+    assert host.client_cpu_cores(samples, 0, 10) == pytest.approx(0.05)
+    assert host.host_cpu_busy_share(samples, 0, 10) == pytest.approx(18 / 20)
     with pytest.raises(Absent):
-        S.engine_cpu_share(host[:1], 0, 10)
+        host.engine_cpu_share(samples[:1], 0, 10)
 
 
 def test_stats_lines_land_on_the_bundle_clock():

@@ -172,7 +172,7 @@ def test_every_servers_log_is_read_and_a_log_that_states_another_pool_is_said(tm
 
 def test_two_engines_sharing_one_gpu_each_step_at_half_their_summed_rate_and_share_its_peak():
     from bundle.store.reader import read_bundle
-    from report.derive.gpu.power import step_ms_at_compute_ceiling, step_ms_mean
+    from report.derive.gpu.ceiling import step_ms_at_compute_ceiling, step_ms_mean
     from report.derive.round.read import read_round
     from report.judge.verdicts import build_ledger
     # HAND-BUILT: 50 steps a second summed over two engines; a 1,000 GFLOP step at 500 TFLOP/s

@@ -12,8 +12,8 @@ import pytest
 import report.derive.round.stages  # noqa: F401 - registers every quantity, as a round does
 from bench.exposition import parse_exposition
 from report.derive import validity
+from report.derive.gpu import dcgm
 from report.derive.gpu import energy as EN
-from report.derive.gpu import power as PW
 from report.ledger import Absent, Ledger, Reason
 from report.registry import RawSources, resolve_point, resolve_round
 from tests.conftest import FIXTURES
@@ -29,7 +29,7 @@ def nvml_rows(watts: list[float], energy_mj: list[float] | None = None, gpu: int
 
 def dcgm_rows(seconds: int, e0, e1, text: str = PAGE) -> list[dict]:
     """A DCGM exporter scraped once a second; E0(i), E1(i): GPU 0's and GPU 1's counters (mJ)."""
-    return PW.dcgm_gpu_rows([{"t": float(i), "dt": 0.01, "ok": True,
+    return dcgm.dcgm_gpu_rows([{"t": float(i), "dt": 0.01, "ok": True,
                               "samples": parse_exposition(text.replace("{energy0}", str(e0(i)))
                                                           .replace("{energy1}", str(e1(i))), "DCGM_FI_")}
                              for i in range(seconds)])
@@ -163,7 +163,7 @@ def slow_edge_scrapes(late_s: float, read_s: float, rate: float = 1.0) -> list[d
     692.847 W × RATE, GPU 1's at 74.512 W."""
     def at(i: int, w: float) -> int:
         return int(1_000_000 + w * 1e3 * rate * (i + (late_s if i == 2 else 0.0)))
-    return PW.dcgm_gpu_rows([{"t": float(i), "dt": read_s if i == 2 else 0.01, "ok": True,
+    return dcgm.dcgm_gpu_rows([{"t": float(i), "dt": read_s if i == 2 else 0.01, "ok": True,
                               "samples": parse_exposition(PAGE.replace("{energy0}", str(at(i, 692.847)))
                                                           .replace("{energy1}", str(at(i, 74.512))),
                                                           "DCGM_FI_")}

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from report.derive.gpu.power import power_peak_over_limit
+from report.derive.gpu.gpm import power_peak_over_limit
 from report.ledger import Absent
 from report.publish.compose import compose_round
 from report.publish.render.page import Page

@@ -1,5 +1,5 @@
-"""One row per GPU: each sampled GPU's quantities under `p.<point>.gpu<k>.` (report/derive/gpu/power.py,
-per="gpu" in report/registry.py) and the page's table of them (report/publish/tables.py).
+"""One row per GPU: each sampled GPU's quantities under `p.<point>.gpu<k>.` (report/derive/gpu/per_gpu.py,
+per="gpu" in report/registry.py) and the page's table of them (report/publish/compose.py).
 
 No multi-GPU round could be recorded (no machine with two GPUs was lent): the two-GPU samples
 below are HAND-BUILT in gpu.jsonl's format (docs/bundle.md), not measured."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from report.derive.gpu import power as PW
+from report.derive.gpu import across, per_gpu
 from report.ledger import Ledger
 from report.publish.tables import GPU_COLUMNS, item_table
 from report.registry import RawSources, resolve_point
@@ -36,8 +36,9 @@ def ledger_of(samples) -> Ledger:
     raw.add("gpu_samples", samples, ("gpu.jsonl",))
     raw.add("t_measure", 0.0)
     raw.add("t_end", 3.0)
-    raw.add("gpu_items", PW.gpu_items(samples), ("gpu.jsonl",))
-    resolve_point(led, PW.__name__, "c8", raw)
+    raw.add("gpu_items", per_gpu.gpu_items(samples), ("gpu.jsonl",))
+    for module in (across, per_gpu):
+        resolve_point(led, module.__name__, "c8", raw)
     return led
 
 
@@ -62,7 +63,7 @@ def test_the_gpu_table_has_a_row_per_gpu_and_none_without_samples():
     assert [lab["en"] for lab in t.row_labels] == ["GPU 0", "GPU 1"]
     assert t.rows[1][0] == "p.c8.gpu1.gpu_row_power_median_w"
     assert len(t.rows[0]) == len(GPU_COLUMNS)
-    assert PW.gpu_items(None) == {} and PW.gpu_items([]) == {}
+    assert per_gpu.gpu_items(None) == {} and per_gpu.gpu_items([]) == {}
     empty = item_table(ledger_of([]), "c8", "gpu", "gpu_table", {"en": "", "zh": ""}, GPU_COLUMNS,
                        "label.row_gpu")
     assert empty.rows == []
@@ -70,7 +71,7 @@ def test_the_gpu_table_has_a_row_per_gpu_and_none_without_samples():
 
 def test_gpu_items_follow_index_order_past_nine():
     samples = [row(0.0, g, 100.0, 1000.0, 50.0, None) for g in (10, 2, 0)]
-    assert list(PW.gpu_items(samples)) == ["gpu0", "gpu2", "gpu10"]
+    assert list(per_gpu.gpu_items(samples)) == ["gpu0", "gpu2", "gpu10"]
     led = ledger_of(samples)
     t = item_table(led, "c8", "gpu", "gpu_table", {"en": "", "zh": ""}, GPU_COLUMNS, "label.row_gpu")
     assert [lab["en"] for lab in t.row_labels] == ["GPU 0", "GPU 2", "GPU 10"]

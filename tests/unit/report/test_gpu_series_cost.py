@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from report.derive.gpu import power as PW
+from report.derive.gpu import dcgm, power
 
 READS = [0]
 
@@ -30,10 +30,10 @@ def scrapes(gpus: int, ticks: int) -> list[dict]:
 @pytest.mark.parametrize("gpus", [50, 400])
 def test_every_gpus_power_reads_each_row_a_bounded_number_of_times(gpus):
     ticks = 4
-    rows = PW.GpuRows(CountedRow(r) for r in PW.dcgm_gpu_rows(scrapes(gpus, ticks)))
+    rows = power.GpuRows(CountedRow(r) for r in dcgm.dcgm_gpu_rows(scrapes(gpus, ticks)))
     assert len(rows) == gpus * ticks
     READS[0] = 0
-    powers = [PW.median_power_w(rows, 0.0, ticks - 1.0, g) for g in range(gpus)]
+    powers = [power.median_power_w(rows, 0.0, ticks - 1.0, g) for g in range(gpus)]
     assert powers == [300.0 + g for g in range(gpus)]
     # Linear: a few reads per row (the index, the window, the field); all GPUs' rows read for
     # each GPU would be gpus times as many (20,000 and 640,000 reads here).
@@ -41,6 +41,6 @@ def test_every_gpus_power_reads_each_row_a_bounded_number_of_times(gpus):
 
 
 def test_a_plain_list_of_rows_gives_the_same_values_as_the_index():
-    rows = PW.dcgm_gpu_rows(scrapes(5, 3))
-    assert [PW.median_power_w(rows, 0.0, 2.0, g) for g in range(5)] == \
-        [PW.median_power_w(PW.GpuRows(rows), 0.0, 2.0, g) for g in range(5)]
+    rows = dcgm.dcgm_gpu_rows(scrapes(5, 3))
+    assert [power.median_power_w(rows, 0.0, 2.0, g) for g in range(5)] == \
+        [power.median_power_w(power.GpuRows(rows), 0.0, 2.0, g) for g in range(5)]

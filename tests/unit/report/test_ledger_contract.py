@@ -37,8 +37,13 @@ from tests.standin_round import TINY_CONFIG
 
 QUANTITY_MODULES = ("report.architecture.theory", "report.derive.arith", "report.derive.sizes",
                     "report.derive.timing.server", "report.derive.timing.client", "report.derive.sweep.concurrency",
-                    "report.derive.stats", "report.derive.series",
-                    "report.derive.gpu.power", "report.derive.reconcile.model",
+                    "report.derive.stats.requests", "report.derive.stats.samples", "report.derive.stats.point",
+                    "report.derive.stats.sessions", "report.derive.clienterror.itl", "report.derive.clienterror.nodes",
+                    "report.derive.series.scrapes", "report.derive.series.sampler",
+                    "report.derive.series.cache_config", "report.derive.series.server", "report.derive.host",
+                    "report.derive.gpu.datasheet", "report.derive.gpu.power", "report.derive.gpu.gpm",
+                    "report.derive.gpu.dcgm", "report.derive.gpu.parallel", "report.derive.gpu.across",
+                    "report.derive.gpu.per_gpu", "report.derive.gpu.ceiling", "report.derive.reconcile.model",
                     "report.derive.reconcile.estimator", "report.derive.reconcile.kvpool", "report.derive.serverlog",
                     "report.judge.goodput")
 SERVER_FILES = ("metrics.jsonl", "server.log")

@@ -125,7 +125,7 @@ def referenced(func) -> set:
 
 
 def function_of(name: str):
-    """The function a `Value.func` names ("report.derive.stats.mean")."""
+    """The function a `Value.func` names ("report.derive.stats.samples.mean")."""
     module, _, attr = name.rpartition(".")
     return getattr(importlib.import_module(module), attr)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from report.derive import clienterror as CE
 from report.derive import validity as V
+from report.derive.clienterror import nodes as CN
 from report.judge.rules import RULES, Signals, facts_of
 from report.ledger import Absent
 from report.registry import DOES_NOT_APPLY
@@ -33,26 +33,26 @@ def samples(node_lag_ms: dict[str, float], driver_lag_ms: float = 0.5) -> list[d
 
 
 def lagging(rows: list[dict], itl_ms: float | None = 10.0) -> str:
-    return CE.client_nodes_lagging(SHARDS, rows, WINDOW, V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL, itl_ms)
+    return CN.client_nodes_lagging(SHARDS, rows, WINDOW, V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL, itl_ms)
 
 
 def test_hand_built_fixture_names_the_one_node_that_lagged():
     rows = samples({"a": 1.0, "b": 40.0})
     assert lagging(rows) == "b"
-    assert CE.node_client_lag_ms_p50(rows, WINDOW, "b") == pytest.approx(40.0)
-    assert CE.node_client_lag_ms_p50(rows, WINDOW, "a") == pytest.approx(1.0)
+    assert CN.node_client_lag_ms_p50(rows, WINDOW, "b") == pytest.approx(40.0)
+    assert CN.node_client_lag_ms_p50(rows, WINDOW, "a") == pytest.approx(1.0)
     # The bar is the engine's pace where that is higher: 40 ms is not late against a 100 ms ITL.
     assert lagging(rows, itl_ms=100.0) == ""
     assert lagging(samples({"a": 1.0, "b": 2.0})) == ""
 
 
 def test_hand_built_fixture_per_node_delivered_load():
-    assert CE.node_items(SHARDS) == {"n0": {"node": "a"}, "n1": {"node": "b"}}
-    assert CE.node_sent_requests(SHARDS, "b") == 38
-    assert CE.node_sent_share(38, CE.node_planned_requests(SHARDS, "b")) == pytest.approx(0.95)
+    assert CN.node_items(SHARDS) == {"n0": {"node": "a"}, "n1": {"node": "b"}}
+    assert CN.node_sent_requests(SHARDS, "b") == 38
+    assert CN.node_sent_share(38, CN.node_planned_requests(SHARDS, "b")) == pytest.approx(0.95)
     dead = [SHARDS[0], {**SHARDS[1], "status": "died", "sent": None}]
     with pytest.raises(Absent):
-        CE.node_sent_requests(dead, "b")
+        CN.node_sent_requests(dead, "b")
 
 
 def test_samples_without_a_node_leave_the_lag_per_node_unknown_and_one_host_has_none():
@@ -60,8 +60,8 @@ def test_samples_without_a_node_leave_the_lag_per_node_unknown_and_one_host_has_
     with pytest.raises(Absent):
         lagging(old)
     with pytest.raises(Absent):
-        CE.node_client_lag_ms_p50(old, WINDOW, "a")
-    assert CE.client_nodes_lagging([], old, WINDOW, V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL) is DOES_NOT_APPLY
+        CN.node_client_lag_ms_p50(old, WINDOW, "a")
+    assert CN.client_nodes_lagging([], old, WINDOW, V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL) is DOES_NOT_APPLY
 
 
 def _verdict(values: dict) -> tuple[str, str]:
@@ -113,19 +113,19 @@ def tail_samples() -> list[dict]:
 def test_hand_built_fixture_one_nodes_tail_is_named_where_the_merged_p99_hides_it():
     from report.derive.timing.client import client_lag_ms_p99
     rows = tail_samples()
-    bar = CE.lag_limit_ms(V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL, ITL_P99_MS)
-    assert client_lag_ms_p99(rows, *WINDOW) <= bar < CE.node_client_lag_ms_p99(rows, WINDOW, "b")
+    bar = CN.lag_limit_ms(V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL, ITL_P99_MS)
+    assert client_lag_ms_p99(rows, *WINDOW) <= bar < CN.node_client_lag_ms_p99(rows, WINDOW, "b")
     args = (TAIL_SHARDS, rows, WINDOW, V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL)
-    assert CE.client_nodes_tail_lagging(*args, ITL_P99_MS) == "b"
-    assert CE.client_nodes_lagging(*args, ITL_P99_MS) == ""       # its median kept up
+    assert CN.client_nodes_tail_lagging(*args, ITL_P99_MS) == "b"
+    assert CN.client_nodes_lagging(*args, ITL_P99_MS) == ""       # its median kept up
     # No tail past the rule: no node; samples naming no node: unknown; one host: does not apply.
     calm = samples(dict.fromkeys(TAIL_NODES, 1.0))
-    assert CE.client_nodes_tail_lagging(TAIL_SHARDS, calm, WINDOW, V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL,
+    assert CN.client_nodes_tail_lagging(TAIL_SHARDS, calm, WINDOW, V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL,
                                         ITL_P99_MS) == ""
     old = [{k: v for k, v in r.items() if k not in ("worker", "node")} for r in rows]
     with pytest.raises(Absent):
-        CE.client_nodes_tail_lagging(TAIL_SHARDS, old, WINDOW, V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL)
-    assert CE.client_nodes_tail_lagging([], rows, WINDOW, V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL) is DOES_NOT_APPLY
+        CN.client_nodes_tail_lagging(TAIL_SHARDS, old, WINDOW, V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL)
+    assert CN.client_nodes_tail_lagging([], rows, WINDOW, V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL) is DOES_NOT_APPLY
 
 
 def _tail_ledger(rows: list[dict]):
@@ -138,7 +138,7 @@ def _tail_ledger(rows: list[dict]):
     led.record("p.p.itl_ms_p99", ITL_P99_MS, unit="ms", doc="hand-built")
     led.record("p.p.client_lag_ms_p99", client_lag_ms_p99(rows, *WINDOW), unit="ms", doc="hand-built")
     led.record("p.p.client_nodes_tail_lagging",
-               CE.client_nodes_tail_lagging(TAIL_SHARDS, rows, WINDOW, V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL,
+               CN.client_nodes_tail_lagging(TAIL_SHARDS, rows, WINDOW, V.LAG_MIN_MS, V.LAG_SHARE_OF_ITL,
                                             ITL_P99_MS), doc="hand-built")
     return led
 
@@ -166,7 +166,7 @@ def test_hand_built_two_workers_on_a_node_make_one_nodes_lag():
             for i in range(20) for k, node, lag in ((0, "a", 1.0), (1, "a", 9.0), (2, "b", 1.0))]
     shards = [{"point": "p", "worker": k, "node": n, "status": "ok", "planned": 4, "sent": 4}
               for k, n in ((0, "a"), (1, "a"), (2, "b"))]
-    assert CE.node_items(shards) == {"n0": {"node": "a"}, "n1": {"node": "b"}}
-    assert CE.node_client_lag_ms_p50(rows, WINDOW, "a") == pytest.approx(5.0)
-    assert CE.node_client_lag_ms_p99(rows, WINDOW, "a") == pytest.approx(9.0)
-    assert CE.node_client_lag_ms_p50(rows, WINDOW, "b") == pytest.approx(1.0)
+    assert CN.node_items(shards) == {"n0": {"node": "a"}, "n1": {"node": "b"}}
+    assert CN.node_client_lag_ms_p50(rows, WINDOW, "a") == pytest.approx(5.0)
+    assert CN.node_client_lag_ms_p99(rows, WINDOW, "a") == pytest.approx(9.0)
+    assert CN.node_client_lag_ms_p50(rows, WINDOW, "b") == pytest.approx(1.0)

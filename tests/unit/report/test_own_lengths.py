@@ -14,8 +14,8 @@ import pytest
 
 from bundle.request_table.table import RequestTable
 from report.architecture import theory as T
-from report.derive import stats as ST
 from report.derive.reconcile import kvpool as R
+from report.derive.stats import point as ST
 from report.judge.verdicts import read_bundle_ledger
 from report.ledger import Absent
 from report.publish.compose import compose_round

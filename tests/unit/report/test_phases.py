@@ -67,7 +67,7 @@ def test_reading_what_only_a_later_phase_produces_fails(scratch):
 
 
 def test_reading_a_name_nothing_declares_fails(scratch):
-    declare(PH.STATS, "round", "reads_nothing", "no_quantity_is_named_this")
+    declare(PH.REQUESTS, "round", "reads_nothing", "no_quantity_is_named_this")
     with pytest.raises(PH.PhaseError, match="'reads_nothing'.*'no_quantity_is_named_this': no quantity declares it"):
         PH.check()
 

@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 from bundle.store.reader import read_bundle
-from report.derive.gpu import energy, power
+from report.derive.gpu import dcgm, energy, power
 from report.ledger import Absent, Ledger
 from tests.conftest import FIXTURES
 
@@ -187,7 +187,7 @@ def test_a_bundle_recorded_before_keeps_a_power_or_clock_above_its_gpus_maximum_
     rows = [{"t": 1.0, "gpu": 0, "power_w": 5000.0, "sm_clock_mhz": 2600, "mem_clock_mhz": 3201},
             {"t": 1.0, "gpu": 1, "power_w": 5000.0, "sm_clock_mhz": 2600},
             {"t": 2.0, "gpu": 0, "power_w": 710.0, "sm_clock_mhz": 1980, "mem_clock_mhz": 3201}]
-    out = power.plausible_gpu_rows(rows, gpus)
+    out = dcgm.plausible_gpu_rows(rows, gpus)
     assert out[0] == {"t": 1.0, "gpu": 0, "power_w": None, "sm_clock_mhz": None, "mem_clock_mhz": 3201}
     assert out[1] == {"t": 1.0, "gpu": 1, "power_w": None, "sm_clock_mhz": 2600}
     assert out[2] is rows[2]
@@ -195,4 +195,4 @@ def test_a_bundle_recorded_before_keeps_a_power_or_clock_above_its_gpus_maximum_
     # An exporter's page with no limit of its own: the table's rated power by its modelName.
     rec = {"t": 1.0, "ok": True, "samples": {'DCGM_FI_DEV_POWER_USAGE{gpu="0",modelName="NVIDIA H200"}': 5000.0,
                                              'DCGM_FI_DEV_POWER_USAGE{gpu="1",modelName="Unknown GPU"}': 5000.0}}
-    assert [(r["gpu"], r["power_w"]) for r in power.dcgm_gpu_rows([rec])] == [(1, 5000.0)]
+    assert [(r["gpu"], r["power_w"]) for r in dcgm.dcgm_gpu_rows([rec])] == [(1, 5000.0)]

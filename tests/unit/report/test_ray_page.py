@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from bundle.store.reader import read_bundle
-from report.derive.stats import percentile
+from report.derive.stats.samples import percentile
 from report.publish import numbers as N
 from report.publish.compose import compose_rounds
 from report.publish.render.page import Page

@@ -21,8 +21,10 @@ from bundle.request_table import fileread
 from bundle.request_table.table import RequestTable
 from bundle.store.reader import read_bundle
 from bundle.store.writer import compress_in_members
-from report.derive import stats as ST
 from report.derive.reconcile.estimator import requests_inside_window
+from report.derive.stats import point as STP
+from report.derive.stats import requests as RQ
+from report.derive.stats import samples as SA
 from report.derive.timing.server import per_request_server_ms
 from tests.conftest import FIXTURES, output_tokens
 from tests.oracles import engine_busy_periods, requests_straddling_window
@@ -125,29 +127,29 @@ def test_statistics_equal_the_record_definitions(recs):
     table = RequestTable.from_records(recs)
     assert list(table) == recs
     for pid in "ABC":
-        w = ST.Window(pid, 10.0, 20.0, 90.0, "ok", None, {})
+        w = RQ.Window(pid, 10.0, 20.0, 90.0, "ok", None, {})
         ref_point = [r for r in recs if r["point"] == pid
                      and (r["t_send"] is None or 10.0 <= r["t_send"] <= 90.0)]
-        point = ST.requests_of_point(table, w)
+        point = RQ.requests_of_point(table, w)
         assert list(point) == ref_point
         ref_meas = [r for r in ref_point if not r["warmup"] and r["status"] == "ok"]
-        meas = ST.measured(point)
+        meas = RQ.measured(point)
         assert list(meas) == ref_meas
-        assert list(ST.failed_requests(point)) == [r for r in ref_point if not r["warmup"] and r["status"] != "ok"]
-        assert ST.ttfts_ms(meas).tolist() == ref_ttfts(ref_meas)
-        assert ST.e2es_ms(meas).tolist() == ref_e2es(ref_meas)
-        assert ST.itl_gaps_ms(meas).tolist() == ref_itl(ref_meas)
-        assert ST.tpots_ms(meas).tolist() == ref_tpots(ref_meas)
-        assert ST.output_tokens_in_window(point, 30.0, 60.0) == ref_window_tokens(ref_point, 30.0, 60.0)
-        assert ST.total_tok_s(point, 30.0, 60.0) == ref_total_tok_s(ref_point, 30.0, 60.0)
-        assert ST.multi_token_chunks(meas) == sum(1 for r in ref_meas for _, n in r["chunks"] or []
+        assert list(RQ.failed_requests(point)) == [r for r in ref_point if not r["warmup"] and r["status"] != "ok"]
+        assert SA.ttfts_ms(meas).tolist() == ref_ttfts(ref_meas)
+        assert SA.e2es_ms(meas).tolist() == ref_e2es(ref_meas)
+        assert SA.itl_gaps_ms(meas).tolist() == ref_itl(ref_meas)
+        assert SA.tpots_ms(meas).tolist() == ref_tpots(ref_meas)
+        assert STP.output_tokens_in_window(point, 30.0, 60.0) == ref_window_tokens(ref_point, 30.0, 60.0)
+        assert STP.total_tok_s(point, 30.0, 60.0) == ref_total_tok_s(ref_point, 30.0, 60.0)
+        assert STP.multi_token_chunks(meas) == sum(1 for r in ref_meas for _, n in r["chunks"] or []
                                                   if isinstance(n, int) and n > 1)
         vals = ref_itl(ref_meas)
         for q in (0, 50, 90, 99, 100):
-            assert ST.percentile(ST.itl_gaps_ms(meas), q) == ST.percentile(vals, q)
+            assert SA.percentile(SA.itl_gaps_ms(meas), q) == SA.percentile(vals, q)
         qs = [r["server_metrics"]["queue_time_ms"] for r in ref_meas if r["server_metrics"]]
         assert per_request_server_ms(meas, "queue_time_ms") == sum(qs) / len(qs)
-        assert ST.mean(ST.ttfts_ms(meas)) == sum(ref_ttfts(ref_meas)) / len(ref_ttfts(ref_meas))
+        assert SA.mean(SA.ttfts_ms(meas)) == sum(ref_ttfts(ref_meas)) / len(ref_ttfts(ref_meas))
         inside = requests_inside_window(point, 30.0, 60.0)
         assert list(inside) == [r for r in ref_point if r["status"] == "ok" and r["t_send"] is not None
                                 and 30.0 <= r["t_send"] and r["t_end"] <= 60.0]
@@ -158,7 +160,7 @@ def test_statistics_equal_the_record_definitions(recs):
 
 def test_output_tokens_per_request(recs):
     table = RequestTable.from_records(recs)
-    got = ST.output_token_counts(table).tolist()
+    got = SA.output_token_counts(table).tolist()
     ref = [output_tokens(r) for r in recs]
     assert [None if math.isnan(g) else int(g) for g in got] == ref
 

@@ -20,10 +20,10 @@ def h200():
 def test_a_round_key_beside_a_point_key_of_one_name(h200):
     rd, led = h200
     assert REGISTRY["round.preemptions"].name == "preemptions"
-    assert led["r.preemptions"].func == "report.derive.series.round_preemptions"
-    assert led[f"p.{rd.points[0].pid}.preemptions"].func == "report.derive.series.preemptions"
+    assert led["r.preemptions"].func == "report.derive.series.server.round_preemptions"
+    assert led[f"p.{rd.points[0].pid}.preemptions"].func == "report.derive.series.server.preemptions"
     assert led.value_of("r.requests") == sum(len(p.measured) + len(p.failed) for p in rd.points)
-    assert led["r.scrapes"].func == "report.derive.series.scrape_count"
+    assert led["r.scrapes"].func == "report.derive.series.sampler.scrape_count"
     assert led.value_of("r.scrapes") == len(rd.bundle.metrics)
 
 

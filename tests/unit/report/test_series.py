@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from bench.exposition import parse_exposition, sample_key
-from report.derive import series as S
+from report.derive.series import cache_config, sampler
+from report.derive.series import scrapes as S
 from report.ledger import Absent, Ledger
 from tests.conftest import FIXTURES
 
@@ -75,7 +76,7 @@ def test_window_with_a_gap_excludes_it_and_reports_it():
     assert S.counter_increase(scrapes, 0, 4, GEN) == 40
     assert S.scrape_gaps(scrapes, 0, 4) == [(2, "TimeoutError: ")]
     assert S.scrape_gaps(scrapes, 3, 4) == []
-    assert S.scrape_count(scrapes, 0, 4) == 5 and S.failed_scrape_count(scrapes, 0, 4) == 1
+    assert sampler.scrape_count(scrapes, 0, 4) == 5 and sampler.failed_scrape_count(scrapes, 0, 4) == 1
     assert [s["t"] for s in S.scrapes_in_window(scrapes, 0, 4)] == [0, 1, 3, 4]
 
 
@@ -184,21 +185,21 @@ def test_sampler_quality():
     # HAND-BUILT: 1 s grid with one late scrape and one failure.
     scrapes = [scrape(0.0, {}, dt=0.010), scrape(1.0, {}, dt=0.012), gap(2.0, dt=2.0),
                scrape(3.1, {}, dt=0.030), scrape(4.0, {}, dt=0.011)]
-    assert S.scrape_count(scrapes) == 5 and S.failed_scrape_count(scrapes) == 1
-    assert S.scrape_interval_p50(scrapes) == pytest.approx(1.0)
-    assert S.scrape_latency_p50(scrapes) == pytest.approx(0.0115)
+    assert sampler.scrape_count(scrapes) == 5 and sampler.failed_scrape_count(scrapes) == 1
+    assert sampler.scrape_interval_p50(scrapes) == pytest.approx(1.0)
+    assert sampler.scrape_latency_p50(scrapes) == pytest.approx(0.0115)
 
 
 # ------------------------------------------------------------------ cache_config_info
 
 def test_cache_config_info_and_pool_tokens_from_real_pages():
     small = real_samples("metrics_kvsmall.txt")
-    labels = S.cache_config_info([scrape(0, small)])
+    labels = cache_config.cache_config_info([scrape(0, small)])
     assert labels["engine"] == "0" and labels["block_size"] == "128"
-    pool = S.kv_pool_tokens_from_cache_config(labels)
+    pool = cache_config.kv_pool_tokens_from_cache_config(labels)
     assert pool.blocks_times_block_size == 20 * 128 == pool.kv_cache_size_tokens
-    big = S.kv_pool_tokens_from_cache_config(
-        S.cache_config_info([scrape(0, real_samples("metrics_mfu.txt"))]))
+    big = cache_config.kv_pool_tokens_from_cache_config(
+        cache_config.cache_config_info([scrape(0, real_samples("metrics_mfu.txt"))]))
     assert big.blocks_times_block_size == 8192 * 128 == big.kv_cache_size_tokens
 
 
@@ -208,10 +209,10 @@ def test_cache_config_info_change_is_absent():
     b = key(info, block_size="16", engine="0", num_gpu_blocks="200")
     scrapes = [scrape(0, {a: 1.0}), scrape(1, {b: 1.0})]
     with pytest.raises(Absent, match="num_gpu_blocks"):
-        S.cache_config_info(scrapes)
-    assert S.cache_config_info(scrapes, 0.5, 1)["num_gpu_blocks"] == "200"
+        cache_config.cache_config_info(scrapes)
+    assert cache_config.cache_config_info(scrapes, 0.5, 1)["num_gpu_blocks"] == "200"
     with pytest.raises(Absent):
-        S.kv_pool_tokens_from_cache_config({"num_gpu_blocks": "None", "block_size": "16"})
+        cache_config.kv_pool_tokens_from_cache_config({"num_gpu_blocks": "None", "block_size": "16"})
 
 
 def test_functions_work_through_the_ledger():

@@ -1,4 +1,4 @@
-"""A sessions workload in the report: the per-turn quantities (report/derive/stats.py) over
+"""A sessions workload in the report: the per-turn quantities (report/derive/stats/sessions.py) over
 hand-built request records (labelled so: not measured data), the users-held share, and the
 client section's sentences on round 11 (recorded), said where their predicate holds and silent
 where it does not."""
@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from bundle.request_table.table import RequestTable
-from report.derive import stats as ST
+from report.derive.stats import sessions as ST
 from report.ledger import Absent
 from report.publish.compose import compose_round
 from report.publish.render.page import Page

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from report.derive.gpu import power as G
+from report.derive.gpu import parallel
 from report.ledger import Absent
 from tests.conftest import FIXTURES
 
@@ -22,42 +22,42 @@ LLAMA70 = json.loads((FIXTURES / "models" / "llama-3.1-70b.config.json").read_te
     ("vllm serve m --port 8000", 1),          # known command, no TP flag: vLLM's default
 ])
 def test_tp_size_from_the_launch_command(command, tp):
-    assert G.tensor_parallel_size(engine_command=command) == tp
+    assert parallel.tensor_parallel_size(engine_command=command) == tp
 
 
 def test_tp_size_from_the_log_and_unknown_without_either():
-    assert G.tensor_parallel_size(log_args={"tensor_parallel_size": 2, "model": "m"}) == 2
-    assert G.tensor_parallel_size(log_args={"model": "m"}) == 1
+    assert parallel.tensor_parallel_size(log_args={"tensor_parallel_size": 2, "model": "m"}) == 2
+    assert parallel.tensor_parallel_size(log_args={"model": "m"}) == 1
     with pytest.raises(Absent) as e:
-        G.tensor_parallel_size()
+        parallel.tensor_parallel_size()
     assert e.value.reason.code == "reason.tp_unknown"
     with pytest.raises(Absent) as e:
-        G.tensor_parallel_size(engine_command="vllm serve m -tp two")
+        parallel.tensor_parallel_size(engine_command="vllm serve m -tp two")
     assert e.value.reason.code == "reason.tp_not_a_size"
 
 
 def test_allreduce_bytes_per_token_closed_form():
     # Qwen2.5-7B: hidden 3584, 28 layers, bf16. TP=2: 2·(1/2)·3584·2·2·28 = 401,408 B/token.
-    assert G.allreduce_bytes_per_token(2, QWEN) == 401_408
+    assert parallel.allreduce_bytes_per_token(2, QWEN) == 401_408
     # TP=4: 2·(3/4)·3584·2·2·28 = 602,112 B/token; the per-GPU share tends to 2× the message.
-    assert G.allreduce_bytes_per_token(4, QWEN) == 602_112
+    assert parallel.allreduce_bytes_per_token(4, QWEN) == 602_112
     # Llama-3.1-70B: hidden 8192, 80 layers, bf16, TP=8: 2·(7/8)·8192·2·2·80 = 4,587,520 B/token.
-    assert G.allreduce_bytes_per_token(8, LLAMA70) == 4_587_520
+    assert parallel.allreduce_bytes_per_token(8, LLAMA70) == 4_587_520
 
 
 def test_one_gpu_has_no_allreduce():
     with pytest.raises(Absent) as e:
-        G.allreduce_bytes_per_token(1, QWEN)
+        parallel.allreduce_bytes_per_token(1, QWEN)
     assert e.value.reason.code == "reason.tp_one"
 
 
 def test_nvlink_against_the_predicted_allreduce():
-    per_s = G.allreduce_bytes_per_s(401_408, 10_000.0)          # 10k tok/s at TP=2
+    per_s = parallel.allreduce_bytes_per_s(401_408, 10_000.0)          # 10k tok/s at TP=2
     assert per_s == pytest.approx(4.01408e9)
-    assert G.nvlink_over_allreduce(per_s, 4.01408e9 * 1.1) == pytest.approx(1.1)
+    assert parallel.nvlink_over_allreduce(per_s, 4.01408e9 * 1.1) == pytest.approx(1.1)
     with pytest.raises(Absent):
-        G.nvlink_over_allreduce(0.0, 1e9)
-    assert G.weight_bytes_per_gpu(15.23e9, 2) == pytest.approx(7.615e9)
+        parallel.nvlink_over_allreduce(0.0, 1e9)
+    assert parallel.weight_bytes_per_gpu(15.23e9, 2) == pytest.approx(7.615e9)
 
 
 def test_a_one_gpu_round_says_why_there_is_no_allreduce():
@@ -80,20 +80,20 @@ def test_a_one_gpu_round_says_why_there_is_no_allreduce():
 ])
 def test_kv_is_sharded_per_gpu_and_replicated_past_the_kv_heads(tp, heads_per_gpu, replicas, share):
     assert QWEN["num_key_value_heads"] == 4
-    per_gpu = G.kv_heads_per_gpu(tp, QWEN)
+    per_gpu = parallel.kv_heads_per_gpu(tp, QWEN)
     assert per_gpu == heads_per_gpu
-    assert G.kv_head_replicas(tp, QWEN, per_gpu) == replicas
-    assert G.kv_bytes_per_token_per_gpu(57344.0, per_gpu, QWEN) == 57344.0 * share
+    assert parallel.kv_head_replicas(tp, QWEN, per_gpu) == replicas
+    assert parallel.kv_bytes_per_token_per_gpu(57344.0, per_gpu, QWEN) == 57344.0 * share
 
 
 def test_kv_heads_that_do_not_divide_the_tp_size_are_absent_with_the_reason():
     with pytest.raises(Absent, match="4 KV heads and the tensor-parallel size 3"):
-        G.kv_heads_per_gpu(3, QWEN)
+        parallel.kv_heads_per_gpu(3, QWEN)
     with pytest.raises(Absent, match="do not divide"):
-        G.kv_heads_per_gpu(6, QWEN)
+        parallel.kv_heads_per_gpu(6, QWEN)
 
 
 def test_the_sharded_weights_reread_each_step_are_a_floor_under_mbu():
     # 15.2 GB of weights over TP=2 is 7.6 GB a GPU; 200 steps/s reread it at 1.52 TB/s of 4.8.
-    per_gpu = G.weight_bytes_per_gpu(15.2e9, 2)
-    assert G.weight_read_bandwidth_share(per_gpu, 200.0, 4.8e12) == pytest.approx(7.6e9 * 200 / 4.8e12)
+    per_gpu = parallel.weight_bytes_per_gpu(15.2e9, 2)
+    assert parallel.weight_read_bandwidth_share(per_gpu, 200.0, 4.8e12) == pytest.approx(7.6e9 * 200 / 4.8e12)

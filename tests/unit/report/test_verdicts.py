@@ -8,9 +8,10 @@ import dataclasses
 import pytest
 
 from bundle.store.reader import read_bundle
-from report.derive import series as S
 from report.derive import validity as V
 from report.derive.round.read import read_round
+from report.derive.series import scrapes as S
+from report.derive.series import server
 from report.derive.timing.server import bracketing_window
 from report.judge.verdicts import build_ledger, read_bundle_ledger
 from tests.conftest import FIXTURES
@@ -54,9 +55,9 @@ def test_the_mfu_rates_are_the_counters_rates_over_the_bracketing_scrapes(h200):
     p = rd.points[0]
     a, b = bracketing_window(rd.bundle.metrics, p.window.t_measure, p.window.t_end)
     got = led[f"p.{p.pid}.tflops_s"]
-    assert got.func == "report.derive.series.tflops_s"
-    assert got.value == S.counter_rate(rd.bundle.metrics, a, b, S.MFU_FLOPS) / 1e12 > 0
-    assert led.value_of(f"p.{p.pid}.read_gb_s") == S.counter_rate(rd.bundle.metrics, a, b, S.MFU_READ_BYTES) / 1e9
+    assert got.func == "report.derive.series.server.tflops_s"
+    assert got.value == S.counter_rate(rd.bundle.metrics, a, b, server.MFU_FLOPS) / 1e12 > 0
+    assert led.value_of(f"p.{p.pid}.read_gb_s") == S.counter_rate(rd.bundle.metrics, a, b, server.MFU_READ_BYTES) / 1e9
 
 
 def test_without_mfu_metrics_the_rates_are_absent_with_the_reason():

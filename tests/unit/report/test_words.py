@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bundle.store.reader import read_bundle
-from report.derive.gpu.power import GPU_ABSENT_CODES, gpu_absent_reason
+from report.derive.gpu.datasheet import GPU_ABSENT_CODES, gpu_absent_reason
 from report.derive.round.read import read_round
 from report.judge.verdicts import build_ledger
 from report.ledger import Absent, Ledger, Reason

@@ -34,7 +34,7 @@ STAGES = ("architecture", "derive", "judge", "publish", "planner")
 
 
 def _stage_module(name: str) -> str:
-    """The report module a short name ("stats", "gpu.power") is in, whatever its stage ("report.derive.stats")."""
+    """The report module a short name ("stats.point", "gpu.power") is in, whatever its stage ("report.derive.stats.point")."""
     found = [f"report.{s}.{name}" for s in STAGES if (REPORT / s / f"{name.replace('.', '/')}.py").is_file()]
     if len(found) != 1:
         raise ImportError(f"{name!r} is in {len(found)} of the report's stages")

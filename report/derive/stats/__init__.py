@@ -1,0 +1,1 @@
+"""Per-point client statistics over raw request records: the points and their requests (requests), each request's samples (samples), a point's statistics (point), a sessions workload's turns (sessions)."""
