@@ -142,15 +142,19 @@ def distortion_check(get) -> tuple[bool | None, list[str]]:
     if not errs:
         return None, []
     large = any(x > V.CLIENT_ERROR_MAX for x in errs)
-    engine = []
+    engine, outside = [], []
     for q in ("p50", "p99"):
         low, off = get(f"engine_itl_ms_{q}_low"), get(f"client_outside_engine_itl_{q}")
         if low is not None and low > 0 and off is not None:   # the first bucket resolves nothing
             engine.append(off > V.CLIENT_ERROR_MAX)
+            if engine[-1]:
+                outside.append(q)
     coread, mistimed = get("coread_share_by_counters"), get("mistimed_share")
     counters = None if coread is None or mistimed is None else coread >= V.COREAD_CONFIRMS_SHARE * mistimed
     if not large:
-        return True, (["client_apart_error_small"] if any(engine) else [])
+        # the sentence names the percentile that lies outside the engine's bucket, p50 first
+        return True, ([] if not outside else ["client_apart_error_small" if outside[0] == "p50"
+                                              else "client_apart_error_small_p99"])
     if engine:
         return (False, []) if any(engine) else (True, ["client_error_engine_agrees"])
     if counters is None:

@@ -166,6 +166,52 @@ def held_table(led: Ledger, findings: list[dict], labels: dict[str, str]) -> Tab
                        HELD_COLUMNS, labels)
 
 
+# The invalid points' table: the numbers of each check the finding says once for its points
+# (findings.points.GROUPED_CHECKS); a lockstep point's wave, its prediction beside the queue measured.
+INVALID_COLUMNS = {
+    "lockstep": [("send_synchrony", "label.col_send_synchrony", "%", 1),
+                 ("waiting_peak", "label.col_waiting_peak", "req", 0),
+                 ("prompts_per_step", "label.col_prompts_per_step", "", None),
+                 ("itl_tail_ms_predicted", "label.col_prefill_step_ms", "ms", None),
+                 ("queue_ms_wave", "label.col_queue_ms_wave", "ms", None),
+                 ("queue_ms_mean", "label.col_queue_ms_measured", "ms", None),
+                 ("queue_over_wave", "label.col_measured_over_predicted", "", None)],
+    "not_steady": [("lifetimes_in_window", "label.col_lifetimes", "", None)],
+    "pace_drift": [("throughput_trend", "label.col_trend_client", "", None),
+                   ("engine_throughput_trend", "label.col_trend_engine", "", None)],
+}
+
+
+def invalid_table(led: Ledger, findings: list[dict], reasons: dict[str, list[str]], labels: dict[str, str]) -> Table:
+    """The points the invalid-points finding shows (its `shown`), with the numbers of the checks
+    they failed; a column no point has a value of is left out."""
+    said = next((f for f in findings if f["id"] == "invalid_points"), None)
+    pids = list(said["shown"]) if said else []
+    cols = [c for code in INVALID_COLUMNS if any(code in reasons.get(p, []) for p in pids)
+            for c in INVALID_COLUMNS[code] if any(led.value_of(f"p.{p}.{c[0]}") is not None for p in pids)]
+    return point_table(led, pids, "invalid_table", in_langs("label.table_invalid"), cols, labels)
+
+
+# The first step's table: each prediction at the second point beside its measurement
+# (findings.points.FIRST_STEP_ROWS), a row for each.
+FIRST_STEP_COLUMNS = ("label.col_predicted", "label.col_measured", "label.col_measured_over_predicted")
+FIRST_STEP_ROW_LABELS = ("label.row_first_step_itl", "label.row_first_step_gaps", "label.row_first_step_ttft")
+
+
+def first_step_table(led: Ledger, findings: list[dict]) -> Table:
+    """The first step's predictions beside their measurements; no rows without its finding."""
+    from report.judge.findings.points import FIRST_STEP_ROWS
+    said = next((f for f in findings if f["id"] == "first_step"), None)
+    b = said["shown"][-1] if said and said["shown"] else None
+    rows = [(code, row) for code, row in zip(FIRST_STEP_ROW_LABELS, FIRST_STEP_ROWS)
+            if b and all(f"p.{b}.{q}" in led and led.value_of(f"p.{b}.{q}") is not None for q in row)]
+    return Table(id="first_step", title=in_langs("label.table_first_step"),
+                 columns=[Column(id=f"c{i}", header=in_langs(h), unit="", digits=None)
+                          for i, h in enumerate(FIRST_STEP_COLUMNS)],
+                 rows=[[f"p.{b}.{q}" for q in row] for _, row in rows],
+                 row_labels=[in_langs(code) for code, _ in rows])
+
+
 def point_table(led: Ledger, pids: list[str], table_id: str, title: dict[str, str],
                 columns: list, labels: dict[str, str]) -> Table:
     """A table with one row per point, labelled by its name (LABELS: C=128); each cell a ledger key."""
@@ -306,6 +352,8 @@ def round_tables(led: Ledger, facts: dict, pids: list[str], comparisons: list) -
             "node_table": nodes,
             "client_lag": client_lag_table(led, facts["findings"], pids, labels),
             "held_table": held_table(led, facts["findings"], labels),
+            "invalid_table": invalid_table(led, facts["findings"], facts["invalid_points"], labels),
+            "first_step": first_step_table(led, facts["findings"]),
             **set_tables(led, comparisons, facts["point_labels"]),
             **peer_tables(led, facts["peer_matches"]),
             "gpm_table": point_table(led, pids, "gpm_table", in_langs("label.table_gpm"), GPM_COLUMNS, labels),

@@ -44,20 +44,39 @@ def _invalid_code(led: Ledger, pid: str, reason: str) -> str:
     return f"invalid_{reason}"
 
 
+# The checks said once for every point that failed them, their numbers in the table of the
+# invalid points beside the sentence (compose: invalid_table, its columns per check); any other
+# check is said point by point with its numbers.
+GROUPED_CHECKS = ("lockstep_wave", "lockstep", "not_steady", "pace_drift")
+
+
 def invalid_points_finding(led: Ledger, validity: dict[str, Validity],
                            labels: dict[str, str] | None = None) -> Finding | None:
-    """Which points are left out of fits and verdicts, and why."""
+    """Which points are left out of fits and verdicts, and why: one sentence per check, the
+    points that failed it named and their numbers in a table."""
     bad = [v for v in validity.values() if not v.valid]
     if not bad:
         return None
-    items = [catalogue_texts("invalid_point", p=v.point, at=point_label(labels, v.point),
-                             reasons=joined_texts([catalogue_texts(_invalid_code(led, v.point, r), p=v.point, at=point_label(labels, v.point))
-                                     for r in v.reasons],
-                                    "invalid_reason_sep")) for v in bad]
+    codes = [(v.point, _invalid_code(led, v.point, r).removeprefix("invalid_")) for v in bad for r in v.reasons]
+    items = []
+    for code in GROUPED_CHECKS:
+        pids = list(dict.fromkeys(p for p, c in codes if c == code))
+        if pids:
+            items.append(catalogue_texts(f"invalid_group_{code}", points={
+                lang: listed([str(in_lang(point_label(labels, p), lang)) for p in pids], lang) for lang in LANGS}))
+    for v in bad:
+        rest = [c for p, c in codes if p == v.point and c not in GROUPED_CHECKS]
+        if rest:
+            items.append(catalogue_texts("invalid_point", p=v.point, at=point_label(labels, v.point),
+                                         reasons=joined_texts([catalogue_texts(f"invalid_{c}", p=v.point)
+                                                               for c in rest], "invalid_reason_sep")))
+    shown = list(dict.fromkeys(p for p, c in codes if c in GROUPED_CHECKS))
     return Finding("invalid_points", "validity",
-                   catalogue_texts("invalid_points", items=joined_texts(items, "invalid_point_sep")),
+                   catalogue_texts("invalid_points", items=joined_texts(items, "invalid_reason_sep")),
                    [f"p.{v.point}.{k}" for v in bad for k in ("held_concurrency_fraction", "send_synchrony",
-                                                             "lifetimes_in_window", "failed_scrape_share")])
+                                                             "lifetimes_in_window", "failed_scrape_share")]
+                   + [f"p.{p}.queue_over_wave" for p, c in codes if c == "lockstep_wave"],
+                   shown)
 
 
 def disagreement_finding(led: Ledger, validity: dict[str, Validity],
@@ -217,9 +236,10 @@ def compute_step_said(led: Ledger, pid: str, labels: dict[str, str] | None, prev
 
 def bottleneck_finding(led: Ledger, att: Attribution, fid: str = "bottleneck",
                        labels: dict[str, str] | None = None, prev_round: str | None = None,
-                       prev_clock: str | None = None) -> Finding | None:
+                       prev_clock: str | None = None, predicted: bool = True) -> Finding | None:
     """The mechanism sentence of one point's bottleneck, by phase where the phases are known,
-    followed by what the GPU's own counters said of it."""
+    followed by the compute step it predicts (unless PREDICTED is false: page 1 says it) and
+    what the GPU's own counters said of it."""
     f = None
     if att.mechanism in BY_PHASE:
         f = make_finding(led, fid, "bottleneck", catalogue_texts(f"mechanism_{att.mechanism}_by_phase", p=att.point,
@@ -227,7 +247,7 @@ def bottleneck_finding(led: Ledger, att: Attribution, fid: str = "bottleneck",
                          list(att.evidence))
     f = f or make_finding(led, fid, "bottleneck", catalogue_texts(f"mechanism_{att.mechanism}", p=att.point, at=point_label(labels, att.point)),
                           list(att.evidence))
-    if f is not None and att.mechanism in COMPUTE_BOUND:
+    if f is not None and att.mechanism in COMPUTE_BOUND and predicted:
         f = followed_by(f, compute_step_finding(led, att.point, labels, prev_round, prev_clock))
     if f is None:
         return f
@@ -300,8 +320,9 @@ def step_mix_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None
 
 def first_step_finding(led: Ledger, pids: list[str], labels: dict[str, str] | None = None) -> Finding | None:
     """The first step up from a single stream: what one request's prefill landing in the other's
-    decode step predicts for ITL p99 and TTFT p99 beside what was measured, and whether it
-    explains each (within the prediction tolerance) or not."""
+    decode step predicts for ITL p99 and TTFT p99, and whether it explains each (within the
+    prediction tolerance) or not; each prediction beside its measurement in the table of the two
+    points (compose: first_step_table, its rows FIRST_STEP_ROWS)."""
     if len(pids) < 2:
         return None
     a, b = pids[0], pids[1]
@@ -328,15 +349,27 @@ def first_step_finding(led: Ledger, pids: list[str], labels: dict[str, str] | No
     gaps_code = (None if gaps is None else "first_step_gaps_explained" if held(gaps)
                  else "first_step_gaps_short" if gaps < 1 else "first_step_gaps_long")
     empty = {lang: "" for lang in LANGS}
+    if any(val(led, f"p.{b}.{q}") is None for row in FIRST_STEP_ROWS[:1] + FIRST_STEP_ROWS[2:] for q in row):
+        return None     # the table would not give both sides of a prediction the sentence judges
     # The TTFT bound is an upper one: a tail under it is within the mechanism too.
-    return make_finding(led, "first_step", "mechanism", catalogue_texts(
+    f = make_finding(led, "first_step", "mechanism", catalogue_texts(
         "first_step", a=a, b=b, a_at=point_label(labels, a), b_at=point_label(labels, b),
         itl=catalogue_texts(itl_code, a=a, b=b, a_at=point_label(labels, a)),
         gaps=({lang: word("finding.counters_sep", lang) + t for lang, t in catalogue_texts(gaps_code, a=a, b=b).items()}
               if gaps_code else empty),
         ttft=catalogue_texts("first_step_ttft_explained" if ttft <= 1 else "first_step_ttft_near" if ttft <= 1 + tol
                              else "first_step_ttft_not", a=a, b=b)),
-        ["r.rule_prediction_tol"])
+        ["r.rule_prediction_tol"] + [f"p.{b}.{q}" for row in FIRST_STEP_ROWS for q in row])
+    if f is not None:
+        f.shown = [a, b]
+    return f
+
+
+# The first step's table, one row per prediction at the second point: (predicted, measured,
+# measured over predicted); the gaps where a prefill lands are absent where no percentile reads them.
+FIRST_STEP_ROWS = (("itl_p99_first_step_predicted", "itl_ms_p99", "itl_p99_over_first_step"),
+                   ("itl_p99_with_prefill_predicted", "itl_ms_at_prefill_gaps", "itl_prefill_gaps_over_step"),
+                   ("ttft_p99_behind_step_predicted", "ttft_ms_p99", "ttft_p99_over_behind_step"))
 
 
 def population_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None) -> Finding | None:

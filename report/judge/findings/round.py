@@ -268,8 +268,11 @@ def round_findings(led: Ledger, validity: dict[str, Validity], attributions: dic
                                facts.get("prefill_ref_clock"))
         out += slo_findings(led, valid_pids, labels)
         last = valid_pids[-1]
+        # The compute step the headline point's verdict predicts is said once, on page 1.
+        said = any(f is not None and f.kind == "thesis" and f"p.{last}.step_over_compute_ceiling" in f.keys()
+                   for f in out)
         out.append(bottleneck_finding(led, attributions[last], labels=labels, prev_round=facts.get("prev_round"),
-                                      prev_clock=facts.get("prefill_ref_clock")))
+                                      prev_clock=facts.get("prefill_ref_clock"), predicted=not said))
         kinds = {}
         for p in valid_pids:
             kinds.setdefault(attributions[p].bottleneck, p)

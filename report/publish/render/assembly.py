@@ -31,6 +31,7 @@ from report.publish.render.text import (
     close_cjk_gaps,
 )
 from report.publish.render.vega import prepare_spec, spec_json, vega_bundle
+from report.words import listed
 
 HTML_LANG = {"zh": "zh-CN", "en": "en"}
 # What a "pdf" assembly prints: the review (the sections) or the audit (the provenance appendix).
@@ -47,6 +48,11 @@ WIDE_TABLE_COLUMNS = 9
 # review PDF (print.css: .review-left), so a number keeps one id in the web page and both PDFs;
 # the review numbers only the figures it shows.
 REVIEW_LEAVES_FIGURES = frozenset({"queue_vs_prefill", "kv", "tflops_timeline", "timeline", "power"})
+# A figure the review leaves where the page places another that reads the same points along their
+# axis: the step budget's sets, panel by panel, where its curve over the budget is placed.
+REVIEW_PREFERS = {"sets_step_budget": "budget_curve"}
+# Every figure the review leaves is printed, with its caption, in the audit PDF, and the review
+# names them in one line (label.page_elsewhere): a reviewer with the PDFs alone still has them.
 # Where each section of the assembled page begins (templates/base.html.j2).
 _SECTION_START = re.compile(r'<section class="section" id="sec-([\w-]+)">')
 
@@ -91,8 +97,10 @@ class Assembly(Provenance):
         doc = PH.sub(self._ref_sub, doc)
         self.assign_ids(doc)
         if self.mode == "pdf" and self.part == "audit":
-            # The same ids as the review PDF's, under the title, with no section of its own.
+            # The same ids as the review PDF's, under the title, with no section of its own: the
+            # figures the review leaves, then the provenance of every number.
             doc = self.skeleton(sections=False)
+            doc = doc.replace(APPENDIX_PH, str(self.elsewhere_figures()) + APPENDIX_PH)
         # The review PDF leaves the per-number provenance to the web page and the audit PDF.
         appendix = "" if self.mode == "pdf" and self.part == "review" else str(self.appendix())
         doc = doc.replace(APPENDIX_PH, appendix)
@@ -129,7 +137,7 @@ class Assembly(Provenance):
             title=title, subtitle=self.report.subtitle.get(self.lang, ""), round_id=self.report.round_id, css=Markup(css), csp=csp,
             scripts=[Markup(s) for s in scripts], sections=page.sections if sections else [],
             notices=[n.get(self.lang) or next(iter(n.values()), "") for n in self.report.notices] if sections else [],
-            part=self.part,
+            part=self.part, elsewhere=self.elsewhere_line() if sections else "",
             bundles=self.report.bundles, links=self.links, appendix=Markup(APPENDIX_PH),
             footer=Markup(self.words["footer"]),
         )
@@ -142,7 +150,7 @@ class Assembly(Provenance):
         rendered: dict[int, str] = {}
         for i in order:
             b = self.page.blocks[i]
-            if b.kind in counters and not self.left_out(b):
+            if b.kind in counters and not self.review_leaves(b):
                 counters[b.kind] += 1
                 self.numbers[(b.kind, b.ref)] = counters[b.kind]
             rendered[i] = str(self.render_block(b))
@@ -150,11 +158,39 @@ class Assembly(Provenance):
         return PH.sub(lambda m: rendered[int(m.group(2))] if m.group(1) == "b" else m.group(0),
                        doc)
 
+    def review_leaves(self, b) -> bool:
+        """Whether block B is a figure the review PDF leaves to the web page and the audit PDF
+        (REVIEW_LEAVES_FIGURES, or REVIEW_PREFERS where the other is placed) and no sentence of the
+        page points to; both PDFs number the figures the review shows, and only those."""
+        if self.mode != "pdf" or b.kind != "figure" or ("figure", b.ref) in self.page.refs:
+            return False
+        preferred = REVIEW_PREFERS.get(b.ref)
+        return b.ref in REVIEW_LEAVES_FIGURES or any(
+            o.kind == "figure" and o.ref == preferred for o in self.page.blocks)
+
     def left_out(self, b) -> bool:
-        """Whether block B is one the review PDF leaves to the web page (REVIEW_LEAVES_FIGURES)
-        and no sentence of the page points to."""
-        return (self.mode == "pdf" and self.part == "review" and b.kind == "figure"
-                and b.ref in REVIEW_LEAVES_FIGURES and ("figure", b.ref) not in self.page.refs)
+        """Whether block B is a figure the review PDF shows nothing of but its caption's ids."""
+        return self.part == "review" and self.review_leaves(b)
+
+    def elsewhere_blocks(self) -> list:
+        """The figures the review leaves, in the page's order."""
+        return [b for b in self.page.blocks if self.review_leaves(b)]
+
+    def elsewhere_line(self) -> Markup:
+        """The review's one line naming the figures it leaves to the web page and the audit PDF."""
+        titles = [self.report.figures[b.ref].title.get(self.lang, b.ref) for b in self.elsewhere_blocks()]
+        if self.part != "review" or not titles:
+            return Markup("")
+        return Markup('<p class="elsewhere">{0}</p>').format(
+            self.words["elsewhere"].format(figures=listed(titles, self.lang)))
+
+    def elsewhere_figures(self) -> Markup:
+        """The audit PDF's figures the review leaves, each with its title and caption."""
+        blocks = self.elsewhere_blocks()
+        if not blocks:
+            return Markup("")
+        return Markup('<section class="elsewhere-figures"><h2>{0}</h2>{1}</section>').format(
+            self.words["elsewhere_heading"], Markup("").join(self.render_block(b) for b in blocks))
 
     def render_block(self, b) -> Markup:
         m = self.macros
@@ -164,7 +200,8 @@ class Assembly(Provenance):
                 # Its caption's numbers keep their ids; the review shows none of it.
                 return Markup('<div class="review-left">{0} {1}</div>').format(
                     b.payload["caption"], b.payload["keys"])
-            label = self.words["fig_label"].format(n=self.numbers[("figure", b.ref)])
+            label = (self.words["fig_label"].format(n=self.numbers[("figure", b.ref)])
+                     if ("figure", b.ref) in self.numbers else self.words["elsewhere_label"])
             if self.mode == "html":
                 body = Markup('<div class="chart" id="chart-{0}" role="img" aria-label="{1}"></div>'
                               '<script type="application/json" class="vl-spec" data-target="chart-{0}">'

@@ -64,7 +64,13 @@ def test_round_4_c2_itl_tail_counts_how_often_a_prefill_lands_in_a_gap():
     assert "too few for p99 to reach them" in text and "p[[p.L1024-c2.prefill_gap_percentile]]" in text
     # The percentile the prefill gaps reach is checked too, with a tolerance that fails there.
     assert value("round-4", "p.L1024-c2.itl_prefill_gaps_over_step") < 1 / (1 + tol)
-    assert "short of it: fewer gaps than one a reply carried a whole prefill" in text
+    assert "short of the predicted step: fewer gaps than one a reply carried a whole prefill" in text
+    # the sentence says the verdicts; the table under it gives each prediction beside its measurement
+    table = compose("round-4").tables["first_step"]
+    assert table.rows[0] == ["p.L1024-c2.itl_p99_first_step_predicted", "p.L1024-c2.itl_ms_p99",
+                             "p.L1024-c2.itl_p99_over_first_step"]
+    assert [r[2] for r in table.rows] == ["p.L1024-c2.itl_p99_over_first_step", "p.L1024-c2.itl_prefill_gaps_over_step",
+                                          "p.L1024-c2.ttft_p99_over_behind_step"]
 
 
 @pytest.mark.parametrize("rid, pid", [("round-4", "L1024-c128"), ("round-5", "L8192-c16")])
@@ -159,9 +165,21 @@ def every_round():
     return [(r, {lang: _text(r, lang) for lang in ("en", "zh")}) for r in reports]
 
 
-def test_no_two_sections_state_contrary_facts(every_round):
+CORPUS = sorted((ROOT / "tests" / "fixtures" / "corpus").glob("*/bundle"))
+
+
+@pytest.fixture(scope="module")
+def every_bundle(every_round):
+    """Every committed round (each beside its previous one) and every corpus bundle, with its pages."""
+    from report.publish.compose import compose_rounds
+    corpus = compose_rounds([(b, b.parent.name) for b in CORPUS])
+    assert len(corpus) == len(CORPUS)
+    return every_round + [(r, {lang: _text(r, lang) for lang in ("en", "zh")}) for r in corpus]
+
+
+def test_no_two_sections_state_contrary_facts(every_bundle):
     seen = 0
-    for report, pages in every_round:
+    for report, pages in every_bundle:
         for lang, pairs in CONTRARY.items():
             for said, contrary in pairs:
                 if said in pages[lang]:
@@ -170,12 +188,54 @@ def test_no_two_sections_state_contrary_facts(every_round):
         for lang, phrases in NEVER.items():
             for phrase in phrases:
                 assert phrase not in pages[lang], f"{report.round_id} ({lang}) prints {phrase!r}"
-    assert len(every_round) == len(ROUNDS)
+    assert len(every_bundle) == len(ROUNDS) + len(CORPUS)
 
 
-def test_a_stale_running_gauge_carries_no_count_of_running_requests(every_round):
+# A number printed on a page: its ledger key (templates/macros.j2's number markup).
+PRINTED = re.compile(r'data-key="([^"]+)"')
+
+
+def _judged_ratios(report, texts: dict[str, str], evidence: list[str]) -> list[str]:
+    """The measured-over-predicted ratios a sentence judges against the prediction tolerance:
+    those it cites or rests on, where it cites the tolerance."""
+    cited = [k for t in texts.values() for k in re.findall(r"\[\[([^\]|]+)", t)]
+    if "r.rule_prediction_tol" not in cited:
+        return []
+    led = report.ledger
+    return [k for k in dict.fromkeys(cited + list(evidence))
+            if "_over_" in k.rsplit(".", 1)[-1] and k in led and led[k].present]
+
+
+def test_every_judged_prediction_prints_its_prediction_and_its_measurement(every_bundle):
+    """Over every committed round and corpus bundle, in both languages: a sentence or a caption
+    that judges a ratio within the prediction tolerance prints, on its page, the ratio and both
+    the prediction and the measurement it divides (its inputs in the ledger), in the sentence or
+    in the table beside it."""
+    judged = set()
+    for report, _ in every_bundle:
+        led = report.ledger
+        said = [(f["texts"], f["evidence"]) for f in report.facts.findings]
+        said += [(fig.caption, list(fig.keys)) for fig in report.figures.values() if fig.caption]
+        for lang in ("en", "zh"):
+            shown = set(PRINTED.findall(Page(report, lang).assemble("html")))
+            for texts, evidence in said:
+                if not any(k in shown for k in re.findall(r"\[\[([^\]|]+)", texts[lang])):
+                    continue        # a sentence this page does not print
+                for ratio in _judged_ratios(report, texts, evidence):
+                    sides = [d for _, d in led[ratio].inputs
+                             if d in led and led[d].present and not d.startswith("r.rule_")]
+                    missing = [k for k in [ratio, *sides] if k not in shown]
+                    assert not missing, f"{report.round_id} ({lang}): {ratio} judged without {missing}"
+                    judged.add((report.round_id, ratio))
+    # round 4's first step (ITL, the prefill gaps, TTFT) and its lockstep waves among them
+    assert {("round-4", "p.L1024-c2.itl_p99_over_first_step"), ("round-4", "p.L1024-c2.ttft_p99_over_behind_step"),
+            ("round-4", "p.L1024-c256.queue_over_wave")} <= judged
+    assert len({rid for rid, _ in judged}) >= 5
+
+
+def test_a_stale_running_gauge_carries_no_count_of_running_requests(every_bundle):
     stale = 0
-    for report, pages in every_round:
+    for report, pages in every_bundle:
         led = report.ledger
         for key, v in led.values.items():
             if not (key.endswith(".running_gauges_stale") and v.present and v.value):
@@ -190,20 +250,20 @@ def test_a_stale_running_gauge_carries_no_count_of_running_requests(every_round)
     assert stale      # round 2's C=2 and round 11's L=64: a running median under one, requests in flight
 
 
-def test_the_clock_is_called_throttled_only_below_the_tolerance(every_round):
-    for report, pages in every_round:
+def test_the_clock_is_called_throttled_only_below_the_tolerance(every_bundle):
+    for report, pages in every_bundle:
         led, last = report.ledger, f"p.{report.facts.headline_point}."
         below, tol = led.value_of(last + "sm_clock_below_max"), led.value_of("r.rule_clock_slower")
         if "actually throttling the clocks" in pages["en"]:
             assert below is not None and below > tol, report.round_id
         if "without slowing the clocks measurably" in pages["en"]:
             assert below <= tol and "功耗上限压住了功率，频率却没有明显降下来" in pages["zh"]
-    said = {r.round_id for r, p in every_round if "without slowing the clocks measurably" in p["en"]}
+    said = {r.round_id for r, p in every_bundle if "without slowing the clocks measurably" in p["en"]}
     assert {"round-9", "round-10"} <= said      # 1,965 of 1,980 MHz
 
 
-def test_the_first_step_says_the_tail_is_unexplained_only_where_p99_reaches_the_prefill_gaps(every_round):
-    for report, pages in every_round:
+def test_the_first_step_says_the_tail_is_unexplained_only_where_p99_reaches_the_prefill_gaps(every_bundle):
+    for report, pages in every_bundle:
         for f in report.facts.findings:
             if f["id"] != "first_step":
                 continue

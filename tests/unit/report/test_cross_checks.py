@@ -175,6 +175,14 @@ def test_distortion_needs_the_measured_error_and_a_second_signal():
     first = dict(engine_itl_ms_p50_low=0.0, client_outside_engine_itl_p50=0.0)
     assert distortion_check(getter(**big, **first, coread_share_by_counters=0.9)) == (False, [])
     assert distortion_check(getter(itl_error_share_p50=0.0, itl_error_share_p99=0.01)) == (True, [])
+    # A small error whose client percentile lies outside a resolving bucket: the sentence names
+    # that percentile (the demo's p99, 24 % outside, beside a p50 in the first bucket).
+    small = dict(itl_error_share_p50=0.0, itl_error_share_p99=0.01)
+    p99_out = dict(engine_itl_ms_p50_low=0.0, client_outside_engine_itl_p50=0.0,
+                   engine_itl_ms_p99_low=10.0, client_outside_engine_itl_p99=0.244)
+    assert distortion_check(getter(**small, **p99_out)) == (True, ["client_apart_error_small_p99"])
+    p50_out = dict(engine_itl_ms_p50_low=5.0, client_outside_engine_itl_p50=0.73)
+    assert distortion_check(getter(**small, **p50_out)) == (True, ["client_apart_error_small"])
 
 
 def test_an_open_loop_over_capacity_is_over_saturated_and_one_below_is_not():

@@ -213,3 +213,27 @@ def test_the_lengths_say_whether_prompts_or_outputs_carry_more_tokens(prompt, co
     led = _led({"p.b.prompt_tokens_sent_mean": prompt, "p.b.output_tokens_sent_mean": 300.0})
     assert C.cap_lengths(led, "b", {})["en"] == C.word(f"finding.figcap_{code}", "en", p="b", at="b")
     assert C.cap_lengths(_led({"p.b.prompt_tokens_sent_mean": prompt}), "b", {}) is None
+
+
+@pytest.mark.parametrize("bundle, modelled", [("tests/fixtures/corpus/cpu-budget-sweep/bundle", False),
+                                               ("runs/round-13/bundle", True)])
+def test_a_step_budget_sweep_places_its_curve_with_the_step_models_tail_beside_the_measured(bundle, modelled):
+    """Where the sets sweep --max-num-batched-tokens over three values or more, the page places the
+    curve over the budget, captioned, ITL p99 drawn beside the tail the step model predicts; the
+    review prints the curve and leaves the sets' panels to the web page and the audit PDF."""
+    from report.publish.compose import compose_round
+    from report.publish.figures.chart import TEXT
+    from report.publish.render.page import Page
+    report = compose_round(ROOT / bundle, "budget")
+    fig = report.figures["budget_curve"]
+    assert set(fig.caption) == set(LANGS)
+    assert any(k.endswith(".itl_ms_p99") for k in fig.keys)
+    # the step model's tail where the GPU's roofs give one (a CPU engine has none)
+    assert any(k.endswith(".itl_tail_ms_model") for k in fig.keys) is modelled
+    for lang in LANGS:
+        assert (TEXT[lang]["budget_series_itl_tail_ms_model"] in str(fig.specs[lang])) is modelled, lang
+        page = Page(report, lang)
+        svgs = {b.ref: "<svg></svg>" for b in page.blocks if b.kind == "figure"}
+        review = page.assemble("pdf", svgs=svgs, part="review")
+        assert 'id="fig-budget_curve"' in review and 'id="fig-sets_step_budget"' not in review, lang
+        assert 'id="fig-sets_step_budget"' in page.assemble("pdf", svgs=svgs, part="audit"), lang

@@ -63,10 +63,10 @@ def test_each_tail_is_said_explained_only_within_the_tolerance(round2):
     grew = _with(led, itl_ms_p99=20.0, ttft_p99_over_behind_step=0.9)
     en = first_step_finding(grew, valid, LABELS).texts["en"]
     assert "the prefill in the decode step explains the ITL tail" in en
-    assert "under it: a first token waiting behind at most one such step explains the TTFT tail" in en
+    assert "under the bound of waiting behind one such step: a first token waiting behind at most one such step explains the TTFT tail" in en
     # Forced: the TTFT tail a little over its bound, within the tolerance: it fits, not confirmed
     near = first_step_finding(_with(led, itl_ms_p99=20.0, ttft_p99_over_behind_step=1.1), valid, LABELS)
-    assert "over it by less than" in near.texts["en"] and "under it" not in near.texts["en"]
+    assert "by less than the tolerance" in near.texts["en"] and "under the bound" not in near.texts["en"]
     assert "超出不到规则允许的" in near.texts["zh"]
     # Forced: the ITL tail twice the prediction: not explained
     off = _with(led, itl_p99_over_first_step=2.0)

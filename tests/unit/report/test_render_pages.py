@@ -196,3 +196,23 @@ def test_the_review_pdf_leaves_a_figure_to_the_web_page_and_keeps_every_numbers_
     assert 'id="fig-queue_vs_prefill"' in review            # a sentence points to it: it stays, Figure 1
     assert re.search(r'id="fig-queue_vs_prefill">\s*<div class="fig-head"><span class="fig-label">Figure 1<', review)
     assert 'id="fig-ttft_breakdown"' in runs[("html", "review")][0]
+
+
+def test_the_audit_pdf_prints_the_figures_the_review_leaves_and_the_review_says_where(monkeypatch):
+    """A reviewer with the PDFs alone still has every figure: the audit prints each one the review
+    leaves, with its caption, before the provenance; the review names them in one line."""
+    report = hand_built_report()
+    page = Page(report, "en")
+    svgs = {b.ref: "<svg></svg>" for b in page.blocks if b.kind == "figure"}
+    page.refs = [("figure", "queue_vs_prefill") if r == ("figure", "ttft_breakdown") else r for r in page.refs]
+    monkeypatch.setattr(assembly, "REVIEW_LEAVES_FIGURES", frozenset({"ttft_breakdown"}))
+    review = assembly.Assembly(page, "pdf", svgs, {}, "review").run()
+    audit = assembly.Assembly(page, "pdf", svgs, {}, "audit").run()
+    title = report.figures["ttft_breakdown"].title["en"]
+    line = re.search(r'<p class="elsewhere">(.*?)</p>', review, re.S).group(1)
+    assert title in line and 'id="fig-ttft_breakdown"' not in review
+    section = re.search(r'<section class="elsewhere-figures">(.*?)</section>', audit, re.S).group(1)
+    assert 'id="fig-ttft_breakdown"' in section and '<figcaption class="fig-caption">' in section
+    assert audit.index('class="elsewhere-figures"') < audit.index('class="appendix')
+    html = assembly.Assembly(page, "html", svgs, {}, "review").run()
+    assert 'class="elsewhere"' not in html and 'class="elsewhere-figures"' not in html
