@@ -21,11 +21,6 @@ VALIDITY_CODES = ("not_held", "lockstep", "not_steady", "pace_drift", "over_satu
                   "client_distorted", "interrupted", "failed")
 
 
-def val(led: Ledger, key: str) -> Any:
-    """The value at KEY, or None when absent or unknown."""
-    return led.value_of(key)
-
-
 @dataclass
 class Validity:
     """Whether a point measured what it was set to measure, and why not."""
@@ -281,7 +276,7 @@ def point_validity(led: Ledger, pid: str, status: str = "ok") -> Validity:
     ev: dict[str, Any] = {}
 
     def get(name: str) -> Any:
-        ev[k + name] = val(led, k + name)
+        ev[k + name] = led.value_of(k + name)
         return ev[k + name]
 
     out = Validity(point=pid, valid=True, evidence=ev)
@@ -343,10 +338,10 @@ def kv_pool_full(led: Ledger, pid: str) -> bool | None:
     k = f"p.{pid}."
     # A round of several server sets has each point's own pool (its set's).
     pool_key = k + "pool_tokens_usable" if k + "pool_tokens_usable" in led else "r.pool_tokens_usable"
-    peak, pool, need = (val(led, k + "kv_usage_peak"), val(led, pool_key),
-                        val(led, k + "request_peak_tokens"))
-    if peak is None and val(led, k + "log_kv_usage_peak_pct") is not None:
-        peak = val(led, k + "log_kv_usage_peak_pct") / 100.0
+    peak, pool, need = (led.value_of(k + "kv_usage_peak"), led.value_of(pool_key),
+                        led.value_of(k + "request_peak_tokens"))
+    if peak is None and led.value_of(k + "log_kv_usage_peak_pct") is not None:
+        peak = led.value_of(k + "log_kv_usage_peak_pct") / 100.0
     if peak is None:
         return None
     if pool is None or need is None:
@@ -381,7 +376,7 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
 
     def get(key: str) -> Any:
         if key not in ev:
-            ev[key] = val(led, key)
+            ev[key] = led.value_of(key)
         return ev[key]
 
     f = facts_of(Signals(get, k), kv_pool_full(led, pid))

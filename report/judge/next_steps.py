@@ -23,7 +23,6 @@ import math
 from report.architecture.theory import GIB
 from report.derive import validity as V
 from report.derive.validity import SATURATION_GROWTH
-from report.judge.diagnosis import val
 from report.ledger import Ledger
 from report.words import LANGS, word
 
@@ -41,7 +40,7 @@ def step(sid: str, code: str, labels: dict[str, str] | None = None, **fields) ->
 def with_effect(st: dict, led: Ledger, pid: str, key: str, code: str) -> dict:
     """STEP with the effect the step model predicts for it (`label.next_effect_<code>`, citing
     `p.<pid>.<key>`), where the ledger has that prediction."""
-    if val(led, f"p.{pid}.{key}") is not None:
+    if led.value_of(f"p.{pid}.{key}") is not None:
         for lang in LANGS:
             st[lang] = f"{st[lang]} {word(f'label.next_effect_{code}', lang, pid=pid)}"
         st["effect"] = code   # page 1 leads with the first step that predicts its effect
@@ -92,11 +91,11 @@ def pool_flags(led: Ledger, rd, pid: str) -> list[str] | None:
     override where the round forced its pool with one (a later flag wins), else the KV memory."""
     plan = (rd.bundle.manifest.get("plan") or {}).get("engine") or {}
     forced = OVERRIDE in (plan.get("flags") or []) or OVERRIDE in str(plan.get("command") or "")
-    tokens, block = val(led, f"p.{pid}.kv_tokens_theory"), val(led, "r.block_size")
+    tokens, block = led.value_of(f"p.{pid}.kv_tokens_theory"), led.value_of("r.block_size")
     if forced and tokens is not None and block:
         # One more block than the requests use: vLLM keeps a null block out of the pool.
         return [OVERRIDE, str(math.ceil(tokens * POOL_HEADROOM / block) + 1)]
-    need = val(led, f"p.{pid}.kv_memory_needed_gib")
+    need = led.value_of(f"p.{pid}.kv_memory_needed_gib")
     return None if need is None else ["--kv-cache-memory", str(math.ceil(need * GIB * POOL_HEADROOM))]
 
 
@@ -113,7 +112,7 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
         by_kind.setdefault(attribution[pid].bottleneck, []).append(pid)
     for pid, v in validity.items():
         k = f"p.{pid}."
-        e2e_s = val(led, k + "e2e_ms_p50")
+        e2e_s = led.value_of(k + "e2e_ms_p50")
         one = {"sweep": {"concurrency": [_point_setting(rd, pid, "concurrency")],
                          "input_len": [_point_setting(rd, pid, "input_len")]}}
         if "lockstep" in v.reasons and e2e_s is not None:
@@ -131,23 +130,23 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
         out.append(with_plan(step("api_servers", "api_servers", labels, pid=by_kind["frontend"][0]),
                              "api_servers", {"sweep": {**at["frontend"]["sweep"], "server_flags": [
                                  [], ["--api-server-count", "2"]]}}))
-    budget = val(led, "r.max_num_batched_tokens")
+    budget = led.value_of("r.max_num_batched_tokens")
     if "scheduler_budget" in by_kind:
         st = step("batched_tokens", "batched_tokens", labels, pid=by_kind["scheduler_budget"][0])
         out.append(with_plan(st, "batched_tokens", {"sweep": {**at["scheduler_budget"]["sweep"], "server_flags": [
             ["--max-num-batched-tokens", str(int(budget * m))] for m in BATCHED_TOKENS_SWEEP]}})
             if budget else st)
-    tol = val(led, "r.rule_prediction_tol")
+    tol = led.value_of("r.rule_prediction_tol")
     if "gpu_compute" in by_kind and budget and tol is not None:
         pid = by_kind["gpu_compute"][-1]
-        tail = val(led, f"p.{pid}.itl_p99_over_tail")
+        tail = led.value_of(f"p.{pid}.itl_p99_over_tail")
         if tail is not None and abs(tail - 1) <= tol:
             out.append(with_plan(step("smaller_budget", "smaller_budget", labels, pid=pid), "smaller_budget", {
                 "sweep": {**at["gpu_compute"]["sweep"], "concurrency": [_point_setting(rd, pid, "concurrency")],
                           "server_flags": [["--max-num-batched-tokens", str(int(budget * m))]
                                            for m in SMALLER_BUDGET_SWEEP]}}))
     eager = [pid for pid in by_kind.get("engine_host", [])
-             if attribution[pid].mechanism == "step_host_side" and val(led, f"p.{pid}.eager_engine")]
+             if attribution[pid].mechanism == "step_host_side" and led.value_of(f"p.{pid}.eager_engine")]
     if eager:
         # A GPU engine without CUDA graphs whose step the roofs explain only in part: the launches
         # graphs remove are host time; the step can fall at most to the roofs' (step_ms_model).
@@ -168,19 +167,19 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
         # named is the one the plan turns (a forced override, or the KV memory of a GPU or CPU engine).
         flags = pool_flags(led, rd, pid)
         on_cpu = rd.log is not None and rd.log.kv_pool_device == "CPU"
-        code = ("grow_pool_unsized" if val(led, f"p.{pid}.kv_memory_needed_gib") is None
+        code = ("grow_pool_unsized" if led.value_of(f"p.{pid}.kv_memory_needed_gib") is None
                 else "grow_pool_forced" if flags and flags[0] == OVERRIDE
                 else "grow_pool_cpu" if on_cpu else "grow_pool")
         st = with_effect(step("grow_pool", code, labels, pid=pid), led, pid, "all_running_output_tok_s_model",
                          "all_running")
         out.append(with_plan(st, "grow_pool", {"sweep": {**at["kv_pool"]["sweep"], "server_flags": [[], flags]}})
                    if flags else st)
-    if val(led, "r.kv_cache_memory_suggested_gib") is not None:
+    if led.value_of("r.kv_cache_memory_suggested_gib") is not None:
         out.append(with_plan(step("kv_cache_memory", "kv_cache_memory"), "kv_cache_memory", {"sweep": {
-            "server_flags": [[], ["--kv-cache-memory", str(int(val(led, "r.kv_cache_memory_suggested_bytes")))]]}}))
+            "server_flags": [[], ["--kv-cache-memory", str(int(led.value_of("r.kv_cache_memory_suggested_bytes")))]]}}))
     if rd.axis == "concurrency" and len(valid) >= 2:
         a, b = valid[-2], valid[-1]
-        growth = val(led, f"p.{b}.output_tok_s"), val(led, f"p.{a}.output_tok_s")
+        growth = led.value_of(f"p.{b}.output_tok_s"), led.value_of(f"p.{a}.output_tok_s")
         ca, cb = _point_setting(rd, a, "concurrency"), _point_setting(rd, b, "concurrency")
         if None not in growth and growth[1] and growth[0] / growth[1] - 1 < SATURATION_GROWTH:
             st = step("between", "between", labels, a=a, b=b)
@@ -206,7 +205,7 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
             # SHARED_PREFIX_PARTS of each prompt shared by SHARED_PREFIXES prefixes, in whole KV blocks
             # (vLLM caches whole blocks only), served with caching off, then on, at the highest
             # valid point's load: one point per set.
-            block, (part, parts) = val(led, "r.block_size"), SHARED_PREFIX_PARTS
+            block, (part, parts) = led.value_of("r.block_size"), SHARED_PREFIX_PARTS
             shared = (part * L // parts) // block * block if block and block < L else part * L // parts
             out.append(with_plan(st, "prefix_caching", {
                 "workload": {"kind": "shared-prefix", "prefix_len": shared or part * L // parts,
@@ -237,7 +236,7 @@ def slo_search_steps(led: Ledger, rd, labels: dict[str, str]) -> list[dict]:
     if cap is None or rd.axis != "concurrency" or rd.slo is None or not hasattr(rd.slo, "to_dict"):
         return []
     if cap.present:
-        lo, hi = val(led, "r.slo_capacity_low"), val(led, "r.slo_capacity_high")
+        lo, hi = led.value_of("r.slo_capacity_low"), led.value_of("r.slo_capacity_high")
         if lo is None or hi is None or hi - lo <= 1:
             return []
         return [with_plan(step("slo_search", "slo_search_between", labels), "slo_search", {

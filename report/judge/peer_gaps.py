@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from bundle.peers import DEFINITIONS, VLLM, PeerResult
 from report.derive import validity as V
 from report.derive.round.read import RoundData, ok_points, peer_id, peer_matches
-from report.judge.diagnosis import val
 from report.judge.findings.finding import Finding, catalogue_texts, make_finding
 from report.ledger import Ledger
 from report.words import LANGS, word
@@ -82,7 +81,7 @@ def peer_findings(led: Ledger, m: PeerMatch, labels: dict[str, str]) -> list[Fin
     same = same_definition(m.result.tool)
     out: list[Finding | None] = []
     # Throughput: their whole run (ramp and drain included) against our steady window.
-    whole, window = val(led, k + "peer_tok_s_over_whole_run"), val(led, k + "peer_tok_s_over_window")
+    whole, window = led.value_of(k + "peer_tok_s_over_whole_run"), led.value_of(k + "peer_tok_s_over_window")
     code = ("peer_tok_s_agree" if _within(whole, V.PEER_AGREE_SHARE) and _within(window, V.PEER_AGREE_SHARE) else
             "peer_tok_s_whole_run" if _within(whole, V.PEER_AGREE_SHARE) else "peer_tok_s_unexplained")
     out.append(make_finding(led, f"peer_tok_s_{p}_{m.item}", "peers", catalogue_texts(code, **fill), []))
@@ -91,7 +90,7 @@ def peer_findings(led: Ledger, m: PeerMatch, labels: dict[str, str]) -> list[Fin
     out.append(make_finding(led, f"peer_itl_{p}_{m.item}", "peers", catalogue_texts(f"peer_itl_{how}", **fill), []))
     # A client that read several events in one read stamps them all at the read: its per-event
     # gaps collapse to nothing, and its first event is late by the read's wait.
-    theirs, ours_event = val(led, k + "peer_itl_ms_p50"), val(led, f"p.{p}.chunk_itl_ms_p50")
+    theirs, ours_event = led.value_of(k + "peer_itl_ms_p50"), led.value_of(f"p.{p}.chunk_itl_ms_p50")
     if how == "per_chunk" and theirs is not None and ours_event and theirs < V.PEER_READ_TOGETHER_SHARE * ours_event:
         f = make_finding(led, f"peer_read_{p}_{m.item}", "peers", catalogue_texts("peer_read_together", **fill), [])
         server = make_finding(led, f"peer_read_{p}_{m.item}", "peers", catalogue_texts("peer_read_together_server", **fill), [])
@@ -102,13 +101,13 @@ def peer_findings(led: Ledger, m: PeerMatch, labels: dict[str, str]) -> list[Fin
     # Streams started together against ours spread over a ramp: where a stream's gaps carry
     # another's prefill more often than a p99 leaves out, our p99 is such a step; theirs,
     # whose prefills share steps with each other, is not.
-    C = val(led, f"p.{p}.concurrency")
+    C = led.value_of(f"p.{p}.concurrency")
     if m.result.starts_together and C and C > 1:
-        share, left = val(led, f"p.{p}.prefill_gap_share_staggered"), val(led, "r.rule_p99_left_out")
-        p99_theirs, p99_ours = val(led, k + "peer_itl_ms_p99"), val(led, f"p.{p}.{same['itl_ms_p99']}")
+        share, left = led.value_of(f"p.{p}.prefill_gap_share_staggered"), led.value_of("r.rule_p99_left_out")
+        p99_theirs, p99_ours = led.value_of(k + "peer_itl_ms_p99"), led.value_of(f"p.{p}.{same['itl_ms_p99']}")
         # The prediction for streams kept in step: our per-event tail without the gaps another
         # stream's first token fell in (a per-event ITL only: a per-request mean has no such gaps).
-        predicted = val(led, f"p.{p}.chunk_itl_ms_p99_no_prefill") if same["itl_ms_p99"] == "chunk_itl_ms_p99" else None
+        predicted = led.value_of(f"p.{p}.chunk_itl_ms_p99_no_prefill") if same["itl_ms_p99"] == "chunk_itl_ms_p99" else None
         spread = None not in (share, left, p99_ours, predicted) and share > left
         near = spread and p99_theirs is not None and abs(p99_theirs - predicted) < abs(p99_theirs - p99_ours)
         code = ("peer_starts_together_p99" if near else "peer_starts_together_predicted" if spread

@@ -18,7 +18,6 @@ from bundle.server_flags import server_flag
 from report.derive import arith as A
 from report.derive import validity as V
 from report.derive.round.read import valid_points
-from report.judge.diagnosis import val
 from report.ledger import Ledger
 from report.phases import resolve_selected
 from report.registry import DOES_NOT_APPLY, RawSources, bound_quantity
@@ -121,13 +120,13 @@ def direction_of(question: str, flag: str, flags: list[str], base_flags: list[st
                  led: Ledger, pid: str, base: str) -> int:
     """+1 where the set's flag raises what it sets against the base, -1 where it lowers it."""
     if question == "pool":
-        mine, theirs = val(led, f"p.{pid}.pool_tokens_set"), val(led, f"p.{base}.pool_tokens_set")
+        mine, theirs = led.value_of(f"p.{pid}.pool_tokens_set"), led.value_of(f"p.{base}.pool_tokens_set")
         return -1 if mine is not None and theirs is not None and mine < theirs else 1
     if question == "prefix_caching":
         return -1 if flag == "--no-enable-prefix-caching" else 1
     if question == "step_budget":
         # Each set's own budget (its flag, else what its server states), never server 0's.
-        mine, theirs = val(led, f"p.{pid}.step_token_budget"), val(led, f"p.{base}.step_token_budget")
+        mine, theirs = led.value_of(f"p.{pid}.step_token_budget"), led.value_of(f"p.{base}.step_token_budget")
         return -1 if mine is not None and theirs is not None and mine < theirs else 1
     return 1
 
@@ -178,7 +177,7 @@ def set_comparisons(led: Ledger, rd, validity: Mapping) -> list[SetComparison]:
                                            led, p.pid, bp.pid), tuple(p.settings.get("server_flags") or ()))
             yield p.pid, base_raw(led, question, bp.pid)
             for qty, how, _ in SIGNALS[question]:
-                c.moved[qty] = _moved(val(led, f"p.{p.pid}.{qty}_vs_base"), how)
+                c.moved[qty] = _moved(led.value_of(f"p.{p.pid}.{qty}_vs_base"), how)
             out.append(c)
 
     resolve_selected(led, "server_sets", inputs)

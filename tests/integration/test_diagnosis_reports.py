@@ -11,7 +11,6 @@ import json
 import subprocess
 import sys
 
-from report.judge.diagnosis import val
 from tests.conftest import FIXTURES, ROOT
 
 FIX = FIXTURES
@@ -74,8 +73,8 @@ def test_the_shared_point_of_two_h200_rounds_gets_a_reproducibility_verdict():
     # finding says so instead of "reproduced".
     assert text.startswith("Throughput reproduced, latency did not")
     assert " to " not in text.split("differs")[1].split(",")[0]
-    assert abs(val(r5.ledger, "x.repro_tput_min")) <= 0.05
-    assert abs(val(r5.ledger, "x.repro_ttft_p99_min")) > 0.2
+    assert abs(r5.ledger.value_of("x.repro_tput_min")) <= 0.05
+    assert abs(r5.ledger.value_of("x.repro_ttft_p99_min")) > 0.2
     assert "可复现：" not in plain_text(found[0]["texts"]["zh"], r5.ledger, "zh")
     # silent where there is nothing to compare: round 4 is composed here without its round 3
     assert not [f for f in r4.facts.findings if f["id"] == "reproducibility"]

@@ -18,7 +18,7 @@ STILL_LONGER = {
     "report/cli.py": 477,
     "report/derive/step.py": 401,
     "report/derive/validity.py": 609,
-    "report/judge/diagnosis.py": 463,
+    "report/judge/diagnosis.py": 462,
     "report/registry.py": 462,
 }
 

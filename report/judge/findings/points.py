@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from report.derive import validity as V
 from report.derive.prefilltail import rate_reference_point
-from report.judge.diagnosis import Attribution, Validity, val
+from report.judge.diagnosis import Attribution, Validity
 from report.judge.findings.finding import (
     Finding,
     catalogue_texts,
@@ -38,7 +38,7 @@ COUNTER_CODES = ("shown", "bandwidth_agrees", "compute_agrees", "flops_agree", "
 def _invalid_code(led: Ledger, pid: str, reason: str) -> str:
     """The sentence of one failed check; a lockstep point's says how long its waves queue, where
     the draining-wave prediction lies within the rule's tolerance of the measured queue."""
-    ratio, tol = val(led, f"p.{pid}.queue_over_wave"), val(led, "r.rule_prediction_tol")
+    ratio, tol = led.value_of(f"p.{pid}.queue_over_wave"), led.value_of("r.rule_prediction_tol")
     if reason == "lockstep" and ratio is not None and tol is not None and abs(ratio - 1) <= tol:
         return "invalid_lockstep_wave"
     return f"invalid_{reason}"
@@ -120,23 +120,23 @@ HELD_SHOWN = ("held_concurrency_fraction", "engine_held_fraction", "client_held_
 
 def _held_shown(led: Ledger, pid: str) -> bool:
     """Whether the held table has every share of PID to print."""
-    return all(val(led, f"p.{pid}.{q}") is not None for q in HELD_SHOWN)
+    return all(led.value_of(f"p.{pid}.{q}") is not None for q in HELD_SHOWN)
 
 
 def client_suspects(led: Ledger, pids: list[str], attributions: dict[str, Attribution] | None = None) -> list[str]:
     """The points of PIDS whose client loop lagged past the lag rule at its tail (the rule the
     diagnosis reads at the median, read tail against tail), over the merged samples or at one
     Ray node's own (`client_nodes_tail_lagging`), where the verdict is not the client."""
-    floor, share = val(led, "r.rule_lag_min_ms"), val(led, "r.rule_lag_share_of_itl")
+    floor, share = led.value_of("r.rule_lag_min_ms"), led.value_of("r.rule_lag_share_of_itl")
     if floor is None or share is None:
         return []
     out = []
     for pid in pids:
         if attributions and pid in attributions and attributions[pid].bottleneck == "client":
             continue    # its verdict names the client already
-        lag, itl = val(led, f"p.{pid}.client_lag_ms_p99"), val(led, f"p.{pid}.itl_ms_p99")
+        lag, itl = led.value_of(f"p.{pid}.client_lag_ms_p99"), led.value_of(f"p.{pid}.itl_ms_p99")
         if (lag is not None and itl is not None and lag > max(floor, share * itl)) \
-                or val(led, f"p.{pid}.client_nodes_tail_lagging"):
+                or led.value_of(f"p.{pid}.client_nodes_tail_lagging"):
             out.append(pid)
     return out
 
@@ -152,7 +152,7 @@ def client_suspect_finding(led: Ledger, pids: list[str], labels: dict[str, str] 
     # Each point's lag beside its ITL p99 is a row of the diagnosis's table (compose's client_lag
     # table reads the points from this finding's evidence), not a clause repeated point by point.
     shown = [pid for pid in client_suspects(led, pids, attributions)
-             if all(val(led, f"p.{pid}.{q}") is not None for q in CLIENT_LAG_SHOWN)]
+             if all(led.value_of(f"p.{pid}.{q}") is not None for q in CLIENT_LAG_SHOWN)]
     if not shown:
         return None
     names = {lang: listed([str(in_lang(point_label(labels, pid), lang)) for pid in shown], lang) for lang in LANGS}
@@ -160,7 +160,7 @@ def client_suspect_finding(led: Ledger, pids: list[str], labels: dict[str, str] 
                         [f"p.{pid}.{q}" for pid in shown for q in CLIENT_LAG_SHOWN])
     # A point one Ray node's own tail made a suspect (the merged p99 hides it) names that node.
     for pid in shown:
-        if said is not None and val(led, f"p.{pid}.client_nodes_tail_lagging"):
+        if said is not None and led.value_of(f"p.{pid}.client_nodes_tail_lagging"):
             said = followed_by(said, make_finding(led, "x", "validity", catalogue_texts(
                 "client_suspect_node", p=pid, at=point_label(labels, pid)), []))
     return said
@@ -216,8 +216,8 @@ def compute_step_said(led: Ledger, pid: str, labels: dict[str, str] | None, prev
     """The compute-step prediction at PID in the catalogue's PREFIX-ed words (the diagnosis's
     own, or page 1's shorter `thesis_` ones): the step at the clock's compute ceiling beside the
     step measured, then, where measured, the step at the prefill rate of a prompt alone."""
-    tol = val(led, "r.rule_prediction_tol")
-    ratio = val(led, f"p.{pid}.step_over_compute_ceiling")
+    tol = led.value_of("r.rule_prediction_tol")
+    ratio = led.value_of(f"p.{pid}.step_over_compute_ceiling")
     if ratio is None or tol is None:
         return None
     f = make_finding(led, "compute_step", "bottleneck",
@@ -225,7 +225,7 @@ def compute_step_said(led: Ledger, pid: str, labels: dict[str, str] | None, prev
                      verdict=catalogue_texts(f"{prefix}compute_step_{_step_fit(ratio, tol)}", p=pid)),
                      ["r.rule_prediction_tol"])
     # The attainable rate this engine measured on a prompt alone, scaled to this point's clock.
-    alone = val(led, f"p.{pid}.step_over_prefill_rate")
+    alone = led.value_of(f"p.{pid}.step_over_prefill_rate")
     if f is None or alone is None:
         return f
     rate, ref, ref_clock = _prefill_rate_of(led, labels, prev_round, prev_clock)
@@ -280,17 +280,17 @@ def step_mix_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None
                      prev_round: str | None = None, prev_clock: str | None = None) -> Finding | None:
     """Prefill chunks riding in decode steps, and what they do to ITL p99."""
     # The tokens per running request rest on the running gauge: nothing is said where it read stale values.
-    if val(led, f"p.{pid}.running_gauges_stale"):
+    if led.value_of(f"p.{pid}.running_gauges_stale"):
         return None
-    ratio = val(led, f"p.{pid}.step_tokens_per_running")
-    p50, p99 = val(led, f"p.{pid}.itl_ms_p50"), val(led, f"p.{pid}.itl_ms_p99")
+    ratio = led.value_of(f"p.{pid}.step_tokens_per_running")
+    p50, p99 = led.value_of(f"p.{pid}.itl_ms_p50"), led.value_of(f"p.{pid}.itl_ms_p99")
     if ratio is None or ratio < V.STEP_MIX_MIN or p50 is None or p99 is None or p99 < V.STEP_MIX_MIN * p50:
         return None
     # The prediction is at the clock the point ran at (the reference's where the clock did not
     # fall), and it is said to explain the tail only within the rule's tolerance; otherwise the
     # sentence says it does not, with both numbers.
-    miss, tol = val(led, f"p.{pid}.itl_p99_over_tail"), val(led, "r.rule_prediction_tol")
-    miss_slow = val(led, f"p.{pid}.itl_p99_over_tail_at_clock")
+    miss, tol = led.value_of(f"p.{pid}.itl_p99_over_tail"), led.value_of("r.rule_prediction_tol")
+    miss_slow = led.value_of(f"p.{pid}.itl_p99_over_tail_at_clock")
     slower = (miss is not None and miss_slow is not None and miss_slow < miss / (1 + V.CLOCK_SLOWER))
     rate, ref, ref_clock = _prefill_rate_of(led, labels, prev_round, prev_clock)
     at_clock = miss_slow if slower else miss
@@ -309,7 +309,7 @@ def step_mix_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None
         if f is not None:
             return f
     # No prefill rate measured alone: the step model's fullest prefill step, where it has one.
-    model = val(led, f"p.{pid}.itl_p99_over_tail_model")
+    model = led.value_of(f"p.{pid}.itl_p99_over_tail_model")
     if model is not None and tol is not None:
         code = "step_mix_model" if 1 / (1 + tol) <= model <= 1 + tol else "step_mix_model_not"
         f = make_finding(led, "step_mix", "mechanism", catalogue_texts(code, p=pid, at=point_label(labels, pid)), ["r.rule_prediction_tol"])
@@ -326,9 +326,9 @@ def first_step_finding(led: Ledger, pids: list[str], labels: dict[str, str] | No
     if len(pids) < 2:
         return None
     a, b = pids[0], pids[1]
-    tol = val(led, "r.rule_prediction_tol")
-    itl, ttft = val(led, f"p.{b}.itl_p99_over_first_step"), val(led, f"p.{b}.ttft_p99_over_behind_step")
-    share, gaps = val(led, f"p.{b}.prefill_gap_share"), val(led, f"p.{b}.itl_prefill_gaps_over_step")
+    tol = led.value_of("r.rule_prediction_tol")
+    itl, ttft = led.value_of(f"p.{b}.itl_p99_over_first_step"), led.value_of(f"p.{b}.ttft_p99_over_behind_step")
+    share, gaps = led.value_of(f"p.{b}.prefill_gap_share"), led.value_of(f"p.{b}.itl_prefill_gaps_over_step")
     if tol is None or itl is None or ttft is None or share is None:
         return None
 
@@ -339,7 +339,7 @@ def first_step_finding(led: Ledger, pids: list[str], labels: dict[str, str] | No
     # steps sit further up the tail, at the percentile the page names.
     rare = share < 1.0 - V.TAIL_PERCENTILE / 100.0
     # A tail already as long with one stream fits the prediction without showing the second made it.
-    before, after = val(led, f"p.{a}.itl_ms_p99"), val(led, f"p.{b}.itl_ms_p99")
+    before, after = led.value_of(f"p.{a}.itl_ms_p99"), led.value_of(f"p.{b}.itl_ms_p99")
     grew = before is not None and after is not None and after > before * (1 + tol)
     if rare:
         itl_code = "first_step_itl_rare_explained" if held(itl) else "first_step_itl_rare_not"
@@ -349,7 +349,7 @@ def first_step_finding(led: Ledger, pids: list[str], labels: dict[str, str] | No
     gaps_code = (None if gaps is None else "first_step_gaps_explained" if held(gaps)
                  else "first_step_gaps_short" if gaps < 1 else "first_step_gaps_long")
     empty = {lang: "" for lang in LANGS}
-    if any(val(led, f"p.{b}.{q}") is None for row in FIRST_STEP_ROWS[:1] + FIRST_STEP_ROWS[2:] for q in row):
+    if any(led.value_of(f"p.{b}.{q}") is None for row in FIRST_STEP_ROWS[:1] + FIRST_STEP_ROWS[2:] for q in row):
         return None     # the table would not give both sides of a prediction the sentence judges
     # The TTFT bound is an upper one: a tail under it is within the mechanism too.
     f = make_finding(led, "first_step", "mechanism", catalogue_texts(
@@ -375,7 +375,7 @@ FIRST_STEP_ROWS = (("itl_p99_first_step_predicted", "itl_ms_p99", "itl_p99_over_
 def population_finding(led: Ledger, pid: str, labels: dict[str, str] | None = None) -> Finding | None:
     """Which requests the server's queue and prefill means describe."""
     k = f"p.{pid}."
-    if val(led, k + "population_excludes_warmup") is False:
+    if led.value_of(k + "population_excludes_warmup") is False:
         return make_finding(led, "population", "method", catalogue_texts("population_with_warmup", p=pid, at=point_label(labels, pid)),
                             [k + "population_excludes_warmup"])
     return make_finding(led, "population", "method", catalogue_texts("population", p=pid, at=point_label(labels, pid)), [])
@@ -384,7 +384,7 @@ def population_finding(led: Ledger, pid: str, labels: dict[str, str] | None = No
 def block_rounding_finding(led: Ledger, pids: list[str], labels: dict[str, str] | None = None) -> Finding | None:
     """Measured KV peaks that equal C requests of whole blocks: a line fitted through them
     deviates from slope C by block rounding alone."""
-    diffs = [val(led, f"p.{p}.kv_peak_vs_blocks") for p in pids]
+    diffs = [led.value_of(f"p.{p}.kv_peak_vs_blocks") for p in pids]
     if len(pids) < 2 or any(d is None or abs(d) > V.KV_BLOCKS_MATCH for d in diffs):
         return None
     return make_finding(led, "kv_block_rounding", "mechanism",

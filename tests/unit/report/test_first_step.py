@@ -10,7 +10,6 @@ import pytest
 
 from bundle.store.reader import read_bundle
 from report.derive.round.read import read_round
-from report.judge.diagnosis import val
 from report.judge.findings.points import first_step_finding
 from report.judge.verdicts import build_ledger
 from tests.conftest import ROOT
@@ -36,11 +35,11 @@ def _with(led, **values):
 
 def test_the_prediction_is_the_single_streams_step_plus_its_prefill(round2):
     _, led = round2
-    step = val(led, f"p.{A}.itl_ms_p50") + val(led, f"p.{A}.prefill_ms_mean")
-    assert val(led, f"p.{B}.itl_p99_with_prefill_predicted") == pytest.approx(step)
-    assert val(led, f"p.{B}.ttft_p99_behind_step_predicted") == pytest.approx(val(led, f"p.{A}.ttft_ms_p99") + step)
-    assert val(led, f"p.{B}.itl_p99_over_prefill_step") == pytest.approx(0.89, abs=0.01)
-    assert val(led, f"p.{B}.ttft_p99_over_behind_step") == pytest.approx(6.8, abs=0.1)
+    step = led.value_of(f"p.{A}.itl_ms_p50") + led.value_of(f"p.{A}.prefill_ms_mean")
+    assert led.value_of(f"p.{B}.itl_p99_with_prefill_predicted") == pytest.approx(step)
+    assert led.value_of(f"p.{B}.ttft_p99_behind_step_predicted") == pytest.approx(led.value_of(f"p.{A}.ttft_ms_p99") + step)
+    assert led.value_of(f"p.{B}.itl_p99_over_prefill_step") == pytest.approx(0.89, abs=0.01)
+    assert led.value_of(f"p.{B}.ttft_p99_over_behind_step") == pytest.approx(6.8, abs=0.1)
 
 
 def test_round_2s_first_step_says_which_tail_the_mechanism_explains(round2):

@@ -12,7 +12,7 @@ import pytest
 from bundle.store.reader import read_bundle
 from report.architecture import roofline as RF
 from report.derive.round.read import read_round
-from report.judge.diagnosis import point_bottleneck, val
+from report.judge.diagnosis import point_bottleneck
 from report.judge.findings.points import bottleneck_finding, step_mix_finding
 from report.judge.verdicts import build_ledger
 from report.ledger import Absent
@@ -36,14 +36,14 @@ def _with(led, key, value):
 
 def test_decode_steps_sit_below_the_ridge_and_prefill_past_it(round4):
     _, led = round4
-    ridge = val(led, "r.ridge")
+    ridge = led.value_of("r.ridge")
     assert ridge == pytest.approx(206.1, abs=0.1)
-    dec = [val(led, f"p.{p}.decode_intensity") for p in POINTS]
+    dec = [led.value_of(f"p.{p}.decode_intensity") for p in POINTS]
     assert all(d < ridge for d in dec) and dec == sorted(dec)     # more running, more reuse
     assert dec[0] == pytest.approx(1.03, abs=0.01)                # one request: ~1 FLOP/B
-    assert val(led, "p.L1024-c64.prefill_intensity") == pytest.approx(945, rel=0.01)
+    assert led.value_of("p.L1024-c64.prefill_intensity") == pytest.approx(945, rel=0.01)
     # the time-averaged counter ratio at C=64 lands at the ridge, describing neither phase
-    assert val(led, "p.L1024-c64.intensity") == pytest.approx(ridge, rel=0.01)
+    assert led.value_of("p.L1024-c64.intensity") == pytest.approx(ridge, rel=0.01)
 
 
 def test_the_roof_named_is_where_the_modelled_step_time_sits(round4):
@@ -52,7 +52,7 @@ def test_the_roof_named_is_where_the_modelled_step_time_sits(round4):
     # C=128: 41 % of the steps carry a prompt's chunk of 1,024 tokens (18.4 ms at the compute
     # ceiling of the capped clock), the rest decode (4.5 ms at peak bandwidth): 74 % of the
     # modelled time is at the compute roof.
-    assert val(led, "p.L1024-c128.step_compute_share") == pytest.approx(0.736, abs=0.01)
+    assert led.value_of("p.L1024-c128.step_compute_share") == pytest.approx(0.736, abs=0.01)
     assert point_bottleneck(led, "L1024-c128").bottleneck == "gpu_compute"
     # Forced: the same step with half its modelled time at each roof names the GPU, not a roof;
     # with most of it at the bandwidth roof, bandwidth.
@@ -77,18 +77,18 @@ def test_the_bottleneck_sentences_give_the_prediction_beside_the_measurement(rou
 def test_the_itl_tail_is_one_full_budget_prefill_step(round4):
     rd, led = round4
     # the prefill rate measured alone at C=1: one prompt's FLOPs over its prefill time
-    rate = val(led, "r.prefill_flop_rate")
+    rate = led.value_of("r.prefill_flop_rate")
     flops = RF.prefill_flops(rd.config, 1024, 1024)
-    assert rate == pytest.approx(flops / (val(led, "p.L1024-c1.prefill_ms_mean") / 1e3))
+    assert rate == pytest.approx(flops / (led.value_of("p.L1024-c1.prefill_ms_mean") / 1e3))
     assert 550e12 < rate < 650e12
     # C=128: 16 prompts waited, so the fullest step carries the whole 8,192-token budget
-    assert val(led, "p.L1024-c128.prefill_step_tokens") == 8192 == val(led, "r.max_num_batched_tokens")
-    assert val(led, "p.L1024-c128.itl_tail_ms_predicted") == pytest.approx(181, abs=1)
-    assert val(led, "p.L1024-c128.itl_p99_over_tail") == pytest.approx(1.0, abs=0.05)
+    assert led.value_of("p.L1024-c128.prefill_step_tokens") == 8192 == led.value_of("r.max_num_batched_tokens")
+    assert led.value_of("p.L1024-c128.itl_tail_ms_predicted") == pytest.approx(181, abs=1)
+    assert led.value_of("p.L1024-c128.itl_p99_over_tail") == pytest.approx(1.0, abs=0.05)
     f = step_mix_finding(led, "L1024-c128")
     assert "itl_tail_ms_predicted" in f.texts["en"] and "at L1024-c1 (" in f.texts["en"]
     # C=64: the gauge saw no queue, the prediction (one prompt) misses its tail 3×: not said
-    assert val(led, "p.L1024-c64.itl_p99_over_tail") > 1 + val(led, "r.rule_prediction_tol")
+    assert led.value_of("p.L1024-c64.itl_p99_over_tail") > 1 + led.value_of("r.rule_prediction_tol")
     f64 = step_mix_finding(led, "L1024-c64")
     assert f64 is None or "itl_tail_ms_predicted" not in f64.texts["en"]
 
@@ -114,16 +114,16 @@ def test_the_compute_bound_verdict_states_the_step_it_predicts(round4):
     rd, led = round4
     k = "p.L1024-c128."
     # the mean step: vLLM's FLOP over its steps, at the ceiling of the sampled clock
-    assert val(led, k + "step_ms_mean") == pytest.approx(1e3 / val(led, k + "engine_steps_per_s"))
-    ceiling = val(led, "r.peak_tflops") * 1530 / 1830     # the datasheet's peak is stated at 1,830 MHz
-    assert val(led, k + "peak_tflops_at_clock") == pytest.approx(ceiling)
-    assert val(led, k + "step_ms_at_compute_ceiling") == pytest.approx(
-        val(led, k + "tflops_s") / val(led, k + "engine_steps_per_s") / ceiling * 1e3)
+    assert led.value_of(k + "step_ms_mean") == pytest.approx(1e3 / led.value_of(k + "engine_steps_per_s"))
+    ceiling = led.value_of("r.peak_tflops") * 1530 / 1830     # the datasheet's peak is stated at 1,830 MHz
+    assert led.value_of(k + "peak_tflops_at_clock") == pytest.approx(ceiling)
+    assert led.value_of(k + "step_ms_at_compute_ceiling") == pytest.approx(
+        led.value_of(k + "tflops_s") / led.value_of(k + "engine_steps_per_s") / ceiling * 1e3)
     # 53 % of the capped ceiling: the step is 1.87x what compute alone at that ceiling predicts
-    assert val(led, k + "step_over_compute_ceiling") == pytest.approx(1 / val(led, k + "mfu_at_clock"))
-    assert val(led, k + "step_over_compute_ceiling") == pytest.approx(1.88, abs=0.01)
+    assert led.value_of(k + "step_over_compute_ceiling") == pytest.approx(1 / led.value_of(k + "mfu_at_clock"))
+    assert led.value_of(k + "step_over_compute_ceiling") == pytest.approx(1.88, abs=0.01)
     # at C=1's measured prefill rate slowed by the clock the step is within the tolerance
-    assert val(led, k + "step_over_prefill_rate") == pytest.approx(1.05, abs=0.02)
+    assert led.value_of(k + "step_over_prefill_rate") == pytest.approx(1.05, abs=0.02)
     att = rd.verdicts.attribution
     text = bottleneck_finding(led, att["L1024-c128"]).texts
     assert "step_ms_at_compute_ceiling" in text["en"] and "only part of each step" in text["en"]
