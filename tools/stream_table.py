@@ -12,10 +12,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bundle.schema import STREAMS  # noqa: E402
+from tools.doc_block import block, main  # noqa: E402
 
 DOC = ROOT / "docs" / "bundle.md"
-# The table stands between these two lines of docs/bundle.md.
-BLOCK = re.compile(r"(<!-- files -->\n)(.*?)(<!-- /files -->\n)", re.S)
+# The table stands between the two lines of docs/bundle.md's block "files".
+BLOCK = block("files")
 HEAD = "| file | written | one line / content |\n|---|---|---|\n"
 # The bundle's files that are not sample streams: before the streams, after the stream named, last.
 FIRST = ("| `manifest.json` | at start; replaced atomically on every change "
@@ -38,18 +39,5 @@ def files_table() -> str:
     return "".join(rows) + LAST
 
 
-def main(argv: list[str]) -> int:
-    """Print the table; with --write, put it in docs/bundle.md between its markers."""
-    if argv[:1] != ["--write"]:
-        print(files_table(), end="")
-        return 0
-    text = DOC.read_text(encoding="utf-8")
-    if not BLOCK.search(text):
-        print("docs/bundle.md has no <!-- files --> ... <!-- /files --> block", file=sys.stderr)
-        return 2
-    DOC.write_text(BLOCK.sub(lambda m: m[1] + files_table() + m[3], text), encoding="utf-8")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:], DOC, "files", files_table))
