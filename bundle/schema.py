@@ -73,6 +73,24 @@ def texts_by_name(v: Any) -> bool:
     return isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
 
 
+# The languages a plan may state its title in (`title = {en = "...", zh = "..."}`); a plain
+# string is the English title. The pages' languages (report/words.py LANGS) are these.
+TITLE_LANGS = ("en", "zh")
+
+
+def plan_title(v: Any) -> bool:
+    """A plan's title: a string (the English title), or a table of strings by language."""
+    return isinstance(v, str) or (isinstance(v, dict) and set(v) <= set(TITLE_LANGS)
+                                  and all(isinstance(x, str) for x in v.values()))
+
+
+def plan_titles(title: Any) -> dict[str, str]:
+    """A plan's title by language (a string is the English one), blank ones left out."""
+    by_lang = {"en": title} if isinstance(title, str) else title if isinstance(title, dict) else {}
+    return {lang: by_lang[lang].strip() for lang in TITLE_LANGS
+            if isinstance(by_lang.get(lang), str) and by_lang[lang].strip()}
+
+
 def count(v: Any) -> bool:
     """A JSON integer at or above 0."""
     return integer(v) and v >= 0
@@ -289,7 +307,7 @@ MANIFEST_FIELDS: dict[str, dict[str, Check]] = {
               "served_name": nullable(text), "tokenizer_vocab_size": nullable(count),
               "load_format": nullable(text)},
     "plan": {"engine": obj, "workload": obj, "sweep": obj, "sampler": obj, "client": obj,
-             "expect": obj, "slo": obj, "cost": obj, "seed": integer, "id": text, "title": text},
+             "expect": obj, "slo": obj, "cost": obj, "seed": integer, "id": text, "title": plan_title},
     "plan.engine": {"mode": text, "endpoint": text, "endpoints": array, "commands": array,
                     "flags": array, "env": obj, "model_config": text},
     "plan.sweep": {"concurrency": array, "input_len": array, "request_rate": array,

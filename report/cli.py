@@ -12,7 +12,7 @@ from typing import Callable
 from bundle.files import BundleError, bundle_dir
 from bundle.slo import SloError
 from bundle.store.reader import find_bundles
-from report.words import LANGS, round_name
+from report.words import LANGS
 
 FORMATS = ("html", "pdf")
 
@@ -351,7 +351,7 @@ def cmd_next(args: argparse.Namespace) -> int:
 
     from bundle.textsafety import json_text, terminal_line
     from report.judge.result import judge_bundle
-    from report.publish.plans import applied, plan_toml, step_comment
+    from report.publish.plans import applied, next_plan_title, plan_toml, step_comment
     from report.words import word
     res = judge_bundle(args.run_dir, slo_argument(args))
     bundle = res.rd.bundle.path
@@ -390,7 +390,7 @@ def cmd_next(args: argparse.Namespace) -> int:
         print(f"error: --write {target}: no directory {target.parent}", file=sys.stderr)
         return 2
     new_id = target.parent.name if target.name == "plan.toml" else target.stem
-    plan = applied(recorded, chosen["plan"], new_id, word("label.plan_title", "en", round=round_name(res.round_id, "en"), step=chosen["id"]))
+    plan = applied(recorded, chosen["plan"], new_id, next_plan_title(res.round_id, chosen["id"]))
     text = plan_toml(plan, step_comment(chosen, res.round_id, res.led, "en"))
     check = getattr(args, "check_plan", None)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".plan-", suffix=".toml")

@@ -15,6 +15,7 @@ from bench.prompts import (
 )
 from bundle.cost import CostError, cost_from_dict
 from bundle.expect import MAX_PLAN_FILE_BYTES, ExpectError, expect_from_dict
+from bundle.schema import TITLE_LANGS
 from bundle.slo import SloError, slo_from_dict
 from bundle.textfile import read_toml_file
 
@@ -51,7 +52,21 @@ ELEMENT_TYPES: dict[tuple[str, str], tuple[type, ...]] = {
     ("sweep", "request_rate"): (int, float), ("sweep", "server_flags"): (list,),
     ("client", "cpu_affinity"): (int,),
 }
-TOP_TYPES: dict[str, tuple[type, ...]] = {"id": (str,), "title": (str,), "seed": (int,)}
+TOP_TYPES: dict[str, tuple[type, ...]] = {"id": (str,), "seed": (int,)}
+
+
+def check_title(title: Any, path: str) -> None:
+    """Refuse a title that is neither a string nor a table of strings by language (TITLE_LANGS)."""
+    if isinstance(title, str):
+        return
+    if not isinstance(title, dict):
+        raise PlanError(f"{path}: title must be a string or a table of strings by language "
+                        f"({', '.join(TITLE_LANGS)}), got {title!r}")
+    for lang, text in title.items():
+        if lang not in TITLE_LANGS:
+            raise PlanError(f"{path}: title.{lang}: unknown language; known: {', '.join(TITLE_LANGS)}")
+        if not isinstance(text, str):
+            raise PlanError(f"{path}: title.{lang} must be a string, got {text!r}")
 
 
 def _what(types: tuple[type, ...]) -> str:
@@ -67,6 +82,8 @@ def check_plan_types(data: dict[str, Any], path: str) -> None:
     for key, types in TOP_TYPES.items():
         if key in data and not _is(data[key], types):
             raise PlanError(f"{path}: {key} must be {_what(types)}, got {data[key]!r}")
+    if "title" in data:
+        check_title(data["title"], path)
     for section, cls in SECTIONS.items():
         table = data.get(section)
         if not isinstance(table, dict):

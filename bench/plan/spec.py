@@ -136,7 +136,9 @@ class ClientSpec:
 @dataclass
 class Plan:
     id: str = "adhoc"
-    title: str = ""
+    # The plan's own title: a string (in English), or a table by language ({en = ..., zh = ...};
+    # bundle/schema.py TITLE_LANGS); each page quotes the one in its language.
+    title: str | dict[str, str] = ""
     seed: int = 0
     engine: EngineSpec = field(default_factory=EngineSpec)
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)

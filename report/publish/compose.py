@@ -6,6 +6,7 @@ import re
 from dataclasses import asdict
 from pathlib import Path
 
+from bundle.schema import plan_titles
 from report.derive import validity as V
 from report.derive.gpu.datasheet import PEAK_DTYPE, gpu_absent_reason
 from report.derive.round.read import OWN_LENGTH_KINDS, ok_points
@@ -17,6 +18,7 @@ from report.publish.figures import against as FA
 from report.publish.figures import lengths as FL
 from report.publish.figures import sweep as FS
 from report.publish.figures import timeline as FT
+from report.publish.plans import step_name
 from report.publish.predicates import page_holds
 from report.publish.tables import in_langs, round_tables, runs_in_parallel
 from report.words import LANGS, has, listed, round_name, word
@@ -138,6 +140,8 @@ def compose_from(res: RoundResult) -> RoundReport:
         lead, rest = in_langs(f"label.notice_lengths_{source}"), in_langs("label.notice_length_dist")
         notices.append({lang: lead[lang] + word("label.sentence_sep", lang) + rest[lang] for lang in LANGS})
     title = round_title(bundle.manifest, rd.axis, round_id, [c.question for c in comparisons])
+    subtitle = plan_subtitle(bundle.manifest)
+    facts["plan_title_written"] = plan_title_written(bundle.manifest, subtitle)
     facts["headline"] = headline(facts["findings"])
     facts["capacity_card"] = all(k in led and led[k].present
                                  for k in ("r.slo_capacity", "r.slo_capacity_low", "r.slo_capacity_high"))
@@ -157,7 +161,7 @@ def compose_from(res: RoundResult) -> RoundReport:
     tables = round_tables(led, facts, pids, comparisons)
     facts["node_table"] = bool(tables["node_table"].rows)
     # The facts are a builder dict until here; the report holds them typed and frozen.
-    return RoundReport(round_id=round_id, title=title, subtitle=plan_subtitle(bundle.manifest), ledger=led, sections=sections, figures=figs,
+    return RoundReport(round_id=round_id, title=title, subtitle=subtitle, ledger=led, sections=sections, figures=figs,
                        tables=tables, facts=RoundFacts(**facts), notices=notices,
                        bundles=[str(bundle_path)])
 
@@ -256,16 +260,31 @@ def _next_title() -> re.Pattern:
 NEXT_TITLE = _next_title()
 
 
-def plan_subtitle(manifest: dict) -> dict[str, str]:
-    """The plan's own title (manifest plan.title) as the page's subtitle, quoted; a title that
-    `serving-ledger next` wrote is said in the page's language (the round and the step by name);
-    {} where it has none."""
-    title = ((manifest.get("plan") or {}).get("title") or "").strip()
+def _next_said(title: str) -> dict[str, str]:
+    """An English title `serving-ledger next` wrote, said in each language (the round and the
+    step by name); {} for any other title."""
     m = NEXT_TITLE.fullmatch(title)
-    code = next((c for c in (m["step"], m["step"].split("_")[0]) if has(f"label.step_name_{c}", "en")),
-                None) if m else None
-    if code is not None:
-        rid = f"round-{m['n'] or m['id']}"
-        return {lang: word("label.plan_subtitle_next", lang, round=round_name(rid, lang),
-                           step=word(f"label.step_name_{code}", lang)) for lang in LANGS}
-    return in_langs("label.plan_subtitle", title=title) if title else {}
+    if not m or step_name(m["step"], "en") is None:
+        return {}
+    rid = f"round-{m['n'] or m['id']}"
+    return {lang: word("label.plan_subtitle_next", lang, round=round_name(rid, lang),
+                       step=step_name(m["step"], lang)) for lang in LANGS}
+
+
+def plan_subtitle(manifest: dict) -> dict[str, str]:
+    """The page's subtitle in each language: the plan's own title in that language, quoted (a
+    plain string is the English title; an English title `next` wrote is said in every
+    language); no language has another's title as its subtitle."""
+    titles = plan_titles((manifest.get("plan") or {}).get("title"))
+    said = _next_said(titles.get("en", ""))
+    return {lang: word("label.plan_subtitle", lang, title=titles[lang])
+            if lang in titles and not (lang == "en" and said) else said[lang]
+            for lang in LANGS if lang in titles or said}
+
+
+def plan_title_written(manifest: dict, subtitle: dict[str, str]) -> dict[str, str]:
+    """The plan's own title as written (its English, else its first), for each language whose
+    page has no SUBTITLE: "How to read this" quotes it once, labelled as the plan's title."""
+    titles = plan_titles((manifest.get("plan") or {}).get("title"))
+    written = titles.get("en") or next(iter(titles.values()), "")
+    return {lang: written for lang in LANGS if written and lang not in subtitle}

@@ -57,6 +57,8 @@ class RoundFacts:
     vllm_version: str | None = None
     model: str | None = None
     model_desc: str | None = None
+    # lang -> the plan's own title as written, where the page has no subtitle in its language
+    plan_title_written: dict[str, str] = field(default_factory=dict)
     random_weights: bool = False
     cpu: str | None = None
     gpu: str | None = None

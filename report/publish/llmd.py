@@ -15,6 +15,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+from bundle.schema import plan_titles
 from report.derive.round.read import RoundData, ok_points
 from report.ledger import Ledger
 
@@ -123,7 +124,7 @@ def point_report(rd: RoundData, led: Ledger, index: int, pid: str) -> dict:
         "run": {"uid": f"{rd.round_id or rd.name}.{pid}", "eid": rd.round_id or rd.name,
                 "time": {"start": _iso(t0 + p.window.t_measure), "end": _iso(t0 + p.window.t_end),
                          "duration": f"PT{window:.3f}S" if window is not None else None},
-                "description": plan.get("title") or None},
+                "description": plan_titles(plan.get("title")).get("en")},
         "scenario": {"stack": _stack(rd, led, pid),
                      "load": {"metadata": {"schema_version": LOAD_SCHEMA_VERSION, "cfg_id": _digest(plan)},
                               "standardized": load, "native": {"config": plan}}},

@@ -16,7 +16,7 @@ from typing import Any
 
 from report.ledger import Ledger
 from report.publish.numbers import plain_text
-from report.words import round_name, word
+from report.words import LANGS, has, round_name, word
 
 # The plan's tables in the order a plan file lists them (bench/plan/spec.py's sections, then [slo] and [cost]).
 SECTIONS = ("engine", "workload", "sweep", "sampler", "client", "slo", "cost")
@@ -33,7 +33,21 @@ REPLAY_KEYS = ("trace", "format", "time_scale", "max_requests", "max_duration_s"
                "num_prompts")
 
 
-def applied(recorded: dict, changes: dict, round_id: str, title: str) -> dict:
+def step_name(step: str, lang: str) -> str | None:
+    """A next step's name in LANG, from its id (`rerun_<point>` is the step `rerun`); None
+    where the catalogue names no such step."""
+    code = next((c for c in (step, step.split("_")[0]) if has(f"label.step_name_{c}", "en")), None)
+    return word(f"label.step_name_{code}", lang) if code else None
+
+
+def next_plan_title(source_round: str, step: str) -> dict[str, str]:
+    """The title of the plan that runs STEP of SOURCE_ROUND, in each language (label.plan_title):
+    the English names the step by its id, as the pages read it back; the others by its name."""
+    return {lang: word("label.plan_title", lang, round=round_name(source_round, lang),
+                       step=step if lang == "en" else step_name(step, lang) or step) for lang in LANGS}
+
+
+def applied(recorded: dict, changes: dict, round_id: str, title: str | dict[str, str]) -> dict:
     """The recorded plan with CHANGES (section -> key -> value) set, as round ROUND_ID; a change
     of the workload's kind drops the keys of the replay kind it leaves."""
     plan = {k: copy.deepcopy(v) for k, v in recorded.items() if k in TOP or k in SECTIONS}

@@ -1,5 +1,6 @@
 """Plan and flag checks made before anything starts: an open loop is open, an [expect] table
-names real points, and an API key is one a header can carry and the bundle can lose."""
+names real points, a title is a string or one per known language, and an API key is one a
+header can carry and the bundle can lose."""
 
 from __future__ import annotations
 
@@ -34,6 +35,20 @@ def test_expectations_must_name_points_of_the_plan():
         plan_from_dict({"sweep": {"concurrency": [1, 8]}, "expect": {"L128-c9": {"valid": True}}})
     with pytest.raises(PlanError, match=r"\[expect.L128-c8\].valid: expected true/false"):
         plan_from_dict({"sweep": {"concurrency": [8]}, "expect": {"L128-c8": {"valid": "yes"}}})
+
+
+def test_a_title_is_a_string_or_one_per_language():
+    assert plan_from_dict({"title": "Concurrency sweep"}).title == "Concurrency sweep"
+    both = {"en": "Concurrency sweep", "zh": "并发扫描"}
+    plan = plan_from_dict({"title": both})
+    assert plan.title == both and plan.to_dict()["title"] == both     # it travels in the manifest
+    assert plan_from_dict({"title": {"zh": "并发扫描"}}).title == {"zh": "并发扫描"}
+    with pytest.raises(PlanError, match=r"^plan: title.fr: unknown language; known: en, zh$"):
+        plan_from_dict({"title": {"en": "Sweep", "fr": "Balayage"}})
+    with pytest.raises(PlanError, match=r"^plan: title.zh must be a string, got 3$"):
+        plan_from_dict({"title": {"zh": 3}})
+    with pytest.raises(PlanError, match=r"^plan: title must be a string or a table"):
+        plan_from_dict({"title": ["Sweep"]})
 
 
 @pytest.mark.parametrize("key, problem", [

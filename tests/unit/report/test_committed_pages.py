@@ -1,6 +1,7 @@
 """Every committed round's pages, read as a reviewer reads them: both languages give every
 number the same id, nothing unresolved shows, the Chinese page has no English sentence and
-the English page no Chinese, and no point is called "the last point"."""
+the English page no Chinese (nor a Chinese page an English subtitle), and no point is called
+"the last point"."""
 
 from __future__ import annotations
 
@@ -367,10 +368,27 @@ def latin_words(text: str) -> set[str]:
                                          re.sub(r"「[^」]*」", " ", text))))
 
 
+_SUBTITLE = re.compile(r'<p class="doc-subtitle">(.*?)</p>', re.S)
+
+
+def subtitle_words(html: str) -> set[str]:
+    """The Latin words of a page's subtitle (the plan's title), quoted or not, outside the
+    allowed terms: a Chinese page's subtitle is the plan's Chinese title, never its English one."""
+    text = " ".join(unescape(re.sub(r"<[^>]+>", " ", m)) for m in _SUBTITLE.findall(html))
+    return set(LATIN_WORD.findall(text)) - LATIN_ALLOWED
+
+
 def test_the_chinese_page_prints_no_english_word_outside_the_allowed_terms(pages):
     for r in ROUNDS:
         words = latin_words(_reading(pages[(r.parent.name, "zh")])) - LATIN_ALLOWED
         assert not words, (r.parent.name, sorted(words))
+        assert not subtitle_words(pages[(r.parent.name, "zh")]), r.parent.name
+
+
+def test_an_english_subtitle_on_a_chinese_page_is_caught():
+    english = '<p class="doc-subtitle">计划标题：「Length sweep on the H200, round 5」</p>'
+    assert subtitle_words(english) == {"Length", "sweep", "on", "the", "round"}
+    assert not subtitle_words('<p class="doc-subtitle">计划：第 4 轮的下一步，缩小每步预算</p>')
 
 
 def test_an_english_word_on_a_chinese_page_is_caught():

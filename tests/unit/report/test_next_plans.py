@@ -47,6 +47,8 @@ def test_round_4s_budget_step_writes_a_plan_the_collector_loads(tmp_path):
     assert "Expected outcome: ITL p99 falls about in step with the budget" in text
     plan = load_plan(target)
     assert plan.id == "round-7"
+    # the title in both languages, each read back on its own page
+    assert plan.title == {"en": "Next step of Round 4: smaller_budget", "zh": "第 4 轮 的下一步：缩小每步预算"}
     # C=128, the highest valid point, bound by compute with its ITL p99 one prefill step (180 ms
     # against 181 ms): the round's own budget (8,192 tokens, from its server log) down to a quarter.
     assert plan.sweep.server_flags == [["--max-num-batched-tokens", str(n)] for n in (8192, 4096, 2048)]
@@ -122,7 +124,10 @@ def test_a_title_written_by_next_is_said_in_each_pages_language():
     assert "smaller_budget" not in said["en"]
     assert "rerun_" not in plan_subtitle({"plan": {"title": "Next step of round-2: rerun_L256-c4"}})["zh"]
     own = plan_subtitle({"plan": {"title": "Concurrency sweep"}})
-    assert "Concurrency sweep" in own["zh"]          # a title its author wrote is quoted as written
+    assert own == {"en": "Plan: “Concurrency sweep”"}    # a title its author wrote, in its language only
+    both = plan_subtitle({"plan": {"title": {"en": "Next step of Round 4: smaller_budget",
+                                             "zh": "第 4 轮 的下一步：缩小每步预算"}}})
+    assert both == {"en": said["en"], "zh": "计划标题：「第 4 轮 的下一步：缩小每步预算」"}
 
 
 def test_every_step_has_a_name_in_both_languages():

@@ -1,8 +1,9 @@
-"""The page title names the round in words and what it measured; the plan's title is a subtitle."""
+"""The page title names the round in words and what it measured; the plan's title is a subtitle
+in the language it is written in, and quoted once in "How to read this" on the other pages."""
 
 from __future__ import annotations
 
-from report.publish.compose import plan_subtitle, round_title
+from report.publish.compose import plan_subtitle, plan_title_written, round_title
 
 
 def _manifest(kind: str, title: str = "") -> dict:
@@ -42,5 +43,20 @@ def test_a_random_server_sweep_keeps_the_axis_words_and_an_odd_id_stands_as_itse
 
 def test_the_plan_title_is_a_quoted_subtitle_only_where_the_plan_has_one():
     sub = plan_subtitle(_manifest("trace", "A trace replayed on the H200"))
-    assert sub == {"en": "Plan: “A trace replayed on the H200”", "zh": "计划标题：「A trace replayed on the H200」"}
+    assert sub == {"en": "Plan: “A trace replayed on the H200”"}
     assert plan_subtitle(_manifest("trace")) == {} and plan_subtitle({}) == {}
+
+
+def test_each_page_quotes_the_title_of_its_own_language():
+    m = {"plan": {"title": {"en": "A trace replayed on the H200", "zh": "在 H200 上回放轨迹"}}}
+    sub = plan_subtitle(m)
+    assert sub == {"en": "Plan: “A trace replayed on the H200”", "zh": "计划标题：「在 H200 上回放轨迹」"}
+    assert plan_title_written(m, sub) == {}
+    only_zh = {"plan": {"title": {"zh": "在 H200 上回放轨迹", "en": "  "}}}
+    assert plan_subtitle(only_zh) == {"zh": "计划标题：「在 H200 上回放轨迹」"}
+
+
+def test_a_page_without_a_title_of_its_language_quotes_the_plans_once_as_written():
+    m = _manifest("trace", "A trace replayed on the H200")
+    assert plan_title_written(m, plan_subtitle(m)) == {"zh": "A trace replayed on the H200"}
+    assert plan_title_written(_manifest("trace"), {}) == {}
