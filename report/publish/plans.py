@@ -16,7 +16,7 @@ from typing import Any
 
 from report.ledger import Ledger
 from report.publish.numbers import plain_text
-from report.words import LANGS, has, round_name, word
+from report.words import LANGS, closed, has, round_name, word
 
 # The plan's tables in the order a plan file lists them (bench/plan/spec.py's sections, then [slo] and [cost]).
 SECTIONS = ("engine", "workload", "sweep", "sampler", "client", "slo", "cost")
@@ -43,8 +43,9 @@ def step_name(step: str, lang: str) -> str | None:
 def next_plan_title(source_round: str, step: str) -> dict[str, str]:
     """The title of the plan that runs STEP of SOURCE_ROUND, in each language (label.plan_title):
     the English names the step by its id, as the pages read it back; the others by its name."""
-    return {lang: word("label.plan_title", lang, round=round_name(source_round, lang),
-                       step=step if lang == "en" else step_name(step, lang) or step) for lang in LANGS}
+    # A title is plain text in a plan file: its Chinese runs closed up as the pages print them.
+    return {lang: closed(word("label.plan_title", lang, round=round_name(source_round, lang),
+                              step=step if lang == "en" else step_name(step, lang) or step)) for lang in LANGS}
 
 
 def applied(recorded: dict, changes: dict, round_id: str, title: str | dict[str, str]) -> dict:
@@ -103,4 +104,4 @@ def step_comment(step: dict, source_round: str, led: Ledger, lang: str = "en") -
     words = [word("label.plan_comment_step", lang, round=round_name(source_round, lang), step=step["id"]),
              word("label.plan_comment_tests", lang, text=plain_text(step[lang], led, lang)),
              word("label.plan_comment_expect", lang, text=plain_text(step["expect"][lang], led, lang))]
-    return [line for w in words for line in textwrap.wrap(w, COMMENT_WIDTH) or [""]]
+    return [line for w in words for line in textwrap.wrap(closed(w), COMMENT_WIDTH) or [""]]

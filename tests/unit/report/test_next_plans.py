@@ -48,7 +48,7 @@ def test_round_4s_budget_step_writes_a_plan_the_collector_loads(tmp_path):
     plan = load_plan(target)
     assert plan.id == "round-7"
     # the title in both languages, each read back on its own page
-    assert plan.title == {"en": "Next step of Round 4: smaller_budget", "zh": "第 4 轮 的下一步：缩小每步预算"}
+    assert plan.title == {"en": "Next step of Round 4: smaller_budget", "zh": "第 4 轮的下一步：缩小每步预算"}
     # C=128, the highest valid point, bound by compute with its ITL p99 one prefill step (180 ms
     # against 181 ms): the round's own budget (8,192 tokens, from its server log) down to a quarter.
     assert plan.sweep.server_flags == [["--max-num-batched-tokens", str(n)] for n in (8192, 4096, 2048)]
@@ -126,8 +126,8 @@ def test_a_title_written_by_next_is_said_in_each_pages_language():
     own = plan_subtitle({"plan": {"title": "Concurrency sweep"}})
     assert own == {"en": "Plan: “Concurrency sweep”"}    # a title its author wrote, in its language only
     both = plan_subtitle({"plan": {"title": {"en": "Next step of Round 4: smaller_budget",
-                                             "zh": "第 4 轮 的下一步：缩小每步预算"}}})
-    assert both == {"en": said["en"], "zh": "计划标题：「第 4 轮 的下一步：缩小每步预算」"}
+                                             "zh": "第 4 轮的下一步：缩小每步预算"}}})
+    assert both == {"en": said["en"], "zh": "计划标题：「第 4 轮的下一步：缩小每步预算」"}
 
 
 def test_every_step_has_a_name_in_both_languages():
