@@ -413,16 +413,6 @@ def point_bottleneck(led: Ledger, pid: str) -> Attribution:
                        else "no_gpu_signals_queued" if queued else "no_gpu_signals", {key: ev[key] for key in keys})
 
 
-# The unknown verdicts whose signals were measured and point different ways; every other unknown
-# verdict lacks the signals that would name a limit. Page 1 and the diagnosis both say which.
-SIGNALS_DISAGREE = frozenset({"no_signal_agrees", "host_counters_disagree"})
-
-
-def signals_disagree(att: Attribution) -> bool:
-    """Whether an unknown verdict rests on signals that contradict one another, not on signals missing."""
-    return att.bottleneck == "unknown" and att.mechanism in SIGNALS_DISAGREE
-
-
 def _also_holding(f, rules) -> tuple[str, ...]:
     """The limits of RULES whose conditions hold as well, in order (the GPU rule as its roof)."""
     return tuple(roof_of(f) if r.bottleneck == "gpu" else r.bottleneck for r in rules if r.when(f))

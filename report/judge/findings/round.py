@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from report.judge.diagnosis import BOTTLENECKS, Attribution, Validity, signals_disagree, val
+from report.judge.diagnosis import BOTTLENECKS, Attribution, Validity, val
 from report.judge.findings.finding import (
     Finding,
     catalogue_texts,
@@ -24,6 +24,7 @@ from report.judge.findings.points import (
     population_finding,
     step_mix_finding,
 )
+from report.judge.rules import signals_disagree
 from report.ledger import Ledger
 from report.words import LANGS, in_lang, listed, word
 

@@ -329,7 +329,8 @@ def test_round_10s_demand_on_the_pool_counts_the_requests_running():
 def test_the_demo_says_why_no_limit_is_named_once():
     # The demo names no limit because nothing that would name one was measured, not because
     # measured signals contradict one another: page 1 and the diagnosis both say so.
-    from report.judge.diagnosis import point_bottleneck, signals_disagree
+    from report.judge.diagnosis import point_bottleneck
+    from report.judge.rules import signals_disagree
     from report.publish.compose import compose_rounds
     led = judge_bundle(ROOT / "tests" / "fixtures" / "cpu-demo").led
     (att,) = [point_bottleneck(led, "L128-c8")]
