@@ -47,6 +47,17 @@ def with_effect(st: dict, led: Ledger, pid: str, key: str, code: str) -> dict:
     return st
 
 
+def with_reason(st: dict) -> dict:
+    """STEP, where it predicts no effect, with what it will measure and why the model predicts no
+    number for it (`label.next_unpredicted_<kind>`, the kind its id names)."""
+    if "effect" not in st:
+        kind = st["id"].split("_")[0] if st["id"].startswith(("rerun_", "longer_")) else st["id"]
+        for lang in LANGS:
+            st[lang] = f"{st[lang]} {word(f'label.next_unpredicted_{kind}', lang)}"
+        st["unpredicted"] = kind
+    return st
+
+
 def with_plan(st: dict, code: str, plan: dict) -> dict:
     """STEP with the plan changes that run it and the outcome they are expected to show."""
     st["plan"] = plan
@@ -218,8 +229,9 @@ def next_steps(led: Ledger, rd, facts: dict) -> list[dict]:
     # A round against servers started elsewhere (endpoint mode) cannot apply a flag: its steps
     # that change one are said without a plan (the collector refuses flags there).
     mode = ((rd.bundle.manifest.get("plan") or {}).get("engine") or {}).get("mode")
-    return [st if mode != "endpoint" or not _sets_flags(st.get("plan")) else
-            {k: v for k, v in st.items() if k not in ("plan", "expect")} for st in out]
+    # Every step the page prints states its predicted effect, or what it measures and why none.
+    return [with_reason(st) if mode != "endpoint" or not _sets_flags(st.get("plan")) else
+            with_reason({k: v for k, v in st.items() if k not in ("plan", "expect")}) for st in out]
 
 
 def _sets_flags(plan: dict | None) -> bool:

@@ -258,3 +258,14 @@ RULES: tuple[Rule, ...] = (
          _roofs_explain, STEP_CITES + ("power_median_w", "power_limit_w", "power_cap_share", "sm_clock_load_mhz",
                                        "r.max_sm_clock_mhz")),
 )
+
+
+# The unknown verdicts whose signals were measured and point different ways (diagnosis.py's
+# fallback and its host-side check); every other unknown verdict lacks the signals that would
+# name a limit. Page 1 and the diagnosis both say which.
+SIGNALS_DISAGREE = frozenset({"no_signal_agrees", "host_counters_disagree"})
+
+
+def signals_disagree(att) -> bool:
+    """Whether an unknown verdict (an Attribution) rests on signals that contradict one another, not on signals missing."""
+    return att.bottleneck == "unknown" and att.mechanism in SIGNALS_DISAGREE

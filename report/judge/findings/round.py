@@ -24,6 +24,7 @@ from report.judge.findings.points import (
     population_finding,
     step_mix_finding,
 )
+from report.judge.rules import signals_disagree
 from report.ledger import Ledger
 from report.words import LANGS, in_lang, listed, word
 
@@ -139,6 +140,11 @@ def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pid
     kept_up = led.value_of(f"p.{top}.open_loop") is True and limit not in ("unknown", "under_driven", "client")
     if kept_up:
         code = "thesis_kept_up"
+    # No limit named: because the signals contradict one another, or because those that would
+    # name one were not measured; the diagnosis's sentence for the point says the same.
+    unsignalled = limit == "unknown" and not signals_disagree(attributions[top])
+    if unsignalled:
+        code = "thesis_unknown_unmeasured"
     head = make_finding(led, "thesis", "thesis", catalogue_texts(code, p=top, at=at[top], since=at[since],
                                                  first=at[valid_pids[0]],
                                                  limit=catalogue_texts(f"thesis_limit_{said}")),
@@ -153,7 +159,7 @@ def thesis_findings(led: Ledger, attributions: dict[str, Attribution], valid_pid
     elif len(valid_pids) > 1:
         out.append(make_finding(led, "thesis_knee", "thesis", catalogue_texts("thesis_no_knee", n=top, at=at[top],
                                                                prev=at[valid_pids[-2]]), []))
-    advice = "thesis_advice_kept_up" if kept_up else f"thesis_advice_{said}"
+    advice = "thesis_advice_kept_up" if kept_up else f"thesis_advice_{said}" + ("_unmeasured" if unsignalled else "")
     # Advice checked against the bundle: CUDA graphs only for a GPU engine that ran without them.
     if said == "engine_host":
         advice += ("_cpu" if attributions[top].mechanism.startswith("cpu_engine")

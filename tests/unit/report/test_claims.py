@@ -142,9 +142,22 @@ ROUNDS = sorted((ROOT / "runs").glob("round-*/bundle"))
 CONTRARY = {
     "en": [("This round sampled no /metrics", "The sampler scraped /metrics"),
            ("read stale values and are not used", "requests actually running"),
-           ("read stale values and are not used", "are decode tokens (the median of running requests)")],
+           ("read stale values and are not used", "are decode tokens (the median of running requests)"),
+           # no limit named: the signals contradict one another, or those that would name one are missing
+           ("the signals disagree", "the data do not single one out"),
+           ("the signals disagree", "not measured: GPU telemetry or FLOP counters"),
+           ("which signals disagreed; settle them", "the data do not single one out"),
+           ("which signals disagreed; settle them", "not measured: GPU telemetry or FLOP counters"),
+           ("no signal measured there singles one out", "the signals do not agree on one"),
+           ("no signal measured there singles one out", "a GPU that busy was not waiting on its host")],
     "zh": [("本轮没有采样 /metrics", "采样器共抓取 /metrics"),
-           ("读到的是过时的数，不予采用", "实际在跑的请求为")],
+           ("读到的是过时的数，不予采用", "实际在跑的请求为"),
+           ("各信号说法不一", "数据不足以指认某一项"),
+           ("各信号说法不一", "没有测到的是 GPU 遥测"),
+           ("哪些信号不一致，先弄清", "数据不足以指认某一项"),
+           ("哪些信号不一致，先弄清", "没有测到的是 GPU 遥测"),
+           ("测到的信号没有一项指向某个限制", "各项信号不一致"),
+           ("测到的信号没有一项指向某个限制", "这么忙的 GPU 并没有在等主机")],
 }
 # Sentences no page may print: a relation without a test that can fail, or a reason that is none.
 NEVER = {"en": ("within 25% of that range", "outside the accepted", "the diagnosis gives the limit"),
@@ -311,3 +324,39 @@ def test_round_10s_demand_on_the_pool_counts_the_requests_running():
     assert value("round-10", f"p.{pid}.kv_expected_peak") == pytest.approx(
         value("round-10", f"p.{pid}.kv_running_requests") * value("round-10", f"p.{pid}.request_peak_tokens")
         / value("round-10", f"p.{pid}.pool_tokens_usable"))
+
+
+def test_the_demo_says_why_no_limit_is_named_once():
+    # The demo names no limit because nothing that would name one was measured, not because
+    # measured signals contradict one another: page 1 and the diagnosis both say so.
+    from report.judge.diagnosis import point_bottleneck
+    from report.judge.rules import signals_disagree
+    from report.publish.compose import compose_rounds
+    led = judge_bundle(ROOT / "tests" / "fixtures" / "cpu-demo").led
+    (att,) = [point_bottleneck(led, "L128-c8")]
+    assert att.bottleneck == "unknown" and not signals_disagree(att)
+    (report,) = compose_rounds([(ROOT / "tests" / "fixtures" / "cpu-demo", "cpu-demo")])
+    pages = {lang: _text(report, lang) for lang in ("en", "zh")}
+    assert "no signal measured there singles one out" in pages["en"] and "the data do not single one out" in pages["en"]
+    assert "测到的信号没有一项指向某个限制" in pages["zh"] and "数据不足以指认某一项" in pages["zh"]
+    for lang, pairs in CONTRARY.items():
+        for said, contrary in pairs:
+            assert not (said in pages[lang] and contrary in pages[lang]), f"demo ({lang}): {said!r} beside {contrary!r}"
+
+
+def test_every_printed_next_step_states_its_predicted_effect_or_why_none(every_bundle):
+    # A step predicts its effect from ledger values (label.next_effect_*), or says what it will
+    # measure and why the model predicts no number for it (label.next_unpredicted_*), on the page.
+    from report.words import word
+    seen = 0
+    for report, pages in every_bundle:
+        for st in report.facts.next_steps:
+            seen += 1
+            assert ("effect" in st) != ("unpredicted" in st), f"{report.round_id}: {st['id']}"
+            if "effect" in st:
+                assert "[[p." in word(f"label.next_effect_{st['effect']}", "en", pid="x")
+                continue
+            for lang in ("en", "zh"):
+                reason = word(f"label.next_unpredicted_{st['unpredicted']}", lang)
+                assert reason and reason in pages[lang], f"{report.round_id} ({lang}): {st['id']} states no effect"
+    assert seen
