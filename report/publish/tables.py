@@ -221,7 +221,7 @@ def point_table(led: Ledger, pids: list[str], table_id: str, title: dict[str, st
                  row_labels=[{lang: in_lang(labels.get(pid, pid), lang) for lang in LANGS} for pid in pids])
 
 
-# One row per GPU sampled (report/derive/gpu/power.py: the per-GPU quantities of a point).
+# One row per GPU sampled (report/derive/gpu/per_gpu.py: the per-GPU quantities of a point).
 GPU_COLUMNS = [
     ("gpu_row_power_median_w", "label.col_gpu_power", "", 0),
     ("gpu_row_sm_clock_load_mhz", "label.col_gpu_sm_clock", "", 0),
@@ -269,7 +269,7 @@ def item_table(led: Ledger, pid: str | None, per: str, table_id: str, title: dic
                                       else item[len(per):]) for item in items])
 
 
-# One row per client node and point of a Ray round (report/derive/clienterror.py: the per-node
+# One row per client node and point of a Ray round (report/derive/clienterror/nodes.py: the per-node
 # quantities): the load it was planned and delivered, and its own client's event-loop lag.
 NODE_COLUMNS = [
     ("node_planned_requests", "label.col_node_planned", "", 0),

@@ -1,6 +1,6 @@
 """Each request's latencies and token counts as arrays, and the percentile and mean over them.
 
-The records come as a RequestTable (bundle/request_table.py: one numpy column per field, the
+The records come as a RequestTable (bundle/request_table/: one numpy column per field, the
 chunks of all requests in flat arrays); a list of record dicts is converted first. Lists of
 values are numpy arrays.
 
