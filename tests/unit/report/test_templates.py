@@ -80,7 +80,8 @@ def key_literals(path: Path) -> set[str]:
             j -= 1
         if j >= 1 and toks[j][1] == "(" and toks[j - 1][0] == "name" and toks[j - 1][1] in NUMBER_FUNCS:
             name = value[1:-1]
-            if not name.endswith("."):  # "p." ~ point ~ ".x": the prefix is not a key
+            # "p." ~ point ~ ".x": the prefix is not a key; nor is an empty string (an `else ""`)
+            if name and not name.endswith("."):
                 out.add(name.lstrip("."))
     return out
 
